@@ -1,0 +1,1 @@
+"""The REST API: Litestar app, controllers, wire schemas, problem+json errors."""

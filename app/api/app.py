@@ -1,0 +1,101 @@
+"""The ASGI application: plugins, controllers, error handling, start-up and shutdown."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+
+import anyio
+import structlog
+from litestar import Litestar, Router
+from litestar.datastructures import State
+from litestar.openapi import OpenAPIConfig
+from litestar.openapi.spec import Components, SecurityScheme
+from litestar.plugins.sqlalchemy import (
+    AsyncSessionConfig,
+    SQLAlchemyAsyncConfig,
+    SQLAlchemyPlugin,
+)
+
+from app import __version__
+from app.api.auth import API_KEY_HEADER, require_api_key
+from app.api.health import health, ready
+from app.api.memories import MemoryController
+from app.api.problems import EXCEPTION_HANDLERS
+from app.api.resources import Resources
+from app.api.search import SearchController
+from app.api.users import UserController
+from app.config import DEV_API_KEY, Settings, get_settings
+from app.logging import configure_logging
+
+log = structlog.get_logger(__name__)
+
+
+@contextlib.asynccontextmanager
+async def _lifespan(app: Litestar) -> AsyncIterator[None]:
+    resources: Resources = app.state.resources
+    settings = resources.settings
+    if settings.dev_key_enabled:
+        log.warning(
+            "auth.development_key_enabled",
+            message="NO API KEY HASHES CONFIGURED: the public development key "
+            f"'{DEV_API_KEY}' is accepted. Set COGNIS_API_KEY_HASHES before exposing "
+            "this service.",
+        )
+    await anyio.to_thread.run_sync(resources.embedder.load)
+    try:
+        await resources.index.ensure_index()
+    except Exception as exc:
+        log.warning("search_index.unavailable_at_startup", error=str(exc))
+    stop = asyncio.Event()
+    relay_task = None
+    if settings.relay_in_api:
+        relay_task = asyncio.create_task(resources.relay.run_forever(stop))
+    log.info("api.started", host=settings.host, port=settings.port, relay=settings.relay_in_api)
+    try:
+        yield
+    finally:
+        stop.set()
+        if relay_task is not None:
+            await relay_task
+        await resources.close()
+
+
+def create_app(settings: Settings | None = None) -> Litestar:
+    settings = settings or get_settings()
+    configure_logging(settings.log_level, settings.log_json)
+    resources = Resources.build(settings)
+    db_config = SQLAlchemyAsyncConfig(
+        engine_instance=resources.engine,
+        session_config=AsyncSessionConfig(expire_on_commit=False),
+        before_send_handler="autocommit",
+        create_all=False,
+        set_default_exception_handler=False,
+    )
+    api = Router(
+        path="/",
+        route_handlers=[MemoryController, SearchController, UserController],
+        guards=[require_api_key],
+        security=[{"apiKey": []}],
+    )
+    return Litestar(
+        route_handlers=[health, ready, api],
+        plugins=[SQLAlchemyPlugin(config=db_config)],
+        exception_handlers=EXCEPTION_HANDLERS,
+        lifespan=[_lifespan],
+        state=State({"resources": resources}),
+        openapi_config=OpenAPIConfig(
+            title="Cognis Memory",
+            version=__version__,
+            description="Long-term memory for conversational AI agents.",
+            path="/schema",
+            components=Components(
+                security_schemes={
+                    "apiKey": SecurityScheme(
+                        type="apiKey", name=API_KEY_HEADER, security_scheme_in="header"
+                    )
+                }
+            ),
+        ),
+    )

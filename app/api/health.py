@@ -1,0 +1,40 @@
+"""Liveness and readiness (no API key needed)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from litestar import Response, get
+from litestar.datastructures import State
+from sqlalchemy import text
+
+from app.search_index.outbox import pending_count
+from app.search_index.relay import oldest_pending_age_s
+
+
+@get("/health", tags=["health"], summary="Liveness: the process answers")
+async def health() -> dict[str, str]:
+    return {"status": "ok"}
+
+
+@get("/ready", tags=["health"], summary="Readiness: Postgres, OpenSearch, model, outbox backlog")
+async def ready(state: State) -> Response[dict[str, Any]]:
+    resources = state.resources
+    checks: dict[str, Any] = {"model_loaded": resources.embedder.loaded}
+    try:
+        async with resources.sessionmaker() as session:
+            await session.execute(text("SELECT 1"))
+            checks["outbox_pending"] = await pending_count(session)
+            checks["outbox_oldest_pending_s"] = await oldest_pending_age_s(session)
+        checks["postgres"] = "up"
+    except Exception as exc:
+        checks["postgres"] = f"down: {type(exc).__name__}"
+    checks["opensearch"] = "up" if await resources.index.ping() else "down"
+    serving = checks["postgres"] == "up" and checks["model_loaded"]
+    # Without OpenSearch the service still serves (vector-only search, outbox holds writes).
+    status = (
+        "ready"
+        if serving and checks["opensearch"] == "up"
+        else ("degraded" if serving else "unavailable")
+    )
+    return Response({"status": status, **checks}, status_code=200 if serving else 503)

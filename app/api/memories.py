@@ -1,0 +1,126 @@
+"""Memory endpoints: create, batch, get, list, update, delete, history."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import msgspec
+from litestar import Controller, delete, get, patch, post
+from litestar.datastructures import State
+from litestar.di import Provide
+from litestar.params import Parameter
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.api.schemas import (
+    HistoryOut,
+    MemoryBatchCreate,
+    MemoryBatchOut,
+    MemoryCreate,
+    MemoryList,
+    MemoryOut,
+    MemoryUpdate,
+    Scope,
+)
+from app.memories.domain import MemoryDraft, parse_memory_id
+from app.memories.repository import ListFilter
+from app.memories.service import UNSET, MemoryPatch, MemoryService
+
+
+async def provide_memory_service(db_session: AsyncSession, state: State) -> MemoryService:
+    resources = state.resources
+    return MemoryService(db_session, resources.embedder, resources.classifier, resources.settings)
+
+
+def _draft(body: MemoryCreate) -> MemoryDraft:
+    return MemoryDraft(
+        content=body.content,
+        category=body.category,
+        scope=body.scope,
+        session_id=body.session_id,
+        speaker=body.speaker,
+        event_time=body.event_time,
+        metadata=body.metadata,
+    )
+
+
+def _patch(body: MemoryUpdate) -> MemoryPatch:
+    return MemoryPatch(
+        **{
+            name: (UNSET if value is msgspec.UNSET else value)
+            for name, value in msgspec.structs.asdict(body).items()
+        }
+    )
+
+
+class MemoryController(Controller):
+    path = "/v1/users/{user_id:str}/memories"
+    tags = ["memories"]
+    dependencies = {"service": Provide(provide_memory_service)}
+
+    @post("/", summary="Create a memory (version 1 of a new chain)")
+    async def create_memory(
+        self, user_id: str, data: MemoryCreate, service: MemoryService
+    ) -> MemoryOut:
+        (memory,) = await service.create(user_id, [_draft(data)])
+        return MemoryOut.of(memory)
+
+    @post("/batch", summary="Create several memories in one transaction")
+    async def create_memories(
+        self, user_id: str, data: MemoryBatchCreate, service: MemoryService
+    ) -> MemoryBatchOut:
+        memories = await service.create(user_id, [_draft(m) for m in data.memories])
+        return MemoryBatchOut(items=[MemoryOut.of(m) for m in memories])
+
+    @get("/", summary="List memories, newest first, with cursor pagination")
+    async def list_memories(
+        self,
+        user_id: str,
+        service: MemoryService,
+        scope: Scope | None = None,
+        session_id: str | None = None,
+        category: str | None = None,
+        include_superseded: bool = False,
+        limit: Annotated[int, Parameter(ge=1, le=200)] = 50,
+        cursor: str | None = None,
+    ) -> MemoryList:
+        page = await service.list(
+            user_id,
+            ListFilter(
+                scope=scope,
+                session_id=session_id,
+                category=category,
+                include_superseded=include_superseded,
+            ),
+            limit,
+            cursor,
+        )
+        return MemoryList(items=[MemoryOut.of(m) for m in page.items], next_cursor=page.next_cursor)
+
+    @get("/{memory_id:str}", summary="Get one memory version")
+    async def get_memory(self, user_id: str, memory_id: str, service: MemoryService) -> MemoryOut:
+        return MemoryOut.of(await service.get(user_id, parse_memory_id(memory_id)))
+
+    @patch("/{memory_id:str}", summary="Update: insert a new version superseding this one")
+    async def update_memory(
+        self, user_id: str, memory_id: str, data: MemoryUpdate, service: MemoryService
+    ) -> MemoryOut:
+        return MemoryOut.of(await service.update(user_id, parse_memory_id(memory_id), _patch(data)))
+
+    @delete(
+        "/{memory_id:str}",
+        status_code=200,
+        summary="Delete: end the current version (the row is kept in history)",
+    )
+    async def delete_memory(
+        self, user_id: str, memory_id: str, service: MemoryService
+    ) -> MemoryOut:
+        return MemoryOut.of(await service.delete(user_id, parse_memory_id(memory_id)))
+
+    @get("/{memory_id:str}/history", summary="Every version of this memory's chain, oldest first")
+    async def memory_history(
+        self, user_id: str, memory_id: str, service: MemoryService
+    ) -> HistoryOut:
+        versions = await service.history(user_id, parse_memory_id(memory_id))
+        return HistoryOut(
+            chain_id=versions[0].chain_id, versions=[MemoryOut.of(m) for m in versions]
+        )

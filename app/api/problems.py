@@ -1,0 +1,67 @@
+"""One place that turns errors into RFC 9457 application/problem+json responses."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import structlog
+from litestar import Request, Response
+from litestar.exceptions import HTTPException, ValidationException
+from litestar.status_codes import HTTP_500_INTERNAL_SERVER_ERROR
+
+from app.errors import CognisError
+
+log = structlog.get_logger(__name__)
+
+PROBLEM_JSON = "application/problem+json"
+
+
+def problem(
+    request: Request, status: int, title: str, detail: str, **extra: Any
+) -> Response[dict[str, Any]]:
+    body = {
+        "type": "about:blank",
+        "title": title,
+        "status": status,
+        "detail": detail,
+        "instance": request.url.path,
+        **extra,
+    }
+    return Response(content=body, status_code=status, media_type=PROBLEM_JSON)
+
+
+def on_domain_error(request: Request, exc: CognisError) -> Response[dict[str, Any]]:
+    return problem(request, exc.status_code, exc.title, exc.detail, **exc.extra)
+
+
+def on_validation_error(request: Request, exc: ValidationException) -> Response[dict[str, Any]]:
+    errors = exc.extra if isinstance(exc.extra, list) else []
+    detail = "; ".join(
+        f"{e.get('key') or 'body'}: {e.get('message')}" for e in errors if isinstance(e, dict)
+    ) or str(exc.detail)
+    return problem(request, exc.status_code, "Invalid request", detail, errors=errors)
+
+
+def on_http_error(request: Request, exc: HTTPException) -> Response[dict[str, Any]]:
+    title = {401: "Unauthorized", 404: "Not found", 405: "Method not allowed"}.get(
+        exc.status_code, "Request error"
+    )
+    return problem(request, exc.status_code, title, str(exc.detail))
+
+
+def on_unexpected_error(request: Request, exc: Exception) -> Response[dict[str, Any]]:
+    log.exception("api.unhandled_error", path=request.url.path, error=str(exc))
+    return problem(
+        request,
+        HTTP_500_INTERNAL_SERVER_ERROR,
+        "Internal server error",
+        "the server failed to handle this request; it has been logged",
+    )
+
+
+EXCEPTION_HANDLERS: dict[Any, Any] = {
+    CognisError: on_domain_error,
+    ValidationException: on_validation_error,
+    HTTPException: on_http_error,
+    Exception: on_unexpected_error,
+}

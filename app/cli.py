@@ -1,0 +1,127 @@
+"""Command line: serve, relay, reindex, migrate."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+import sys
+from pathlib import Path
+
+import structlog
+
+from app.config import get_settings
+from app.logging import configure_logging
+
+ROOT = Path(__file__).resolve().parent.parent
+log = structlog.get_logger("cognis.cli")
+
+
+def _serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    settings = get_settings()
+    uvicorn.run(
+        "app.api.app:create_app",
+        factory=True,
+        host=args.host or settings.host,
+        port=args.port or settings.port,
+        log_level=settings.log_level.lower(),
+        access_log=False,
+    )
+    return 0
+
+
+async def _with_relay(body):
+    from app.db.engine import create_engine, create_sessionmaker
+    from app.search_index.client import MemoryIndex
+    from app.search_index.relay import OutboxRelay
+
+    settings = get_settings()
+    engine = create_engine(settings)
+    index = MemoryIndex(settings)
+    try:
+        return await body(OutboxRelay(create_sessionmaker(engine), index, settings), index, engine)
+    finally:
+        await index.close()
+        await engine.dispose()
+
+
+def _relay(args: argparse.Namespace) -> int:
+    async def body(relay, _index, _engine):
+        if args.once:
+            report = await relay.drain()
+            print(f"delivered={report.delivered} failed={report.failed}")
+            return 0 if report.failed == 0 else 1
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        await relay.run_forever(stop)
+        return 0
+
+    return asyncio.run(_with_relay(body))
+
+
+def _reindex(args: argparse.Namespace) -> int:
+    from app.db.engine import create_sessionmaker
+    from app.search_index.reindex import requeue_memories
+
+    async def body(relay, index, engine):
+        if args.recreate:
+            await index.drop_index()
+            print("dropped index", index.name, flush=True)
+        await index.ensure_index()
+        queued = await requeue_memories(
+            create_sessionmaker(engine),
+            user_id=args.user,
+            progress=lambda n: print(f"queued {n} memory versions", flush=True),
+        )
+        print(f"queued {queued} memory versions in all; delivering...", flush=True)
+        delivered = failed = 0
+        while True:
+            report = await relay.run_once()
+            delivered += report.delivered
+            failed += report.failed
+            if report.claimed:
+                print(f"delivered {delivered} (failed {failed})", flush=True)
+            if report.claimed == 0 or report.delivered == 0:
+                break
+        return 0 if failed == 0 else 1
+
+    return asyncio.run(_with_relay(body))
+
+
+def _migrate(args: argparse.Namespace) -> int:
+    from alembic import command
+    from alembic.config import Config
+
+    command.upgrade(Config(str(ROOT / "alembic.ini")), args.revision)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="cognis", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+    serve = commands.add_parser("serve", help="run the REST API (with the outbox relay inside)")
+    serve.add_argument("--host")
+    serve.add_argument("--port", type=int)
+    serve.set_defaults(func=_serve)
+    relay = commands.add_parser("relay", help="run the outbox relay on its own (scale-out)")
+    relay.add_argument("--once", action="store_true", help="deliver what is due, then exit")
+    relay.set_defaults(func=_relay)
+    reindex = commands.add_parser("reindex", help="rebuild the OpenSearch index from Postgres")
+    reindex.add_argument("--user", help="only this user's memories")
+    reindex.add_argument("--recreate", action="store_true", help="drop and recreate the index")
+    reindex.set_defaults(func=_reindex)
+    migrate = commands.add_parser("migrate", help="alembic upgrade")
+    migrate.add_argument("revision", nargs="?", default="head")
+    migrate.set_defaults(func=_migrate)
+    args = parser.parse_args(argv)
+    settings = get_settings()
+    configure_logging(settings.log_level, settings.log_json)
+    return int(args.func(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,105 @@
+"""Settings: one pydantic-settings class, read from COGNIS_* environment variables."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from pydantic import Field, SecretStr, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+# The 15 categories of the paper; the database enforces them with a CHECK constraint.
+CATEGORIES: tuple[str, ...] = (
+    "personal_details",
+    "professional",
+    "health",
+    "relationships",
+    "preferences",
+    "hobbies",
+    "goals",
+    "financial",
+    "educational",
+    "travel",
+    "emotional",
+    "technical_skills",
+    "dietary",
+    "behavioral_patterns",
+    "communication_style",
+)
+
+# The development key is accepted only while no key hashes are configured; start-up warns loudly.
+DEV_API_KEY = "cognis-dev-key"
+
+
+class Settings(BaseSettings):
+    """Every knob of the service. Defaults are the paper's constants."""
+
+    model_config = SettingsConfigDict(env_prefix="COGNIS_", extra="ignore")
+
+    # Stores
+    database_url: SecretStr = Field(
+        description="SQLAlchemy async URL, e.g. postgresql+asyncpg://user:pw@host:5432/db"
+    )
+    db_pool_size: int = 10
+    opensearch_url: str = "http://127.0.0.1:59200"
+    opensearch_username: str | None = None
+    opensearch_password: SecretStr | None = None
+    opensearch_index: str = "cognis-memories"
+    opensearch_timeout_s: float = 5.0
+
+    # Models
+    embedding_model: str = "sentence-transformers/all-mpnet-base-v2"
+    embedding_device: str = "cpu"
+    embedding_batch_size: int = 32
+    embedding_threads: int = 1
+
+    # API
+    host: str = "127.0.0.1"
+    port: int = 8000
+    api_key_hashes: str = Field(
+        default="",
+        description="Comma-separated SHA-256 hex digests of accepted API keys.",
+    )
+    max_content_chars: int = 8000
+    max_batch_size: int = 100
+    max_metadata_bytes: int = 16_384
+    log_json: bool | None = None
+    log_level: str = "INFO"
+
+    # Retrieval (SPEC section 4)
+    candidates_256d: int = 200
+    candidates_768d: int = 50
+    bm25_candidates: int = 50
+    hnsw_ef_search: int = 200
+    rrf_k: int = 10
+    rrf_weight_vector: float = 0.70
+    rrf_weight_bm25: float = 0.30
+    default_top_k: int = 10
+    max_top_k: int = 100
+
+    # Outbox relay
+    relay_in_api: bool = True
+    relay_batch_size: int = 200
+    relay_poll_interval_s: float = 2.0
+    relay_backoff_base_s: float = 1.0
+    relay_backoff_max_s: float = 300.0
+    outbox_retention_hours: float = 24.0
+
+    @field_validator("rrf_weight_vector", "rrf_weight_bm25")
+    @classmethod
+    def _weight_in_unit_interval(cls, value: float) -> float:
+        if not 0.0 <= value <= 1.0:
+            raise ValueError("RRF weights must lie in [0, 1]")
+        return value
+
+    @property
+    def api_key_hash_list(self) -> tuple[str, ...]:
+        return tuple(h.strip().lower() for h in self.api_key_hashes.split(",") if h.strip())
+
+    @property
+    def dev_key_enabled(self) -> bool:
+        return not self.api_key_hash_list
+
+
+@lru_cache
+def get_settings() -> Settings:
+    return Settings()  # type: ignore[call-arg]

@@ -1,0 +1,1 @@
+"""Postgres: metadata, ORM models and engine."""

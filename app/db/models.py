@@ -1,0 +1,184 @@
+"""ORM models: every table the service owns, in one module so Alembic sees them all."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any
+
+from pgvector.sqlalchemy import Vector
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    CheckConstraint,
+    DateTime,
+    ForeignKey,
+    Identity,
+    Index,
+    Integer,
+    MetaData,
+    Text,
+    func,
+    text,
+)
+from sqlalchemy.dialects.postgresql import JSONB, UUID
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+from app.config import CATEGORIES
+
+EMBEDDING_DIM = 768
+COARSE_DIM = 256
+SCOPES = ("USER", "CONTEXT")
+
+NAMING_CONVENTION = {
+    "ix": "%(table_name)s_%(column_0_N_name)s_idx",
+    "uq": "%(table_name)s_%(column_0_N_name)s_key",
+    "ck": "%(table_name)s_%(constraint_name)s_check",
+    "fk": "%(table_name)s_%(column_0_name)s_fkey",
+    "pk": "%(table_name)s_pkey",
+}
+
+
+def _in_list(column: str, values: tuple[str, ...]) -> str:
+    quoted = ", ".join(f"'{v}'" for v in values)
+    return f"{column} IN ({quoted})"
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+
+
+class Message(Base):
+    """A conversation message exactly as received, saved before any slow work."""
+
+    __tablename__ = "messages"
+
+    id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True), primary_key=True, default=uuid.uuid4)
+    user_id: Mapped[str] = mapped_column(Text, nullable=False)
+    session_id: Mapped[str | None] = mapped_column(Text)
+    speaker: Mapped[str | None] = mapped_column(Text)
+    role: Mapped[str] = mapped_column(Text, nullable=False, server_default="user")
+    content: Mapped[str] = mapped_column(Text, nullable=False)
+    sent_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False)
+    created_at: Mapped[datetime] = mapped_column(
+        DateTime(timezone=True), nullable=False, server_default=func.now()
+    )
+    embedding_256d: Mapped[Any | None] = mapped_column(Vector(COARSE_DIM))
+    metadata_: Mapped[dict[str, Any]] = mapped_column(
+        "metadata", JSONB, nullable=False, server_default=text("'{}'::jsonb")
+    )
+
+    __table_args__ = (Index(None, "user_id", "sent_at"),)
+
+
+class Memory(Base):
+    """One *version* of a memory. Updates insert a new row; nothing is edited in place."""
+
+    __tablename__ = "memories"
+
+    id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True), primary_key=True, default=uuid.uuid4)
+    user_id: Mapped[str] = mapped_column(Text, nullable=False)
+    # Root id of the version chain: all versions of one memory share it.
+    chain_id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True), nullable=False)
+    version: Mapped[int] = mapped_column(Integer, nullable=False)
+    content: Mapped[str] = mapped_column(Text, nullable=False)
+    category: Mapped[str] = mapped_column(Text, nullable=False)
+    scope: Mapped[str] = mapped_column(Text, nullable=False, server_default="USER")
+    session_id: Mapped[str | None] = mapped_column(Text)
+    is_current: Mapped[bool] = mapped_column(Boolean, nullable=False, server_default=text("true"))
+    replaces_id: Mapped[uuid.UUID | None] = mapped_column(
+        UUID(as_uuid=True), ForeignKey("memories.id")
+    )
+    speaker: Mapped[str | None] = mapped_column(Text)
+    event_time: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    created_at: Mapped[datetime] = mapped_column(
+        DateTime(timezone=True), nullable=False, server_default=func.now()
+    )
+    superseded_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    embedding_768d: Mapped[Any] = mapped_column(Vector(EMBEDDING_DIM), nullable=False)
+    embedding_256d: Mapped[Any] = mapped_column(Vector(COARSE_DIM), nullable=False)
+    metadata_: Mapped[dict[str, Any]] = mapped_column(
+        "metadata", JSONB, nullable=False, server_default=text("'{}'::jsonb")
+    )
+    source_message_id: Mapped[uuid.UUID | None] = mapped_column(
+        UUID(as_uuid=True), ForeignKey("messages.id", ondelete="SET NULL")
+    )
+
+    __table_args__ = (
+        CheckConstraint(_in_list("scope", SCOPES), name="scope"),
+        CheckConstraint(_in_list("category", CATEGORIES), name="category"),
+        CheckConstraint("scope <> 'CONTEXT' OR session_id IS NOT NULL", name="context_session"),
+        CheckConstraint("length(btrim(content)) > 0", name="content_not_blank"),
+        CheckConstraint("is_current = (superseded_at IS NULL)", name="current_not_superseded"),
+        CheckConstraint("version >= 1", name="version_positive"),
+        CheckConstraint(
+            "(version = 1) = (replaces_id IS NULL)", name="first_version_replaces_nothing"
+        ),
+        Index(
+            "memories_embedding_256d_hnsw_idx",
+            "embedding_256d",
+            postgresql_using="hnsw",
+            postgresql_with={"m": 16, "ef_construction": 128},
+            postgresql_ops={"embedding_256d": "vector_cosine_ops"},
+        ),
+        Index(
+            "memories_embedding_768d_hnsw_idx",
+            "embedding_768d",
+            postgresql_using="hnsw",
+            postgresql_with={"m": 16, "ef_construction": 256},
+            postgresql_ops={"embedding_768d": "vector_cosine_ops"},
+        ),
+        Index(
+            "memories_user_current_idx",
+            "user_id",
+            "is_current",
+            postgresql_where=text("is_current"),
+        ),
+        # Unique: a version is replaced at most once, so a chain can never fork.
+        Index(
+            "memories_replaces_id_idx",
+            "replaces_id",
+            unique=True,
+            postgresql_where=text("replaces_id IS NOT NULL"),
+        ),
+        # At most one current version per chain.
+        Index(
+            "memories_chain_current_idx",
+            "chain_id",
+            unique=True,
+            postgresql_where=text("is_current"),
+        ),
+        Index("memories_chain_version_idx", "chain_id", "version", unique=True),
+        Index("memories_user_created_idx", "user_id", "created_at", "id"),
+    )
+
+
+class OutboxEvent(Base):
+    """A pending change for OpenSearch, written in the same transaction as the memory change."""
+
+    __tablename__ = "outbox"
+
+    # Monotonic id: doubles as OpenSearch's external version, so a stale event never wins.
+    id: Mapped[int] = mapped_column(BigInteger, Identity(always=True), primary_key=True)
+    user_id: Mapped[str] = mapped_column(Text, nullable=False)
+    op: Mapped[str] = mapped_column(Text, nullable=False)
+    memory_id: Mapped[uuid.UUID | None] = mapped_column(UUID(as_uuid=True))
+    payload: Mapped[dict[str, Any]] = mapped_column(
+        JSONB, nullable=False, server_default=text("'{}'::jsonb")
+    )
+    created_at: Mapped[datetime] = mapped_column(
+        DateTime(timezone=True), nullable=False, server_default=func.now()
+    )
+    processed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    attempts: Mapped[int] = mapped_column(Integer, nullable=False, server_default="0")
+    last_error: Mapped[str | None] = mapped_column(Text)
+    next_attempt_at: Mapped[datetime] = mapped_column(
+        DateTime(timezone=True), nullable=False, server_default=func.now()
+    )
+
+    __table_args__ = (
+        CheckConstraint(_in_list("op", ("index", "erase_user")), name="op"),
+        CheckConstraint("op <> 'index' OR memory_id IS NOT NULL", name="index_has_memory"),
+        Index("outbox_pending_idx", "id", postgresql_where=text("processed_at IS NULL")),
+        Index("outbox_user_id_idx", "user_id"),
+    )

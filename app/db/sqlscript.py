@@ -1,0 +1,24 @@
+"""Split a SQL script into statements (asyncpg prepares each statement, one at a time)."""
+
+from __future__ import annotations
+
+
+def split_statements(script: str) -> list[str]:
+    """Split on semicolons outside dollar-quoted bodies; drop full-line `--` comments."""
+    lines = [ln for ln in script.splitlines() if not ln.lstrip().startswith("--")]
+    statements: list[str] = []
+    current: list[str] = []
+    in_dollar = False
+    for char_index, char in enumerate(text := "\n".join(lines)):
+        current.append(char)
+        if text.startswith("$$", char_index) and not text.startswith("$$", char_index - 1):
+            in_dollar = not in_dollar
+        elif char == ";" and not in_dollar:
+            statement = "".join(current).strip()
+            if statement != ";":
+                statements.append(statement)
+            current = []
+    tail = "".join(current).strip()
+    if tail:
+        statements.append(tail)
+    return statements

@@ -1,0 +1,1 @@
+"""The versioned memory store: repository (queries), service (rules), domain types."""

@@ -1,0 +1,224 @@
+"""Versioned memory store: the rules. Never commits (the request's session does), only flushes."""
+
+from __future__ import annotations
+
+import base64
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.config import Settings
+from app.db.models import Memory
+from app.errors import ConflictError, InvalidInputError, NotFoundError
+from app.memories.domain import MemoryDraft, check_draft, check_user_id
+from app.memories.repository import ListFilter, MemoryRepository
+from app.ml.categories import CategoryClassifier
+from app.ml.embedder import Embedder
+from app.search_index import outbox
+
+UNSET: Any = object()
+
+
+@dataclass(slots=True)
+class MemoryPatch:
+    """Fields to change in a new version; UNSET keeps the current value."""
+
+    content: Any = UNSET
+    category: Any = UNSET
+    scope: Any = UNSET
+    session_id: Any = UNSET
+    speaker: Any = UNSET
+    event_time: Any = UNSET
+    metadata: Any = UNSET
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryPage:
+    items: list[Memory]
+    next_cursor: str | None
+
+
+def encode_cursor(memory: Memory) -> str:
+    raw = f"{memory.created_at.isoformat()}|{memory.id}"
+    return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str) -> tuple[datetime, uuid.UUID]:
+    try:
+        padded = cursor + "=" * (-len(cursor) % 4)
+        created_at, memory_id = base64.urlsafe_b64decode(padded).decode().split("|")
+        return datetime.fromisoformat(created_at), uuid.UUID(memory_id)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise InvalidInputError(
+            "cursor is not valid: pass the next_cursor of a previous page unchanged",
+            field="cursor",
+        ) from exc
+
+
+class MemoryService:
+    def __init__(
+        self,
+        session: AsyncSession,
+        embedder: Embedder,
+        classifier: CategoryClassifier,
+        settings: Settings,
+    ) -> None:
+        self.repository = MemoryRepository(session)
+        self._embedder = embedder
+        self._classifier = classifier
+        self._settings = settings
+
+    async def create(self, user_id: str, drafts: list[MemoryDraft]) -> list[Memory]:
+        """Store new memories (version 1 of new chains) with their outbox events."""
+        check_user_id(user_id)
+        if not drafts:
+            raise InvalidInputError("give at least one memory", field="memories")
+        if len(drafts) > self._settings.max_batch_size:
+            raise InvalidInputError(
+                f"{len(drafts)} memories in one batch; at most "
+                f"{self._settings.max_batch_size} are allowed",
+                field="memories",
+            )
+        many = len(drafts) > 1
+        for i, draft in enumerate(drafts):
+            check_draft(draft, self._settings.max_content_chars, f"memories[{i}]." if many else "")
+        # Embedding is slow CPU work: done before the first statement opens the transaction.
+        embeddings = await self._embedder.embed([d.content for d in drafts])
+        unlabelled = [i for i, d in enumerate(drafts) if d.category is None]
+        guessed = await self._classifier.classify([embeddings[i].full for i in unlabelled])
+        for i, category in zip(unlabelled, guessed, strict=True):
+            drafts[i].category = category
+        now = await self.repository.now()
+        memories = []
+        for draft, embedding in zip(drafts, embeddings, strict=True):
+            memory_id = uuid.uuid4()
+            memories.append(
+                Memory(
+                    id=memory_id,
+                    user_id=user_id,
+                    chain_id=memory_id,
+                    version=1,
+                    content=draft.content,
+                    category=draft.category,
+                    scope=draft.scope,
+                    session_id=draft.session_id,
+                    is_current=True,
+                    speaker=draft.speaker,
+                    event_time=draft.event_time,
+                    created_at=now,
+                    embedding_768d=embedding.full,
+                    embedding_256d=embedding.coarse,
+                    metadata_=draft.metadata,
+                    source_message_id=draft.source_message_id,
+                )
+            )
+        self.repository.add(memories)
+        outbox.enqueue_index(self.repository.session, memories)
+        await self.repository.session.flush()
+        return memories
+
+    async def get(self, user_id: str, memory_id: uuid.UUID) -> Memory:
+        memory = await self.repository.get(check_user_id(user_id), memory_id)
+        if memory is None:
+            raise NotFoundError(f"memory {memory_id} not found for user {user_id}")
+        return memory
+
+    async def list(
+        self, user_id: str, filters: ListFilter, limit: int, cursor: str | None
+    ) -> MemoryPage:
+        after = decode_cursor(cursor) if cursor else None
+        rows = await self.repository.list(check_user_id(user_id), filters, limit + 1, after)
+        next_cursor = encode_cursor(rows[limit - 1]) if len(rows) > limit else None
+        return MemoryPage(items=rows[:limit], next_cursor=next_cursor)
+
+    async def history(self, user_id: str, memory_id: uuid.UUID) -> list[Memory]:
+        """Every version of the memory's chain, oldest first."""
+        memory = await self.get(user_id, memory_id)
+        return await self.repository.chain(user_id, memory.chain_id)
+
+    async def _lock_current(self, user_id: str, memory_id: uuid.UUID) -> Memory:
+        check_user_id(user_id)
+        memory = await self.repository.get_for_update(user_id, memory_id)
+        if memory is None:
+            raise NotFoundError(f"memory {memory_id} not found for user {user_id}")
+        if not memory.is_current:
+            current = await self.repository.current_in_chain(user_id, memory.chain_id)
+            if current is None:
+                raise ConflictError(
+                    f"memory {memory_id} has been deleted", memory_id=str(memory_id)
+                )
+            raise ConflictError(
+                f"memory {memory_id} is not the current version; its current version is "
+                f"{current.id}",
+                memory_id=str(memory_id),
+                current_id=str(current.id),
+            )
+        return memory
+
+    async def update(self, user_id: str, memory_id: uuid.UUID, patch: MemoryPatch) -> Memory:
+        """Supersede the current version with a new one (git-like: nothing edited in place)."""
+        old = await self.get(user_id, memory_id)
+        draft = MemoryDraft(
+            content=old.content if patch.content is UNSET else patch.content,
+            category=old.category if patch.category is UNSET else patch.category,
+            scope=old.scope if patch.scope is UNSET else patch.scope,
+            session_id=old.session_id if patch.session_id is UNSET else patch.session_id,
+            speaker=old.speaker if patch.speaker is UNSET else patch.speaker,
+            event_time=old.event_time if patch.event_time is UNSET else patch.event_time,
+            metadata=old.metadata_ if patch.metadata is UNSET else patch.metadata,
+        )
+        check_draft(draft, self._settings.max_content_chars)
+        embedding = None
+        if draft.content != old.content:
+            embedding = (await self._embedder.embed([draft.content]))[0]
+        # Lock after embedding, so the row lock is held only for the short write.
+        old = await self._lock_current(user_id, memory_id)
+        now = await self.repository.now()
+        old.is_current = False
+        old.superseded_at = now
+        # Flush the old row first: the "one current version per chain" index must see it end.
+        await self.repository.session.flush()
+        new_id = uuid.uuid4()
+        new = Memory(
+            id=new_id,
+            user_id=user_id,
+            chain_id=old.chain_id,
+            version=old.version + 1,
+            content=draft.content,
+            category=draft.category,
+            scope=draft.scope,
+            session_id=draft.session_id,
+            is_current=True,
+            replaces_id=old.id,
+            speaker=draft.speaker,
+            event_time=draft.event_time,
+            created_at=now,
+            embedding_768d=embedding.full if embedding else old.embedding_768d,
+            embedding_256d=embedding.coarse if embedding else old.embedding_256d,
+            metadata_=draft.metadata,
+            source_message_id=old.source_message_id,
+        )
+        self.repository.add([new])
+        outbox.enqueue_index(self.repository.session, [old, new])
+        await self.repository.session.flush()
+        return new
+
+    async def delete(self, user_id: str, memory_id: uuid.UUID) -> Memory:
+        """End the current version; the row stays, with superseded_at set."""
+        memory = await self._lock_current(user_id, memory_id)
+        memory.is_current = False
+        memory.superseded_at = await self.repository.now()
+        outbox.enqueue_index(self.repository.session, [memory])
+        await self.repository.session.flush()
+        return memory
+
+    async def erase_user(self, user_id: str) -> tuple[dict[str, int], int]:
+        """Physically remove every row of the user; queue the OpenSearch erase in the same
+        transaction. Returns the Postgres counts and the erase event's outbox id."""
+        counts = await self.repository.erase_user(check_user_id(user_id))
+        event = outbox.enqueue_erase(self.repository.session, user_id)
+        await self.repository.session.flush()
+        return counts, event.id

@@ -1,0 +1,1 @@
+"""Models: the Matryoshka embedder and (later) the cross-encoder."""

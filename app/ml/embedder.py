@@ -1,0 +1,89 @@
+"""Matryoshka embeddings: one 768D vector per text and its re-normalised 256D prefix."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import anyio
+import numpy as np
+import structlog
+
+from app.db.models import COARSE_DIM, EMBEDDING_DIM
+
+log = structlog.get_logger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Embedding:
+    """A unit 768D vector and its unit 256D prefix (e256 = e768[:256] / ||e768[:256]||)."""
+
+    full: np.ndarray
+    coarse: np.ndarray
+
+
+def matryoshka(vectors: np.ndarray) -> list[Embedding]:
+    """Normalise model output to unit 768D and derive the unit 256D prefix.
+
+    A model with fewer dimensions (all-MiniLM-L6-v2: 384) is zero-padded to 768: padding with
+    zeros leaves every cosine similarity unchanged, so one schema serves both models.
+    """
+    vectors = np.asarray(vectors, dtype=np.float32)
+    if vectors.ndim != 2:
+        raise ValueError("expected a 2-D array of embeddings")
+    dim = vectors.shape[1]
+    if dim > EMBEDDING_DIM:
+        raise ValueError(f"model produces {dim} dimensions; at most {EMBEDDING_DIM} are supported")
+    if dim < EMBEDDING_DIM:
+        vectors = np.pad(vectors, ((0, 0), (0, EMBEDDING_DIM - dim)))
+    full = vectors / np.clip(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12, None)
+    prefix = full[:, :COARSE_DIM]
+    coarse = prefix / np.clip(np.linalg.norm(prefix, axis=1, keepdims=True), 1e-12, None)
+    return [Embedding(full=f, coarse=c) for f, c in zip(full, coarse, strict=True)]
+
+
+class Embedder:
+    """A sentence-transformers model run in a worker thread, one batch at a time."""
+
+    def __init__(
+        self, model_name_or_path: str, device: str = "cpu", batch_size: int = 32, threads: int = 1
+    ) -> None:
+        self.model_name = model_name_or_path
+        self._device = device
+        self._batch_size = batch_size
+        self._limiter = anyio.CapacityLimiter(threads)
+        self._model = None
+
+    @property
+    def loaded(self) -> bool:
+        return self._model is not None
+
+    def load(self) -> None:
+        if self._model is not None:
+            return
+        if os.path.isdir(self.model_name):
+            # A local folder must never trigger a hub lookup (there is no network here).
+            os.environ.setdefault("HF_HUB_OFFLINE", "1")
+            os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+        from sentence_transformers import SentenceTransformer
+
+        self._model = SentenceTransformer(self.model_name, device=self._device)
+        log.info(
+            "embedder.loaded",
+            model=self.model_name,
+            dimensions=self._model.get_sentence_embedding_dimension(),
+        )
+
+    def embed_sync(self, texts: list[str]) -> list[Embedding]:
+        self.load()
+        assert self._model is not None
+        vectors = self._model.encode(
+            texts, batch_size=self._batch_size, convert_to_numpy=True, show_progress_bar=False
+        )
+        return matryoshka(vectors)
+
+    async def embed(self, texts: list[str]) -> list[Embedding]:
+        """Embed off the event loop; the limiter keeps CPU-bound work from piling up."""
+        if not texts:
+            return []
+        return await anyio.to_thread.run_sync(self.embed_sync, texts, limiter=self._limiter)

@@ -1,0 +1,171 @@
+"""The BM25 index of memory text in OpenSearch. Every query is filtered by user."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+from opensearchpy import AsyncOpenSearch
+from opensearchpy.exceptions import ConnectionError as OSConnectionError
+from opensearchpy.exceptions import ConnectionTimeout, TransportError
+
+from app.config import Settings
+from app.search_index.documents import index_body
+
+log = structlog.get_logger(__name__)
+
+# What "OpenSearch is not answering" looks like to the caller: the outbox holds the write.
+UNAVAILABLE = (OSConnectionError, ConnectionTimeout, OSError)
+
+
+@dataclass(frozen=True, slots=True)
+class BulkOutcome:
+    """Result of one bulk item: ok (applied, or stale and rightly refused) or an error text."""
+
+    ok: bool
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TextHit:
+    memory_id: uuid.UUID
+    score: float
+
+
+class MemoryIndex:
+    def __init__(self, settings: Settings) -> None:
+        auth = None
+        if settings.opensearch_username and settings.opensearch_password:
+            auth = (settings.opensearch_username, settings.opensearch_password.get_secret_value())
+        self.name = settings.opensearch_index
+        self.client = AsyncOpenSearch(
+            hosts=[settings.opensearch_url],
+            http_auth=auth,
+            timeout=settings.opensearch_timeout_s,
+            max_retries=0,
+            retry_on_timeout=False,
+        )
+
+    async def close(self) -> None:
+        await self.client.close()
+
+    async def ping(self) -> bool:
+        try:
+            return bool(await self.client.ping())
+        except Exception:
+            return False
+
+    async def _english_available(self) -> bool:
+        try:
+            await self.client.indices.analyze(body={"analyzer": "english", "text": "running"})
+        except TransportError:
+            return False
+        return True
+
+    async def ensure_index(self) -> bool:
+        """Create the index with its mapping if missing. Returns True if it was created."""
+        if await self.client.indices.exists(index=self.name):
+            return False
+        english = await self._english_available()
+        try:
+            await self.client.indices.create(index=self.name, body=index_body(english))
+        except TransportError as exc:
+            if exc.error == "resource_already_exists_exception":
+                return False
+            raise
+        log.info("search_index.created", index=self.name, english_analyzer=english)
+        return True
+
+    async def drop_index(self) -> None:
+        await self.client.indices.delete(index=self.name, ignore_unavailable=True)
+
+    async def bulk_index(self, items: list[tuple[str, int, dict[str, Any]]]) -> list[BulkOutcome]:
+        """Index (doc_id, external_version, document) items; one outcome per item, in order."""
+        if not items:
+            return []
+        body: list[dict[str, Any]] = []
+        for doc_id, version, document in items:
+            body.append(
+                {
+                    "index": {
+                        "_index": self.name,
+                        "_id": doc_id,
+                        "version": version,
+                        "version_type": "external",
+                    }
+                }
+            )
+            body.append(document)
+        response = await self.client.bulk(body=body)
+        outcomes: list[BulkOutcome] = []
+        for item in response["items"]:
+            result = item["index"]
+            status = result.get("status", 500)
+            # 409: a newer version is already indexed, so this stale event is done, not failed.
+            if status < 300 or status == 409:
+                outcomes.append(BulkOutcome(ok=True))
+            else:
+                outcomes.append(BulkOutcome(ok=False, error=str(result.get("error"))[:2000]))
+        return outcomes
+
+    async def delete_user_documents(self, user_id: str) -> int:
+        response = await self.client.delete_by_query(
+            index=self.name,
+            body={"query": {"term": {"user_id": user_id}}},
+            conflicts="proceed",
+            refresh=True,
+        )
+        return int(response.get("deleted", 0))
+
+    async def count_user_documents(self, user_id: str) -> int:
+        response = await self.client.count(
+            index=self.name, body={"query": {"term": {"user_id": user_id}}}
+        )
+        return int(response["count"])
+
+    async def refresh(self) -> None:
+        await self.client.indices.refresh(index=self.name)
+
+    async def search_bm25(
+        self, user_id: str, query: str, size: int, session_id: str | None = None
+    ) -> list[TextHit]:
+        """BM25 over current memories of one user: USER scope, plus CONTEXT of this session."""
+        scope_filter: dict[str, Any] = {"term": {"scope": "USER"}}
+        if session_id is not None:
+            scope_filter = {
+                "bool": {
+                    "should": [
+                        {"term": {"scope": "USER"}},
+                        {
+                            "bool": {
+                                "filter": [
+                                    {"term": {"scope": "CONTEXT"}},
+                                    {"term": {"session_id": session_id}},
+                                ]
+                            }
+                        },
+                    ],
+                    "minimum_should_match": 1,
+                }
+            }
+        body = {
+            "size": size,
+            "_source": False,
+            "query": {
+                "bool": {
+                    "must": [{"match": {"content": {"query": query}}}],
+                    "filter": [
+                        {"term": {"user_id": user_id}},
+                        {"term": {"is_current": True}},
+                        scope_filter,
+                    ],
+                }
+            },
+        }
+        response = await self.client.search(index=self.name, body=body)
+        return [
+            TextHit(memory_id=uuid.UUID(hit["_id"]), score=float(hit["_score"]))
+            for hit in response["hits"]["hits"]
+        ]

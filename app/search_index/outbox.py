@@ -1,0 +1,91 @@
+"""Outbox rows: written in the caller's session, so they commit with the memory change."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from sqlalchemy import delete, func, select, update
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.db.models import Memory, OutboxEvent
+from app.search_index.documents import memory_document
+
+OUTBOX_CHANNEL = "cognis_outbox"
+
+
+def enqueue_index(session: AsyncSession, memories: list[Memory]) -> list[OutboxEvent]:
+    """One `index` event per memory version, carrying the document as it is now."""
+    events = [
+        OutboxEvent(user_id=m.user_id, op="index", memory_id=m.id, payload=memory_document(m))
+        for m in memories
+    ]
+    session.add_all(events)
+    return events
+
+
+def enqueue_erase(session: AsyncSession, user_id: str) -> OutboxEvent:
+    event = OutboxEvent(user_id=user_id, op="erase_user", payload={})
+    session.add(event)
+    return event
+
+
+async def claim_pending(
+    session: AsyncSession, limit: int, ids: list[int] | None = None
+) -> list[OutboxEvent]:
+    """Lock a batch of due events, oldest first; other relays skip what this one holds."""
+    query = (
+        select(OutboxEvent)
+        .where(OutboxEvent.processed_at.is_(None), OutboxEvent.next_attempt_at <= func.now())
+        .order_by(OutboxEvent.id)
+        .limit(limit)
+        .with_for_update(skip_locked=True)
+    )
+    if ids is not None:
+        query = query.where(OutboxEvent.id.in_(ids))
+    return list((await session.scalars(query)).all())
+
+
+async def mark_delivered(session: AsyncSession, events: list[OutboxEvent]) -> None:
+    erase_ids = [e.id for e in events if e.op == "erase_user"]
+    index_ids = [e.id for e in events if e.op != "erase_user"]
+    if index_ids:
+        await session.execute(
+            update(OutboxEvent)
+            .where(OutboxEvent.id.in_(index_ids))
+            .values(processed_at=func.now(), last_error=None)
+        )
+    if erase_ids:
+        # An erased user's tombstone is removed too: nothing of that user stays behind.
+        await session.execute(delete(OutboxEvent).where(OutboxEvent.id.in_(erase_ids)))
+
+
+async def mark_failed(
+    session: AsyncSession, event: OutboxEvent, error: str, now: datetime, backoff: timedelta
+) -> None:
+    await session.execute(
+        update(OutboxEvent)
+        .where(OutboxEvent.id == event.id)
+        .values(
+            attempts=OutboxEvent.attempts + 1,
+            last_error=error[:2000],
+            next_attempt_at=now + backoff,
+        )
+    )
+
+
+async def pending_count(session: AsyncSession) -> int:
+    return int(
+        await session.scalar(
+            select(func.count()).select_from(OutboxEvent).where(OutboxEvent.processed_at.is_(None))
+        )
+        or 0
+    )
+
+
+async def purge_processed(session: AsyncSession, older_than: datetime) -> int:
+    result = await session.execute(
+        delete(OutboxEvent).where(
+            OutboxEvent.processed_at.is_not(None), OutboxEvent.processed_at < older_than
+        )
+    )
+    return int(result.rowcount or 0)  # type: ignore[attr-defined]

@@ -1,0 +1,197 @@
+"""Outbox relay: moves committed memory changes into OpenSearch, at least once, in order.
+
+Wakes on LISTEN/NOTIFY, polls as the fallback. Each batch is claimed with FOR UPDATE SKIP
+LOCKED, so several relays can run side by side. Documents carry the outbox id as their
+external version, so a replayed or late event never overwrites a newer state.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from itertools import groupby
+
+import asyncpg
+import structlog
+from opensearchpy.exceptions import TransportError
+from sqlalchemy import func, select
+from sqlalchemy.engine import make_url
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from app.config import Settings
+from app.db.models import OutboxEvent
+from app.search_index import outbox
+from app.search_index.client import UNAVAILABLE, MemoryIndex
+
+log = structlog.get_logger(__name__)
+
+PURGE_EVERY = timedelta(minutes=5)
+
+
+@dataclass
+class RelayReport:
+    claimed: int = 0
+    delivered: int = 0
+    failed: int = 0
+    erased: dict[str, int] = field(default_factory=dict)
+
+
+def asyncpg_dsn(sqlalchemy_url: str) -> str:
+    return (
+        make_url(sqlalchemy_url).set(drivername="postgresql").render_as_string(hide_password=False)
+    )
+
+
+class OutboxRelay:
+    def __init__(
+        self, sessionmaker: async_sessionmaker[AsyncSession], index: MemoryIndex, settings: Settings
+    ) -> None:
+        self._sessionmaker = sessionmaker
+        self._index = index
+        self._settings = settings
+        self._index_ready = False
+        self._wake = asyncio.Event()
+        self._last_purge = datetime.min.replace(tzinfo=UTC)
+
+    def backoff(self, attempts: int) -> timedelta:
+        """Exponential backoff with jitter, capped."""
+        base = self._settings.relay_backoff_base_s * (2 ** min(attempts, 20))
+        capped = min(base, self._settings.relay_backoff_max_s)
+        return timedelta(seconds=capped * random.uniform(0.5, 1.0))
+
+    async def run_once(self, ids: list[int] | None = None) -> RelayReport:
+        """Claim one batch of due events, deliver it, record the outcome. One transaction."""
+        report = RelayReport()
+        async with self._sessionmaker() as session, session.begin():
+            events = await outbox.claim_pending(session, self._settings.relay_batch_size, ids)
+            report.claimed = len(events)
+            if not events:
+                return report
+            delivered, failures = await self._deliver(events, report)
+            await outbox.mark_delivered(session, delivered)
+            now = datetime.now(UTC)
+            for event, error in failures:
+                await outbox.mark_failed(session, event, error, now, self.backoff(event.attempts))
+        report.delivered, report.failed = len(delivered), len(failures)
+        log.info(
+            "outbox.batch_relayed",
+            claimed=report.claimed,
+            delivered=report.delivered,
+            failed=report.failed,
+        )
+        return report
+
+    async def _deliver(
+        self, events: list[OutboxEvent], report: RelayReport
+    ) -> tuple[list[OutboxEvent], list[tuple[OutboxEvent, str]]]:
+        delivered: list[OutboxEvent] = []
+        failures: list[tuple[OutboxEvent, str]] = []
+        # Runs of index events go out as one bulk request; an erase is its own step, in order.
+        segments = [list(g) for _, g in groupby(events, key=lambda e: e.op)]
+        for position, segment in enumerate(segments):
+            try:
+                if not self._index_ready:
+                    await self._index.ensure_index()
+                    self._index_ready = True
+                if segment[0].op == "erase_user":
+                    for event in segment:
+                        report.erased[event.user_id] = await self._index.delete_user_documents(
+                            event.user_id
+                        )
+                        delivered.append(event)
+                    continue
+                outcomes = await self._index.bulk_index(
+                    [(str(e.memory_id), e.id, e.payload) for e in segment]
+                )
+                for event, outcome in zip(segment, outcomes, strict=True):
+                    if outcome.ok:
+                        delivered.append(event)
+                    else:
+                        failures.append((event, outcome.error or "unknown bulk error"))
+            except (*UNAVAILABLE, TransportError) as exc:
+                self._index_ready = False
+                error = f"{type(exc).__name__}: {exc}"
+                log.warning("outbox.delivery_failed", error=error)
+                done = {id(e) for e in delivered}
+                for rest in segments[position:]:
+                    failures.extend((e, error) for e in rest if id(e) not in done)
+                break
+        return delivered, failures
+
+    async def drain(self) -> RelayReport:
+        """Deliver until no due event is left (events in backoff stay for later)."""
+        total = RelayReport()
+        while True:
+            report = await self.run_once()
+            total.claimed += report.claimed
+            total.delivered += report.delivered
+            total.failed += report.failed
+            total.erased.update(report.erased)
+            if report.claimed < self._settings.relay_batch_size or report.delivered == 0:
+                return total
+
+    async def _purge_if_due(self) -> None:
+        now = datetime.now(UTC)
+        if now - self._last_purge < PURGE_EVERY:
+            return
+        self._last_purge = now
+        cutoff = now - timedelta(hours=self._settings.outbox_retention_hours)
+        async with self._sessionmaker() as session, session.begin():
+            purged = await outbox.purge_processed(session, cutoff)
+        if purged:
+            log.info("outbox.purged", count=purged)
+
+    async def _listen(self) -> asyncpg.Connection | None:
+        try:
+            connection = await asyncpg.connect(
+                asyncpg_dsn(self._settings.database_url.get_secret_value())
+            )
+            await connection.add_listener(outbox.OUTBOX_CHANNEL, lambda *_: self._wake.set())
+        except (OSError, asyncpg.PostgresError) as exc:
+            log.warning("outbox.listen_failed", error=str(exc))
+            return None
+        return connection
+
+    async def run_forever(self, stop: asyncio.Event) -> None:
+        """The relay loop: until `stop` is set."""
+        listener: asyncpg.Connection | None = None
+        log.info("outbox.relay_started")
+        try:
+            while not stop.is_set():
+                if listener is None or listener.is_closed():
+                    listener = await self._listen()
+                self._wake.clear()
+                try:
+                    report = await self.run_once()
+                    await self._purge_if_due()
+                except Exception as exc:
+                    log.exception("outbox.relay_error", error=str(exc))
+                    report = RelayReport()
+                if report.claimed >= self._settings.relay_batch_size and report.delivered:
+                    continue
+                waiters = [asyncio.create_task(self._wake.wait()), asyncio.create_task(stop.wait())]
+                await asyncio.wait(
+                    waiters,
+                    timeout=self._settings.relay_poll_interval_s,
+                    return_when=asyncio.FIRST_COMPLETED,
+                )
+                for waiter in waiters:
+                    waiter.cancel()
+        finally:
+            if listener is not None and not listener.is_closed():
+                with contextlib.suppress(Exception):
+                    await listener.close()
+            log.info("outbox.relay_stopped")
+
+
+async def oldest_pending_age_s(session: AsyncSession) -> float | None:
+    """Age in seconds of the oldest undelivered event (the relay's lag), or None if none."""
+    oldest = await session.scalar(
+        select(func.min(OutboxEvent.created_at)).where(OutboxEvent.processed_at.is_(None))
+    )
+    if oldest is None:
+        return None
+    return (datetime.now(UTC) - oldest).total_seconds()

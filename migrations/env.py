@@ -1,0 +1,63 @@
+"""Alembic environment: async, URL from settings (or from the caller's config attributes)."""
+
+from __future__ import annotations
+
+import asyncio
+from logging.config import fileConfig
+
+from alembic import context
+from sqlalchemy.engine import Connection
+from sqlalchemy.ext.asyncio import create_async_engine
+
+from app.db.models import Base
+
+config = context.config
+if config.config_file_name is not None and config.attributes.get("configure_logger", True):
+    fileConfig(config.config_file_name, disable_existing_loggers=False)
+
+target_metadata = Base.metadata
+
+
+def _database_url() -> str:
+    url = config.attributes.get("database_url")
+    if url:
+        return str(url)
+    from app.config import get_settings
+
+    return get_settings().database_url.get_secret_value()
+
+
+def _configure(connection: Connection | None = None, **kwargs: object) -> None:
+    context.configure(
+        connection=connection,
+        target_metadata=target_metadata,
+        compare_type=True,
+        transaction_per_migration=True,
+        **kwargs,  # type: ignore[arg-type]
+    )
+
+
+def run_migrations_offline() -> None:
+    _configure(url=_database_url(), literal_binds=True, dialect_opts={"paramstyle": "named"})
+    with context.begin_transaction():
+        context.run_migrations()
+
+
+def _run_sync(connection: Connection) -> None:
+    _configure(connection)
+    with context.begin_transaction():
+        context.run_migrations()
+
+
+async def run_migrations_online() -> None:
+    engine = create_async_engine(_database_url())
+    async with engine.connect() as connection:
+        await connection.run_sync(_run_sync)
+        await connection.commit()
+    await engine.dispose()
+
+
+if context.is_offline_mode():
+    run_migrations_offline()
+else:
+    asyncio.run(run_migrations_online())
