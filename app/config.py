@@ -83,6 +83,8 @@ class Settings(BaseSettings):
     relay_backoff_base_s: float = 1.0
     relay_backoff_max_s: float = 300.0
     outbox_retention_hours: float = 24.0
+    # How long background relays leave a user erasure to the request that made it.
+    erase_handoff_s: float = 30.0
 
     @field_validator("rrf_weight_vector", "rrf_weight_bm25")
     @classmethod

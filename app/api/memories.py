@@ -76,17 +76,18 @@ class MemoryController(Controller):
         self,
         user_id: str,
         service: MemoryService,
-        scope: Scope | None = None,
+        # "scope" is Litestar's reserved name for the ASGI scope, hence the alias.
+        memory_scope: Annotated[Scope | None, Parameter(query="scope")] = None,
         session_id: str | None = None,
         category: str | None = None,
         include_superseded: bool = False,
         limit: Annotated[int, Parameter(ge=1, le=200)] = 50,
         cursor: str | None = None,
     ) -> MemoryList:
-        page = await service.list(
+        page = await service.list_page(
             user_id,
             ListFilter(
-                scope=scope,
+                scope=memory_scope,
                 session_id=session_id,
                 category=category,
                 include_superseded=include_superseded,

@@ -74,7 +74,7 @@ class MemoryRepository:
         )
         return list(rows)
 
-    async def list(
+    async def list_page(
         self,
         user_id: str,
         filters: ListFilter,

@@ -126,11 +126,11 @@ class MemoryService:
             raise NotFoundError(f"memory {memory_id} not found for user {user_id}")
         return memory
 
-    async def list(
+    async def list_page(
         self, user_id: str, filters: ListFilter, limit: int, cursor: str | None
     ) -> MemoryPage:
         after = decode_cursor(cursor) if cursor else None
-        rows = await self.repository.list(check_user_id(user_id), filters, limit + 1, after)
+        rows = await self.repository.list_page(check_user_id(user_id), filters, limit + 1, after)
         next_cursor = encode_cursor(rows[limit - 1]) if len(rows) > limit else None
         return MemoryPage(items=rows[:limit], next_cursor=next_cursor)
 
@@ -209,8 +209,9 @@ class MemoryService:
     async def delete(self, user_id: str, memory_id: uuid.UUID) -> Memory:
         """End the current version; the row stays, with superseded_at set."""
         memory = await self._lock_current(user_id, memory_id)
+        now = await self.repository.now()
         memory.is_current = False
-        memory.superseded_at = await self.repository.now()
+        memory.superseded_at = now
         outbox.enqueue_index(self.repository.session, [memory])
         await self.repository.session.flush()
         return memory
@@ -219,6 +220,8 @@ class MemoryService:
         """Physically remove every row of the user; queue the OpenSearch erase in the same
         transaction. Returns the Postgres counts and the erase event's outbox id."""
         counts = await self.repository.erase_user(check_user_id(user_id))
-        event = outbox.enqueue_erase(self.repository.session, user_id)
+        event = outbox.enqueue_erase(
+            self.repository.session, user_id, hold_s=self._settings.erase_handoff_s
+        )
         await self.repository.session.flush()
         return counts, event.id

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import Any
 
 import anyio
 import numpy as np
@@ -52,7 +53,7 @@ class Embedder:
         self._device = device
         self._batch_size = batch_size
         self._limiter = anyio.CapacityLimiter(threads)
-        self._model = None
+        self._model: Any = None
 
     @property
     def loaded(self) -> bool:
@@ -71,7 +72,10 @@ class Embedder:
         log.info(
             "embedder.loaded",
             model=self.model_name,
-            dimensions=self._model.get_sentence_embedding_dimension(),
+            # Renamed get_embedding_dimension in sentence-transformers 6; older names kept.
+            dimensions=getattr(
+                self._model, "get_embedding_dimension", self._model.get_sentence_embedding_dimension
+            )(),
         )
 
     def embed_sync(self, texts: list[str]) -> list[Embedding]:

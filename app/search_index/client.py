@@ -110,14 +110,32 @@ class MemoryIndex:
                 outcomes.append(BulkOutcome(ok=False, error=str(result.get("error"))[:2000]))
         return outcomes
 
-    async def delete_user_documents(self, user_id: str) -> int:
-        response = await self.client.delete_by_query(
-            index=self.name,
-            body={"query": {"term": {"user_id": user_id}}},
-            conflicts="proceed",
-            refresh=True,
-        )
-        return int(response.get("deleted", 0))
+    async def delete_user_documents(self, user_id: str, page_size: int = 1000) -> int:
+        """Delete every document of one user; returns how many were deleted.
+
+        Search-then-bulk-delete rather than _delete_by_query, which lives in the optional
+        `reindex` module: this works on any OpenSearch node, the minimal local one included.
+        """
+        deleted = 0
+        while True:
+            await self.refresh()
+            response = await self.client.search(
+                index=self.name,
+                body={"size": page_size, "_source": False, "query": {"term": {"user_id": user_id}}},
+            )
+            ids = [hit["_id"] for hit in response["hits"]["hits"]]
+            if not ids:
+                return deleted
+            result = await self.client.bulk(
+                body=[{"delete": {"_index": self.name, "_id": doc_id}} for doc_id in ids],
+                refresh=True,
+            )
+            for item in result["items"]:
+                status = item["delete"].get("status", 500)
+                if status < 300:
+                    deleted += 1
+                elif status != 404:
+                    raise TransportError(status, "bulk delete failed", item["delete"].get("error"))
 
     async def count_user_documents(self, user_id: str) -> int:
         response = await self.client.count(

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from sqlalchemy import delete, func, select, update
+from sqlalchemy import delete, exists, func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm import aliased
 
 from app.db.models import Memory, OutboxEvent
 from app.search_index.documents import memory_document
@@ -23,8 +24,15 @@ def enqueue_index(session: AsyncSession, memories: list[Memory]) -> list[OutboxE
     return events
 
 
-def enqueue_erase(session: AsyncSession, user_id: str) -> OutboxEvent:
-    event = OutboxEvent(user_id=user_id, op="erase_user", payload={})
+def enqueue_erase(session: AsyncSession, user_id: str, hold_s: float) -> OutboxEvent:
+    """Queue the OpenSearch erase. Background relays leave it alone for `hold_s` seconds so
+    the erasing request can run it itself and report the count; after that they take over."""
+    event = OutboxEvent(
+        user_id=user_id,
+        op="erase_user",
+        payload={},
+        next_attempt_at=func.now() + timedelta(seconds=hold_s),
+    )
     session.add(event)
     return event
 
@@ -32,15 +40,30 @@ def enqueue_erase(session: AsyncSession, user_id: str) -> OutboxEvent:
 async def claim_pending(
     session: AsyncSession, limit: int, ids: list[int] | None = None
 ) -> list[OutboxEvent]:
-    """Lock a batch of due events, oldest first; other relays skip what this one holds."""
+    """Lock a batch of due events, oldest first; other relays skip what this one holds.
+
+    Given explicit ids, those events are claimed whether due or not (the caller asks now)."""
+    earlier_erase = aliased(OutboxEvent)
     query = (
         select(OutboxEvent)
-        .where(OutboxEvent.processed_at.is_(None), OutboxEvent.next_attempt_at <= func.now())
+        .where(
+            OutboxEvent.processed_at.is_(None),
+            # Per user, nothing overtakes a pending erase: a memory written after an erasure
+            # must not be indexed first and then deleted by the older erase.
+            ~exists().where(
+                earlier_erase.op == "erase_user",
+                earlier_erase.user_id == OutboxEvent.user_id,
+                earlier_erase.id < OutboxEvent.id,
+                earlier_erase.processed_at.is_(None),
+            ),
+        )
         .order_by(OutboxEvent.id)
         .limit(limit)
         .with_for_update(skip_locked=True)
     )
-    if ids is not None:
+    if ids is None:
+        query = query.where(OutboxEvent.next_attempt_at <= func.now())
+    else:
         query = query.where(OutboxEvent.id.in_(ids))
     return list((await session.scalars(query)).all())
 

@@ -52,7 +52,6 @@ class OutboxRelay:
         self._sessionmaker = sessionmaker
         self._index = index
         self._settings = settings
-        self._index_ready = False
         self._wake = asyncio.Event()
         self._last_purge = datetime.min.replace(tzinfo=UTC)
 
@@ -93,9 +92,9 @@ class OutboxRelay:
         segments = [list(g) for _, g in groupby(events, key=lambda e: e.op)]
         for position, segment in enumerate(segments):
             try:
-                if not self._index_ready:
-                    await self._index.ensure_index()
-                    self._index_ready = True
+                # A HEAD per batch: a bulk write to a missing index would auto-create it with
+                # a dynamic mapping, so the real mapping is put back first.
+                await self._index.ensure_index()
                 if segment[0].op == "erase_user":
                     for event in segment:
                         report.erased[event.user_id] = await self._index.delete_user_documents(
@@ -112,7 +111,6 @@ class OutboxRelay:
                     else:
                         failures.append((event, outcome.error or "unknown bulk error"))
             except (*UNAVAILABLE, TransportError) as exc:
-                self._index_ready = False
                 error = f"{type(exc).__name__}: {exc}"
                 log.warning("outbox.delivery_failed", error=error)
                 done = {id(e) for e in delivered}

@@ -95,19 +95,17 @@ def upgrade() -> None:
             nullable=False,
         ),
         sa.Column("source_message_id", postgresql.UUID(as_uuid=True), nullable=True),
-        sa.CheckConstraint(_in_list("scope", ("USER", "CONTEXT")), name="memories_scope_check"),
-        sa.CheckConstraint(_in_list("category", CATEGORIES), name="memories_category_check"),
-        sa.CheckConstraint(
-            "scope <> 'CONTEXT' OR session_id IS NOT NULL", name="memories_context_session_check"
-        ),
-        sa.CheckConstraint("length(btrim(content)) > 0", name="memories_content_not_blank_check"),
-        sa.CheckConstraint(
-            "is_current = (superseded_at IS NULL)", name="memories_current_not_superseded_check"
-        ),
-        sa.CheckConstraint("version >= 1", name="memories_version_positive_check"),
+        # Check names are short: the naming convention (app.db.models) makes them
+        # <table>_<name>_check, as it does for the models.
+        sa.CheckConstraint(_in_list("scope", ("USER", "CONTEXT")), name="scope"),
+        sa.CheckConstraint(_in_list("category", CATEGORIES), name="category"),
+        sa.CheckConstraint("scope <> 'CONTEXT' OR session_id IS NOT NULL", name="context_session"),
+        sa.CheckConstraint("length(btrim(content)) > 0", name="content_not_blank"),
+        sa.CheckConstraint("is_current = (superseded_at IS NULL)", name="current_not_superseded"),
+        sa.CheckConstraint("version >= 1", name="version_positive"),
         sa.CheckConstraint(
             "(version = 1) = (replaces_id IS NULL)",
-            name="memories_first_version_replaces_nothing_check",
+            name="first_version_replaces_nothing",
         ),
         sa.ForeignKeyConstraint(["replaces_id"], ["memories.id"], name="memories_replaces_id_fkey"),
         sa.ForeignKeyConstraint(
@@ -178,10 +176,8 @@ def upgrade() -> None:
             server_default=sa.func.now(),
             nullable=False,
         ),
-        sa.CheckConstraint(_in_list("op", ("index", "erase_user")), name="outbox_op_check"),
-        sa.CheckConstraint(
-            "op <> 'index' OR memory_id IS NOT NULL", name="outbox_index_has_memory_check"
-        ),
+        sa.CheckConstraint(_in_list("op", ("index", "erase_user")), name="op"),
+        sa.CheckConstraint("op <> 'index' OR memory_id IS NOT NULL", name="index_has_memory"),
         sa.PrimaryKeyConstraint("id", name="outbox_pkey"),
     )
     op.create_index(

@@ -1,0 +1,34 @@
+# The commands the README names. `make up` serves the API; `make test` runs the suite.
+.PHONY: up down status install test lint typecheck relay reindex
+
+PY := .venv/bin/python
+
+up:  ## install what is missing, start Postgres + OpenSearch, migrate, start the API
+	bash scripts/up.sh
+
+down:  ## stop the API, OpenSearch and Postgres (by pid)
+	bash scripts/api.sh stop
+	bash scripts/services.sh stop all
+
+status:
+	-bash scripts/api.sh status
+	-bash scripts/services.sh status
+
+install:
+	bash scripts/install.sh
+
+test: install  ## the whole suite against real Postgres, OpenSearch and HTTP
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+lint:
+	.venv/bin/ruff check app migrations tests
+	.venv/bin/ruff format --check app migrations tests
+
+typecheck:
+	.venv/bin/mypy app
+
+relay:  ## a standalone outbox relay (scale-out); uses .local/cognis.env
+	set -a && . .local/cognis.env && set +a && $(PY) -m app relay
+
+reindex:  ## rebuild the OpenSearch index from Postgres
+	set -a && . .local/cognis.env && set +a && $(PY) -m app reindex

@@ -1,0 +1,230 @@
+#!/usr/bin/env bash
+# Install OpenSearch 2.19.x (Maven Central integ-test-zip) under $LOCAL_DIR/opensearch,
+# plus the lang-painless and analysis-common modules (english analyzer, stemmers).
+# Artifacts are fetched with mvn (the machine's own Maven settings/mirrors) into $CACHE_DIR.
+# Set COGNIS_OS_ANALYSIS_COMMON=0 to skip the extra modules.  Idempotent.
+set -euo pipefail
+# shellcheck source=scripts/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+OS_CACHE="$CACHE_DIR/opensearch"
+OS_BASE="$LOCAL_DIR/opensearch"
+WITH_MODULES="${COGNIS_OS_ANALYSIS_COMMON:-1}"
+
+mvn_quiet() {
+    # Run from an empty directory so that no pom.xml in the caller's cwd is picked up.
+    local d="$OS_CACHE/mvn-work"
+    mkdir -p "$d"
+    (cd "$d" && mvn -B -q "$@") >"$OS_CACHE/mvn.log" 2>&1
+}
+
+# Fetch opensearch-<ver>.zip into $OS_CACHE/<ver>/ (verified against its sha256 on reuse).
+fetch_distribution() {
+    local v="$1" dir="$OS_CACHE/$1"
+    if sha_verify "$dir" "$dir/SHA256SUMS" 2>/dev/null && [[ -f "$dir/opensearch-$v.zip" ]]; then
+        return 0
+    fi
+    rm -rf "$dir"
+    mkdir -p "$dir"
+    log "opensearch: resolving org.opensearch.distribution.integ-test-zip:opensearch:$v:zip via mvn"
+    if ! mvn_quiet dependency:copy \
+        -Dartifact="org.opensearch.distribution.integ-test-zip:opensearch:$v:zip" \
+        -DoutputDirectory="$dir" -Dmdep.overWriteReleases=true; then
+        rm -rf "$dir"
+        return 1
+    fi
+    [[ -f "$dir/opensearch-$v.zip" ]] || { rm -rf "$dir"; return 1; }
+    unzip -tq "$dir/opensearch-$v.zip" >/dev/null || { rm -rf "$dir"; die "downloaded zip is corrupt"; }
+    sha_record "$dir" "$dir/SHA256SUMS" "opensearch-$v.zip"
+}
+
+# Fetch lang-painless + analysis-common and their runtime deps (jars) into $OS_CACHE/<ver>/modules/.
+fetch_modules() {
+    local v="$1" dir="$OS_CACHE/$1/modules"
+    if sha_verify "$dir" "$dir/SHA256SUMS" 2>/dev/null; then
+        return 0
+    fi
+    rm -rf "$dir"
+    mkdir -p "$dir/jars"
+    cat >"$dir/pom.xml" <<EOF
+<project>
+  <modelVersion>4.0.0</modelVersion>
+  <groupId>local.cognis</groupId>
+  <artifactId>opensearch-modules</artifactId>
+  <version>1</version>
+  <packaging>pom</packaging>
+  <dependencies>
+    <dependency>
+      <groupId>org.opensearch.plugin</groupId>
+      <artifactId>lang-painless</artifactId>
+      <version>$v</version>
+      <exclusions><exclusion><groupId>org.opensearch</groupId><artifactId>*</artifactId></exclusion></exclusions>
+    </dependency>
+    <dependency>
+      <groupId>org.opensearch.plugin</groupId>
+      <artifactId>analysis-common</artifactId>
+      <version>$v</version>
+      <exclusions><exclusion><groupId>org.opensearch</groupId><artifactId>*</artifactId></exclusion></exclusions>
+    </dependency>
+  </dependencies>
+</project>
+EOF
+    log "opensearch: resolving modules lang-painless + analysis-common $v via mvn"
+    mvn_quiet -f "$dir/pom.xml" dependency:copy-dependencies \
+        -DincludeScope=runtime -DoutputDirectory="$dir/jars" || { rm -rf "$dir"; return 1; }
+    [[ -f "$dir/jars/analysis-common-$v.jar" && -f "$dir/jars/lang-painless-$v.jar" ]] || { rm -rf "$dir"; return 1; }
+    local jars=()
+    mapfile -t jars < <(cd "$dir" && ls jars/*.jar)
+    sha_record "$dir" "$dir/SHA256SUMS" "${jars[@]}"
+}
+
+descriptor() {  # name version classname description extended
+    cat <<EOF
+description=$4
+version=$2
+name=$1
+classname=$3
+java.version=11
+opensearch.version=$2
+custom.foldername=
+extended.plugins=$5
+has.native.controller=false
+EOF
+}
+
+install_modules() {
+    local v="$1" home="$2" src="$OS_CACHE/$1/modules/jars"
+    local lp="$home/modules/lang-painless" ac="$home/modules/analysis-common"
+    rm -rf "$lp" "$ac"
+    mkdir -p "$lp" "$ac"
+    cp "$src/analysis-common-$v.jar" "$ac/"
+    find "$src" -maxdepth 1 -name '*.jar' ! -name "analysis-common-$v.jar" -exec cp {} "$lp/" \;
+    descriptor lang-painless "$v" org.opensearch.painless.PainlessPlugin \
+        "An easy, safe and fast scripting language for OpenSearch" "" >"$lp/plugin-descriptor.properties"
+    cat >"$lp/plugin-security.policy" <<'EOF'
+grant {
+  // needed to generate runtime classes
+  permission java.lang.RuntimePermission "createClassLoader";
+  // needed to find the classloader to load whitelisted classes from
+  permission java.lang.RuntimePermission "getClassLoader";
+};
+EOF
+    descriptor analysis-common "$v" org.opensearch.analysis.common.CommonAnalysisPlugin \
+        "Adds \"built in\" analyzers to OpenSearch." lang-painless >"$ac/plugin-descriptor.properties"
+}
+
+ensure_user() {
+    if ! id -u "$OS_USER" >/dev/null 2>&1; then
+        log "creating system user $OS_USER"
+        useradd --system --user-group --home-dir /nonexistent --no-create-home \
+            --shell /usr/sbin/nologin "$OS_USER"
+    fi
+}
+
+# Every ancestor of $1 must be traversable by the opensearch user.
+check_traversable() {
+    local p="$1"
+    if ! runuser -u "$OS_USER" -- test -x "$p"; then
+        local d="$p"
+        while [[ "$d" != "/" ]]; do
+            d=$(dirname "$d")
+            if ! runuser -u "$OS_USER" -- test -x "$d"; then
+                die "user $OS_USER cannot traverse $d (needed for $p); run 'chmod o+x $d' or set COGNIS_LOCAL_DIR elsewhere"
+            fi
+        done
+        die "user $OS_USER cannot access $p"
+    fi
+}
+
+main() {
+    require_root
+    ensure_debs unzip curl ca-certificates maven
+    [[ -x "$COGNIS_JAVA_HOME/bin/java" ]] || ensure_debs openjdk-17-jre-headless
+    [[ -x "$COGNIS_JAVA_HOME/bin/java" ]] || die "Java 17 not found at $COGNIS_JAVA_HOME (set COGNIS_JAVA_HOME)"
+    mkdir -p "$OS_CACHE"
+
+    local v="" cand
+    # Prefer a version already cached (no network), in preference order.
+    for cand in $OS_VERSIONS; do
+        if [[ -f "$OS_CACHE/$cand/opensearch-$cand.zip" ]] && sha_verify "$OS_CACHE/$cand" "$OS_CACHE/$cand/SHA256SUMS"; then
+            v="$cand"; break
+        fi
+    done
+    if [[ -z "$v" ]]; then
+        for cand in $OS_VERSIONS; do
+            if fetch_distribution "$cand"; then v="$cand"; break; fi
+            log "opensearch $cand did not resolve; trying the next version"
+        done
+    fi
+    [[ -n "$v" ]] || { tail -n 20 "$OS_CACHE/mvn.log" >&2 || true; die "no OpenSearch version in [$OS_VERSIONS] resolved"; }
+    log "opensearch: version $v (cached zip verified: $OS_CACHE/$v/opensearch-$v.zip)"
+
+    local modules_ok=0
+    if [[ "$WITH_MODULES" == "1" ]]; then
+        if fetch_modules "$v"; then
+            modules_ok=1
+        else
+            log "WARNING: could not resolve analysis-common/lang-painless; continuing without them (see $OS_CACHE/mvn.log)"
+        fi
+    fi
+
+    ensure_user
+    local home="$OS_BASE/opensearch-$v"
+    local stamp
+    stamp="$(cat "$OS_CACHE/$v/SHA256SUMS") modules=$modules_ok $( ((modules_ok)) && cat "$OS_CACHE/$v/modules/SHA256SUMS")"
+    mkdir -p "$OS_BASE"
+    chmod 755 "$LOCAL_DIR" "$OS_BASE"
+    if [[ -f "$home/.cognis-stamp" && "$(cat "$home/.cognis-stamp")" == "$stamp" ]]; then
+        log "opensearch: $home already installed"
+    else
+        local pid
+        pid=$(cat "$LOCAL_DIR/run/opensearch.pid" 2>/dev/null || true)
+        if [[ "$pid" =~ ^[0-9]+$ ]] && kill -0 "$pid" 2>/dev/null; then
+            die "opensearch is running (pid $pid) and needs reinstalling: run scripts/services.sh stop opensearch first"
+        fi
+        log "opensearch: unpacking into $home"
+        rm -rf "$home" "$OS_BASE/unpack.tmp"
+        mkdir -p "$OS_BASE/unpack.tmp"
+        unzip -q "$OS_CACHE/$v/opensearch-$v.zip" -d "$OS_BASE/unpack.tmp"
+        mv "$OS_BASE/unpack.tmp/opensearch-$v" "$home"
+        rmdir "$OS_BASE/unpack.tmp"
+        if ((modules_ok)); then
+            install_modules "$v" "$home"
+            log "opensearch: added modules lang-painless, analysis-common"
+        fi
+        chown -R root:root "$home"
+        chmod -R u+rwX,go+rX,go-w "$home"
+        printf '%s' "$stamp" >"$home/.cognis-stamp"
+    fi
+    ln -sfn "opensearch-$v" "$OS_BASE/current"
+
+    # Config dir (OPENSEARCH_PATH_CONF), data and logs: owned by the opensearch user.
+    mkdir -p "$OS_BASE/config" "$OS_BASE/data" "$OS_BASE/logs" "$OS_BASE/tmp"
+    if [[ ! -f "$OS_BASE/config/log4j2.properties" || "$home/config/log4j2.properties" -nt "$OS_BASE/config/log4j2.properties" ]]; then
+        cp "$home/config/log4j2.properties" "$OS_BASE/config/"
+    fi
+    # Absolute paths for GC log / heap dumps / error files (the defaults are relative).
+    sed -e "s#logs/#$OS_BASE/logs/#g" -e "s#HeapDumpPath=data#HeapDumpPath=$OS_BASE/data#" \
+        "$home/config/jvm.options" >"$OS_BASE/config/jvm.options"
+    mkdir -p "$OS_BASE/config/jvm.options.d"
+    printf -- '-Xms%s\n-Xmx%s\n' "${COGNIS_OS_HEAP:-512m}" "${COGNIS_OS_HEAP:-512m}" >"$OS_BASE/config/jvm.options.d/heap.options"
+    cat >"$OS_BASE/config/opensearch.yml" <<EOF
+# Generated by scripts/install-opensearch.sh (Cognis Memory local dev node).
+cluster.name: cognis-local
+node.name: cognis-local-1
+network.host: 127.0.0.1
+http.port: $COGNIS_OS_PORT
+transport.port: $COGNIS_OS_TRANSPORT_PORT
+discovery.type: single-node
+path.data: $OS_BASE/data
+path.logs: $OS_BASE/logs
+EOF
+    chown -R "$OS_USER:$OS_USER" "$OS_BASE/config" "$OS_BASE/data" "$OS_BASE/logs" "$OS_BASE/tmp"
+    chmod 750 "$OS_BASE/config" "$OS_BASE/data" "$OS_BASE/tmp"
+    chmod 755 "$OS_BASE/logs"
+    check_traversable "$home/bin/opensearch"
+    check_traversable "$OS_BASE/data"
+    log "opensearch: ready to start (scripts/services.sh start opensearch); home=$OS_BASE/current"
+}
+
+main "$@"

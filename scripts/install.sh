@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# One-shot local install: PostgreSQL 15 + pgvector, OpenSearch 2.19.x (+ analysis-common),
+# the offline embedding models and the project virtualenv (.venv).  Idempotent.
+# Then: scripts/services.sh start all
+set -euo pipefail
+# shellcheck source=scripts/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+SCRIPTS="$ROOT/scripts"
+PY="${COGNIS_PYTHON:-python3}"
+VENV="$ROOT/.venv"
+
+step() {  # name script...
+    local name="$1" t0 t1
+    shift
+    t0=$(date +%s)
+    log "== $name"
+    "$@"
+    t1=$(date +%s)
+    log "== $name done in $((t1 - t0))s"
+}
+
+venv_install() {
+    "$PY" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else 1)' \
+        || die "$PY is $("$PY" --version 2>&1); Python >= 3.11 is required (set COGNIS_PYTHON)"
+    if [[ ! -x "$VENV/bin/python" ]]; then
+        log "creating virtualenv $VENV"
+        "$PY" -m venv "$VENV"
+    fi
+    local stamp="$VENV/.cognis-pyproject.sha256" want
+    want=$(sha256sum "$ROOT/pyproject.toml" | cut -d' ' -f1)
+    if [[ -f "$stamp" && "$(cat "$stamp")" == "$want" ]]; then
+        log "virtualenv up to date with pyproject.toml"
+        return 0
+    fi
+    log "pip install -e '.[dev]' into $VENV (first run downloads torch etc.; can take minutes)"
+    "$VENV/bin/python" -m pip install -q --upgrade pip >/dev/null
+    rm -f "$stamp"
+    "$VENV/bin/python" -m pip install -q -e "${ROOT}[dev]"
+    printf '%s\n' "$want" >"$stamp"
+    log "virtualenv ready: $VENV"
+}
+
+main() {
+    require_root
+    step "postgres + pgvector" "$SCRIPTS/install-postgres.sh"
+    step "opensearch" "$SCRIPTS/install-opensearch.sh"
+    step "embedding models" "$SCRIPTS/install-models.sh" >/dev/null
+    step "python virtualenv" venv_install
+    log "install complete; start the services with: scripts/services.sh start all"
+}
+
+main "$@"

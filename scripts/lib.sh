@@ -1,0 +1,125 @@
+#!/usr/bin/env bash
+# Shared helpers for the Cognis Memory local-infrastructure scripts.
+# Source it; do not run it:   . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+# shellcheck disable=SC2034  # variables are used by the scripts that source this file
+
+if [[ -n "${_COGNIS_LIB_LOADED:-}" ]]; then
+    return 0
+fi
+_COGNIS_LIB_LOADED=1
+
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)"
+# Project-local state (git-ignored): clusters, data, logs, env file.
+LOCAL_DIR="${COGNIS_LOCAL_DIR:-$ROOT/.local}"
+# Per-user download cache, outside the clone, shared by clones.
+CACHE_DIR="${COGNIS_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/cognis-memory}"
+
+COGNIS_PG_PORT="${COGNIS_PG_PORT:-55432}"
+COGNIS_OS_PORT="${COGNIS_OS_PORT:-59200}"
+COGNIS_OS_TRANSPORT_PORT="${COGNIS_OS_TRANSPORT_PORT:-59300}"
+COGNIS_API_PORT="${COGNIS_API_PORT:-8000}"
+
+PG_MAJOR="${COGNIS_PG_MAJOR:-15}"
+PG_BIN="/usr/lib/postgresql/$PG_MAJOR/bin"
+PG_CONFIG="$PG_BIN/pg_config"
+
+# OpenSearch 2.19.x runs on Java 17 (3.x needs Java 21).
+COGNIS_JAVA_HOME="${COGNIS_JAVA_HOME:-/usr/lib/jvm/java-17-openjdk-amd64}"
+OS_USER="${COGNIS_OS_USER:-opensearch}"
+# Preferred first; the installer falls back to the others if one does not resolve.
+OS_VERSIONS="${COGNIS_OS_VERSION:-2.19.6 2.19.5 2.19.4 2.19.3 2.19.2 2.19.1 2.19.0}"
+
+MODELS_DIR="$CACHE_DIR/models"
+
+export DEBIAN_FRONTEND=noninteractive
+
+log() {
+    printf '[cognis] %s\n' "$*" >&2
+}
+
+die() {
+    printf '[cognis] ERROR: %s\n' "$*" >&2
+    exit 1
+}
+
+require_root() {
+    [[ "$(id -u)" -eq 0 ]] || die "$(basename "$0") must run as root (it installs packages / creates users)"
+}
+
+# wait_for TIMEOUT_SECONDS LOGFILE DESCRIPTION -- COMMAND [ARGS...]
+# Polls COMMAND once a second until it succeeds.  On timeout prints a clear
+# message plus the tail of LOGFILE (may be "" or a missing file) and returns 1.
+wait_for() {
+    local timeout="$1" logfile="$2" what="$3"
+    shift 3
+    [[ "${1:-}" == "--" ]] && shift
+    local start now
+    start=$(date +%s)
+    while true; do
+        if "$@" >/dev/null 2>&1; then
+            return 0
+        fi
+        now=$(date +%s)
+        if (( now - start >= timeout )); then
+            log "timed out after ${timeout}s waiting for $what"
+            if [[ -n "$logfile" && -r "$logfile" ]]; then
+                log "last lines of $logfile:"
+                tail -n 30 "$logfile" | sed 's/^/    /' >&2
+            fi
+            return 1
+        fi
+        sleep 1
+    done
+}
+
+# Write "sha256  name" lines for the given files (relative to DIR) into STAMP.
+sha_record() {
+    local dir="$1" stamp="$2"
+    shift 2
+    (cd "$dir" && sha256sum -- "$@") >"$stamp"
+}
+
+# Verify a stamp written by sha_record; returns non-zero on mismatch/missing.
+sha_verify() {
+    local dir="$1" stamp="$2"
+    [[ -s "$stamp" ]] || return 1
+    (cd "$dir" && sha256sum --quiet -c "$stamp") >/dev/null 2>&1
+}
+
+# True when every named Debian package is installed.
+debs_installed() {
+    local p
+    for p in "$@"; do
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || return 1
+    done
+}
+
+# apt-get install the missing ones among the given packages (update only if needed).
+ensure_debs() {
+    local missing=() p
+    for p in "$@"; do
+        debs_installed "$p" || missing+=("$p")
+    done
+    ((${#missing[@]} == 0)) && return 0
+    require_root
+    log "installing Debian packages: ${missing[*]}"
+    if ! apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null 2>&1; then
+        log "apt-get update"
+        apt-get update -q >/dev/null
+        apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null
+    fi
+}
+
+# Print the first existing path among the (glob-expanded) arguments; fail if none.
+first_match() {
+    local f
+    for f in "$@"; do
+        if [[ -e "$f" ]]; then
+            printf '%s\n' "$f"
+            return 0
+        fi
+    done
+    return 1
+}

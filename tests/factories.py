@@ -1,0 +1,44 @@
+"""Plain helper functions the tests share."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+from opensearchpy import AsyncOpenSearch
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+
+async def create_memory(
+    client: httpx.AsyncClient, user_id: str, content: str, **fields: Any
+) -> dict:
+    response = await client.post(
+        f"/v1/users/{user_id}/memories", json={"content": content, **fields}
+    )
+    assert response.status_code == 201, response.text
+    return response.json()
+
+
+async def search(client: httpx.AsyncClient, user_id: str, query: str, **fields: Any) -> dict:
+    response = await client.post(f"/v1/users/{user_id}/search", json={"query": query, **fields})
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+async def indexed_document(opensearch: AsyncOpenSearch, index: str, memory_id: str) -> dict | None:
+    response = await opensearch.get(index=index, id=memory_id, ignore=[404])
+    return response if response.get("found") else None
+
+
+async def user_row_counts(db: AsyncEngine, user_id: str) -> dict[str, int]:
+    async with db.connect() as connection:
+        counts = {}
+        for table in ("memories", "messages", "outbox"):
+            counts[table] = (
+                await connection.execute(
+                    text(f"SELECT count(*) FROM {table} WHERE user_id = :u"),  # noqa: S608
+                    {"u": user_id},
+                )
+            ).scalar_one()
+        return counts

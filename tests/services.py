@@ -1,0 +1,108 @@
+"""Where the test session's Postgres and OpenSearch come from.
+
+1. COGNIS_TEST_DATABASE_URL and COGNIS_TEST_OPENSEARCH_URL, when both are set;
+2. else testcontainers, where a Docker engine answers;
+3. else the project's own local services, started with scripts/services.sh (as `make up` does).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+LOCAL_DIR = Path(os.environ.get("COGNIS_LOCAL_DIR", ROOT / ".local"))
+CACHE_DIR = Path(
+    os.environ.get(
+        "COGNIS_CACHE_DIR",
+        Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "cognis-memory",
+    )
+)
+
+
+@dataclass(frozen=True)
+class ServiceUrls:
+    database_url: str
+    opensearch_url: str
+    origin: str
+
+
+def _read_env_file(path: Path) -> dict[str, str]:
+    values: dict[str, str] = {}
+    for line in path.read_text().splitlines():
+        if "=" in line and not line.lstrip().startswith("#"):
+            key, value = line.split("=", 1)
+            values[key.strip()] = value.strip()
+    return values
+
+
+def _docker_available() -> bool:
+    if shutil.which("docker") is None:
+        return False
+    try:
+        return subprocess.run(["docker", "info"], capture_output=True, timeout=10).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+def _from_containers(stack: list) -> ServiceUrls:
+    from testcontainers.opensearch import OpenSearchContainer
+    from testcontainers.postgres import PostgresContainer
+
+    postgres = PostgresContainer("pgvector/pgvector:pg16", driver="asyncpg")
+    opensearch = OpenSearchContainer("opensearchproject/opensearch:2.19.1")
+    postgres.start()
+    stack.append(postgres)
+    opensearch.start()
+    stack.append(opensearch)
+    host = opensearch.get_container_host_ip()
+    port = opensearch.get_exposed_port(9200)
+    return ServiceUrls(postgres.get_connection_url(), f"http://{host}:{port}", "testcontainers")
+
+
+class LocalServices:
+    """The project's own services; stopped afterwards only if this session started them."""
+
+    script = str(ROOT / "scripts" / "services.sh")
+
+    def __init__(self) -> None:
+        status = subprocess.run(["bash", self.script, "status"], capture_output=True)
+        self.started_here = status.returncode != 0
+        subprocess.run(["bash", self.script, "start", "all"], check=True)
+
+    def stop(self) -> None:
+        if self.started_here:
+            subprocess.run(["bash", self.script, "stop", "all"], check=False)
+
+
+def _from_local_scripts(stack: list) -> ServiceUrls:
+    stack.append(LocalServices())
+    env = _read_env_file(LOCAL_DIR / "cognis.env")
+    return ServiceUrls(env["COGNIS_TEST_DATABASE_URL"], env["COGNIS_OPENSEARCH_URL"], "local")
+
+
+def acquire(stack: list) -> ServiceUrls:
+    database_url = os.environ.get("COGNIS_TEST_DATABASE_URL")
+    opensearch_url = os.environ.get("COGNIS_TEST_OPENSEARCH_URL")
+    if database_url and opensearch_url:
+        return ServiceUrls(database_url, opensearch_url, "environment")
+    if _docker_available():
+        return _from_containers(stack)
+    return _from_local_scripts(stack)
+
+
+def embedding_model() -> str:
+    """The model the tests embed with: a setting, else the provisioned local folder."""
+    configured = os.environ.get("COGNIS_TEST_EMBEDDING_MODEL")
+    if configured:
+        return configured
+    for name in ("all-mpnet-base-v2", "all-MiniLM-L6-v2"):
+        folder = CACHE_DIR / "models" / name
+        if (folder / "modules.json").exists():
+            return str(folder)
+    raise RuntimeError(
+        "no embedding model found: run scripts/install-models.sh or set COGNIS_TEST_EMBEDDING_MODEL"
+    )

@@ -1,0 +1,108 @@
+"""Migrations: upgrade -> downgrade -> upgrade on a real, scratch database."""
+
+from __future__ import annotations
+
+import uuid
+
+from sqlalchemy import text
+from sqlalchemy.engine import make_url
+from sqlalchemy.ext.asyncio import create_async_engine
+
+from tests.conftest import alembic
+
+EXPECTED_INDEXES = {
+    "memories_embedding_256d_hnsw_idx": (
+        "hnsw",
+        "vector_cosine_ops",
+        "m='16'",
+        "ef_construction='128'",
+    ),
+    "memories_embedding_768d_hnsw_idx": (
+        "hnsw",
+        "vector_cosine_ops",
+        "m='16'",
+        "ef_construction='256'",
+    ),
+    "memories_user_current_idx": ("btree", "WHERE is_current"),
+    "memories_replaces_id_idx": ("UNIQUE", "WHERE (replaces_id IS NOT NULL)"),
+    "memories_chain_current_idx": ("UNIQUE", "WHERE is_current"),
+    "outbox_pending_idx": ("WHERE (processed_at IS NULL)",),
+}
+
+
+async def _schema(url: str) -> tuple[set[str], dict[str, str], set[str]]:
+    engine = create_async_engine(url)
+    try:
+        async with engine.connect() as connection:
+            tables = set(
+                (
+                    await connection.execute(
+                        text("SELECT tablename FROM pg_tables WHERE schemaname = 'public'")
+                    )
+                ).scalars()
+            )
+            indexes = dict(
+                (
+                    await connection.execute(
+                        text(
+                            "SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = 'public'"
+                        )
+                    )
+                ).all()
+            )
+            routines = set(
+                (
+                    await connection.execute(
+                        text(
+                            "SELECT routine_name FROM information_schema.routines "
+                            "WHERE routine_schema = 'public'"
+                        )
+                    )
+                ).scalars()
+            )
+            routines |= set(
+                (
+                    await connection.execute(
+                        text("SELECT viewname FROM pg_views WHERE schemaname = 'public'")
+                    )
+                ).scalars()
+            )
+            return tables, indexes, routines
+    finally:
+        await engine.dispose()
+
+
+async def test_upgrade_downgrade_upgrade_round_trip(migrated) -> None:
+    url = make_url(migrated["COGNIS_DATABASE_URL"])
+    scratch = f"cognis_migrations_{uuid.uuid4().hex[:8]}"
+    admin = create_async_engine(url, isolation_level="AUTOCOMMIT")
+    async with admin.connect() as connection:
+        await connection.execute(text(f'CREATE DATABASE "{scratch}"'))
+    scratch_url = url.set(database=scratch).render_as_string(hide_password=False)
+    env = {**migrated, "COGNIS_DATABASE_URL": scratch_url}
+    try:
+        alembic(env, "upgrade", "head")
+        tables, indexes, routines = await _schema(scratch_url)
+        assert {"memories", "messages", "outbox", "alembic_version"} <= tables
+        for name, fragments in EXPECTED_INDEXES.items():
+            for fragment in fragments:
+                assert fragment in indexes[name], (name, indexes[name])
+        assert {"current_memories", "memory_versions", "memory_chain", "memories_as_of"} <= routines
+
+        alembic(env, "downgrade", "base")
+        tables, indexes, routines = await _schema(scratch_url)
+        assert tables == {"alembic_version"}
+        assert not {"memory_chain", "memories_as_of", "current_memories"} & routines
+
+        alembic(env, "upgrade", "head")
+        tables, _, routines = await _schema(scratch_url)
+        assert {"memories", "messages", "outbox"} <= tables
+        assert "memory_chain" in routines
+
+        # The models and the migrations describe the same schema.
+        check = alembic(env, "check")
+        assert "No new upgrade operations detected" in check.stdout + check.stderr
+    finally:
+        async with admin.connect() as connection:
+            await connection.execute(text(f'DROP DATABASE IF EXISTS "{scratch}" WITH (FORCE)'))
+        await admin.dispose()
