@@ -1,5 +1,5 @@
 # The commands the README names. `make up` serves the API; `make test` runs the suite.
-.PHONY: up down status install test lint typecheck relay reindex
+.PHONY: up down status install test lint typecheck relay reindex bench-foundation
 
 PY := .venv/bin/python
 
@@ -21,8 +21,8 @@ test: install  ## the whole suite against real Postgres, OpenSearch and HTTP
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 lint:
-	.venv/bin/ruff check app migrations tests
-	.venv/bin/ruff format --check app migrations tests
+	.venv/bin/ruff check app migrations tests bench
+	.venv/bin/ruff format --check app migrations tests bench
 
 typecheck:
 	.venv/bin/mypy app
@@ -32,3 +32,6 @@ relay:  ## a standalone outbox relay (scale-out); uses .local/cognis.env
 
 reindex:  ## rebuild the OpenSearch index from Postgres
 	set -a && . .local/cognis.env && set +a && $(PY) -m app reindex
+
+bench-foundation:  ## outbox lag and search latency against the running service (make up)
+	set -a && . .local/cognis.env && set +a && $(PY) -m bench.foundation

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import uuid
 from dataclasses import dataclass, field
@@ -39,7 +40,9 @@ def check_user_id(user_id: str) -> str:
     return user_id
 
 
-def check_draft(draft: MemoryDraft, max_chars: int, field_prefix: str = "") -> MemoryDraft:
+def check_draft(
+    draft: MemoryDraft, max_chars: int, max_metadata_bytes: int, field_prefix: str = ""
+) -> MemoryDraft:
     """Normalise and validate a draft; raise InvalidInputError naming the offending field."""
     content = draft.content.strip()
     if not content:
@@ -50,6 +53,12 @@ def check_draft(draft: MemoryDraft, max_chars: int, field_prefix: str = "") -> M
             field=f"{field_prefix}content",
         )
     draft.content = content
+    metadata_bytes = len(json.dumps(draft.metadata, separators=(",", ":")).encode())
+    if metadata_bytes > max_metadata_bytes:
+        raise InvalidInputError(
+            f"metadata is {metadata_bytes} bytes as JSON; at most {max_metadata_bytes} are allowed",
+            field=f"{field_prefix}metadata",
+        )
     if draft.category is not None and draft.category not in CATEGORIES:
         raise InvalidInputError(
             f"unknown category {draft.category!r}; expected one of: {', '.join(CATEGORIES)}",

@@ -84,7 +84,12 @@ class MemoryService:
             )
         many = len(drafts) > 1
         for i, draft in enumerate(drafts):
-            check_draft(draft, self._settings.max_content_chars, f"memories[{i}]." if many else "")
+            check_draft(
+                draft,
+                self._settings.max_content_chars,
+                self._settings.max_metadata_bytes,
+                f"memories[{i}]." if many else "",
+            )
         # Embedding is slow CPU work: done before the first statement opens the transaction.
         embeddings = await self._embedder.embed([d.content for d in drafts])
         unlabelled = [i for i, d in enumerate(drafts) if d.category is None]
@@ -170,7 +175,7 @@ class MemoryService:
             event_time=old.event_time if patch.event_time is UNSET else patch.event_time,
             metadata=old.metadata_ if patch.metadata is UNSET else patch.metadata,
         )
-        check_draft(draft, self._settings.max_content_chars)
+        check_draft(draft, self._settings.max_content_chars, self._settings.max_metadata_bytes)
         embedding = None
         if draft.content != old.content:
             embedding = (await self._embedder.embed([draft.content]))[0]

@@ -19,6 +19,8 @@ BAD_CREATES = [
     ({"content": "ok", "event_time": "yesterday-ish"}, 400, "event_time"),
     ({"content": "ok", "surprise": True}, 400, "surprise"),
     ({}, 400, "content"),
+    ({"content": "ok", "metadata": {"blob": "x" * 20_000}}, 400, "metadata is"),
+    ({"content": "ok", "metadata": ["not", "an", "object"]}, 400, "metadata"),
 ]
 
 
