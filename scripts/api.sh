@@ -37,8 +37,12 @@ start() {
     (cd "$ROOT" && "$VENV/bin/alembic" upgrade head) >>"$LOG_FILE" 2>&1 \
         || { tail -n 30 "$LOG_FILE" >&2; die "alembic upgrade head failed"; }
     log "starting the API on 127.0.0.1:$COGNIS_API_PORT (log: $LOG_FILE)"
-    (cd "$ROOT" && COGNIS_PORT="$COGNIS_API_PORT" COGNIS_LOG_JSON="${COGNIS_LOG_JSON:-true}" \
-        nohup "$VENV/bin/python" -m app serve >>"$LOG_FILE" 2>&1 & echo $! >"$PID_FILE")
+    cd "$ROOT"
+    # No subshell around the background job: $! must be the server's own pid, and nothing
+    # may keep the caller's stdout open.
+    COGNIS_PORT="$COGNIS_API_PORT" COGNIS_LOG_JSON="${COGNIS_LOG_JSON:-true}" \
+        nohup "$VENV/bin/python" -m app serve >>"$LOG_FILE" 2>&1 </dev/null &
+    echo $! >"$PID_FILE"
     wait_for 300 "$LOG_FILE" "API readiness" -- \
         curl -sf -o /dev/null "http://127.0.0.1:$COGNIS_API_PORT/ready"
 }
