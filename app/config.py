@@ -45,6 +45,8 @@ class Settings(BaseSettings):
     opensearch_password: SecretStr | None = None
     opensearch_index: str = "cognis-memories"
     opensearch_timeout_s: float = 5.0
+    # How soon an indexed memory becomes BM25-searchable (applied when the index is created).
+    opensearch_refresh_interval: str = "250ms"
 
     # Models
     embedding_model: str = "sentence-transformers/all-mpnet-base-v2"

@@ -9,6 +9,7 @@ from datetime import datetime
 import numpy as np
 from sqlalchemy import and_, delete, func, or_, select, text, tuple_
 from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm import defer
 
 from app.db.models import Memory, Message, OutboxEvent
 
@@ -51,12 +52,16 @@ class MemoryRepository:
             .execution_options(populate_existing=True)
         )
 
-    async def get_many(self, user_id: str, memory_ids: list[uuid.UUID]) -> dict[uuid.UUID, Memory]:
+    async def get_many(
+        self, user_id: str, memory_ids: list[uuid.UUID], with_embeddings: bool = False
+    ) -> dict[uuid.UUID, Memory]:
         if not memory_ids:
             return {}
-        rows = await self.session.scalars(
-            select(Memory).where(Memory.user_id == user_id, Memory.id.in_(memory_ids))
-        )
+        query = select(Memory).where(Memory.user_id == user_id, Memory.id.in_(memory_ids))
+        if not with_embeddings:
+            # 1,024 floats a row: most of the bytes, and not needed to show a result.
+            query = query.options(defer(Memory.embedding_768d), defer(Memory.embedding_256d))
+        rows = await self.session.scalars(query)
         return {m.id: m for m in rows}
 
     async def current_in_chain(self, user_id: str, chain_id: uuid.UUID) -> Memory | None:

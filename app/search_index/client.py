@@ -40,6 +40,7 @@ class MemoryIndex:
         if settings.opensearch_username and settings.opensearch_password:
             auth = (settings.opensearch_username, settings.opensearch_password.get_secret_value())
         self.name = settings.opensearch_index
+        self._refresh_interval = settings.opensearch_refresh_interval
         self.client = AsyncOpenSearch(
             hosts=[settings.opensearch_url],
             http_auth=auth,
@@ -70,7 +71,9 @@ class MemoryIndex:
             return False
         english = await self._english_available()
         try:
-            await self.client.indices.create(index=self.name, body=index_body(english))
+            await self.client.indices.create(
+                index=self.name, body=index_body(english, self._refresh_interval)
+            )
         except TransportError as exc:
             if exc.error == "resource_already_exists_exception":
                 return False

@@ -24,14 +24,18 @@ def memory_document(memory: Memory) -> dict[str, Any]:
     }
 
 
-def index_body(english_analyzer: bool) -> dict[str, Any]:
+def index_body(english_analyzer: bool, refresh_interval: str = "1s") -> dict[str, Any]:
     """Mapping and settings. `english` (stemming) needs the analysis-common module."""
     analyzer: dict[str, Any] = (
         {"type": "english"} if english_analyzer else {"type": "standard", "stopwords": "_english_"}
     )
     return {
         "settings": {
-            "index": {"number_of_shards": 1, "number_of_replicas": 0, "refresh_interval": "1s"},
+            "index": {
+                "number_of_shards": 1,
+                "number_of_replicas": 0,
+                "refresh_interval": refresh_interval,
+            },
             "analysis": {"analyzer": {"memory_text": analyzer}},
         },
         "mappings": {
