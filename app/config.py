@@ -77,6 +77,15 @@ class Settings(BaseSettings):
     rrf_weight_bm25: float = 0.30
     default_top_k: int = 10
     max_top_k: int = 100
+    temporal_weight_fused: float = 0.60
+    temporal_weight_time: float = 0.40
+    temporal_min_score: float = 0.10
+    dedup_threshold: float = 0.99
+    cross_encoder_model: str | None = Field(
+        default=None, description="CrossEncoder name or local path; unset skips re-ranking."
+    )
+    rerank_top_n: int = 20
+    history_max_versions: int = 20
 
     # Outbox relay
     relay_in_api: bool = True
