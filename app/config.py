@@ -53,6 +53,7 @@ class Settings(BaseSettings):
     embedding_device: str = "cpu"
     embedding_batch_size: int = 32
     embedding_threads: int = 1
+    query_embedding_cache_size: int = 1024
 
     # API
     host: str = "127.0.0.1"

@@ -91,6 +91,8 @@ def migrated(base_env: dict[str, str]) -> dict[str, str]:
 
 
 class ApiProcess:
+    running: list[ApiProcess] = []  # every API subprocess of this session, for outage tests
+
     def __init__(self, env: dict[str, str], name: str) -> None:
         self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -104,6 +106,7 @@ class ApiProcess:
             stdout=self._log,
             stderr=subprocess.STDOUT,
         )
+        ApiProcess.running.append(self)
 
     def wait_ready(self, timeout: float = 180) -> None:
         deadline = time.monotonic() + timeout
@@ -120,6 +123,8 @@ class ApiProcess:
         raise RuntimeError(f"API did not become ready; log:\n{self.log_path.read_text()[-4000:]}")
 
     def stop(self) -> None:
+        if self in ApiProcess.running:
+            ApiProcess.running.remove(self)
         if self.process.poll() is None:
             self.process.terminate()
             try:

@@ -21,7 +21,9 @@ async def create_memory(
 
 
 async def search(client: httpx.AsyncClient, user_id: str, query: str, **fields: Any) -> dict:
-    response = await client.post(f"/v1/users/{user_id}/search", json={"query": query, **fields})
+    """Search with explanations on (so tests can read each stage's rank and score)."""
+    body = {"query": query, "explain": True, **fields}
+    response = await client.post(f"/v1/users/{user_id}/search", json=body)
     assert response.status_code == 200, response.text
     return response.json()
 
@@ -42,3 +44,9 @@ async def user_row_counts(db: AsyncEngine, user_id: str) -> dict[str, int]:
                 )
             ).scalar_one()
         return counts
+
+
+def stage_rank(hit: dict, stage: str) -> int | None:
+    """A result's rank at one stage of the explanation (None: not in that stage's list)."""
+    entry = hit["explanation"].get(stage)
+    return None if entry is None else entry["rank"]

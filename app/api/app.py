@@ -20,7 +20,7 @@ from litestar.plugins.sqlalchemy import (
 
 from app import __version__
 from app.api.auth import API_KEY_HEADER, require_api_key
-from app.api.health import health, ready
+from app.api.health import health, metrics_endpoint, ready
 from app.api.memories import MemoryController
 from app.api.problems import EXCEPTION_HANDLERS
 from app.api.resources import Resources
@@ -44,6 +44,10 @@ async def _lifespan(app: Litestar) -> AsyncIterator[None]:
             "this service.",
         )
     await anyio.to_thread.run_sync(resources.embedder.load)
+    if resources.cross_encoder is not None:
+        await anyio.to_thread.run_sync(resources.cross_encoder.load)
+    else:
+        log.info("retrieval.cross_encoder_skipped", reason="COGNIS_CROSS_ENCODER_MODEL not set")
     try:
         await resources.index.ensure_index()
     except Exception as exc:
@@ -80,7 +84,7 @@ def create_app(settings: Settings | None = None) -> Litestar:
         security=[{"apiKey": []}],
     )
     return Litestar(
-        route_handlers=[health, ready, api],
+        route_handlers=[health, ready, metrics_endpoint, api],
         plugins=[SQLAlchemyPlugin(config=db_config)],
         exception_handlers=EXCEPTION_HANDLERS,
         lifespan=[_lifespan],

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from litestar import Response, get
+from litestar import MediaType, Response, get
 from litestar.datastructures import State
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from sqlalchemy import text
 
+from app.retrieval.metrics import REGISTRY
 from app.search_index.outbox import pending_count
 from app.search_index.relay import oldest_pending_age_s
 
@@ -38,3 +40,8 @@ async def ready(state: State) -> Response[dict[str, Any]]:
         else ("degraded" if serving else "unavailable")
     )
     return Response({"status": status, **checks}, status_code=200 if serving else 503)
+
+
+@get("/metrics", tags=["health"], summary="Prometheus metrics", media_type=MediaType.TEXT)
+async def metrics_endpoint() -> Response[bytes]:
+    return Response(generate_latest(REGISTRY), media_type=CONTENT_TYPE_LATEST)

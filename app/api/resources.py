@@ -9,8 +9,9 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 from app.config import Settings
 from app.db.engine import create_engine, create_sessionmaker
 from app.ml.categories import CategoryClassifier
+from app.ml.cross_encoder import CrossEncoderScorer
 from app.ml.embedder import Embedder
-from app.retrieval.hybrid import HybridSearch
+from app.retrieval.pipeline import RetrievalPipeline
 from app.search_index.client import MemoryIndex
 from app.search_index.relay import OutboxRelay
 
@@ -24,7 +25,8 @@ class Resources:
     classifier: CategoryClassifier
     index: MemoryIndex
     relay: OutboxRelay
-    search: HybridSearch
+    retrieval: RetrievalPipeline
+    cross_encoder: CrossEncoderScorer | None
 
     @classmethod
     def build(cls, settings: Settings) -> Resources:
@@ -35,6 +37,12 @@ class Resources:
             device=settings.embedding_device,
             batch_size=settings.embedding_batch_size,
             threads=settings.embedding_threads,
+            query_cache_size=settings.query_embedding_cache_size,
+        )
+        cross_encoder = (
+            CrossEncoderScorer(settings.cross_encoder_model, device=settings.embedding_device)
+            if settings.cross_encoder_model
+            else None
         )
         index = MemoryIndex(settings)
         return cls(
@@ -45,7 +53,8 @@ class Resources:
             classifier=CategoryClassifier(embedder),
             index=index,
             relay=OutboxRelay(sessionmaker, index, settings),
-            search=HybridSearch(embedder, index, settings),
+            retrieval=RetrievalPipeline(embedder, index, settings, cross_encoder),
+            cross_encoder=cross_encoder,
         )
 
     async def close(self) -> None:

@@ -96,25 +96,57 @@ class HistoryOut(msgspec.Struct):
     versions: list[MemoryOut]
 
 
+class StageSwitchesIn(msgspec.Struct, forbid_unknown_fields=True):
+    """Turn stages off for one request (ablations, latency-sensitive callers)."""
+
+    vector: bool = True
+    rescore_768d: bool = True
+    bm25: bool = True
+    temporal: bool = True
+    dedup: bool = True
+    rerank: bool = True
+    history: bool = True
+
+
+class RrfIn(msgspec.Struct, forbid_unknown_fields=True):
+    """Override the fusion constants for one request."""
+
+    k: Annotated[int, msgspec.Meta(ge=0, le=1000)] | None = None
+    weight_vector: Annotated[float, msgspec.Meta(ge=0, le=1)] | None = None
+    weight_bm25: Annotated[float, msgspec.Meta(ge=0, le=1)] | None = None
+
+
 class SearchBody(msgspec.Struct, forbid_unknown_fields=True):
     query: Annotated[str, msgspec.Meta(min_length=1, max_length=8_000)]
     top_k: int | None = None
     session_id: SessionId | None = None
+    as_of: datetime | None = None
+    explain: bool = False
+    stages: StageSwitchesIn = msgspec.field(default_factory=StageSwitchesIn)
+    rrf: RrfIn = msgspec.field(default_factory=RrfIn)
+
+
+class StageScoreOut(msgspec.Struct):
+    rank: int | None
+    score: float | None
 
 
 class SearchHitOut(msgspec.Struct):
     memory: MemoryOut
+    rank: int
     score: float
-    vector_rank: int | None
-    vector_score: float | None
-    bm25_rank: int | None
-    bm25_score: float | None
+    superseded: bool
+    history_of: UUID | None = None
+    explanation: dict[str, StageScoreOut] | None = None
 
 
 class SearchOut(msgspec.Struct):
     results: list[SearchHitOut]
     missing_legs: list[str]
+    stages: dict[str, str]
     stage_durations_ms: dict[str, float]
+    duration_ms: float
+    query_analysis: dict[str, Any] | None = None
 
 
 class EraseOut(msgspec.Struct):

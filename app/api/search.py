@@ -1,24 +1,33 @@
-"""Search endpoint: hybrid retrieval over one user's current memories."""
+"""Search endpoint: the 8-stage retrieval pipeline over one user's memories."""
 
 from __future__ import annotations
 
-from litestar import Controller, post
+import uuid
+from datetime import UTC
+
+import msgspec
+from litestar import Controller, Request, post
 from litestar.datastructures import State
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.api.schemas import MemoryOut, SearchBody, SearchHitOut, SearchOut
+from app.api.schemas import MemoryOut, SearchBody, SearchHitOut, SearchOut, StageScoreOut
 from app.errors import InvalidInputError
 from app.memories.domain import check_user_id
-from app.retrieval.hybrid import SearchRequest
+from app.retrieval.pipeline import SearchRequest, StageSwitches
 
 
 class SearchController(Controller):
     path = "/v1/users/{user_id:str}/search"
     tags = ["search"]
 
-    @post("/", status_code=200, summary="Hybrid search (vector + BM25, weighted RRF)")
+    @post("/", status_code=200, summary="Search a user's memories (8-stage hybrid retrieval)")
     async def search(
-        self, user_id: str, data: SearchBody, db_session: AsyncSession, state: State
+        self,
+        user_id: str,
+        data: SearchBody,
+        db_session: AsyncSession,
+        state: State,
+        request: Request,
     ) -> SearchOut:
         settings = state.resources.settings
         check_user_id(user_id)
@@ -29,24 +38,51 @@ class SearchController(Controller):
             )
         if not data.query.strip():
             raise InvalidInputError("query must not be empty", field="query")
-        response = await state.resources.search.search(
+        as_of = data.as_of
+        if as_of is not None and as_of.tzinfo is None:
+            as_of = as_of.replace(tzinfo=UTC)  # a naive reference time is read as UTC
+        response = await state.resources.retrieval.search(
             db_session,
             SearchRequest(
-                user_id=user_id, query=data.query, top_k=top_k, session_id=data.session_id
+                user_id=user_id,
+                query=data.query,
+                top_k=top_k,
+                session_id=data.session_id,
+                as_of=as_of,
+                explain=data.explain,
+                switches=StageSwitches(**msgspec.structs.asdict(data.stages)),
+                rrf_k=data.rrf.k,
+                weight_vector=data.rrf.weight_vector,
+                weight_bm25=data.rrf.weight_bm25,
+                request_id=request.headers.get("X-Request-ID") or uuid.uuid4().hex,
             ),
         )
-        return SearchOut(
-            results=[
+        hits = []
+        rank = 0
+        for candidate in response.results:
+            assert candidate.memory is not None
+            if candidate.history_of is None:
+                rank += 1
+            hits.append(
                 SearchHitOut(
-                    memory=MemoryOut.of(r.memory),
-                    score=r.score,
-                    vector_rank=r.vector_rank,
-                    vector_score=r.vector_score,
-                    bm25_rank=r.bm25_rank,
-                    bm25_score=r.bm25_score,
+                    memory=MemoryOut.of(candidate.memory),
+                    rank=rank,
+                    score=candidate.score,
+                    superseded=not candidate.memory.is_current,
+                    history_of=candidate.history_of,
+                    explanation={
+                        stage: StageScoreOut(rank=s["rank"], score=s["score"])
+                        for stage, s in candidate.explanation().items()
+                    }
+                    if data.explain and candidate.history_of is None
+                    else None,
                 )
-                for r in response.results
-            ],
+            )
+        return SearchOut(
+            results=hits,
             missing_legs=response.missing_legs,
+            stages=response.stage_status,
             stage_durations_ms=response.stage_durations_ms,
+            duration_ms=response.duration_ms,
+            query_analysis=response.analysis.explanation() if data.explain else None,
         )

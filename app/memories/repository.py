@@ -9,7 +9,7 @@ from datetime import datetime
 import numpy as np
 from sqlalchemy import and_, delete, func, or_, select, text, tuple_
 from sqlalchemy.ext.asyncio import AsyncSession
-from sqlalchemy.orm import defer
+from sqlalchemy.orm import aliased, defer
 
 from app.db.models import Memory, Message, OutboxEvent
 
@@ -20,14 +20,6 @@ class ListFilter:
     session_id: str | None = None
     category: str | None = None
     include_superseded: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class VectorHit:
-    memory_id: uuid.UUID
-    score_256d: float
-    rank_256d: int
-    score_768d: float
 
 
 class MemoryRepository:
@@ -79,6 +71,25 @@ class MemoryRepository:
         )
         return list(rows)
 
+    async def superseded_versions(
+        self, user_id: str, chain_ids: list[uuid.UUID]
+    ) -> dict[uuid.UUID, list[Memory]]:
+        """Earlier (non-current) versions of the given chains, newest first per chain."""
+        if not chain_ids:
+            return {}
+        rows = await self.session.scalars(
+            select(Memory)
+            .where(
+                Memory.user_id == user_id, Memory.chain_id.in_(chain_ids), ~Memory.is_current
+            )
+            .options(defer(Memory.embedding_768d), defer(Memory.embedding_256d))
+            .order_by(Memory.chain_id, Memory.version.desc())
+        )
+        by_chain: dict[uuid.UUID, list[Memory]] = {}
+        for memory in rows:
+            by_chain.setdefault(memory.chain_id, []).append(memory)
+        return by_chain
+
     async def list_page(
         self,
         user_id: str,
@@ -104,17 +115,15 @@ class MemoryRepository:
     def add(self, memories: list[Memory]) -> None:
         self.session.add_all(memories)
 
-    async def vector_candidates(
+    async def coarse_candidates(
         self,
         user_id: str,
         query_256d: np.ndarray,
-        query_768d: np.ndarray,
         session_id: str | None,
-        candidates_256d: int,
-        candidates_768d: int,
+        limit: int,
         ef_search: int,
-    ) -> list[VectorHit]:
-        """Matryoshka two-stage search: 256D HNSW candidates, exact 768D cosine re-scoring."""
+    ) -> list[tuple[uuid.UUID, float]]:
+        """Stage 2a: the user's visible current memories nearest by 256D cosine (HNSW)."""
         # Iterative index scans keep filling the candidate list when the user filter rejects
         # neighbours (pgvector >= 0.8); for small users the planner picks the btree instead.
         await self.session.execute(text(f"SET LOCAL hnsw.ef_search = {int(ef_search)}"))
@@ -122,35 +131,51 @@ class MemoryRepository:
         visible = Memory.scope == "USER"
         if session_id is not None:
             visible = or_(visible, and_(Memory.scope == "CONTEXT", Memory.session_id == session_id))
-        distance_256 = Memory.embedding_256d.cosine_distance(query_256d)
-        coarse = (
-            select(
-                Memory.id.label("id"),
-                Memory.embedding_768d.label("embedding_768d"),
-                (1 - distance_256).label("score_256d"),
-            )
-            .where(Memory.user_id == user_id, Memory.is_current, visible)
-            .order_by(distance_256)
-            .limit(candidates_256d)
-            .subquery("coarse")
-        )
-        # The window runs over the <= 200 candidates only, after the index-ordered LIMIT.
-        rank_256 = func.row_number().over(order_by=coarse.c.score_256d.desc()).label("rank_256d")
-        score_768 = (1 - coarse.c.embedding_768d.cosine_distance(query_768d)).label("score_768d")
+        distance = Memory.embedding_256d.cosine_distance(query_256d)
         rows = await self.session.execute(
-            select(coarse.c.id, coarse.c.score_256d, rank_256, score_768)
-            .order_by(score_768.desc())
-            .limit(candidates_768d)
+            select(Memory.id, (1 - distance).label("score"))
+            .where(Memory.user_id == user_id, Memory.is_current, visible)
+            .order_by(distance)
+            .limit(limit)
         )
-        return [
-            VectorHit(
-                memory_id=row.id,
-                score_256d=float(row.score_256d),
-                rank_256d=int(row.rank_256d),
-                score_768d=float(row.score_768d),
+        # relaxed_order may return neighbours slightly out of order: sort exactly here.
+        return sorted(((r.id, float(r.score)) for r in rows), key=lambda pair: -pair[1])
+
+    async def exact_768d_scores(
+        self, user_id: str, memory_ids: list[uuid.UUID], query_768d: np.ndarray
+    ) -> dict[uuid.UUID, float]:
+        """Stage 2b: exact 768D cosine for the given candidates (computed in Postgres)."""
+        if not memory_ids:
+            return {}
+        score = 1 - Memory.embedding_768d.cosine_distance(query_768d)
+        rows = await self.session.execute(
+            select(Memory.id, score.label("score")).where(
+                Memory.user_id == user_id, Memory.id.in_(memory_ids)
             )
-            for row in rows
-        ]
+        )
+        return {r.id: float(r.score) for r in rows}
+
+    async def near_duplicate_pairs(
+        self, user_id: str, memory_ids: list[uuid.UUID], threshold: float
+    ) -> list[tuple[uuid.UUID, uuid.UUID]]:
+        """Pairs among the given memories whose 768D cosine similarity is >= threshold.
+
+        Computed in Postgres so no vectors cross the wire."""
+        if len(memory_ids) < 2:
+            return []
+        a, b = aliased(Memory), aliased(Memory)
+        similarity = 1 - a.embedding_768d.cosine_distance(b.embedding_768d)
+        rows = await self.session.execute(
+            select(a.id, b.id).where(
+                a.user_id == user_id,
+                b.user_id == user_id,
+                a.id.in_(memory_ids),
+                b.id.in_(memory_ids),
+                a.id < b.id,
+                similarity >= threshold,
+            )
+        )
+        return [(row[0], row[1]) for row in rows]
 
     async def erase_user(self, user_id: str) -> dict[str, int]:
         """Physically delete every row of this user. The only path that removes rows."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,13 +48,20 @@ class Embedder:
     """A sentence-transformers model run in a worker thread, one batch at a time."""
 
     def __init__(
-        self, model_name_or_path: str, device: str = "cpu", batch_size: int = 32, threads: int = 1
+        self,
+        model_name_or_path: str,
+        device: str = "cpu",
+        batch_size: int = 32,
+        threads: int = 1,
+        query_cache_size: int = 0,
     ) -> None:
         self.model_name = model_name_or_path
         self._device = device
         self._batch_size = batch_size
         self._limiter = anyio.CapacityLimiter(threads)
         self._model: Any = None
+        self._query_cache_size = query_cache_size
+        self._query_cache: OrderedDict[str, Embedding] = OrderedDict()
 
     @property
     def loaded(self) -> bool:
@@ -85,6 +93,19 @@ class Embedder:
             texts, batch_size=self._batch_size, convert_to_numpy=True, show_progress_bar=False
         )
         return matryoshka(vectors)
+
+    async def embed_query(self, text: str) -> Embedding:
+        """One query's embedding, from a small LRU cache when it was asked recently."""
+        cached = self._query_cache.get(text)
+        if cached is not None:
+            self._query_cache.move_to_end(text)
+            return cached
+        (embedding,) = await self.embed([text])
+        if self._query_cache_size:
+            self._query_cache[text] = embedding
+            if len(self._query_cache) > self._query_cache_size:
+                self._query_cache.popitem(last=False)
+        return embedding
 
     async def embed(self, texts: list[str]) -> list[Embedding]:
         """Embed off the event loop; the limiter keeps CPU-bound work from piling up."""

@@ -7,8 +7,8 @@ import signal
 import httpx
 from sqlalchemy import text
 
-from tests.conftest import API_KEY, run_cli, wait_until
-from tests.factories import create_memory, indexed_document, search
+from tests.conftest import API_KEY, ApiProcess, run_cli, wait_until
+from tests.factories import create_memory, indexed_document, search, stage_rank
 
 
 async def test_rare_keyword_is_found_through_bm25(client, opensearch, index_name, user_id) -> None:
@@ -28,7 +28,7 @@ async def test_rare_keyword_is_found_through_bm25(client, opensearch, index_name
     found = await search(client, user_id, "glockenspiel", top_k=3)
     top = found["results"][0]
     assert top["memory"]["id"] == rare["id"]
-    assert top["bm25_rank"] == 1
+    assert stage_rank(top, "bm25") == 1
     assert found["missing_legs"] == []
 
 
@@ -58,14 +58,17 @@ async def test_update_marks_the_old_document_superseded(
 async def test_outage_loses_nothing(
     api, api_without_opensearch, dead_opensearch_env, client, db, opensearch, index_name, user_id
 ) -> None:
-    # Freeze the healthy API (and the relay inside it) so only the outage instance is live.
-    api.process.send_signal(signal.SIGSTOP)
+    # Freeze every other API (and the relays inside them) so only the outage instance is live.
+    frozen = [p for p in ApiProcess.running if p is not api_without_opensearch]
+    for process in frozen:
+        process.process.send_signal(signal.SIGSTOP)
     try:
         created = await _write_during_outage(
             api_without_opensearch, dead_opensearch_env, db, opensearch, index_name, user_id
         )
     finally:
-        api.process.send_signal(signal.SIGCONT)
+        for process in frozen:
+            process.process.send_signal(signal.SIGCONT)
 
     # OpenSearch is "back" (the healthy API's relay runs again): after its backoff the
     # event is retried and arrives.
@@ -81,7 +84,7 @@ async def test_outage_loses_nothing(
     document = await wait_until(delivered)
     assert document["_source"]["content"] == "The wifi password rhymes with marzipan"
     await opensearch.indices.refresh(index=index_name)
-    assert (await search(client, user_id, "marzipan"))["results"][0]["bm25_rank"] == 1
+    assert stage_rank((await search(client, user_id, "marzipan"))["results"][0], "bm25") == 1
 
 
 async def _write_during_outage(down_api, dead_env, db, opensearch, index_name, user_id) -> dict:
@@ -93,7 +96,7 @@ async def _write_during_outage(down_api, dead_env, db, opensearch, index_name, u
         found = await search(down, user_id, "marzipan")
         assert found["missing_legs"] == ["bm25"]
         assert found["results"][0]["memory"]["id"] == created["id"]
-        assert found["results"][0]["bm25_rank"] is None
+        assert stage_rank(found["results"][0], "bm25") is None
         ready = (await down.get("/ready")).json()
         assert ready["status"] == "degraded"
         assert ready["opensearch"] == "down"
@@ -167,4 +170,4 @@ async def test_reindex_rebuilds_a_lost_index_from_postgres(
     content = mapping[index_name]["mappings"]["properties"]["content"]
     assert content["analyzer"] == "memory_text"
     await opensearch.indices.refresh(index=index_name)
-    assert (await search(client, user_id, "tardigrade"))["results"][0]["bm25_rank"] == 1
+    assert stage_rank((await search(client, user_id, "tardigrade"))["results"][0], "bm25") == 1

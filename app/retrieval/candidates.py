@@ -1,0 +1,48 @@
+"""The plain data every retrieval stage takes and returns: candidates with per-stage scores."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from app.db.models import Memory
+
+# Stage names, in pipeline order, as they appear in explanations.
+STAGES = ("256d", "768d", "bm25", "rrf", "temporal", "rerank", "final")
+
+
+@dataclass(slots=True)
+class StageScore:
+    rank: int | None = None
+    score: float | None = None
+
+
+@dataclass(slots=True)
+class Candidate:
+    """One memory version moving through the pipeline; `score` is its current sort key."""
+
+    memory_id: uuid.UUID
+    score: float = 0.0
+    stages: dict[str, StageScore] = field(default_factory=dict)
+    memory: Memory | None = None
+    # For history results: the current hit whose chain this earlier version belongs to.
+    history_of: uuid.UUID | None = None
+
+    def record(self, stage: str, rank: int | None, score: float | None) -> None:
+        self.stages[stage] = StageScore(rank=rank, score=score)
+
+    def explanation(self) -> dict[str, dict[str, Any]]:
+        return {
+            name: {"rank": s.rank, "score": s.score}
+            for name in STAGES
+            if (s := self.stages.get(name)) is not None
+        }
+
+
+def rank_by_score(candidates: list[Candidate], stage: str) -> list[Candidate]:
+    """Sort by score (stable for ties) and record each candidate's rank and score at `stage`."""
+    ordered = sorted(candidates, key=lambda c: -c.score)
+    for position, candidate in enumerate(ordered, start=1):
+        candidate.record(stage, position, candidate.score)
+    return ordered

@@ -1,0 +1,73 @@
+"""Stage 1: query analysis — temporal intent (a resolved time window) and history intent."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from app.time_expressions import TimeWindow, resolve_time_expressions
+
+# Phrases that ask about earlier states of a memory, not just the current one.
+HISTORY_PATTERNS = tuple(
+    re.compile(p, re.IGNORECASE)
+    for p in (
+        r"\bused to\b",
+        r"\bdid \w+ use to\b",
+        r"\bbefore\b",
+        r"\bpreviously\b",
+        r"\bprevious\b",
+        r"\bformerly\b",
+        r"\boriginally\b",
+        r"\bat first\b",
+        r"\banymore\b",
+        r"\bany more\b",
+        r"\bno longer\b",
+        r"\bchanged?\b",
+        r"\bchanging\b",
+        r"\bwhat did i (?:say|tell you|mention)\b",
+        r"\bdid i (?:say|tell you|mention)\b",
+        r"\bhistory of\b",
+        r"\bover time\b",
+    )
+)
+
+
+@dataclass(frozen=True, slots=True)
+class QueryAnalysis:
+    as_of: datetime
+    window: TimeWindow | None
+    history_terms: tuple[str, ...]
+
+    @property
+    def temporal(self) -> bool:
+        return self.window is not None
+
+    @property
+    def history(self) -> bool:
+        return bool(self.history_terms)
+
+    def explanation(self) -> dict[str, Any]:
+        return {
+            "as_of": self.as_of.isoformat(),
+            "temporal_intent": self.temporal,
+            "time_window": None
+            if self.window is None
+            else {
+                "text": self.window.text,
+                "start": self.window.start.isoformat(),
+                "end": self.window.end.isoformat(),
+                "granularity": self.window.granularity,
+                "days": self.window.days,
+            },
+            "history_intent": self.history,
+            "history_terms": list(self.history_terms),
+        }
+
+
+def analyze_query(query: str, as_of: datetime) -> QueryAnalysis:
+    """Resolve the query's first time expression against `as_of`; find history phrases."""
+    windows = resolve_time_expressions(query, as_of)
+    terms = tuple(m.group(0).lower() for p in HISTORY_PATTERNS if (m := p.search(query)))
+    return QueryAnalysis(as_of=as_of, window=windows[0] if windows else None, history_terms=terms)
