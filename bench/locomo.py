@@ -1,0 +1,347 @@
+"""LoCoMo retrieval benchmark through the service's real API (its own command, not a test).
+
+Each conversation becomes one user; each turn one memory ("Speaker: text", the session's date
+as event_time, the turn's dia_id in metadata; image turns carry their caption). Every question
+is asked through /search with the reference time just after the conversation's last session,
+under each configuration of the ablation table. Reports evidence recall@5/10/20, recall_all@10,
+MRR and nDCG@10 per category and for categories 1-4, latency per stage, and writes a Markdown
+report and PNG charts. The data is read from ../shared/data and never copied.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import re
+import statistics
+import sys
+import time
+import uuid
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+ROOT = Path(__file__).resolve().parent.parent
+LOCOMO = ROOT.parent / "shared" / "data" / "locomo" / "locomo10.json"
+CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
+OFF = {"temporal": False, "dedup": False, "rerank": False, "history": False}
+
+# name -> (stage switches, rrf overrides): the ablation table of the issue, in order.
+CONFIGS: dict[str, tuple[dict[str, bool], dict[str, float]]] = {
+    "256D only": ({**OFF, "rescore_768d": False, "bm25": False}, {}),
+    "two-stage vector": ({**OFF, "bm25": False}, {}),
+    "BM25 only": ({**OFF, "vector": False}, {}),
+    "RRF 70/30 k=10": (dict(OFF), {}),
+    "RRF 50/50 k=60": (dict(OFF), {"k": 60, "weight_vector": 0.5, "weight_bm25": 0.5}),
+    "+ temporal boost": ({**OFF, "temporal": True}, {}),
+    "+ de-duplication": ({**OFF, "temporal": True, "dedup": True}, {}),
+    "full pipeline": ({}, {}),
+}
+TOP_K = 20
+
+
+def parse_session_time(text: str) -> datetime:
+    """LoCoMo writes "1:56 pm on 8 May, 2023"."""
+    return datetime.strptime(text.strip(), "%I:%M %p on %d %B, %Y").replace(tzinfo=UTC)
+
+
+def evidence_ids(raw: list[str]) -> set[str]:
+    """Some evidence entries hold several ids ("D1:3; D1:4"); normalise to single ids."""
+    return {part for item in raw for part in re.findall(r"D\d+:\d+", item)}
+
+
+@dataclass
+class Conversation:
+    sample_id: str
+    turns: list[dict[str, Any]]
+    questions: list[dict[str, Any]]
+    as_of: datetime
+
+
+def load_conversations(limit: int | None) -> list[Conversation]:
+    data = json.loads(LOCOMO.read_text())
+    conversations = []
+    for sample in data[:limit]:
+        talk = sample["conversation"]
+        sessions = sorted(
+            (int(k.split("_")[1]), k) for k in talk if re.fullmatch(r"session_\d+", k) and talk[k]
+        )
+        turns, last = [], None
+        for _, key in sessions:
+            when = parse_session_time(talk[f"{key}_date_time"])
+            last = when if last is None or when > last else last
+            for turn in talk[key]:
+                text = f"{turn['speaker']}: {turn['text']}"
+                if turn.get("blip_caption"):
+                    text += f" [shares an image: {turn['blip_caption']}]"
+                turns.append(
+                    {
+                        "content": text,
+                        "speaker": turn["speaker"],
+                        "event_time": when.isoformat(),
+                        "metadata": {"dia_id": turn["dia_id"]},
+                    }
+                )
+        questions = [q for q in sample["qa"] if evidence_ids(q.get("evidence", []))]
+        assert last is not None
+        conversations.append(
+            Conversation(sample["sample_id"], turns, questions, last + timedelta(hours=1))
+        )
+    return conversations
+
+
+@dataclass
+class Scores:
+    """Per-question metrics, grouped by category."""
+
+    values: dict[str, dict[int, list[float]]] = field(
+        default_factory=lambda: defaultdict(lambda: defaultdict(list))
+    )
+
+    def add(self, category: int, metric: str, value: float) -> None:
+        self.values[metric][category].append(value)
+
+    def mean(self, metric: str, categories: tuple[int, ...]) -> float:
+        pool = [v for c in categories for v in self.values[metric].get(c, [])]
+        return statistics.fmean(pool) if pool else float("nan")
+
+
+def score_question(ranked: list[str], evidence: set[str], scores: Scores, category: int) -> None:
+    for k in (5, 10, 20):
+        scores.add(category, f"recall@{k}", len(evidence & set(ranked[:k])) / len(evidence))
+    scores.add(category, "recall_all@10", float(evidence <= set(ranked[:10])))
+    first = next((i for i, d in enumerate(ranked, start=1) if d in evidence), None)
+    scores.add(category, "mrr", 1 / first if first else 0.0)
+    dcg = sum(1 / math.log2(i + 1) for i, d in enumerate(ranked[:10], start=1) if d in evidence)
+    ideal = sum(1 / math.log2(i + 1) for i in range(1, min(len(evidence), 10) + 1))
+    scores.add(category, "ndcg@10", dcg / ideal)
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1)))]
+
+
+def ingest(api: httpx.Client, user: str, conversation: Conversation) -> None:
+    for offset in range(0, len(conversation.turns), 100):
+        batch = conversation.turns[offset : offset + 100]
+        response = api.post(f"/v1/users/{user}/memories/batch", json={"memories": batch})
+        response.raise_for_status()
+
+
+def wait_for_outbox(api: httpx.Client, timeout_s: float = 600) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if api.get("/ready").json().get("outbox_pending") == 0:
+            time.sleep(1.0)  # one refresh interval, so the last documents are searchable
+            return
+        time.sleep(0.5)
+    raise RuntimeError("the outbox did not drain in time")
+
+
+def run(args: argparse.Namespace) -> int:
+    run_id = uuid.uuid4().hex[:6]
+    out = Path(args.out or ROOT / "results" / f"locomo-{datetime.now(UTC):%Y%m%d-%H%M%S}")
+    out.mkdir(parents=True, exist_ok=True)
+    api = httpx.Client(base_url=args.api, headers={"X-API-Key": args.key}, timeout=120)
+    conversations = load_conversations(args.conversations)
+    configs = {name: CONFIGS[name] for name in (args.configs or CONFIGS)}
+    users = {c.sample_id: f"locomo-{run_id}-{c.sample_id}" for c in conversations}
+    scores = {name: Scores() for name in configs}
+    latency: dict[str, list[float]] = defaultdict(list)
+    stage_ms: dict[str, list[float]] = defaultdict(list)
+    total_questions = sum(len(c.questions) for c in conversations)
+    try:
+        started = time.perf_counter()
+        for number, conversation in enumerate(conversations, start=1):
+            ingest(api, users[conversation.sample_id], conversation)
+            print(
+                f"[ingest] {number}/{len(conversations)} {conversation.sample_id}: "
+                f"{len(conversation.turns)} turns ({time.perf_counter() - started:.0f} s)",
+                flush=True,
+            )
+        wait_for_outbox(api)
+        ingest_s = time.perf_counter() - started
+        asked = 0
+        started = time.perf_counter()
+        for conversation in conversations:
+            user = users[conversation.sample_id]
+            for question in conversation.questions:
+                evidence = evidence_ids(question["evidence"])
+                # All configurations per question in a row: the query embedding is cached.
+                for name, (stages, rrf) in configs.items():
+                    body = {
+                        "query": question["question"],
+                        "top_k": TOP_K,
+                        "as_of": conversation.as_of.isoformat(),
+                        "stages": stages,
+                        "rrf": rrf,
+                    }
+                    t0 = time.perf_counter()
+                    response = api.post(f"/v1/users/{user}/search", json=body)
+                    elapsed = (time.perf_counter() - t0) * 1000
+                    response.raise_for_status()
+                    result = response.json()
+                    ranked = [
+                        r["memory"]["metadata"].get("dia_id")
+                        for r in result["results"]
+                        if r["history_of"] is None
+                    ]
+                    score_question(ranked, evidence, scores[name], question["category"])
+                    latency[name].append(elapsed)
+                    if name == "full pipeline":
+                        for stage, ms in result["stage_durations_ms"].items():
+                            stage_ms[stage].append(ms)
+                        stage_ms["server_total_ms"].append(result["duration_ms"])
+                asked += 1
+                if asked % 100 == 0 or asked == total_questions:
+                    rate = asked / (time.perf_counter() - started)
+                    print(
+                        f"[search] {asked}/{total_questions} questions "
+                        f"({rate:.1f}/s, {len(configs)} configurations each)",
+                        flush=True,
+                    )
+    finally:
+        for user in users.values():
+            api.delete(f"/v1/users/{user}")
+    report = write_report(out, scores, latency, stage_ms, conversations, ingest_s, args)
+    print(report)
+    print(f"report and charts written to {out}")
+    return 0
+
+
+def write_report(
+    out: Path,
+    scores: dict[str, Scores],
+    latency: dict[str, list[float]],
+    stage_ms: dict[str, list[float]],
+    conversations: list[Conversation],
+    ingest_s: float,
+    args: argparse.Namespace,
+) -> str:
+    turns = sum(len(c.turns) for c in conversations)
+    questions = sum(len(c.questions) for c in conversations)
+    main = (1, 2, 3, 4)
+    lines = [
+        "# LoCoMo retrieval benchmark",
+        "",
+        f"{len(conversations)} conversations, {turns} turns, {questions} questions with "
+        f"evidence; top {TOP_K} per search; {datetime.now(UTC):%Y-%m-%d %H:%M} UTC; "
+        f"ingestion {turns / ingest_s:.1f} turns/s through the batch API.",
+        "",
+        "## Ablation (categories 1-4)",
+        "",
+        "| configuration | recall@5 | recall@10 | recall@20 | recall_all@10 | MRR | nDCG@10 "
+        "| p50 ms | p95 ms |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for name, s in scores.items():
+        lines.append(
+            f"| {name} | {s.mean('recall@5', main):.3f} | {s.mean('recall@10', main):.3f} | "
+            f"{s.mean('recall@20', main):.3f} | {s.mean('recall_all@10', main):.3f} | "
+            f"{s.mean('mrr', main):.3f} | {s.mean('ndcg@10', main):.3f} | "
+            f"{percentile(latency[name], 50):.1f} | {percentile(latency[name], 95):.1f} |"
+        )
+    lines += ["", "## Recall@10 per category", ""]
+    header = "| configuration | " + " | ".join(f"{c} {n}" for c, n in CATEGORIES.items()) + " |"
+    lines += [header, "|---" * (len(CATEGORIES) + 1) + "|"]
+    for name, s in scores.items():
+        cells = " | ".join(f"{s.mean('recall@10', (c,)):.3f}" for c in CATEGORIES)
+        lines.append(f"| {name} | {cells} |")
+    final = scores.get("full pipeline")
+    if final is not None:
+        lines += ["", "## Full pipeline, every metric per category", ""]
+        metrics = ("recall@5", "recall@10", "recall@20", "recall_all@10", "mrr", "ndcg@10")
+        lines += ["| category | " + " | ".join(metrics) + " |", "|---" * (len(metrics) + 1) + "|"]
+        groups = [(f"{c} {n}", (c,)) for c, n in CATEGORIES.items()] + [("1-4", main)]
+        for label, cats in groups:
+            cells = " | ".join(f"{final.mean(m, cats):.3f}" for m in metrics)
+            lines.append(f"| {label} | {cells} |")
+    if stage_ms:
+        lines += ["", "## Latency of the full pipeline (server side, per stage)", ""]
+        lines += ["| stage | n | p50 ms | p95 ms | p99 ms |", "|---|---|---|---|---|"]
+        for stage, values in sorted(stage_ms.items()):
+            lines.append(
+                f"| {stage} | {len(values)} | {percentile(values, 50):.2f} | "
+                f"{percentile(values, 95):.2f} | {percentile(values, 99):.2f} |"
+            )
+        http = latency["full pipeline"]
+        lines.append(
+            f"\nHTTP round trip, full pipeline: p50 {percentile(http, 50):.1f} ms, "
+            f"p95 {percentile(http, 95):.1f} ms, p99 {percentile(http, 99):.1f} ms. "
+            "The query embedding is cached after the first configuration of each question, "
+            "so per-configuration latencies after the first are without it."
+        )
+    report = "\n".join(lines) + "\n"
+    (out / "report.md").write_text(report)
+    (out / "scores.json").write_text(
+        json.dumps(
+            {
+                name: {m: {str(c): v for c, v in by.items()} for m, by in s.values.items()}
+                for name, s in scores.items()
+            }
+        )
+    )
+    charts(out, scores, stage_ms)
+    return report
+
+
+def charts(out: Path, scores: dict[str, Scores], stage_ms: dict[str, list[float]]) -> None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib not installed: no charts", file=sys.stderr)
+        return
+    names = list(scores)
+    main = (1, 2, 3, 4)
+    fig, ax = plt.subplots(figsize=(10, 4.5))
+    width = 0.25
+    for offset, k in enumerate((5, 10, 20)):
+        values = [scores[n].mean(f"recall@{k}", main) for n in names]
+        ax.bar(
+            [i + (offset - 1) * width for i in range(len(names))],
+            values,
+            width,
+            label=f"recall@{k}",
+        )
+    ax.set_xticks(range(len(names)), names, rotation=25, ha="right")
+    ax.set_ylim(0, 1)
+    ax.set_title("LoCoMo evidence recall, categories 1-4")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(out / "recall.png", dpi=120)
+    plt.close(fig)
+    if stage_ms:
+        stages = [s for s in sorted(stage_ms) if s != "server_total_ms"]
+        fig, ax = plt.subplots(figsize=(8, 4))
+        ax.barh(stages, [percentile(stage_ms[s], 50) for s in stages], label="p50")
+        ax.barh(stages, [percentile(stage_ms[s], 95) for s in stages], alpha=0.4, label="p95")
+        ax.set_xlabel("ms")
+        ax.set_title("Full pipeline: per-stage latency")
+        ax.legend()
+        fig.tight_layout()
+        fig.savefig(out / "latency.png", dpi=120)
+        plt.close(fig)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--api", default=os.environ.get("COGNIS_API", "http://127.0.0.1:8000"))
+    parser.add_argument("--key", default=os.environ.get("COGNIS_API_KEY", "cognis-dev-key"))
+    parser.add_argument("--conversations", type=int, help="only the first N conversations")
+    parser.add_argument("--configs", nargs="*", choices=list(CONFIGS), help="a subset")
+    parser.add_argument("--out", help="results folder (default results/locomo-<time>)")
+    return run(parser.parse_args())
+
+
+if __name__ == "__main__":
+    sys.exit(main())
