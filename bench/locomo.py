@@ -146,7 +146,7 @@ def wait_for_outbox(api: httpx.Client, timeout_s: float = 600) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    run_id = uuid.uuid4().hex[:6]
+    run_id = args.reuse or uuid.uuid4().hex[:6]
     out = Path(args.out or ROOT / "results" / f"locomo-{datetime.now(UTC):%Y%m%d-%H%M%S}")
     out.mkdir(parents=True, exist_ok=True)
     api = httpx.Client(base_url=args.api, headers={"X-API-Key": args.key}, timeout=120)
@@ -160,6 +160,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         started = time.perf_counter()
         for number, conversation in enumerate(conversations, start=1):
+            if args.reuse:
+                break  # the memories of an earlier --keep run are there already
             ingest(api, users[conversation.sample_id], conversation)
             print(
                 f"[ingest] {number}/{len(conversations)} {conversation.sample_id}: "
@@ -167,7 +169,7 @@ def run(args: argparse.Namespace) -> int:
                 flush=True,
             )
         wait_for_outbox(api)
-        ingest_s = time.perf_counter() - started
+        ingest_s = max(time.perf_counter() - started, 1e-9)
         asked = 0
         started = time.perf_counter()
         for conversation in conversations:
@@ -208,8 +210,11 @@ def run(args: argparse.Namespace) -> int:
                         flush=True,
                     )
     finally:
-        for user in users.values():
-            api.delete(f"/v1/users/{user}")
+        if args.keep:
+            print(f"kept the memories: rerun with --reuse {run_id}", flush=True)
+        else:
+            for user in users.values():
+                api.delete(f"/v1/users/{user}")
     report = write_report(out, scores, latency, stage_ms, conversations, ingest_s, args)
     print(report)
     print(f"report and charts written to {out}")
@@ -233,7 +238,11 @@ def write_report(
         "",
         f"{len(conversations)} conversations, {turns} turns, {questions} questions with "
         f"evidence; top {TOP_K} per search; {datetime.now(UTC):%Y-%m-%d %H:%M} UTC; "
-        f"ingestion {turns / ingest_s:.1f} turns/s through the batch API.",
+        + (
+            f"memories of run {args.reuse} reused."
+            if args.reuse
+            else f"ingestion {turns / ingest_s:.1f} turns/s through the batch API."
+        ),
         "",
         "## Ablation (categories 1-4)",
         "",
@@ -340,6 +349,8 @@ def main() -> int:
     parser.add_argument("--conversations", type=int, help="only the first N conversations")
     parser.add_argument("--configs", nargs="*", choices=list(CONFIGS), help="a subset")
     parser.add_argument("--out", help="results folder (default results/locomo-<time>)")
+    parser.add_argument("--keep", action="store_true", help="keep the ingested users afterwards")
+    parser.add_argument("--reuse", metavar="RUN_ID", help="ask against a kept run's users")
     return run(parser.parse_args())
 
 
