@@ -1,5 +1,5 @@
 # The commands the README names. `make up` serves the API; `make test` runs the suite.
-.PHONY: up down status install test lint typecheck relay reindex bench-foundation
+.PHONY: up down status install test lint typecheck relay reindex bench-foundation bench-ingest
 
 PY := .venv/bin/python
 
@@ -35,3 +35,6 @@ reindex:  ## rebuild the OpenSearch index from Postgres
 
 bench-foundation:  ## outbox lag and search latency against the running service (make up)
 	set -a && . .local/cognis.env && set +a && $(PY) -m bench.foundation
+
+bench-ingest:  ## ingestion: messages/s and time-to-searchable, deterministic and scripted LLM
+	set -a && . .local/cognis.env && set +a && $(PY) -m bench.ingestion $(BENCH_ARGS)

@@ -1,4 +1,4 @@
-"""Command line: serve, relay, reindex, migrate."""
+"""Command line: serve, relay, worker, reindex, migrate."""
 
 from __future__ import annotations
 
@@ -92,6 +92,32 @@ def _reindex(args: argparse.Namespace) -> int:
     return asyncio.run(_with_relay(body))
 
 
+def _worker(args: argparse.Namespace) -> int:
+    """Ingestion workers outside the API (scale-out); they share work through Postgres."""
+    from app.api.resources import Resources
+
+    async def body() -> int:
+        resources = Resources.build(get_settings())
+        try:
+            await asyncio.to_thread(resources.embedder.load)
+            if args.once:
+                processed = 0
+                while await resources.ingest_worker.run_once():
+                    processed += 1
+                print(f"processed={processed}")
+                return 0
+            stop = asyncio.Event()
+            loop = asyncio.get_running_loop()
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                loop.add_signal_handler(sig, stop.set)
+            await resources.ingest_worker.run_forever(stop)
+            return 0
+        finally:
+            await resources.close()
+
+    return asyncio.run(body())
+
+
 def _migrate(args: argparse.Namespace) -> int:
     from alembic import command
     from alembic.config import Config
@@ -114,6 +140,9 @@ def main(argv: list[str] | None = None) -> int:
     reindex.add_argument("--user", help="only this user's memories")
     reindex.add_argument("--recreate", action="store_true", help="drop and recreate the index")
     reindex.set_defaults(func=_reindex)
+    worker = commands.add_parser("worker", help="run ingestion workers on their own (scale-out)")
+    worker.add_argument("--once", action="store_true", help="process what is due, then exit")
+    worker.set_defaults(func=_worker)
     migrate = commands.add_parser("migrate", help="alembic upgrade")
     migrate.add_argument("revision", nargs="?", default="head")
     migrate.set_defaults(func=_migrate)

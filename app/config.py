@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from functools import lru_cache
+from typing import Literal
 
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -98,6 +99,35 @@ class Settings(BaseSettings):
     # How long background relays leave a user erasure to the request that made it.
     erase_handoff_s: float = 30.0
 
+    # Ingestion / LLM (SPEC section 3). Without llm_base_url the deterministic extractor runs.
+    llm_base_url: str | None = Field(
+        default=None,
+        description="OpenAI-compatible API root, e.g. http://127.0.0.1:11434/v1 (Ollama).",
+    )
+    llm_model: str | None = None
+    llm_api_key: SecretStr | None = None
+    llm_timeout_s: float = 30.0
+    # Transport retries (timeouts, 429, 5xx); an invalid answer is retried once on top.
+    llm_max_retries: int = 2
+    llm_backoff_base_s: float = 0.5
+    llm_response_format: Literal["auto", "json_schema", "json_object", "none"] = "auto"
+    llm_max_tokens: int = 1024
+    ingest_candidates: int = 10
+    ingest_duplicate_threshold: float = 0.99
+    ingest_max_messages: int = 100
+    ingest_worker_in_api: bool = True
+    ingest_worker_concurrency: int = 2
+    # Workers take only jobs of their queue: separate pools (e.g. per LLM) share one database.
+    ingest_queue: str = "default"
+    ingest_poll_interval_s: float = 0.5
+    # A job whose worker vanished is taken again once its lease has run out.
+    ingest_lease_s: float = 300.0
+    ingest_max_attempts: int = 5
+    # Jobs wait this long before a worker takes them, so near-simultaneous submissions of one
+    # user are applied in timestamp order rather than arrival order.
+    ingest_settle_ms: int = 0
+    ingest_wait_timeout_s: float = 60.0
+
     @field_validator("rrf_weight_vector", "rrf_weight_bm25")
     @classmethod
     def _weight_in_unit_interval(cls, value: float) -> float:
@@ -112,6 +142,10 @@ class Settings(BaseSettings):
     @property
     def dev_key_enabled(self) -> bool:
         return not self.api_key_hash_list
+
+    @property
+    def llm_enabled(self) -> bool:
+        return bool(self.llm_base_url and self.llm_model)
 
 
 @lru_cache

@@ -22,6 +22,7 @@ from app import __version__
 from app.api.auth import API_KEY_HEADER, require_api_key
 from app.api.health import health, metrics_endpoint, ready
 from app.api.memories import MemoryController
+from app.api.messages import MessageController
 from app.api.problems import EXCEPTION_HANDLERS
 from app.api.resources import Resources
 from app.api.search import SearchController
@@ -56,13 +57,25 @@ async def _lifespan(app: Litestar) -> AsyncIterator[None]:
     relay_task = None
     if settings.relay_in_api:
         relay_task = asyncio.create_task(resources.relay.run_forever(stop))
-    log.info("api.started", host=settings.host, port=settings.port, relay=settings.relay_in_api)
+    ingest_task = None
+    if settings.ingest_worker_in_api:
+        ingest_task = asyncio.create_task(resources.ingest_worker.run_forever(stop))
+    log.info(
+        "api.started",
+        host=settings.host,
+        port=settings.port,
+        relay=settings.relay_in_api,
+        ingest_worker=settings.ingest_worker_in_api,
+        llm=settings.llm_model if settings.llm_enabled else None,
+    )
     try:
         yield
     finally:
         stop.set()
         if relay_task is not None:
             await relay_task
+        if ingest_task is not None:
+            await ingest_task
         await resources.close()
 
 
@@ -79,7 +92,7 @@ def create_app(settings: Settings | None = None) -> Litestar:
     )
     api = Router(
         path="/",
-        route_handlers=[MemoryController, SearchController, UserController],
+        route_handlers=[MemoryController, MessageController, SearchController, UserController],
         guards=[require_api_key],
         security=[{"apiKey": []}],
     )

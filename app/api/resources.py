@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from app.config import Settings
 from app.db.engine import create_engine, create_sessionmaker
+from app.ingest.pipeline import IngestPipeline
+from app.ingest.worker import IngestWorker
+from app.llm.client import ChatClient
 from app.ml.categories import CategoryClassifier
 from app.ml.cross_encoder import CrossEncoderScorer
 from app.ml.embedder import Embedder
@@ -57,6 +61,23 @@ class Resources:
             cross_encoder=cross_encoder,
         )
 
+    # Ingestion: built on first use, from the parts above.
+    @cached_property
+    def llm(self) -> ChatClient | None:
+        return ChatClient(self.settings) if self.settings.llm_enabled else None
+
+    @cached_property
+    def ingest_pipeline(self) -> IngestPipeline:
+        return IngestPipeline(
+            self.sessionmaker, self.embedder, self.classifier, self.settings, self.llm
+        )
+
+    @cached_property
+    def ingest_worker(self) -> IngestWorker:
+        return IngestWorker(self.sessionmaker, self.ingest_pipeline, self.settings)
+
     async def close(self) -> None:
+        if self.__dict__.get("llm") is not None:
+            await self.llm.close()  # type: ignore[union-attr]
         await self.index.close()
         await self.engine.dispose()

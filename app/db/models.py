@@ -12,6 +12,7 @@ from sqlalchemy import (
     Boolean,
     CheckConstraint,
     DateTime,
+    Float,
     ForeignKey,
     Identity,
     Index,
@@ -67,8 +68,19 @@ class Message(Base):
     metadata_: Mapped[dict[str, Any]] = mapped_column(
         "metadata", JSONB, nullable=False, server_default=text("'{}'::jsonb")
     )
+    # The caller's key: a retried submission with the same key stores no second message.
+    idempotency_key: Mapped[str | None] = mapped_column(Text)
 
-    __table_args__ = (Index(None, "user_id", "sent_at"),)
+    __table_args__ = (
+        Index(None, "user_id", "sent_at"),
+        Index(
+            "messages_user_idempotency_key_idx",
+            "user_id",
+            "idempotency_key",
+            unique=True,
+            postgresql_where=text("idempotency_key IS NOT NULL"),
+        ),
+    )
 
 
 class Memory(Base):
@@ -181,4 +193,94 @@ class OutboxEvent(Base):
         CheckConstraint("op <> 'index' OR memory_id IS NOT NULL", name="index_has_memory"),
         Index("outbox_pending_idx", "id", postgresql_where=text("processed_at IS NULL")),
         Index("outbox_user_id_idx", "user_id"),
+    )
+
+
+TASK_STATES = ("queued", "running", "done", "failed")
+OPERATIONS = ("ADD", "UPDATE", "DELETE", "NONE")
+EXTRACTORS = ("llm", "deterministic")
+
+
+class IngestTask(Base):
+    """The ingestion jobs table: one row per message, taken with FOR UPDATE SKIP LOCKED.
+
+    A job (what POST /messages returns) is the set of tasks sharing `job_id`."""
+
+    __tablename__ = "ingest_tasks"
+
+    message_id: Mapped[uuid.UUID] = mapped_column(
+        UUID(as_uuid=True), ForeignKey("messages.id", ondelete="CASCADE"), primary_key=True
+    )
+    job_id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True), nullable=False)
+    user_id: Mapped[str] = mapped_column(Text, nullable=False)
+    queue: Mapped[str] = mapped_column(Text, nullable=False, server_default="default")
+    # Copy of the message timestamp: a user's tasks are applied in (sent_at, message_id) order.
+    sent_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False)
+    # Scope the caller asked for (CONTEXT binds the memories to the message's session).
+    scope: Mapped[str | None] = mapped_column(Text)
+    state: Mapped[str] = mapped_column(Text, nullable=False, server_default="queued")
+    attempts: Mapped[int] = mapped_column(Integer, nullable=False, server_default="0")
+    available_at: Mapped[datetime] = mapped_column(
+        DateTime(timezone=True), nullable=False, server_default=func.now()
+    )
+    lease_token: Mapped[uuid.UUID | None] = mapped_column(UUID(as_uuid=True))
+    lease_expires_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    last_error: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(
+        DateTime(timezone=True), nullable=False, server_default=func.now()
+    )
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+    __table_args__ = (
+        CheckConstraint(_in_list("state", TASK_STATES), name="state"),
+        CheckConstraint("scope IS NULL OR " + _in_list("scope", SCOPES), name="scope"),
+        Index(None, "job_id"),
+        Index(
+            "ingest_tasks_open_idx",
+            "user_id",
+            "sent_at",
+            "message_id",
+            postgresql_where=text("state IN ('queued', 'running')"),
+        ),
+    )
+
+
+class IngestDecision(Base):
+    """Audit trail: every decision taken for a message, applied or not, and how it was made."""
+
+    __tablename__ = "ingest_decisions"
+
+    id: Mapped[int] = mapped_column(BigInteger, Identity(always=True), primary_key=True)
+    job_id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True), nullable=False)
+    message_id: Mapped[uuid.UUID] = mapped_column(
+        UUID(as_uuid=True), ForeignKey("messages.id", ondelete="CASCADE"), nullable=False
+    )
+    user_id: Mapped[str] = mapped_column(Text, nullable=False)
+    position: Mapped[int] = mapped_column(Integer, nullable=False)
+    operation: Mapped[str] = mapped_column(Text, nullable=False)
+    # The existing version an UPDATE/DELETE/NONE refers to; the version an ADD/UPDATE wrote.
+    target_memory_id: Mapped[uuid.UUID | None] = mapped_column(UUID(as_uuid=True))
+    memory_id: Mapped[uuid.UUID | None] = mapped_column(UUID(as_uuid=True))
+    content: Mapped[str | None] = mapped_column(Text)
+    category: Mapped[str | None] = mapped_column(Text)
+    reason: Mapped[str | None] = mapped_column(Text)
+    extractor: Mapped[str] = mapped_column(Text, nullable=False)
+    model: Mapped[str | None] = mapped_column(Text)
+    raw_answer_sha256: Mapped[str | None] = mapped_column(Text)
+    latency_ms: Mapped[float | None] = mapped_column(Float)
+    fallback_used: Mapped[bool] = mapped_column(
+        Boolean, nullable=False, server_default=text("false")
+    )
+    # Why the LLM's answers were rejected (or the call failed) when the fallback ran.
+    failure: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(
+        DateTime(timezone=True), nullable=False, server_default=func.now()
+    )
+
+    __table_args__ = (
+        CheckConstraint(_in_list("operation", OPERATIONS), name="operation"),
+        CheckConstraint(_in_list("extractor", EXTRACTORS), name="extractor"),
+        Index(None, "message_id"),
+        Index(None, "job_id"),
+        Index(None, "user_id", "created_at"),
     )

@@ -1,0 +1,77 @@
+"""Step 4: write one message's operations through the versioned store, in the caller's
+transaction, with an audit row per decision. UPDATE supersedes, DELETE ends; nothing is removed."""
+
+from __future__ import annotations
+
+import uuid
+
+from app.db.models import IngestDecision
+from app.ingest.domain import Extraction, MessageContext, Operation
+from app.memories.domain import MemoryDraft
+from app.memories.service import MemoryPatch, MemoryService
+
+
+async def apply_operation(service: MemoryService, context: MessageContext, op: Operation) -> None:
+    """Apply one operation; sets op.memory_id to the version it wrote (ADD, UPDATE)."""
+    if op.op == "ADD":
+        assert op.content is not None
+        (memory,) = await service.create(
+            context.user_id,
+            [
+                MemoryDraft(
+                    content=op.content,
+                    category=op.category,
+                    scope=op.scope,
+                    session_id=context.session_id if op.scope == "CONTEXT" else None,
+                    speaker=context.speaker,
+                    event_time=op.event_time,
+                    source_message_id=context.message_id,
+                )
+            ],
+        )
+        op.memory_id = memory.id
+    elif op.op == "UPDATE":
+        assert op.target is not None and op.content is not None
+        memory = await service.update(
+            context.user_id,
+            op.target.memory_id,
+            MemoryPatch(
+                content=op.content,
+                category=op.category,
+                speaker=context.speaker,
+                event_time=op.event_time,
+            ),
+        )
+        op.memory_id = memory.id
+    elif op.op == "DELETE":
+        assert op.target is not None
+        await service.delete(context.user_id, op.target.memory_id)
+
+
+def audit_rows(
+    job_id: uuid.UUID, context: MessageContext, extraction: Extraction
+) -> list[IngestDecision]:
+    """One row per decision (an answer with no operations is recorded as one NONE)."""
+    assert context.message_id is not None
+    operations = extraction.operations or [Operation(op="NONE", reason="no facts to keep")]
+    return [
+        IngestDecision(
+            job_id=job_id,
+            message_id=context.message_id,
+            user_id=context.user_id,
+            position=position,
+            operation=op.op,
+            target_memory_id=op.target.memory_id if op.target else None,
+            memory_id=op.memory_id,
+            content=op.content,
+            category=op.category,
+            reason=op.reason,
+            extractor=extraction.extractor,
+            model=extraction.model,
+            raw_answer_sha256=extraction.raw_answer_sha256,
+            latency_ms=extraction.latency_ms,
+            fallback_used=extraction.fallback_used,
+            failure=extraction.failure,
+        )
+        for position, op in enumerate(operations)
+    ]

@@ -1,0 +1,54 @@
+"""Step 2: speaker and time. Who said it, and what its relative dates mean at the *message* time."""
+
+from __future__ import annotations
+
+import re
+import uuid
+from datetime import UTC, datetime
+from typing import Protocol
+
+from app.ingest.domain import MessageContext
+from app.time_expressions import resolve_time_expressions
+
+# "Caroline: I went to a support group" — transcripts often carry the speaker inline.
+_INLINE_SPEAKER = re.compile(r"^\s*(?P<name>[A-Z][\w.'-]{0,30}(?: [A-Z][\w.'-]{0,30})?):\s+\S")
+
+
+def identify_speaker(speaker: str | None, content: str) -> str | None:
+    """The given speaker, else a "Name: ..." prefix of the text, else unknown."""
+    if speaker and speaker.strip():
+        return speaker.strip()
+    match = _INLINE_SPEAKER.match(content)
+    return match.group("name") if match else None
+
+
+def as_aware(moment: datetime) -> datetime:
+    """A naive timestamp is taken as UTC (as the time-expression resolver does)."""
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+
+
+class SaidMessage(Protocol):
+    """What step 2 reads of a message: a submitted one or a stored row alike."""
+
+    content: str
+    role: str
+    speaker: str | None
+    session_id: str | None
+    sent_at: datetime
+
+
+def message_context(
+    user_id: str, message_id: uuid.UUID | None, message: SaidMessage, scope: str | None
+) -> MessageContext:
+    sent_at = as_aware(message.sent_at)
+    return MessageContext(
+        user_id=user_id,
+        message_id=message_id,
+        content=message.content,
+        role=message.role,
+        speaker=identify_speaker(message.speaker, message.content),
+        session_id=message.session_id,
+        sent_at=sent_at,
+        scope=scope,
+        windows=resolve_time_expressions(message.content, sent_at),
+    )

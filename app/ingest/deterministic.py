@@ -1,0 +1,37 @@
+"""The extractor without an LLM (and the LLM's fallback): every user message becomes a memory,
+categorised by the nearest category description; a near-duplicate of a current memory is NONE."""
+
+from __future__ import annotations
+
+from app.ingest.domain import Candidate, Extraction, MessageContext, Operation
+from app.ml.categories import CategoryClassifier
+from app.ml.embedder import Embedding
+
+
+async def extract_deterministic(
+    context: MessageContext,
+    candidates: list[Candidate],
+    embedding: Embedding,
+    classifier: CategoryClassifier,
+    duplicate_threshold: float,
+) -> Extraction:
+    if context.role != "user":
+        operation = Operation(op="NONE", reason=f"{context.role} messages are not stored")
+        return Extraction(operations=[operation], extractor="deterministic")
+    nearest = max(candidates, key=lambda c: c.similarity, default=None)
+    if nearest is not None and nearest.similarity >= duplicate_threshold:
+        operation = Operation(
+            op="NONE",
+            target=nearest,
+            reason=f"near-duplicate of a current memory (cosine {nearest.similarity:.3f})",
+        )
+        return Extraction(operations=[operation], extractor="deterministic")
+    (category,) = await classifier.classify([embedding.full])
+    operation = Operation(
+        op="ADD",
+        content=context.content,
+        category=category,
+        scope=context.scope or "USER",
+        event_time=context.event_time,
+    )
+    return Extraction(operations=[operation], extractor="deterministic")

@@ -1,0 +1,97 @@
+"""Plain data passed between the ingestion steps."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from app.time_expressions import TimeWindow
+
+ROLES = ("user", "assistant", "system")
+
+
+@dataclass(slots=True)
+class IncomingMessage:
+    """One conversation message as submitted, before it is saved."""
+
+    content: str
+    sent_at: datetime
+    role: str = "user"
+    speaker: str | None = None
+    session_id: str | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+    idempotency_key: str | None = None
+    # CONTEXT binds the message's memories to its session; None lets the extractor decide.
+    scope: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SavedMessage:
+    message_id: uuid.UUID
+    job_id: uuid.UUID
+    duplicate: bool
+
+
+@dataclass(frozen=True, slots=True)
+class MessageContext:
+    """Step 2's output: who said it, when, and what its time expressions mean."""
+
+    user_id: str
+    message_id: uuid.UUID | None  # None in a dry run: nothing was saved
+    content: str
+    role: str
+    speaker: str | None
+    session_id: str | None
+    sent_at: datetime
+    scope: str | None
+    windows: list[TimeWindow]
+
+    @property
+    def event_time(self) -> datetime:
+        """When the message's fact happened: its first time expression, else when it was said."""
+        return self.windows[0].start if self.windows else self.sent_at
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """An existing current memory shown to the extractor, under a short reference."""
+
+    ref: str
+    memory_id: uuid.UUID
+    content: str
+    category: str
+    scope: str
+    session_id: str | None
+    event_time: datetime | None
+    similarity: float
+    embedding: Any = None  # unit 768D vector, to catch an ADD that repeats this memory
+
+
+@dataclass(slots=True)
+class Operation:
+    """One validated decision: ADD / UPDATE / DELETE / NONE."""
+
+    op: str
+    content: str | None = None
+    category: str | None = None
+    scope: str = "USER"
+    target: Candidate | None = None
+    reason: str | None = None
+    event_time: datetime | None = None
+    # Filled in by step 4.
+    memory_id: uuid.UUID | None = None
+
+
+@dataclass(slots=True)
+class Extraction:
+    """Step 3's output for one message, with how it was obtained (for the audit trail)."""
+
+    operations: list[Operation]
+    extractor: str  # "llm" | "deterministic"
+    model: str | None = None
+    raw_answer_sha256: str | None = None
+    latency_ms: float | None = None
+    fallback_used: bool = False
+    failure: str | None = None

@@ -1,0 +1,97 @@
+"""Step 1: immediate save. The message row (with its 256D embedding) and its task are written
+in the request's transaction, committed before any slow work; an idempotency key already seen
+for the user returns the stored message instead of a second one."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from datetime import UTC, timedelta
+
+from app.config import Settings
+from app.errors import InvalidInputError
+from app.ingest.context import as_aware
+from app.ingest.domain import ROLES, IncomingMessage, SavedMessage
+from app.ingest.repository import IngestRepository
+from app.memories.domain import check_user_id
+from app.ml.embedder import Embedder
+
+MAX_KEY_CHARS = 256
+
+
+def check_messages(messages: list[IncomingMessage], settings: Settings) -> None:
+    """Normalise and validate; InvalidInputError names the offending field."""
+    if not messages:
+        raise InvalidInputError("give at least one message", field="messages")
+    if len(messages) > settings.ingest_max_messages:
+        raise InvalidInputError(
+            f"{len(messages)} messages in one request; at most "
+            f"{settings.ingest_max_messages} are allowed",
+            field="messages",
+        )
+    for i, message in enumerate(messages):
+        where = f"messages[{i}]."
+        message.content = message.content.strip()
+        if not message.content:
+            raise InvalidInputError("content must not be empty", field=f"{where}content")
+        if len(message.content) > settings.max_content_chars:
+            raise InvalidInputError(
+                f"content has {len(message.content)} characters; at most "
+                f"{settings.max_content_chars} are allowed",
+                field=f"{where}content",
+            )
+        if message.role not in ROLES:
+            raise InvalidInputError(f"role must be one of {ROLES}", field=f"{where}role")
+        if message.scope == "CONTEXT" and not message.session_id:
+            raise InvalidInputError(
+                "CONTEXT memories belong to one session: give the message's session_id",
+                field=f"{where}session_id",
+            )
+        if message.idempotency_key is not None and len(message.idempotency_key) > MAX_KEY_CHARS:
+            raise InvalidInputError(
+                f"idempotency_key is longer than {MAX_KEY_CHARS} characters",
+                field=f"{where}idempotency_key",
+            )
+        size = len(json.dumps(message.metadata, separators=(",", ":")).encode())
+        if size > settings.max_metadata_bytes:
+            raise InvalidInputError(
+                f"metadata is {size} bytes as JSON; at most {settings.max_metadata_bytes} "
+                "are allowed",
+                field=f"{where}metadata",
+            )
+        message.sent_at = as_aware(message.sent_at).astimezone(UTC)
+
+
+async def save_messages(
+    repository: IngestRepository,
+    embedder: Embedder,
+    settings: Settings,
+    user_id: str,
+    messages: list[IncomingMessage],
+) -> tuple[uuid.UUID, list[SavedMessage]]:
+    """Store the messages and queue one task each; flushes, never commits."""
+    check_user_id(user_id)
+    check_messages(messages, settings)
+    # Embedding is CPU work: before the first statement opens the transaction.
+    embeddings = await embedder.embed([m.content for m in messages])
+    job_id = uuid.uuid4()
+    settle = timedelta(milliseconds=settings.ingest_settle_ms)
+    saved: list[SavedMessage] = []
+    for message, embedding in zip(messages, embeddings, strict=True):
+        message_id = await repository.insert_message(user_id, message, embedding.coarse)
+        if message_id is None:
+            assert message.idempotency_key is not None
+            existing = await repository.message_by_key(user_id, message.idempotency_key)
+            if existing is None:  # taken by a concurrent request that has not committed
+                raise InvalidInputError(
+                    "a message with this idempotency_key is being submitted right now; retry",
+                    field="idempotency_key",
+                )
+            saved.append(SavedMessage(existing[0], existing[1], duplicate=True))
+            continue
+        repository.add_task(user_id, message_id, job_id, message, settings.ingest_queue, settle)
+        await repository.session.flush()
+        saved.append(SavedMessage(message_id, job_id, duplicate=False))
+    if all(s.duplicate for s in saved):
+        job_id = saved[0].job_id
+    return job_id, saved

@@ -1,0 +1,131 @@
+"""One message through steps 2-4: context, candidates, extraction, then (unless a dry run) the
+write. Slow work (embedding, the LLM) happens outside any transaction."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+
+import numpy as np
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from app.config import CATEGORIES, Settings
+from app.db.models import IngestDecision
+from app.ingest.apply import apply_operation, audit_rows
+from app.ingest.candidates import similar_memories
+from app.ingest.deterministic import extract_deterministic
+from app.ingest.domain import Candidate, Extraction, MessageContext, Operation
+from app.ingest.embeddings import ReusingEmbedder
+from app.ingest.llm_extractor import extract_with_llm
+from app.ingest.repository import IngestRepository
+from app.llm.client import ChatClient
+from app.memories.service import MemoryService
+from app.ml.categories import CategoryClassifier
+from app.ml.embedder import Embedder, Embedding
+from app.time_expressions import primary_window
+
+
+@dataclass(slots=True)
+class Decided:
+    """Step 3's result, ready for step 4: operations plus every embedding step 4 will need."""
+
+    context: MessageContext
+    extraction: Extraction
+    embedder: ReusingEmbedder
+
+
+class IngestPipeline:
+    def __init__(
+        self,
+        sessionmaker: async_sessionmaker[AsyncSession],
+        embedder: Embedder,
+        classifier: CategoryClassifier,
+        settings: Settings,
+        llm: ChatClient | None,
+    ) -> None:
+        self._sessionmaker = sessionmaker
+        self._embedder = embedder
+        self._classifier = classifier
+        self._settings = settings
+        self._llm = llm
+
+    async def decide(self, context: MessageContext) -> Decided:
+        """Steps 3 and the embedding half of step 4: no transaction is held meanwhile."""
+        (embedding,) = await self._embedder.embed([context.content])
+        async with self._sessionmaker() as session, session.begin():
+            candidates = await similar_memories(
+                IngestRepository(session), context, embedding, self._settings
+            )
+
+        async def deterministic() -> Extraction:
+            return await extract_deterministic(
+                context,
+                candidates,
+                embedding,
+                self._classifier,
+                self._settings.ingest_duplicate_threshold,
+            )
+
+        if self._llm is None:
+            extraction = await deterministic()
+        else:
+            extraction = await extract_with_llm(
+                self._llm,
+                context,
+                candidates,
+                CATEGORIES,
+                self._settings.max_content_chars,
+                deterministic,
+            )
+        for op in extraction.operations:
+            if op.op in ("ADD", "UPDATE"):
+                op.event_time = _event_time(op, context)
+        known = {context.content: embedding}
+        new_texts = [
+            op.content
+            for op in extraction.operations
+            if op.content is not None and op.content not in known
+        ]
+        known.update(zip(new_texts, await self._embedder.embed(new_texts), strict=True))
+        self._drop_repeated_adds(extraction, candidates, known)
+        return Decided(context, extraction, ReusingEmbedder(self._embedder, known))
+
+    def _drop_repeated_adds(
+        self, extraction: Extraction, candidates: list[Candidate], known: dict[str, Embedding]
+    ) -> None:
+        """An ADD that repeats a memory already shown becomes NONE (never a second copy)."""
+        shown = {op.target.memory_id for op in extraction.operations if op.target is not None}
+        for op in extraction.operations:
+            if op.op != "ADD" or op.content is None:
+                continue
+            vector = known[op.content].full
+            for candidate in candidates:
+                if candidate.memory_id in shown or candidate.embedding is None:
+                    continue
+                similarity = float(np.dot(vector, np.asarray(candidate.embedding)))
+                if similarity >= self._settings.ingest_duplicate_threshold:
+                    op.op, op.target = "NONE", candidate
+                    op.reason = f"ADD repeats a current memory (cosine {similarity:.3f})"
+                    shown.add(candidate.memory_id)
+                    break
+
+    async def apply(
+        self, session: AsyncSession, job_id: uuid.UUID, decided: Decided
+    ) -> list[IngestDecision]:
+        """Step 4 in the caller's transaction: all operations of the message, then the audit."""
+        service = MemoryService(session, decided.embedder, self._classifier, self._settings)
+        for op in decided.extraction.operations:
+            await apply_operation(service, decided.context, op)
+        rows = audit_rows(job_id, decided.context, decided.extraction)
+        IngestRepository(session).add_decisions(rows)
+        await session.flush()
+        return rows
+
+
+def _event_time(op: Operation, context: MessageContext) -> datetime:
+    """Per fact: a time expression in its own text, else the LLM's date, else the message's."""
+    window = primary_window(op.content or "", context.sent_at)
+    if window is not None:
+        return window.start
+    return op.event_time or context.event_time

@@ -1,0 +1,112 @@
+"""What the API asks of ingestion: submit messages, read a job, dry-run, wait for a job."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from dataclasses import dataclass
+
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from app.config import Settings
+from app.db.models import IngestDecision, IngestTask
+from app.errors import NotFoundError
+from app.ingest.context import message_context
+from app.ingest.domain import IncomingMessage, MessageContext, Operation, SavedMessage
+from app.ingest.intake import check_messages, save_messages
+from app.ingest.pipeline import IngestPipeline
+from app.ingest.repository import IngestRepository
+from app.memories.domain import check_user_id
+from app.ml.embedder import Embedder
+
+WAIT_POLL_S = 0.05
+
+
+@dataclass(frozen=True, slots=True)
+class JobView:
+    job_id: uuid.UUID
+    user_id: str
+    state: str
+    tasks: list[IngestTask]
+    decisions: dict[uuid.UUID, list[IngestDecision]]
+
+
+@dataclass(frozen=True, slots=True)
+class DryRunResult:
+    context: MessageContext
+    operations: list[Operation]
+    extractor: str
+    fallback_used: bool
+    failure: str | None
+
+
+def job_state(tasks: list[IngestTask]) -> str:
+    states = {t.state for t in tasks}
+    if states <= {"queued"}:
+        return "queued"
+    if states & {"queued", "running"}:
+        return "running"
+    return "failed" if "failed" in states else "done"
+
+
+async def submit(
+    session: AsyncSession,
+    embedder: Embedder,
+    settings: Settings,
+    user_id: str,
+    messages: list[IncomingMessage],
+) -> tuple[uuid.UUID, list[SavedMessage]]:
+    return await save_messages(IngestRepository(session), embedder, settings, user_id, messages)
+
+
+async def read_job(session: AsyncSession, user_id: str, job_id: uuid.UUID) -> JobView:
+    """The job's state and decisions; another user's job looks exactly like a missing one."""
+    repository = IngestRepository(session)
+    tasks = await repository.job_tasks(check_user_id(user_id), job_id)
+    if not tasks:
+        raise NotFoundError(f"job {job_id} not found for user {user_id}")
+    decisions: dict[uuid.UUID, list[IngestDecision]] = {t.message_id: [] for t in tasks}
+    for decision in await repository.job_decisions(user_id, job_id):
+        decisions.setdefault(decision.message_id, []).append(decision)
+    return JobView(job_id, user_id, job_state(tasks), tasks, decisions)
+
+
+async def wait_for_job(
+    sessionmaker: async_sessionmaker[AsyncSession],
+    user_id: str,
+    job_id: uuid.UUID,
+    timeout_s: float,
+) -> JobView:
+    """Poll until the job is finished (done or failed) or the timeout passes."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        async with sessionmaker() as session:
+            view = await read_job(session, user_id, job_id)
+        if view.state in ("done", "failed") or time.monotonic() >= deadline:
+            return view
+        await asyncio.sleep(WAIT_POLL_S)
+
+
+async def dry_run(
+    pipeline: IngestPipeline, settings: Settings, user_id: str, messages: list[IncomingMessage]
+) -> list[DryRunResult]:
+    """Decisions for each message against the current store, in timestamp order; nothing is
+    saved or applied (so a later message does not see an earlier one's effect)."""
+    check_user_id(user_id)
+    check_messages(messages, settings)
+    results = []
+    for message in sorted(messages, key=lambda m: m.sent_at):
+        context = message_context(user_id, None, message, message.scope)
+        decided = await pipeline.decide(context)
+        extraction = decided.extraction
+        results.append(
+            DryRunResult(
+                context,
+                extraction.operations,
+                extraction.extractor,
+                extraction.fallback_used,
+                extraction.failure,
+            )
+        )
+    return results

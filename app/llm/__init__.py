@@ -1,0 +1,1 @@
+"""LLM access: an OpenAI-compatible chat-completions client."""

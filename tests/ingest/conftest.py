@@ -1,0 +1,60 @@
+"""Ingestion fixtures: the scripted LLM server and an API process that talks to it.
+
+The LLM-backed API works its own job queue, so the session's plain API (deterministic
+extractor, queue "default") never takes its jobs, and vice versa.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+
+import httpx
+import pytest
+
+from tests.conftest import API_KEY, ApiProcess
+from tests.ingest.scripted_llm import ScriptedLLM
+
+LLM_QUEUE = "llm-tests"
+LLM_TIMEOUT_S = 2.0
+# Long enough that two requests sent back to back are both queued before a worker looks.
+SETTLE_MS = 1500
+
+
+@pytest.fixture(scope="session")
+def scripted_llm() -> Iterator[ScriptedLLM]:
+    server = ScriptedLLM()
+    yield server
+    server.close()
+
+
+@pytest.fixture
+def llm(scripted_llm: ScriptedLLM) -> ScriptedLLM:
+    scripted_llm.reset()
+    return scripted_llm
+
+
+@pytest.fixture(scope="session")
+def llm_api(migrated: dict[str, str], scripted_llm: ScriptedLLM) -> Iterator[ApiProcess]:
+    env = {
+        **migrated,
+        "COGNIS_LLM_BASE_URL": scripted_llm.base_url,
+        "COGNIS_LLM_MODEL": scripted_llm.model,
+        "COGNIS_LLM_API_KEY": "test-llm-key",
+        "COGNIS_LLM_TIMEOUT_S": str(LLM_TIMEOUT_S),
+        "COGNIS_LLM_MAX_RETRIES": "0",
+        "COGNIS_INGEST_QUEUE": LLM_QUEUE,
+        "COGNIS_INGEST_SETTLE_MS": str(SETTLE_MS),
+        "COGNIS_INGEST_POLL_INTERVAL_S": "0.2",
+    }
+    process = ApiProcess(env, "api-llm")
+    process.wait_ready()
+    yield process
+    process.stop()
+
+
+@pytest.fixture
+async def llm_client(llm_api: ApiProcess) -> AsyncIterator[httpx.AsyncClient]:
+    async with httpx.AsyncClient(
+        base_url=llm_api.url, headers={"X-API-Key": API_KEY}, timeout=60
+    ) as http:
+        yield http

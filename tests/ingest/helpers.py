@@ -1,0 +1,67 @@
+"""Plain helpers for ingestion tests."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import httpx
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+
+def message(content: str, timestamp: str | None = None, **fields: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {"content": content, **fields}
+    if timestamp is not None:
+        body["timestamp"] = timestamp
+    return body
+
+
+async def ingest(
+    client: httpx.AsyncClient, user_id: str, *messages: dict[str, Any], wait: bool = True
+) -> dict:
+    """Submit messages; with wait, return the finished job."""
+    response = await client.post(
+        f"/v1/users/{user_id}/messages",
+        params={"wait": str(wait).lower()},
+        json={"messages": list(messages)},
+    )
+    assert response.status_code in (200, 202), response.text
+    job = response.json()
+    if wait:
+        assert response.status_code == 200, job
+        assert job["state"] == "done", job
+    return job
+
+
+async def wait_job(client: httpx.AsyncClient, user_id: str, job_id: str, timeout: float = 60):  # noqa: ASYNC109
+    deadline = time.monotonic() + timeout
+    while True:
+        response = await client.get(f"/v1/users/{user_id}/jobs/{job_id}")
+        assert response.status_code == 200, response.text
+        job = response.json()
+        if job["state"] in ("done", "failed"):
+            return job
+        assert time.monotonic() < deadline, f"job still {job['state']}: {job}"
+        await asyncio.sleep(0.1)
+
+
+def decisions(job: dict) -> list[dict]:
+    return [d for m in job["messages"] for d in m["decisions"]]
+
+
+async def current_memories(client: httpx.AsyncClient, user_id: str) -> list[dict]:
+    response = await client.get(f"/v1/users/{user_id}/memories")
+    assert response.status_code == 200, response.text
+    return response.json()["items"]
+
+
+async def scalar(db: AsyncEngine, sql: str, **params: Any) -> Any:
+    async with db.connect() as connection:
+        return (await connection.execute(text(sql), params)).scalar_one()
+
+
+async def rows(db: AsyncEngine, sql: str, **params: Any) -> list[Any]:
+    async with db.connect() as connection:
+        return list((await connection.execute(text(sql), params)).mappings())
