@@ -1,5 +1,5 @@
 # The commands the README names. `make up` serves the API; `make test` runs the suite.
-.PHONY: up down status install test lint typecheck relay reindex bench-foundation bench-ingest
+.PHONY: up down status install test lint typecheck relay reindex bench-foundation bench-locomo bench-ingest check-deploy
 
 PY := .venv/bin/python
 
@@ -35,6 +35,12 @@ reindex:  ## rebuild the OpenSearch index from Postgres
 
 bench-foundation:  ## outbox lag and search latency against the running service (make up)
 	set -a && . .local/cognis.env && set +a && $(PY) -m bench.foundation
+
+bench-locomo:  ## LoCoMo retrieval benchmark + ablation through the API (make up); report in results/
+	$(PY) -m bench.locomo $(BENCH_ARGS)
+
+check-deploy:  ## static checks of Dockerfile, compose.yaml and terraform/ (no Docker engine, no AWS)
+	bash tests/deploy/check.sh
 
 bench-ingest:  ## ingestion: messages/s and time-to-searchable, deterministic and scripted LLM
 	set -a && . .local/cognis.env && set +a && $(PY) -m bench.ingestion $(BENCH_ARGS)

@@ -1,0 +1,113 @@
+variable "name" {
+  description = "Name prefix."
+  type        = string
+}
+
+variable "region" {
+  description = "AWS region (awslogs)."
+  type        = string
+}
+
+variable "vpc_id" {
+  description = "VPC of the target group."
+  type        = string
+}
+
+variable "private_subnet_ids" {
+  description = "Subnets of the tasks."
+  type        = list(string)
+}
+
+variable "alb_subnet_ids" {
+  description = "Subnets of the load balancer."
+  type        = list(string)
+}
+
+variable "alb_internal" {
+  description = "Internal load balancer."
+  type        = bool
+}
+
+variable "alb_security_group" {
+  description = "Load balancer security group."
+  type        = string
+}
+
+variable "app_security_group" {
+  description = "Tasks security group."
+  type        = string
+}
+
+variable "certificate_arn" {
+  description = "ACM certificate of the HTTPS listener."
+  type        = string
+}
+
+variable "kms_key_arn" {
+  description = "KMS key for logs and secrets."
+  type        = string
+}
+
+variable "log_retention_days" {
+  description = "CloudWatch Logs retention."
+  type        = number
+}
+
+variable "image" {
+  description = "Service image."
+  type        = string
+}
+
+variable "api_key_hashes" {
+  description = "COGNIS_API_KEY_HASHES."
+  type        = string
+  sensitive   = true
+}
+
+variable "api_desired_count" {
+  description = "API tasks."
+  type        = number
+}
+
+variable "relay_desired_count" {
+  description = "Relay tasks."
+  type        = number
+}
+
+variable "worker_desired_count" {
+  description = "Ingestion worker tasks."
+  type        = number
+}
+
+variable "extra_environment" {
+  description = "More COGNIS_* settings for every task."
+  type        = map(string)
+  default     = {}
+
+  validation {
+    condition     = alltrue([for k in keys(var.extra_environment) : startswith(k, "COGNIS_")])
+    error_message = "Only COGNIS_* settings belong here."
+  }
+}
+
+variable "database" {
+  description = "Aurora connection: writer endpoint, port, database and the RDS-managed master secret."
+  type = object({
+    host       = string
+    port       = number
+    name       = string
+    secret_arn = string
+  })
+}
+
+variable "opensearch" {
+  description = "OpenSearch domain, users and secrets."
+  type = object({
+    url               = string
+    app_username      = string
+    app_secret_arn    = string
+    master_username   = string
+    master_secret_arn = string
+    app_index_pattern = string
+  })
+}

@@ -1,0 +1,58 @@
+"""docs/deployment.md and terraform/README.md name only things that exist."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from tests.deploy.files import ROOT, TERRAFORM, load_compose, load_module, load_root
+from tests.deploy.test_dockerfile import _cli_commands
+
+GUIDES = [ROOT / "docs" / "deployment.md", TERRAFORM / "README.md"]
+
+
+def _text() -> str:
+    return "\n".join(path.read_text() for path in GUIDES)
+
+
+def test_terraform_outputs_the_guides_read_exist() -> None:
+    used = set(re.findall(r"terraform output -(?:raw|json) (\w+)", _text()))
+    assert used, "the guide reads no outputs?"
+    assert used <= set(load_root().outputs), used - set(load_root().outputs)
+
+
+def test_variables_the_guides_set_exist() -> None:
+    text = _text()
+    used = set(re.findall(r"-var (\w+)=", text))
+    used |= set(re.findall(r"`(\w+_desired_count|aurora_\w+|alb_\w+|api_key_hashes)`", text))
+    assert used <= set(load_root().variables), used - set(load_root().variables)
+
+
+def test_one_off_tasks_the_guide_runs_exist() -> None:
+    used = set(re.findall(r"run_task ([a-z-]+)", _text())) - {"definition"}
+    keys = set(load_module("ecs").locals["processes"]) | {"opensearch-bootstrap"}
+    assert used and used <= keys, used - keys
+
+
+def test_replaced_resources_exist() -> None:
+    for module, kind, name in re.findall(r"-replace=module\.(\w+)\.(\w+)\.(\w+)", _text()):
+        assert name in load_module(module).resources[kind], (module, kind, name)
+
+
+@pytest.mark.parametrize("path", GUIDES, ids=lambda p: p.name)
+def test_cli_commands_in_the_guides_exist(path) -> None:
+    for command in re.findall(r"python\"?,? \"?-m\"?,? \"?app\"?,? \"?(\w+)", path.read_text()):
+        assert command in _cli_commands(), command
+
+
+def test_make_targets_and_compose_services_in_the_guide_exist() -> None:
+    guide = (ROOT / "docs" / "deployment.md").read_text()
+    makefile = (ROOT / "Makefile").read_text()
+    for target in set(re.findall(r"\bmake ([a-z-]+)", guide)):
+        assert re.search(rf"^{target}:", makefile, flags=re.M), target
+    services = set(load_compose()["services"])
+    for service in set(re.findall(r"--scale (\w+)=", guide)) | set(
+        re.findall(r"docker compose run --rm (\w+)", guide)
+    ):
+        assert service in services, service
