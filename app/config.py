@@ -54,6 +54,12 @@ class Settings(BaseSettings):
     embedding_device: str = "cpu"
     embedding_batch_size: int = 32
     embedding_threads: int = 1
+    # torch runs the sentence-transformers model; "onnx" / "onnx-int8" run it exported (once, to
+    # embedding_onnx_cache_dir, default ~/.cache/cognis-memory/onnx) by ONNX Runtime: extra [onnx].
+    embedding_backend: Literal["torch", "onnx", "onnx-int8"] = "torch"
+    # Cores one embedding call uses (torch.set_num_threads / ORT intra-op); None: library default.
+    embedding_intra_op_threads: int | None = None
+    embedding_onnx_cache_dir: str | None = None
     query_embedding_cache_size: int = 1024
 
     # API

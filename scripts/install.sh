@@ -33,10 +33,10 @@ venv_install() {
         log "virtualenv up to date with pyproject.toml"
         return 0
     fi
-    log "pip install -e '.[dev]' into $VENV (first run downloads torch etc.; can take minutes)"
+    log "pip install -e '.[dev,onnx]' into $VENV (first run downloads torch etc.; can take minutes)"
     "$VENV/bin/python" -m pip install -q --upgrade pip >/dev/null
     rm -f "$stamp"
-    "$VENV/bin/python" -m pip install -q -e "${ROOT}[dev]"
+    "$VENV/bin/python" -m pip install -q -e "${ROOT}[dev,onnx]"
     printf '%s\n' "$want" >"$stamp"
     log "virtualenv ready: $VENV"
 }

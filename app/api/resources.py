@@ -42,6 +42,9 @@ class Resources:
             batch_size=settings.embedding_batch_size,
             threads=settings.embedding_threads,
             query_cache_size=settings.query_embedding_cache_size,
+            backend=settings.embedding_backend,
+            intra_op_threads=settings.embedding_intra_op_threads,
+            onnx_cache_dir=settings.embedding_onnx_cache_dir,
         )
         cross_encoder = (
             CrossEncoderScorer(settings.cross_encoder_model, device=settings.embedding_device)

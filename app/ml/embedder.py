@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 import numpy as np
@@ -14,6 +14,8 @@ import structlog
 from app.db.models import COARSE_DIM, EMBEDDING_DIM
 
 log = structlog.get_logger(__name__)
+
+EmbeddingBackend = Literal["torch", "onnx", "onnx-int8"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,8 +56,16 @@ class Embedder:
         batch_size: int = 32,
         threads: int = 1,
         query_cache_size: int = 0,
+        backend: EmbeddingBackend = "torch",
+        intra_op_threads: int | None = None,
+        onnx_cache_dir: str | None = None,
     ) -> None:
+        if backend not in ("torch", "onnx", "onnx-int8"):
+            raise ValueError(f"unknown embedding backend {backend!r}")
         self.model_name = model_name_or_path
+        self.backend = backend
+        self._intra_op_threads = intra_op_threads
+        self._onnx_cache_dir = onnx_cache_dir
         self._device = device
         self._batch_size = batch_size
         self._limiter = anyio.CapacityLimiter(threads)
@@ -74,24 +84,51 @@ class Embedder:
             # A local folder must never trigger a hub lookup (there is no network here).
             os.environ.setdefault("HF_HUB_OFFLINE", "1")
             os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-        from sentence_transformers import SentenceTransformer
+        if self.backend == "torch":
+            self._model = self._load_torch()
+            dimensions = getattr(
+                # Renamed get_embedding_dimension in sentence-transformers 6; older names kept.
+                self._model,
+                "get_embedding_dimension",
+                self._model.get_sentence_embedding_dimension,
+            )()
+        else:
+            from app.ml.onnx_encoder import OnnxSentenceEncoder
 
-        self._model = SentenceTransformer(self.model_name, device=self._device)
+            self._model = OnnxSentenceEncoder(
+                self.model_name,
+                quantized=self.backend == "onnx-int8",
+                cache_dir=self._onnx_cache_dir,
+                threads=self._intra_op_threads,
+                device=self._device,
+            )
+            dimensions = self._model.dimension
         log.info(
             "embedder.loaded",
             model=self.model_name,
-            # Renamed get_embedding_dimension in sentence-transformers 6; older names kept.
-            dimensions=getattr(
-                self._model, "get_embedding_dimension", self._model.get_sentence_embedding_dimension
-            )(),
+            backend=self.backend,
+            intra_op_threads=self._intra_op_threads,
+            dimensions=dimensions,
         )
+
+    def _load_torch(self) -> Any:
+        import torch
+        from sentence_transformers import SentenceTransformer
+
+        if self._intra_op_threads:
+            # Process-wide, unlike ONNX Runtime's per-session setting.
+            torch.set_num_threads(self._intra_op_threads)
+        return SentenceTransformer(self.model_name, device=self._device)
 
     def embed_sync(self, texts: list[str]) -> list[Embedding]:
         self.load()
         assert self._model is not None
-        vectors = self._model.encode(
-            texts, batch_size=self._batch_size, convert_to_numpy=True, show_progress_bar=False
-        )
+        if self.backend == "torch":
+            vectors = self._model.encode(
+                texts, batch_size=self._batch_size, convert_to_numpy=True, show_progress_bar=False
+            )
+        else:
+            vectors = self._model.encode(texts, batch_size=self._batch_size)
         return matryoshka(vectors)
 
     async def embed_query(self, text: str) -> Embedding:

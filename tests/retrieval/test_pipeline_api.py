@@ -244,3 +244,31 @@ async def test_cross_encoder_reorders_the_head(
     assert rerank_scores == sorted(rerank_scores, reverse=True)
     finals = [r["explanation"]["final"]["score"] for r in results]
     assert finals == sorted(finals, reverse=True)
+
+
+async def test_every_stage_stays_inside_the_user(
+    client, opensearch, index_name, user_id, other_user_id
+) -> None:
+    """History, temporal, dedup and both legs: nothing of user A reaches user B."""
+    (mine,) = await _load(
+        client,
+        opensearch,
+        index_name,
+        user_id,
+        [{"content": "I used to live in Reykjavik", "event_time": "2023-05-03T10:00:00Z"}],
+    )
+    await client.patch(
+        f"/v1/users/{user_id}/memories/{mine['id']}", json={"content": "I live in Oslo"}
+    )
+    await _load(
+        client,
+        opensearch,
+        index_name,
+        other_user_id,
+        [{"content": "I used to live in Reykjavik", "event_time": "2023-05-03T10:00:00Z"}],
+    )
+    for query in ("Where did I use to live before?", "Where did I live last week?", "Reykjavik"):
+        found = await search(client, other_user_id, query, as_of=AS_OF, top_k=50)
+        assert found["results"], query
+        assert {r["memory"]["user_id"] for r in found["results"]} == {other_user_id}, query
+        assert mine["id"] not in {r["memory"]["id"] for r in found["results"]}

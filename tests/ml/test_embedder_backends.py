@@ -1,0 +1,155 @@
+"""The embedding backends (torch, ONNX, ONNX int8) against each other, on the provisioned model.
+
+No Postgres or OpenSearch: these load the model in-process. ONNX exports go to a temporary
+folder (or COGNIS_TEST_ONNX_CACHE_DIR, to reuse them between runs), never the model folder.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+from pydantic import ValidationError
+
+from app.config import Settings
+from app.db.models import COARSE_DIM, EMBEDDING_DIM
+from app.ml import onnx_encoder
+from app.ml.embedder import Embedder, matryoshka
+from tests import services
+
+SENTENCES = [
+    "Caroline went to the LGBTQ support group on 7 May 2023.",
+    "Melanie is planning a camping trip with her kids to the mountains.",
+    "What did you think of the pottery class?",
+    "ok",
+]
+ONNX_MISSING = "onnxruntime/onnx not installed (pip install -e '.[onnx]')"
+HAS_ONNX = all(importlib.util.find_spec(m) for m in ("onnxruntime", "onnx"))
+# Lowest cosine to torch's vector that each backend keeps. fp32 ONNX is the same computation;
+# dynamic int8 is lossy (all-mpnet-base-v2: mean 0.989, min 0.974 over 200 LoCoMo turns, and
+# ~0.96 for a two-letter text), which is why it is not the default.
+MIN_COSINE = {"onnx": 0.999, "onnx-int8": 0.95}
+needs_onnx = pytest.mark.skipif(not HAS_ONNX, reason=ONNX_MISSING)
+
+
+@pytest.fixture(scope="module")
+def model_path() -> str:
+    try:
+        return services.embedding_model()
+    except RuntimeError as exc:
+        pytest.skip(str(exc))
+
+
+@pytest.fixture(scope="module")
+def onnx_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    configured = os.environ.get("COGNIS_TEST_ONNX_CACHE_DIR")
+    return Path(configured) if configured else tmp_path_factory.mktemp("onnx")
+
+
+@pytest.fixture(scope="module")
+def torch_vectors(model_path: str) -> np.ndarray:
+    return np.stack([e.full for e in Embedder(model_path).embed_sync(SENTENCES)])
+
+
+def _embedder(backend: str, model_path: str, onnx_cache: Path) -> Embedder:
+    if backend != "torch" and not HAS_ONNX:
+        pytest.skip(ONNX_MISSING)
+    return Embedder(model_path, backend=backend, onnx_cache_dir=str(onnx_cache))  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("backend", ["torch", "onnx", "onnx-int8"])
+def test_backend_returns_unit_full_and_coarse_vectors(
+    backend: str, model_path: str, onnx_cache: Path
+) -> None:
+    embeddings = _embedder(backend, model_path, onnx_cache).embed_sync(SENTENCES)
+
+    assert len(embeddings) == len(SENTENCES)
+    for e in embeddings:
+        assert e.full.shape == (EMBEDDING_DIM,) and e.coarse.shape == (COARSE_DIM,)
+        assert np.linalg.norm(e.full) == pytest.approx(1.0, abs=1e-5)
+        assert np.linalg.norm(e.coarse) == pytest.approx(1.0, abs=1e-5)
+        prefix = e.full[:COARSE_DIM]
+        np.testing.assert_allclose(e.coarse, prefix / np.linalg.norm(prefix), atol=1e-6)
+
+
+@pytest.mark.parametrize("backend", ["onnx", "onnx-int8"])
+def test_backend_stays_close_to_torch(
+    backend: str, model_path: str, onnx_cache: Path, torch_vectors: np.ndarray
+) -> None:
+    embedder = _embedder(backend, model_path, onnx_cache)
+    vectors = np.stack([e.full for e in embedder.embed_sync(SENTENCES)])
+
+    cosines = np.sum(vectors * torch_vectors, axis=1)
+    assert cosines.min() >= MIN_COSINE[backend], cosines
+    # The same texts in another batch order embed the same (the encoder sorts by length).
+    again = np.stack([e.full for e in embedder.embed_sync(SENTENCES[::-1])])[::-1]
+    np.testing.assert_allclose(again, vectors, atol=1e-3)
+
+
+@needs_onnx
+def test_onnx_export_is_reused_and_leaves_the_model_folder_alone(
+    model_path: str, onnx_cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    before = sorted(p.relative_to(model_path) for p in Path(model_path).rglob("*"))
+    _embedder("onnx", model_path, onnx_cache).load()
+    export_dir = onnx_encoder.export_dir_for(model_path, onnx_cache)
+    model_file = export_dir / onnx_encoder.FP32_FILE
+    written = model_file.stat().st_mtime_ns
+
+    def no_second_export(*args: object) -> None:
+        raise AssertionError("exported again")
+
+    monkeypatch.setattr(onnx_encoder, "export_fp32", no_second_export)
+    embedder = _embedder("onnx", model_path, onnx_cache)
+    embedder.embed_sync(["reused"])
+
+    assert model_file.stat().st_mtime_ns == written
+    assert export_dir.parent == onnx_cache
+    assert sorted(p.relative_to(model_path) for p in Path(model_path).rglob("*")) == before
+    assert not list(export_dir.glob("*.tmp"))
+
+
+def test_matryoshka_zero_pads_a_384d_model_without_changing_cosines() -> None:
+    rng = np.random.default_rng(3)
+    vectors = rng.normal(size=(3, 384)).astype(np.float32)
+
+    embeddings = matryoshka(vectors)
+
+    unit = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+    for e, u in zip(embeddings, unit, strict=True):
+        assert e.full.shape == (EMBEDDING_DIM,)
+        assert not e.full[384:].any()
+        np.testing.assert_allclose(e.full[:384], u, atol=1e-6)
+        assert np.linalg.norm(e.coarse) == pytest.approx(1.0, abs=1e-6)
+        np.testing.assert_allclose(
+            e.coarse, u[:COARSE_DIM] / np.linalg.norm(u[:COARSE_DIM]), atol=1e-6
+        )
+    full = np.stack([e.full for e in embeddings])
+    np.testing.assert_allclose(full @ full.T, unit @ unit.T, atol=1e-5)
+
+
+def test_matryoshka_rejects_more_than_768_dimensions() -> None:
+    with pytest.raises(ValueError, match="at most"):
+        matryoshka(np.ones((1, EMBEDDING_DIM + 1), dtype=np.float32))
+
+
+@pytest.mark.parametrize("backend", ["torch", "onnx"])
+def test_a_384d_model_is_padded_by_every_backend(backend: str, onnx_cache: Path) -> None:
+    minilm = services.CACHE_DIR / "models" / "all-MiniLM-L6-v2"
+    if not (minilm / "modules.json").exists():
+        pytest.skip(f"no all-MiniLM-L6-v2 at {minilm}")
+    (e,) = _embedder(backend, str(minilm), onnx_cache).embed_sync(SENTENCES[:1])
+
+    assert e.full.shape == (EMBEDDING_DIM,)
+    assert not e.full[384:].any() and e.full[:384].any()
+    assert np.linalg.norm(e.full) == pytest.approx(1.0, abs=1e-5)
+
+
+def test_unknown_backend_is_refused() -> None:
+    with pytest.raises(ValueError, match="backend"):
+        Embedder("any", backend="tensorrt")  # type: ignore[arg-type]
+    with pytest.raises(ValidationError):
+        Settings(database_url="postgresql+asyncpg://x/y", embedding_backend="tensorrt")  # type: ignore[arg-type]
