@@ -79,9 +79,7 @@ class MemoryRepository:
             return {}
         rows = await self.session.scalars(
             select(Memory)
-            .where(
-                Memory.user_id == user_id, Memory.chain_id.in_(chain_ids), ~Memory.is_current
-            )
+            .where(Memory.user_id == user_id, Memory.chain_id.in_(chain_ids), ~Memory.is_current)
             .options(defer(Memory.embedding_768d), defer(Memory.embedding_256d))
             .order_by(Memory.chain_id, Memory.version.desc())
         )
