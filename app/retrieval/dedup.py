@@ -4,7 +4,7 @@ higher-ranked one. The similar pairs come from the store; this is the ordering l
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 
 from app.retrieval.candidates import Candidate
 
@@ -31,3 +31,19 @@ def drop_near_duplicates(
             kept.append(candidate)
             kept_ids.add(candidate.memory_id)
     return kept, dropped
+
+
+async def dedup_head(
+    ranked: list[Candidate],
+    top_k: int,
+    head_size: int,
+    similar_pairs: Callable[[list[uuid.UUID]], Awaitable[list[tuple[uuid.UUID, uuid.UUID]]]],
+) -> tuple[list[Candidate], list[Candidate]]:
+    """De-duplicate the first `head_size` candidates (pairs cost grows with its square),
+    doubling the window only while fewer than `top_k` survive. Returns (ranked, dropped)."""
+    while True:
+        head = ranked[:head_size]
+        kept, dropped = drop_near_duplicates(head, await similar_pairs([c.memory_id for c in head]))
+        if len(kept) >= top_k or head_size >= len(ranked):
+            return kept + ranked[head_size:], dropped
+        head_size *= 2

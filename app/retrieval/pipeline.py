@@ -24,7 +24,7 @@ from app.ml.cross_encoder import CrossEncoderScorer
 from app.ml.embedder import Embedder
 from app.retrieval import metrics
 from app.retrieval.candidates import Candidate, rank_by_score
-from app.retrieval.dedup import drop_near_duplicates
+from app.retrieval.dedup import dedup_head
 from app.retrieval.fusion import RankedList, fuse_rrf
 from app.retrieval.history import with_history
 from app.retrieval.query_analysis import QueryAnalysis, analyze_query
@@ -243,15 +243,16 @@ class RetrievalPipeline:
             status["temporal"] = "off" if not switches.temporal else "no time window in query"
 
         # Stage 6: de-duplication over the head of the list (what can still be shown).
-        head_size = max(request.top_k * 3, settings.rerank_top_n)
         if switches.dedup:
             started = timer.start()
-            head = ranked[:head_size]
-            pairs = await repository.near_duplicate_pairs(
-                request.user_id, [c.memory_id for c in head], settings.dedup_threshold
+            ranked, dropped = await dedup_head(
+                ranked,
+                request.top_k,
+                max(request.top_k * 2, settings.rerank_top_n),
+                lambda ids: repository.near_duplicate_pairs(
+                    request.user_id, ids, settings.dedup_threshold
+                ),
             )
-            kept, dropped = drop_near_duplicates(head, pairs)
-            ranked = kept + ranked[head_size:]
             timer.stop("dedup_ms", started)
             status["dedup"] = f"dropped {len(dropped)}"
         else:

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pytest
 
 from app.retrieval.candidates import Candidate, rank_by_score
-from app.retrieval.dedup import drop_near_duplicates
+from app.retrieval.dedup import dedup_head, drop_near_duplicates
 from app.retrieval.history import with_history
 from app.retrieval.query_analysis import analyze_query
 from app.retrieval.temporal import apply_temporal_boost, temporal_score
@@ -80,6 +80,34 @@ class TestDedup:
         )
         assert kept == [a, c]
         assert dropped == [b]
+
+    async def test_window_widens_until_top_k_survive(self) -> None:
+        items = [make(1.0 - i / 100) for i in range(10)]
+        first = items[0].memory_id
+        windows: list[int] = []
+
+        async def pairs(ids):  # everything in the list duplicates the first item
+            windows.append(len(ids))
+            return [(first, other) for other in ids if other != first]
+
+        ranked, dropped = await dedup_head(items, top_k=3, head_size=2, similar_pairs=pairs)
+        # 2 -> 1 kept; 4 -> 1 kept; 8 -> 1 kept; 16 covers all 10 -> stop with 1 kept.
+        assert windows == [2, 4, 8, 10]
+        assert ranked == [items[0]]
+        assert len(dropped) == 9
+
+    async def test_window_not_widened_when_enough_survive(self) -> None:
+        items = [make(1.0 - i / 100) for i in range(6)]
+        calls: list[int] = []
+
+        async def pairs(ids):
+            calls.append(len(ids))
+            return [(ids[0], ids[1])]
+
+        ranked, dropped = await dedup_head(items, top_k=2, head_size=4, similar_pairs=pairs)
+        assert calls == [4]
+        assert ranked == [items[0], *items[2:]]
+        assert dropped == [items[1]]
 
     def test_no_pairs_keeps_everything_in_order(self) -> None:
         items = [make(0.3), make(0.2)]
