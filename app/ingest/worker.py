@@ -19,6 +19,7 @@ from app.db.models import IngestTask
 from app.ingest.context import message_context
 from app.ingest.pipeline import IngestPipeline
 from app.ingest.repository import IngestRepository
+from app.wakeup import sleep_until_woken
 
 log = structlog.get_logger(__name__)
 
@@ -113,14 +114,7 @@ class IngestWorker:
                     continue
             except Exception as exc:  # the database went away: keep the loop alive
                 log.exception("ingest.worker_error", error=str(exc))
-            waiters = [asyncio.create_task(self._wake.wait()), asyncio.create_task(stop.wait())]
-            await asyncio.wait(
-                waiters,
-                timeout=self._settings.ingest_poll_interval_s,
-                return_when=asyncio.FIRST_COMPLETED,
-            )
-            for waiter in waiters:
-                waiter.cancel()
+            await sleep_until_woken(self._wake, stop, self._settings.ingest_poll_interval_s)
 
     async def run_forever(self, stop: asyncio.Event) -> None:
         """`ingest_worker_concurrency` loops, so one slow LLM call does not hold up other users."""

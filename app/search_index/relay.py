@@ -25,6 +25,7 @@ from app.config import Settings
 from app.db.models import OutboxEvent
 from app.search_index import outbox
 from app.search_index.client import UNAVAILABLE, MemoryIndex
+from app.wakeup import sleep_until_woken
 
 log = structlog.get_logger(__name__)
 
@@ -170,14 +171,7 @@ class OutboxRelay:
                     report = RelayReport()
                 if report.claimed >= self._settings.relay_batch_size and report.delivered:
                     continue
-                waiters = [asyncio.create_task(self._wake.wait()), asyncio.create_task(stop.wait())]
-                await asyncio.wait(
-                    waiters,
-                    timeout=self._settings.relay_poll_interval_s,
-                    return_when=asyncio.FIRST_COMPLETED,
-                )
-                for waiter in waiters:
-                    waiter.cancel()
+                await sleep_until_woken(self._wake, stop, self._settings.relay_poll_interval_s)
         finally:
             if listener is not None and not listener.is_closed():
                 with contextlib.suppress(Exception):
