@@ -1,5 +1,5 @@
 # The commands the README names. `make up` serves the API; `make test` runs the suite.
-.PHONY: up down status install test lint typecheck relay reindex bench-foundation bench-locomo bench-ingest check-deploy bench-embedding
+.PHONY: up down status install test lint typecheck relay reindex bench-foundation bench-locomo bench-scale bench-ingest check-deploy bench-embedding
 
 PY := .venv/bin/python
 
@@ -38,6 +38,9 @@ bench-foundation:  ## outbox lag and search latency against the running service 
 
 bench-locomo:  ## LoCoMo retrieval benchmark + ablation through the API (make up); report in results/
 	$(PY) -m bench.locomo $(BENCH_ARGS)
+
+bench-scale:  ## search latency with a large synthetic user among many (make up)
+	set -a && . .local/cognis.env && set +a && $(PY) -m bench.scale $(BENCH_ARGS)
 
 check-deploy:  ## static checks of Dockerfile, compose.yaml and terraform/ (no Docker engine, no AWS)
 	bash tests/deploy/check.sh

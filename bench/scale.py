@@ -1,0 +1,238 @@
+"""Retrieval latency at scale: one queried user with N memories among many users.
+
+Builds synthetic memories inside Postgres (random unit 768D vectors, their 256D prefix,
+sentences drawn from a small vocabulary) together with their outbox rows, lets the running
+service's relay index them, then times /search over HTTP for unique queries (query embedding
+included) and for repeated ones (served by the query-embedding cache). Grows the queried user
+through the sizes given (e.g. 1000,10000). Needs `make up`; erases its users at the end.
+Prints numbers; asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import random
+import sys
+import time
+import uuid
+from collections import defaultdict
+
+import httpx
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import create_async_engine
+
+from bench.foundation import percentile
+
+WORDS = [
+    "morning",
+    "coffee",
+    "garden",
+    "hiking",
+    "river",
+    "dog",
+    "cat",
+    "piano",
+    "guitar",
+    "travel",
+    "tokyo",
+    "paris",
+    "kitchen",
+    "recipe",
+    "running",
+    "marathon",
+    "book",
+    "novel",
+    "office",
+    "meeting",
+    "project",
+    "deadline",
+    "doctor",
+    "health",
+    "sleep",
+    "yoga",
+    "painting",
+    "museum",
+    "concert",
+    "friend",
+    "sister",
+    "brother",
+    "mother",
+    "father",
+    "birthday",
+    "holiday",
+    "beach",
+    "mountain",
+    "camera",
+    "photo",
+    "movie",
+    "series",
+    "game",
+    "chess",
+    "football",
+    "tennis",
+    "swimming",
+    "bicycle",
+    "car",
+    "train",
+    "flight",
+    "hotel",
+    "budget",
+    "salary",
+    "savings",
+    "vegetarian",
+    "dessert",
+    "bakery",
+    "market",
+    "neighbour",
+    "school",
+    "course",
+    "exam",
+    "language",
+    "spanish",
+    "french",
+    "german",
+    "python",
+    "database",
+    "cloud",
+    "server",
+    "weekend",
+    "evening",
+]
+
+INSERT = text(
+    """
+    WITH rows AS (
+        SELECT gen_random_uuid() AS id,
+               l2_normalize(ARRAY(SELECT random() - 0.5
+                                  FROM generate_series(1, 768 + g.i % 1))::vector) AS e,
+               'Note ' || g.i || ': ' || array_to_string(ARRAY(
+                   SELECT (CAST(:words AS text[]))[1 + floor(random() * CAST(:n_words AS int))::int]
+                   FROM generate_series(1, 10 + g.i % 5)), ' ') AS content
+        FROM generate_series(CAST(:first AS int), CAST(:last AS int)) AS g(i)
+    ), inserted AS (
+        INSERT INTO memories (id, user_id, chain_id, version, content, category, scope,
+                              is_current, embedding_768d, embedding_256d)
+        SELECT id, CAST(:user_id AS text), id, 1, content, 'preferences', 'USER', true, e,
+               l2_normalize(subvector(e, 1, 256))
+        FROM rows
+        RETURNING id, user_id, chain_id, content, category, scope, created_at
+    )
+    INSERT INTO outbox (user_id, op, memory_id, payload)
+    SELECT user_id, 'index', id, jsonb_build_object(
+        'user_id', user_id, 'chain_id', chain_id::text, 'content', content,
+        'category', category, 'scope', scope, 'session_id', NULL, 'is_current', true,
+        'speaker', NULL, 'event_time', NULL, 'created_at', created_at, 'superseded_at', NULL)
+    FROM inserted
+    """
+)
+
+
+async def grow(engine, user_id: str, have: int, want: int, chunk: int = 2000) -> None:
+    for first in range(have + 1, want + 1, chunk):
+        last = min(want, first + chunk - 1)
+        async with engine.begin() as connection:
+            await connection.execute(
+                INSERT,
+                {
+                    "words": list(WORDS),
+                    "n_words": len(WORDS),
+                    "first": first,
+                    "last": last,
+                    "user_id": user_id,
+                },
+            )
+
+
+def wait_for_outbox(api: httpx.Client, timeout_s: float = 1800) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if api.get("/ready").json().get("outbox_pending") == 0:
+            time.sleep(1.0)
+            return
+        time.sleep(1.0)
+    raise RuntimeError("the outbox did not drain in time")
+
+
+def measure(api: httpx.Client, user: str, queries: list[str]) -> dict[str, list[float]]:
+    timings: dict[str, list[float]] = defaultdict(list)
+    body_base = {"top_k": 10, "stages": {"rerank": False}}
+    for query in queries:
+        t0 = time.perf_counter()
+        response = api.post(f"/v1/users/{user}/search", json={"query": query, **body_base})
+        timings["http_ms"].append((time.perf_counter() - t0) * 1000)
+        response.raise_for_status()
+        result = response.json()
+        timings["server_ms"].append(result["duration_ms"])
+        for stage, ms in result["stage_durations_ms"].items():
+            timings[stage].append(ms)
+    return timings
+
+
+def show(label: str, timings: dict[str, list[float]]) -> None:
+    print(f"  {label}:")
+    for name in (
+        "http_ms",
+        "server_ms",
+        *sorted(k for k in timings if k not in ("http_ms", "server_ms")),
+    ):
+        values = timings[name]
+        print(
+            f"    {name:22s} p50 {percentile(values, 50):7.2f}  p95 {percentile(values, 95):7.2f}"
+            f"  p99 {percentile(values, 99):7.2f}  (n={len(values)})"
+        )
+
+
+async def main_async(args: argparse.Namespace) -> int:
+    engine = create_async_engine(os.environ["COGNIS_DATABASE_URL"])
+    api = httpx.Client(base_url=args.api, headers={"X-API-Key": args.key}, timeout=120)
+    run = uuid.uuid4().hex[:6]
+    target = f"scale-{run}-target"
+    others = [f"scale-{run}-u{i:03d}" for i in range(args.other_users)]
+    rng = random.Random(7)
+    try:
+        started = time.perf_counter()
+        for number, user in enumerate(others, start=1):
+            await grow(engine, user, 0, args.other_size)
+            if number % 20 == 0:
+                print(f"[load] {number}/{len(others)} other users", flush=True)
+        have = 0
+        for size in (int(s) for s in args.sizes.split(",")):
+            await grow(engine, target, have, size)
+            have = size
+            print(
+                f"[load] target user at {size} memories ({time.perf_counter() - started:.0f} s); "
+                "waiting for the relay ...",
+                flush=True,
+            )
+            wait_for_outbox(api)
+            unique = [
+                " ".join(rng.choice(WORDS) for _ in range(8)) + "?" for _ in range(args.queries)
+            ]
+            print(
+                f"== {size} memories for the queried user, {len(others)} other users x "
+                f"{args.other_size}"
+            )
+            show("unique queries (embedding computed)", measure(api, target, unique))
+            show("repeated queries (embedding cached)", measure(api, target, unique))
+    finally:
+        for user in [target, *others]:
+            api.delete(f"/v1/users/{user}")  # noqa: ASYNC212 - a bench, sequential on purpose
+        await engine.dispose()
+    return 0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--api", default=os.environ.get("COGNIS_API", "http://127.0.0.1:8000"))
+    parser.add_argument("--key", default=os.environ.get("COGNIS_API_KEY", "cognis-dev-key"))
+    parser.add_argument("--sizes", default="1000,10000", help="queried user's sizes, ascending")
+    parser.add_argument("--other-users", type=int, default=99)
+    parser.add_argument("--other-size", type=int, default=100)
+    parser.add_argument("--queries", type=int, default=100)
+    return asyncio.run(main_async(parser.parse_args()))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
