@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import anyio
 import structlog
+
+from app.ml.offline import offline_if_local
 
 log = structlog.get_logger(__name__)
 
@@ -21,9 +22,7 @@ class CrossEncoderScorer:
     def load(self) -> None:
         if self._model is not None:
             return
-        if os.path.isdir(self.model_name):
-            os.environ.setdefault("HF_HUB_OFFLINE", "1")
-            os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+        offline_if_local(self.model_name)
         from sentence_transformers import CrossEncoder
 
         self._model = CrossEncoder(self.model_name, device=self._device)

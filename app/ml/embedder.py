@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -12,6 +11,7 @@ import numpy as np
 import structlog
 
 from app.db.models import COARSE_DIM, EMBEDDING_DIM
+from app.ml.offline import offline_if_local
 
 log = structlog.get_logger(__name__)
 
@@ -80,10 +80,7 @@ class Embedder:
     def load(self) -> None:
         if self._model is not None:
             return
-        if os.path.isdir(self.model_name):
-            # A local folder must never trigger a hub lookup (there is no network here).
-            os.environ.setdefault("HF_HUB_OFFLINE", "1")
-            os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+        offline_if_local(self.model_name)
         if self.backend == "torch":
             self._model = self._load_torch()
             dimensions = getattr(
