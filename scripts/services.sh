@@ -215,6 +215,15 @@ os_start() {
             die "port $COGNIS_OS_PORT is already served by another process (not ours: no live pid in $OS_PIDFILE)"
         fi
         rm -f "$OS_PIDFILE"
+        # A development node on a shared disk judges free space in absolute terms: with the
+        # default percentages, a large disk at 90 % use (tens of GB free) blocks index creation.
+        if ! grep -q '^cluster.routing.allocation.disk.watermark' "$OS_BASE/config/opensearch.yml"; then
+            printf '%s\n' \
+                'cluster.routing.allocation.disk.watermark.low: 2gb' \
+                'cluster.routing.allocation.disk.watermark.high: 1gb' \
+                'cluster.routing.allocation.disk.watermark.flood_stage: 512mb' \
+                >>"$OS_BASE/config/opensearch.yml"
+        fi
         # Keep the configured ports in sync with the environment.
         sed -i -e "s/^http.port:.*/http.port: $COGNIS_OS_PORT/" \
             -e "s/^transport.port:.*/transport.port: $COGNIS_OS_TRANSPORT_PORT/" "$OS_BASE/config/opensearch.yml"
