@@ -49,7 +49,6 @@ class SearchController(Controller):
                 top_k=top_k,
                 session_id=data.session_id,
                 as_of=as_of,
-                explain=data.explain,
                 switches=StageSwitches(**msgspec.structs.asdict(data.stages)),
                 rrf_k=data.rrf.k,
                 weight_vector=data.rrf.weight_vector,

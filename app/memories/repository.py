@@ -44,16 +44,15 @@ class MemoryRepository:
             .execution_options(populate_existing=True)
         )
 
-    async def get_many(
-        self, user_id: str, memory_ids: list[uuid.UUID], with_embeddings: bool = False
-    ) -> dict[uuid.UUID, Memory]:
+    async def get_many(self, user_id: str, memory_ids: list[uuid.UUID]) -> dict[uuid.UUID, Memory]:
+        """Rows to show, without their embeddings (1,024 floats a row: most of the bytes)."""
         if not memory_ids:
             return {}
-        query = select(Memory).where(Memory.user_id == user_id, Memory.id.in_(memory_ids))
-        if not with_embeddings:
-            # 1,024 floats a row: most of the bytes, and not needed to show a result.
-            query = query.options(defer(Memory.embedding_768d), defer(Memory.embedding_256d))
-        rows = await self.session.scalars(query)
+        rows = await self.session.scalars(
+            select(Memory)
+            .where(Memory.user_id == user_id, Memory.id.in_(memory_ids))
+            .options(defer(Memory.embedding_768d), defer(Memory.embedding_256d))
+        )
         return {m.id: m for m in rows}
 
     async def current_in_chain(self, user_id: str, chain_id: uuid.UUID) -> Memory | None:

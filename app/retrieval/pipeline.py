@@ -55,7 +55,6 @@ class SearchRequest:
     top_k: int
     session_id: str | None = None
     as_of: datetime | None = None
-    explain: bool = False
     switches: StageSwitches = field(default_factory=StageSwitches)
     rrf_k: int | None = None
     weight_vector: float | None = None
