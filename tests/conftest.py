@@ -17,6 +17,7 @@ import pytest
 from opensearchpy import AsyncOpenSearch
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
+from app.db.engine import SERVER_SETTINGS
 from tests import services
 
 ROOT = services.ROOT
@@ -171,7 +172,9 @@ async def client(api: ApiProcess) -> AsyncIterator[httpx.AsyncClient]:
 
 @pytest.fixture(scope="session")
 async def db(migrated: dict[str, str]) -> AsyncIterator[AsyncEngine]:
-    engine = create_async_engine(migrated["COGNIS_DATABASE_URL"])
+    engine = create_async_engine(
+        migrated["COGNIS_DATABASE_URL"], connect_args={"server_settings": SERVER_SETTINGS}
+    )
     yield engine
     await engine.dispose()
 

@@ -6,12 +6,22 @@ from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker, create_async
 
 from app.config import Settings
 
+# Session settings for every connection the service opens (startup parameters, so they also
+# hold on managed Postgres where postgresql.conf is not ours). Measured at 10,000 memories:
+# - plan_cache_mode: after five executions Postgres may switch a prepared statement to a
+#   generic plan, which cannot know how many rows the user has; the custom plan kept the
+#   near-duplicate query at 1.5 ms where the generic one took 16 ms.
+# - jit: compiling expressions costs 5-60 ms on a request that runs for 10; short queries
+#   never repay it.
+SERVER_SETTINGS = {"plan_cache_mode": "force_custom_plan", "jit": "off"}
+
 
 def create_engine(settings: Settings) -> AsyncEngine:
     return create_async_engine(
         settings.database_url.get_secret_value(),
         pool_size=settings.db_pool_size,
         pool_pre_ping=True,
+        connect_args={"server_settings": SERVER_SETTINGS},
     )
 
 

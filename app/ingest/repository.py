@@ -15,6 +15,10 @@ from sqlalchemy.orm import aliased
 
 from app.db.models import IngestDecision, IngestTask, Memory, Message
 from app.ingest.domain import IncomingMessage
+from app.memories.repository import set_hnsw_scan
+
+# pgvector's default ef_search; the scan asks for at least as many as it will keep.
+HNSW_MIN_EF_SEARCH = 40
 
 OPEN_STATES = ("queued", "running")
 
@@ -98,7 +102,7 @@ class IngestRepository:
         """The user's current memories nearest the message: 256D HNSW, then exact 768D cosine.
 
         CONTEXT memories count only for the message's own session."""
-        await self.session.execute(text("SET LOCAL hnsw.iterative_scan = relaxed_order"))
+        await set_hnsw_scan(self.session, max(HNSW_MIN_EF_SEARCH, coarse_limit))
         visible = Memory.scope == "USER"
         if session_id is not None:
             visible = or_(visible, and_(Memory.scope == "CONTEXT", Memory.session_id == session_id))

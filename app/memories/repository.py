@@ -7,11 +7,62 @@ from dataclasses import dataclass
 from datetime import datetime
 
 import numpy as np
-from sqlalchemy import and_, delete, func, or_, select, text, tuple_
+from sqlalchemy import ColumnElement, and_, any_, bindparam, delete, func, or_, select, text, tuple_
+from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.ext.asyncio import AsyncSession
-from sqlalchemy.orm import aliased, defer
+from sqlalchemy.orm import defer
 
 from app.db.models import Memory, Message, OutboxEvent
+
+
+def one_of(ids: list[uuid.UUID]) -> ColumnElement[uuid.UUID]:
+    """`= ANY($1)` with one uuid[] parameter, for `column == one_of(ids)`.
+
+    An expanding `IN ($1, ..., $n)` re-plans for every list length and, once Postgres
+    switches a prepared statement to its generic plan, can scan the user's whole set: measured
+    at 10,000 memories, 16 ms for 20 ids against 1.5 ms for the array form."""
+    return any_(bindparam(None, ids, type_=ARRAY(Memory.id.type)))
+
+
+# The retrieval hot path's statements, built once: building an aliased ORM select per request
+# cost more (3-4 ms) than running it. Every one is bound to a user.
+_memories = Memory.__table__
+_ids = bindparam("ids", type_=ARRAY(Memory.id.type))
+_distance_256d = _memories.c.embedding_256d.cosine_distance(
+    bindparam("query", type_=Memory.embedding_256d.type)
+).label("distance")
+_COARSE_CANDIDATES = (
+    select(_memories.c.id, _distance_256d)
+    .where(
+        _memories.c.user_id == bindparam("user_id"),
+        _memories.c.is_current,
+        # USER memories, and CONTEXT ones of the caller's session (none when it gave none).
+        or_(
+            _memories.c.scope == "USER",
+            and_(
+                _memories.c.scope == "CONTEXT",
+                _memories.c.session_id == bindparam("session_id", type_=Memory.session_id.type),
+            ),
+        ),
+    )
+    .order_by(_distance_256d)  # by its label: the query vector is bound once
+    .limit(bindparam("limit"))
+)
+_EXACT_768D = select(
+    _memories.c.id,
+    _memories.c.embedding_768d.cosine_distance(
+        bindparam("query", type_=Memory.embedding_768d.type)
+    ).label("distance"),
+).where(_memories.c.user_id == bindparam("user_id"), _memories.c.id == any_(_ids))
+_a, _b = _memories.alias("a"), _memories.alias("b")
+_NEAR_DUPLICATE_PAIRS = select(_a.c.id, _b.c.id).where(
+    _a.c.user_id == bindparam("user_id"),
+    _b.c.user_id == bindparam("user_id"),
+    _a.c.id == any_(_ids),
+    _b.c.id == any_(_ids),
+    _a.c.id < _b.c.id,
+    _a.c.embedding_768d.cosine_distance(_b.c.embedding_768d) <= bindparam("max_distance"),
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -20,6 +71,18 @@ class ListFilter:
     session_id: str | None = None
     category: str | None = None
     include_superseded: bool = False
+
+
+async def set_hnsw_scan(session: AsyncSession, ef_search: int) -> None:
+    """This transaction's HNSW scan: `ef_search`, and iterative scans (pgvector >= 0.8) that
+    keep filling the list when the user filter rejects neighbours. One round trip."""
+    await session.execute(
+        text(
+            "SELECT set_config('hnsw.ef_search', :ef, true),"
+            " set_config('hnsw.iterative_scan', 'relaxed_order', true)"
+        ),
+        {"ef": str(int(ef_search))},
+    )
 
 
 class MemoryRepository:
@@ -50,7 +113,7 @@ class MemoryRepository:
             return {}
         rows = await self.session.scalars(
             select(Memory)
-            .where(Memory.user_id == user_id, Memory.id.in_(memory_ids))
+            .where(Memory.user_id == user_id, Memory.id == one_of(memory_ids))
             .options(defer(Memory.embedding_768d), defer(Memory.embedding_256d))
         )
         return {m.id: m for m in rows}
@@ -78,7 +141,9 @@ class MemoryRepository:
             return {}
         rows = await self.session.scalars(
             select(Memory)
-            .where(Memory.user_id == user_id, Memory.chain_id.in_(chain_ids), ~Memory.is_current)
+            .where(
+                Memory.user_id == user_id, Memory.chain_id == one_of(chain_ids), ~Memory.is_current
+            )
             .options(defer(Memory.embedding_768d), defer(Memory.embedding_256d))
             .order_by(Memory.chain_id, Memory.version.desc())
         )
@@ -121,22 +186,13 @@ class MemoryRepository:
         ef_search: int,
     ) -> list[tuple[uuid.UUID, float]]:
         """Stage 2a: the user's visible current memories nearest by 256D cosine (HNSW)."""
-        # Iterative index scans keep filling the candidate list when the user filter rejects
-        # neighbours (pgvector >= 0.8); for small users the planner picks the btree instead.
-        await self.session.execute(text(f"SET LOCAL hnsw.ef_search = {int(ef_search)}"))
-        await self.session.execute(text("SET LOCAL hnsw.iterative_scan = relaxed_order"))
-        visible = Memory.scope == "USER"
-        if session_id is not None:
-            visible = or_(visible, and_(Memory.scope == "CONTEXT", Memory.session_id == session_id))
-        distance = Memory.embedding_256d.cosine_distance(query_256d)
+        await set_hnsw_scan(self.session, ef_search)
         rows = await self.session.execute(
-            select(Memory.id, (1 - distance).label("score"))
-            .where(Memory.user_id == user_id, Memory.is_current, visible)
-            .order_by(distance)
-            .limit(limit)
+            _COARSE_CANDIDATES,
+            {"user_id": user_id, "query": query_256d, "session_id": session_id, "limit": limit},
         )
         # relaxed_order may return neighbours slightly out of order: sort exactly here.
-        return sorted(((r.id, float(r.score)) for r in rows), key=lambda pair: -pair[1])
+        return sorted(((r.id, 1.0 - float(r.distance)) for r in rows), key=lambda pair: -pair[1])
 
     async def exact_768d_scores(
         self, user_id: str, memory_ids: list[uuid.UUID], query_768d: np.ndarray
@@ -144,13 +200,10 @@ class MemoryRepository:
         """Stage 2b: exact 768D cosine for the given candidates (computed in Postgres)."""
         if not memory_ids:
             return {}
-        score = 1 - Memory.embedding_768d.cosine_distance(query_768d)
         rows = await self.session.execute(
-            select(Memory.id, score.label("score")).where(
-                Memory.user_id == user_id, Memory.id.in_(memory_ids)
-            )
+            _EXACT_768D, {"user_id": user_id, "ids": memory_ids, "query": query_768d}
         )
-        return {r.id: float(r.score) for r in rows}
+        return {r.id: 1.0 - float(r.distance) for r in rows}
 
     async def near_duplicate_pairs(
         self, user_id: str, memory_ids: list[uuid.UUID], threshold: float
@@ -160,17 +213,9 @@ class MemoryRepository:
         Computed in Postgres so no vectors cross the wire."""
         if len(memory_ids) < 2:
             return []
-        a, b = aliased(Memory), aliased(Memory)
-        similarity = 1 - a.embedding_768d.cosine_distance(b.embedding_768d)
         rows = await self.session.execute(
-            select(a.id, b.id).where(
-                a.user_id == user_id,
-                b.user_id == user_id,
-                a.id.in_(memory_ids),
-                b.id.in_(memory_ids),
-                a.id < b.id,
-                similarity >= threshold,
-            )
+            _NEAR_DUPLICATE_PAIRS,
+            {"user_id": user_id, "ids": memory_ids, "max_distance": 1.0 - threshold},
         )
         return [(row[0], row[1]) for row in rows]
 
