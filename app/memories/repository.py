@@ -7,15 +7,16 @@ from dataclasses import dataclass
 from datetime import datetime
 
 import numpy as np
-from sqlalchemy import ColumnElement, and_, any_, bindparam, delete, func, or_, select, text, tuple_
+from sqlalchemy import and_, any_, bindparam, delete, func, or_, select, text, tuple_
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import defer
+from sqlalchemy.sql.elements import CollectionAggregate
 
 from app.db.models import Memory, Message, OutboxEvent
 
 
-def one_of(ids: list[uuid.UUID]) -> ColumnElement[uuid.UUID]:
+def one_of(ids: list[uuid.UUID]) -> CollectionAggregate[bool]:
     """`= ANY($1)` with one uuid[] parameter, for `column == one_of(ids)`.
 
     An expanding `IN ($1, ..., $n)` re-plans for every list length and, once Postgres
