@@ -61,6 +61,10 @@ class Settings(BaseSettings):
     embedding_intra_op_threads: int | None = None
     embedding_onnx_cache_dir: str | None = None
     query_embedding_cache_size: int = 1024
+    # Search queries only: None embeds them with the memories' embedder (same instance, same
+    # queue as ingestion). A backend here gets its own copy of the same model and its own
+    # queue, e.g. "onnx-int8": about half the latency, vectors at cosine ~0.99 to torch's.
+    query_embedding_backend: Literal["torch", "onnx", "onnx-int8"] | None = None
 
     # API
     host: str = "127.0.0.1"

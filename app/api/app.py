@@ -44,7 +44,7 @@ async def _lifespan(app: Litestar) -> AsyncIterator[None]:
             f"'{DEV_API_KEY}' is accepted. Set COGNIS_API_KEY_HASHES before exposing "
             "this service.",
         )
-    await anyio.to_thread.run_sync(resources.embedder.load)
+    await anyio.to_thread.run_sync(resources.load_models)
     if resources.cross_encoder is not None:
         await anyio.to_thread.run_sync(resources.cross_encoder.load)
     else:

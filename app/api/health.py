@@ -22,7 +22,7 @@ async def health() -> dict[str, str]:
 @get("/ready", tags=["health"], summary="Readiness: Postgres, OpenSearch, model, outbox backlog")
 async def ready(state: State) -> Response[dict[str, Any]]:
     resources = state.resources
-    checks: dict[str, Any] = {"model_loaded": resources.embedder.loaded}
+    checks: dict[str, Any] = {"model_loaded": resources.models_loaded}
     try:
         async with resources.sessionmaker() as session:
             await session.execute(text("SELECT 1"))

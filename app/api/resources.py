@@ -14,7 +14,7 @@ from app.ingest.worker import IngestWorker
 from app.llm.client import ChatClient
 from app.ml.categories import CategoryClassifier
 from app.ml.cross_encoder import CrossEncoderScorer
-from app.ml.embedder import Embedder
+from app.ml.embedder import Embedder, EmbeddingBackend
 from app.retrieval.pipeline import RetrievalPipeline
 from app.search_index.client import MemoryIndex
 from app.search_index.relay import OutboxRelay
@@ -26,25 +26,31 @@ class Resources:
     engine: AsyncEngine
     sessionmaker: async_sessionmaker[AsyncSession]
     embedder: Embedder
+    query_embedder: Embedder
     classifier: CategoryClassifier
     index: MemoryIndex
     relay: OutboxRelay
     retrieval: RetrievalPipeline
     cross_encoder: CrossEncoderScorer | None
 
+    def load_models(self) -> None:
+        """Load the embedding model(s) now rather than on the first request (blocking)."""
+        self.embedder.load()
+        self.query_embedder.load()
+
+    @property
+    def models_loaded(self) -> bool:
+        return self.embedder.loaded and self.query_embedder.loaded
+
     @classmethod
     def build(cls, settings: Settings) -> Resources:
         engine = create_engine(settings)
         sessionmaker = create_sessionmaker(engine)
-        embedder = Embedder(
-            settings.embedding_model,
-            device=settings.embedding_device,
-            batch_size=settings.embedding_batch_size,
-            threads=settings.embedding_threads,
-            query_cache_size=settings.query_embedding_cache_size,
-            backend=settings.embedding_backend,
-            intra_op_threads=settings.embedding_intra_op_threads,
-            onnx_cache_dir=settings.embedding_onnx_cache_dir,
+        embedder = _embedder(settings, settings.embedding_backend)
+        query_embedder = (
+            _embedder(settings, settings.query_embedding_backend)
+            if settings.query_embedding_backend
+            else embedder
         )
         cross_encoder = (
             CrossEncoderScorer(settings.cross_encoder_model, device=settings.embedding_device)
@@ -57,10 +63,11 @@ class Resources:
             engine=engine,
             sessionmaker=sessionmaker,
             embedder=embedder,
+            query_embedder=query_embedder,
             classifier=CategoryClassifier(embedder),
             index=index,
             relay=OutboxRelay(sessionmaker, index, settings),
-            retrieval=RetrievalPipeline(embedder, index, settings, cross_encoder),
+            retrieval=RetrievalPipeline(query_embedder, index, settings, cross_encoder),
             cross_encoder=cross_encoder,
         )
 
@@ -84,3 +91,16 @@ class Resources:
             await self.llm.close()  # type: ignore[union-attr]
         await self.index.close()
         await self.engine.dispose()
+
+
+def _embedder(settings: Settings, backend: EmbeddingBackend) -> Embedder:
+    return Embedder(
+        settings.embedding_model,
+        device=settings.embedding_device,
+        batch_size=settings.embedding_batch_size,
+        threads=settings.embedding_threads,
+        query_cache_size=settings.query_embedding_cache_size,
+        backend=backend,
+        intra_op_threads=settings.embedding_intra_op_threads,
+        onnx_cache_dir=settings.embedding_onnx_cache_dir,
+    )

@@ -158,19 +158,27 @@ class RetrievalPipeline:
         vector_hits: list[Candidate] = []
         shortlisted = 0
         text_hits: list[TextHit] | None = []
-        legs: list[Any] = []
-        if switches.vector:
+
+        async def vector_path() -> tuple[list[Candidate], int]:
             started = timer.start()
             embedding = await self._embedder.embed_query(request.query)
             timer.stop("query_embedding_ms", started)
-            legs.append(self._vector_leg(repository, request, embedding, timer))
-        if switches.bm25:
-            legs.append(self._bm25_leg(request, timer))
-        outcomes = await asyncio.gather(*legs)
-        if switches.vector:
-            vector_hits, shortlisted = outcomes.pop(0)
-        if switches.bm25:
-            text_hits = outcomes.pop(0)
+            return await self._vector_leg(repository, request, embedding, timer)
+
+        # BM25 needs no embedding: it runs while the query is embedded and the vectors are
+        # searched. A task group cancels the other leg when one fails.
+        try:
+            async with asyncio.TaskGroup() as legs:
+                vector_task = legs.create_task(vector_path()) if switches.vector else None
+                bm25_task = (
+                    legs.create_task(self._bm25_leg(request, timer)) if switches.bm25 else None
+                )
+        except ExceptionGroup as failed:  # the error handlers expect the leg's own exception
+            raise failed.exceptions[0] from None
+        if vector_task is not None:
+            vector_hits, shortlisted = vector_task.result()
+        if bm25_task is not None:
+            text_hits = bm25_task.result()
         missing = ["bm25"] if text_hits is None else []
         status["vector"] = "on" if switches.vector else "off"
         status["bm25"] = "on" if switches.bm25 else "off"

@@ -153,3 +153,34 @@ def test_unknown_backend_is_refused() -> None:
         Embedder("any", backend="tensorrt")  # type: ignore[arg-type]
     with pytest.raises(ValidationError):
         Settings(database_url="postgresql+asyncpg://x/y", embedding_backend="tensorrt")  # type: ignore[arg-type]
+
+
+@needs_onnx
+async def test_queries_get_their_own_embedder_only_when_a_query_backend_is_set(
+    model_path: str, onnx_cache: Path, torch_vectors: np.ndarray
+) -> None:
+    from app.api.resources import Resources
+
+    base = Settings(
+        database_url="postgresql+asyncpg://x/y",
+        embedding_model=model_path,
+        embedding_onnx_cache_dir=str(onnx_cache),
+    )
+    shared = Resources.build(base)
+    split = Resources.build(base.model_copy(update={"query_embedding_backend": "onnx-int8"}))
+    try:
+        assert shared.query_embedder is shared.embedder
+        assert split.query_embedder is not split.embedder
+        assert (split.embedder.backend, split.query_embedder.backend) == ("torch", "onnx-int8")
+        assert not split.models_loaded
+        split.load_models()
+        assert split.models_loaded
+
+        stored = split.embedder.embed_sync(SENTENCES[:1])[0].full
+        query = (await split.query_embedder.embed_query(SENTENCES[0])).full
+        np.testing.assert_allclose(stored, torch_vectors[0], atol=1e-5)  # memories: still torch
+        cosine = float(np.dot(query, torch_vectors[0]))
+        assert MIN_COSINE["onnx-int8"] <= cosine < 0.99999  # queries: int8, close but not equal
+    finally:
+        await shared.close()
+        await split.close()
