@@ -1,11 +1,11 @@
 """Retrieval latency at scale: one queried user with N memories among many users.
 
-Builds synthetic memories inside Postgres (random unit 768D vectors, their 256D prefix,
-sentences drawn from a small vocabulary) together with their outbox rows, lets the running
-service's relay index them, then times /search over HTTP for unique queries (query embedding
-included) and for repeated ones (served by the query-embedding cache). Grows the queried user
-through the sizes given (e.g. 1000,10000,100000). Needs `make up`; erases its users at the end.
-Prints numbers; asserts nothing.
+Builds synthetic memories in Postgres (sentences drawn from a small vocabulary, each with a
+vector made from its words' embeddings: see SyntheticMemories) together with their outbox
+rows, lets the running service's relay index them, then times /search over HTTP for unique
+queries (query embedding included) and for repeated ones (served by the query-embedding
+cache). Grows the queried user through the sizes given (e.g. 1000,10000,100000). Needs
+`make up`; erases its users at the end. Prints numbers; asserts nothing.
 
 Maintaining both HNSW indexes row by row costs about 45 ms a memory here (100,000 memories:
 over an hour). `--bulk-load` drops the two HNSW indexes before each load and rebuilds them
@@ -25,10 +25,13 @@ import uuid
 from collections import defaultdict
 
 import httpx
+import numpy as np
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import create_async_engine
 
+from app.config import Settings
 from app.db.models import Memory
+from app.ml.embedder import Embedder
 from bench.foundation import percentile
 
 HNSW_INDEXES = [
@@ -116,13 +119,9 @@ WORDS = [
 INSERT = text(
     """
     WITH rows AS (
-        SELECT gen_random_uuid() AS id,
-               l2_normalize(ARRAY(SELECT random() - 0.5
-                                  FROM generate_series(1, 768 + g.i % 1))::vector) AS e,
-               'Note ' || g.i || ': ' || array_to_string(ARRAY(
-                   SELECT (CAST(:words AS text[]))[1 + floor(random() * CAST(:n_words AS int))::int]
-                   FROM generate_series(1, 10 + g.i % 5)), ' ') AS content
-        FROM generate_series(CAST(:first AS int), CAST(:last AS int)) AS g(i)
+        SELECT id, content, CAST(e AS vector) AS e
+        FROM unnest(CAST(:ids AS uuid[]), CAST(:contents AS text[]), CAST(:vectors AS text[]))
+             AS t(id, content, e)
     ), inserted AS (
         INSERT INTO memories (id, user_id, chain_id, version, content, category, scope,
                               is_current, embedding_768d, embedding_256d)
@@ -141,22 +140,57 @@ INSERT = text(
 )
 
 
-async def grow(engine, user_id: str, have: int, want: int, chunk: int = 2000) -> None:
+class SyntheticMemories:
+    """Sentences drawn from WORDS, each with a vector in the model's own embedding space: the
+    sum of its words' embeddings plus Gaussian noise, normalised. Neighbourhoods then look
+    like real text (a query's words pull it towards the memories that share them) without
+    embedding 100,000 sentences. Uniformly random vectors would not do: a real query
+    embedding is far from all of them, and HNSW would first exhaust every other user's real
+    memories near the query before reaching them."""
+
+    def __init__(self, word_vectors: np.ndarray, seed: int = 7, noise: float = 0.5) -> None:
+        self._words = word_vectors
+        self._rng = np.random.default_rng(seed)
+        self._noise = noise
+
+    def batch(self, first: int, count: int) -> tuple[list[str], np.ndarray]:
+        picks = [self._rng.integers(0, len(WORDS), 10 + (first + i) % 5) for i in range(count)]
+        contents = [
+            f"Note {first + i}: " + " ".join(WORDS[w] for w in words)
+            for i, words in enumerate(picks)
+        ]
+        vectors = np.stack([self._words[words].sum(axis=0) for words in picks])
+        vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+        vectors += self._rng.normal(0, self._noise / np.sqrt(vectors.shape[1]), vectors.shape)
+        vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+        return contents, vectors
+
+
+def word_vectors() -> np.ndarray:
+    """WORDS embedded by the service's model (the local folder `make up` configured)."""
+    embedder = Embedder(os.environ.get("COGNIS_EMBEDDING_MODEL", Settings().embedding_model))
+    return np.stack([e.full for e in embedder.embed_sync(WORDS)])
+
+
+async def grow(
+    engine, memories: SyntheticMemories, user_id: str, have: int, want: int, chunk: int = 2000
+) -> None:
     for first in range(have + 1, want + 1, chunk):
-        last = min(want, first + chunk - 1)
+        count = min(want, first + chunk - 1) - first + 1
+        contents, vectors = memories.batch(first, count)
         async with engine.begin() as connection:
             await connection.execute(
                 INSERT,
                 {
-                    "words": list(WORDS),
-                    "n_words": len(WORDS),
-                    "first": first,
-                    "last": last,
+                    "ids": [uuid.uuid4() for _ in range(count)],
+                    "contents": contents,
+                    "vectors": ["[" + ",".join(map(repr, v.tolist())) + "]" for v in vectors],
                     "user_id": user_id,
                 },
             )
-        if want - have >= 20_000 and (last - have) % 10_000 < chunk:
-            print(f"[load] {user_id}: {last}/{want}", flush=True)
+        done = first + count - 1
+        if want - have >= 20_000 and (done - have) % 10_000 < chunk:
+            print(f"[load] {user_id}: {done}/{want}", flush=True)
 
 
 async def drop_hnsw(engine) -> None:
@@ -227,19 +261,20 @@ async def main_async(args: argparse.Namespace) -> int:
     target = f"scale-{run}-target"
     others = [f"scale-{run}-u{i:03d}" for i in range(args.other_users)]
     rng = random.Random(7)
+    memories = SyntheticMemories(word_vectors())
     try:
         started = time.perf_counter()
         if args.bulk_load:
             await drop_hnsw(engine)
         for number, user in enumerate(others, start=1):
-            await grow(engine, user, 0, args.other_size)
+            await grow(engine, memories, user, 0, args.other_size)
             if number % 20 == 0:
                 print(f"[load] {number}/{len(others)} other users", flush=True)
         have = 0
         for size in (int(s) for s in args.sizes.split(",")):
             if args.bulk_load:
                 await drop_hnsw(engine)
-            await grow(engine, target, have, size)
+            await grow(engine, memories, target, have, size)
             have = size
             if args.bulk_load:
                 await build_hnsw(engine)
