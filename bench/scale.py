@@ -260,7 +260,7 @@ async def main_async(args: argparse.Namespace) -> int:
     run = uuid.uuid4().hex[:6]
     target = f"scale-{run}-target"
     others = [f"scale-{run}-u{i:03d}" for i in range(args.other_users)]
-    rng = random.Random(7)
+    rng = random.Random(run)  # new queries each run: the API may still cache the last ones
     memories = SyntheticMemories(word_vectors())
     try:
         started = time.perf_counter()
