@@ -300,12 +300,14 @@ async def main_async(args: argparse.Namespace) -> int:
     finally:
         # Erasing 100,000 rows under live HNSW indexes leaves their VACUUM minutes of graph
         # repair; with --bulk-load the indexes are rebuilt on what remains instead.
-        if args.bulk_load:
-            await drop_hnsw(engine)
-        for user in [target, *others]:
-            api.delete(f"/v1/users/{user}")  # noqa: ASYNC212 - a bench, sequential on purpose
-        await build_hnsw(engine)
-        await vacuum_analyze(engine)
+        try:
+            if args.bulk_load:
+                await drop_hnsw(engine)
+            for user in [target, *others]:
+                api.delete(f"/v1/users/{user}").raise_for_status()  # noqa: ASYNC212
+        finally:  # the indexes come back even when the erase fails half-way
+            await build_hnsw(engine)
+            await vacuum_analyze(engine)
         await engine.dispose()
     return 0
 
