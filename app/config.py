@@ -9,6 +9,10 @@ from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 # The 15 categories of the paper; the database enforces them with a CHECK constraint.
+# How the embedding model runs: sentence-transformers on torch, or exported to ONNX (fp32 or
+# dynamic int8) and run by ONNX Runtime.
+EmbeddingBackend = Literal["torch", "onnx", "onnx-int8"]
+
 CATEGORIES: tuple[str, ...] = (
     "personal_details",
     "professional",
@@ -56,7 +60,7 @@ class Settings(BaseSettings):
     embedding_threads: int = 1
     # torch runs the sentence-transformers model; "onnx" / "onnx-int8" run it exported (once, to
     # embedding_onnx_cache_dir, default ~/.cache/cognis-memory/onnx) by ONNX Runtime: extra [onnx].
-    embedding_backend: Literal["torch", "onnx", "onnx-int8"] = "torch"
+    embedding_backend: EmbeddingBackend = "torch"
     # Cores one embedding call uses (torch.set_num_threads / ORT intra-op); None: library default.
     embedding_intra_op_threads: int | None = None
     embedding_onnx_cache_dir: str | None = None
@@ -64,7 +68,7 @@ class Settings(BaseSettings):
     # Search queries only: None embeds them with the memories' embedder (same instance, same
     # queue as ingestion). A backend here gets its own copy of the same model and its own
     # queue, e.g. "onnx-int8": about half the latency, vectors at cosine ~0.99 to torch's.
-    query_embedding_backend: Literal["torch", "onnx", "onnx-int8"] | None = None
+    query_embedding_backend: EmbeddingBackend | None = None
 
     # API
     host: str = "127.0.0.1"

@@ -28,7 +28,8 @@ from pathlib import Path
 import anyio
 import numpy as np
 
-from app.ml.embedder import Embedder, EmbeddingBackend
+from app.config import EmbeddingBackend
+from app.ml.embedder import Embedder
 from bench.foundation import locomo_turns_and_questions, percentile
 
 MODELS_DIR = Path.home() / ".cache" / "cognis-memory" / "models"

@@ -7,14 +7,14 @@ from functools import cached_property
 
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
-from app.config import Settings
+from app.config import EmbeddingBackend, Settings
 from app.db.engine import create_engine, create_sessionmaker
 from app.ingest.pipeline import IngestPipeline
 from app.ingest.worker import IngestWorker
 from app.llm.client import ChatClient
 from app.ml.categories import CategoryClassifier
 from app.ml.cross_encoder import CrossEncoderScorer
-from app.ml.embedder import Embedder, EmbeddingBackend
+from app.ml.embedder import Embedder
 from app.retrieval.pipeline import RetrievalPipeline
 from app.search_index.client import MemoryIndex
 from app.search_index.relay import OutboxRelay

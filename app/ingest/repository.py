@@ -15,7 +15,7 @@ from sqlalchemy.orm import aliased
 
 from app.db.models import IngestDecision, IngestTask, Memory, Message
 from app.ingest.domain import IncomingMessage
-from app.memories.repository import set_hnsw_scan
+from app.memories.repository import set_hnsw_scan, visible_in_session
 
 # pgvector's default ef_search; the scan asks for at least as many as it will keep.
 HNSW_MIN_EF_SEARCH = 40
@@ -103,12 +103,9 @@ class IngestRepository:
 
         CONTEXT memories count only for the message's own session."""
         await set_hnsw_scan(self.session, max(HNSW_MIN_EF_SEARCH, coarse_limit))
-        visible = Memory.scope == "USER"
-        if session_id is not None:
-            visible = or_(visible, and_(Memory.scope == "CONTEXT", Memory.session_id == session_id))
         coarse_ids = (
             select(Memory.id)
-            .where(Memory.user_id == user_id, Memory.is_current, visible)
+            .where(Memory.user_id == user_id, Memory.is_current, visible_in_session(session_id))
             .order_by(Memory.embedding_256d.cosine_distance(coarse))
             .limit(coarse_limit)
             .scalar_subquery()

@@ -5,15 +5,18 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 import numpy as np
-from sqlalchemy import and_, any_, bindparam, delete, func, or_, select, text, tuple_
+from sqlalchemy import ColumnElement, and_, any_, bindparam, delete, func, or_, select, text, tuple_
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import defer
 from sqlalchemy.sql.elements import CollectionAggregate
 
 from app.db.models import Memory, Message, OutboxEvent
+
+_UUID_ARRAY = ARRAY(Memory.id.type)
 
 
 def one_of(ids: list[uuid.UUID]) -> CollectionAggregate[bool]:
@@ -22,13 +25,23 @@ def one_of(ids: list[uuid.UUID]) -> CollectionAggregate[bool]:
     An expanding `IN ($1, ..., $n)` re-plans for every list length and, once Postgres
     switches a prepared statement to its generic plan, can scan the user's whole set: measured
     at 10,000 memories, 16 ms for 20 ids against 1.5 ms for the array form."""
-    return any_(bindparam(None, ids, type_=ARRAY(Memory.id.type)))
+    return any_(bindparam(None, ids, type_=_UUID_ARRAY))
+
+
+def visible_in_session(session_id: Any) -> ColumnElement[bool]:
+    """USER memories, and CONTEXT ones of the given session: none when it is None, since a
+    CONTEXT memory always has one. `session_id` is a value or a bound parameter."""
+    columns = Memory.__table__.c
+    return or_(
+        columns.scope == "USER",
+        and_(columns.scope == "CONTEXT", columns.session_id == session_id),
+    )
 
 
 # The retrieval hot path's statements, built once: building an aliased ORM select per request
 # cost more (3-4 ms) than running it. Every one is bound to a user.
 _memories = Memory.__table__
-_ids = bindparam("ids", type_=ARRAY(Memory.id.type))
+_ids = bindparam("ids", type_=_UUID_ARRAY)
 _distance_256d = _memories.c.embedding_256d.cosine_distance(
     bindparam("query", type_=Memory.embedding_256d.type)
 ).label("distance")
@@ -37,14 +50,7 @@ _COARSE_CANDIDATES = (
     .where(
         _memories.c.user_id == bindparam("user_id"),
         _memories.c.is_current,
-        # USER memories, and CONTEXT ones of the caller's session (none when it gave none).
-        or_(
-            _memories.c.scope == "USER",
-            and_(
-                _memories.c.scope == "CONTEXT",
-                _memories.c.session_id == bindparam("session_id", type_=Memory.session_id.type),
-            ),
-        ),
+        visible_in_session(bindparam("session_id", type_=Memory.session_id.type)),
     )
     .order_by(_distance_256d)  # by its label: the query vector is bound once
     .limit(bindparam("limit"))

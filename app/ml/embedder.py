@@ -4,18 +4,17 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, get_args
 
 import anyio
 import numpy as np
 import structlog
 
+from app.config import EmbeddingBackend
 from app.db.models import COARSE_DIM, EMBEDDING_DIM
 from app.ml.offline import offline_if_local
 
 log = structlog.get_logger(__name__)
-
-EmbeddingBackend = Literal["torch", "onnx", "onnx-int8"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,7 +59,7 @@ class Embedder:
         intra_op_threads: int | None = None,
         onnx_cache_dir: str | None = None,
     ) -> None:
-        if backend not in ("torch", "onnx", "onnx-int8"):
+        if backend not in get_args(EmbeddingBackend):
             raise ValueError(f"unknown embedding backend {backend!r}")
         self.model_name = model_name_or_path
         self.backend = backend
