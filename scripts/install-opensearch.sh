@@ -121,21 +121,6 @@ ensure_user() {
     fi
 }
 
-# Every ancestor of $1 must be traversable by the opensearch user.
-check_traversable() {
-    local p="$1"
-    if ! runuser -u "$OS_USER" -- test -x "$p"; then
-        local d="$p"
-        while [[ "$d" != "/" ]]; do
-            d=$(dirname "$d")
-            if ! runuser -u "$OS_USER" -- test -x "$d"; then
-                die "user $OS_USER cannot traverse $d (needed for $p); run 'chmod o+x $d' or set COGNIS_LOCAL_DIR elsewhere"
-            fi
-        done
-        die "user $OS_USER cannot access $p"
-    fi
-}
-
 main() {
     require_root
     ensure_debs unzip curl ca-certificates maven
@@ -222,8 +207,8 @@ EOF
     chown -R "$OS_USER:$OS_USER" "$OS_BASE/config" "$OS_BASE/data" "$OS_BASE/logs" "$OS_BASE/tmp"
     chmod 750 "$OS_BASE/config" "$OS_BASE/data" "$OS_BASE/tmp"
     chmod 755 "$OS_BASE/logs"
-    check_traversable "$home/bin/opensearch"
-    check_traversable "$OS_BASE/data"
+    ensure_traversable "$OS_USER" "$home/bin/opensearch"
+    ensure_traversable "$OS_USER" "$OS_BASE/data"
     log "opensearch: ready to start (scripts/services.sh start opensearch); home=$OS_BASE/current"
 }
 

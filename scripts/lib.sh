@@ -44,6 +44,31 @@ die() {
     exit 1
 }
 
+# ensure_traversable USER PATH
+# The service users (postgres, opensearch) reach their files under $LOCAL_DIR, so every folder
+# above PATH must be traversable by USER (o+x: entering it, not listing it). A folder of the
+# project that is not (a clone inside `mktemp -d`, mode 700) is opened; a blocker outside the
+# project is named, from the top.
+ensure_traversable() {
+    local user="$1" path="$2" dir="" part
+    local -a parts
+    IFS=/ read -ra parts <<<"${path#/}"
+    for part in "${parts[@]}"; do
+        dir="$dir/$part"
+        [[ -d "$dir" ]] || return 0
+        runuser -u "$user" -- test -x "$dir" && continue
+        case "$dir/" in
+        "$ROOT"/* | "$LOCAL_DIR"/*)
+            log "opening $dir to other users (o+x) so that $user can reach $path"
+            chmod o+x "$dir"
+            ;;
+        *)
+            die "user $user cannot traverse $dir (needed for $path); run 'chmod o+x $dir' or set COGNIS_LOCAL_DIR elsewhere"
+            ;;
+        esac
+    done
+}
+
 require_root() {
     [[ "$(id -u)" -eq 0 ]] || die "$(basename "$0") must run as root (it installs packages / creates users)"
 }

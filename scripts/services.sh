@@ -84,6 +84,10 @@ pg_init() {
     mkdir -p "$PG_DIR" "$PG_RUN" "$LOG_DIR"
     chmod 755 "$LOCAL_DIR" "$PG_DIR" "$LOG_DIR"
     own "$PG_OS_USER" "$PG_RUN"
+    if ((IS_ROOT)); then
+        ensure_traversable "$PG_OS_USER" "$PG_DIR"
+        ensure_traversable "$PG_OS_USER" "$PG_RUN"
+    fi
     if [[ -f "$PG_DATA/PG_VERSION" ]]; then
         return 0
     fi
