@@ -31,6 +31,12 @@ CATEGORIES: tuple[str, ...] = (
     "communication_style",
 )
 
+# The stored vectors: the model's output zero-padded to 768D, and its re-normalised 256D prefix.
+EMBEDDING_DIM = 768
+COARSE_DIM = 256
+
+SCOPES: tuple[str, ...] = ("USER", "CONTEXT")
+
 # The development key is accepted only while no key hashes are configured; start-up warns loudly.
 DEV_API_KEY = "cognis-dev-key"
 
@@ -56,12 +62,15 @@ class Settings(BaseSettings):
     # Models
     embedding_model: str = "sentence-transformers/all-mpnet-base-v2"
     embedding_device: str = "cpu"
+    # Micro-batching (app/ml/batching.py): texts of concurrent callers are gathered for at most
+    # embedding_batch_wait_ms, or until embedding_batch_size are waiting, into one model call.
     embedding_batch_size: int = 32
-    embedding_threads: int = 1
+    embedding_batch_wait_ms: float = 5.0
     # torch runs the sentence-transformers model; "onnx" / "onnx-int8" run it exported (once, to
     # embedding_onnx_cache_dir, default ~/.cache/cognis-memory/onnx) by ONNX Runtime: extra [onnx].
     embedding_backend: EmbeddingBackend = "torch"
-    # Cores one embedding call uses (torch.set_num_threads / ORT intra-op); None: library default.
+    # Cores one embedding call uses (torch.set_num_threads / ORT intra-op); None: the cores
+    # actually available to the process (affinity and cgroup quota).
     embedding_intra_op_threads: int | None = None
     embedding_onnx_cache_dir: str | None = None
     query_embedding_cache_size: int = 1024
@@ -69,6 +78,9 @@ class Settings(BaseSettings):
     # queue as ingestion). A backend here gets its own copy of the same model and its own
     # queue, e.g. "onnx-int8": about half the latency, vectors at cosine ~0.99 to torch's.
     query_embedding_backend: EmbeddingBackend | None = None
+    # A query is one short text: one core embeds it about as fast as two, and leaves the other
+    # to Postgres and to write batches (measured in docs/benchmarks/ingestion.md).
+    query_embedding_intra_op_threads: int | None = 1
 
     # API
     host: str = "127.0.0.1"

@@ -46,9 +46,15 @@ class Resources:
     def build(cls, settings: Settings) -> Resources:
         engine = create_engine(settings)
         sessionmaker = create_sessionmaker(engine)
-        embedder = _embedder(settings, settings.embedding_backend)
+        embedder = _embedder(
+            settings, settings.embedding_backend, settings.embedding_intra_op_threads
+        )
         query_embedder = (
-            _embedder(settings, settings.query_embedding_backend)
+            _embedder(
+                settings,
+                settings.query_embedding_backend,
+                settings.query_embedding_intra_op_threads,
+            )
             if settings.query_embedding_backend
             else embedder
         )
@@ -93,14 +99,16 @@ class Resources:
         await self.engine.dispose()
 
 
-def _embedder(settings: Settings, backend: EmbeddingBackend) -> Embedder:
+def _embedder(
+    settings: Settings, backend: EmbeddingBackend, intra_op_threads: int | None
+) -> Embedder:
     return Embedder(
         settings.embedding_model,
         device=settings.embedding_device,
         batch_size=settings.embedding_batch_size,
-        threads=settings.embedding_threads,
+        batch_wait_ms=settings.embedding_batch_wait_ms,
         query_cache_size=settings.query_embedding_cache_size,
         backend=backend,
-        intra_op_threads=settings.embedding_intra_op_threads,
+        intra_op_threads=intra_op_threads,
         onnx_cache_dir=settings.embedding_onnx_cache_dir,
     )

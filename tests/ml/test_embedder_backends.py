@@ -15,7 +15,7 @@ import pytest
 from pydantic import ValidationError
 
 from app.config import Settings
-from app.db.models import COARSE_DIM, EMBEDDING_DIM
+from app.config import COARSE_DIM, EMBEDDING_DIM
 from app.ml import onnx_encoder
 from app.ml.embedder import Embedder, matryoshka
 from tests import services
