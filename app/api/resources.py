@@ -12,6 +12,7 @@ from app.db.engine import create_engine, create_sessionmaker
 from app.ingest.pipeline import IngestPipeline
 from app.ingest.worker import IngestWorker
 from app.llm.client import ChatClient
+from app.metrics import batch_observer
 from app.ml.categories import CategoryClassifier
 from app.ml.cross_encoder import CrossEncoderScorer
 from app.ml.embedder import Embedder
@@ -47,11 +48,12 @@ class Resources:
         engine = create_engine(settings)
         sessionmaker = create_sessionmaker(engine)
         embedder = _embedder(
-            settings, settings.embedding_backend, settings.embedding_intra_op_threads
+            settings, "memories", settings.embedding_backend, settings.embedding_intra_op_threads
         )
         query_embedder = (
             _embedder(
                 settings,
+                "queries",
                 settings.query_embedding_backend,
                 settings.query_embedding_intra_op_threads,
             )
@@ -100,7 +102,7 @@ class Resources:
 
 
 def _embedder(
-    settings: Settings, backend: EmbeddingBackend, intra_op_threads: int | None
+    settings: Settings, name: str, backend: EmbeddingBackend, intra_op_threads: int | None
 ) -> Embedder:
     return Embedder(
         settings.embedding_model,
@@ -111,4 +113,5 @@ def _embedder(
         backend=backend,
         intra_op_threads=intra_op_threads,
         onnx_cache_dir=settings.embedding_onnx_cache_dir,
+        on_batch=batch_observer(name),
     )

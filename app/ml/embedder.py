@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, get_args
@@ -76,6 +77,7 @@ class Embedder:
         backend: EmbeddingBackend = "torch",
         intra_op_threads: int | None = None,
         onnx_cache_dir: str | None = None,
+        on_batch: Callable[[int, float], None] | None = None,
     ) -> None:
         if backend not in get_args(EmbeddingBackend):
             raise ValueError(f"unknown embedding backend {backend!r}")
@@ -87,7 +89,10 @@ class Embedder:
         self._device = device
         self._batch_size = batch_size
         self.batcher: MicroBatcher[Embedding] = MicroBatcher(
-            self.embed_sync, max_batch=batch_size, max_wait_s=batch_wait_ms / 1000
+            self.embed_sync,
+            max_batch=batch_size,
+            max_wait_s=batch_wait_ms / 1000,
+            on_batch=on_batch,
         )
         self._model: Any = None
         self._query_cache_size = query_cache_size
