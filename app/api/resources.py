@@ -57,7 +57,7 @@ class Resources:
                 settings.query_embedding_backend,
                 settings.query_embedding_intra_op_threads,
             )
-            if settings.query_embedding_backend
+            if settings.query_embedding_backend != "same"
             else embedder
         )
         cross_encoder = (
