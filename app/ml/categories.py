@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import numpy as np
 
 from app.config import CATEGORIES
@@ -44,11 +46,14 @@ class CategoryClassifier:
         self._embedder = embedder
         self._names = list(CATEGORY_DESCRIPTIONS)
         self._matrix: np.ndarray | None = None
+        self._lock = asyncio.Lock()
 
     async def _centroids(self) -> np.ndarray:
-        if self._matrix is None:
-            embeddings = await self._embedder.embed(list(CATEGORY_DESCRIPTIONS.values()))
-            self._matrix = np.stack([e.full for e in embeddings])
+        # Locked: concurrent first callers (several worker loops) embed the descriptions once.
+        async with self._lock:
+            if self._matrix is None:
+                embeddings = await self._embedder.embed(list(CATEGORY_DESCRIPTIONS.values()))
+                self._matrix = np.stack([e.full for e in embeddings])
         return self._matrix
 
     async def classify(self, vectors: list[np.ndarray]) -> list[str]:

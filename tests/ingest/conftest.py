@@ -11,8 +11,8 @@ from collections.abc import AsyncIterator, Iterator
 import httpx
 import pytest
 
-from tests.conftest import API_KEY, ApiProcess
 from bench.scripted_llm import ScriptedLLM
+from tests.conftest import API_KEY, ApiProcess
 
 LLM_QUEUE = "llm-tests"
 LLM_TIMEOUT_S = 2.0

@@ -8,9 +8,9 @@ import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.ingest.prompt import INSTRUCTIONS
+from bench.scripted_llm import Reply, ScriptedLLM
 from tests.ingest.conftest import LLM_TIMEOUT_S
 from tests.ingest.helpers import current_memories, decisions, ingest, message, rows, scalar
-from bench.scripted_llm import Reply, ScriptedLLM
 
 SEED = "I drive a red bicycle to work"
 
