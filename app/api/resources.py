@@ -15,6 +15,7 @@ from app.llm.client import ChatClient
 from app.ml.categories import CategoryClassifier
 from app.ml.cross_encoder import CrossEncoderScorer
 from app.ml.embedder import Embedder
+from app.ml.http_encoder import HttpEndpoint
 from app.retrieval.pipeline import RetrievalPipeline
 from app.search_index.client import MemoryIndex
 from app.search_index.relay import OutboxRelay
@@ -103,4 +104,5 @@ def _embedder(settings: Settings, backend: EmbeddingBackend) -> Embedder:
         backend=backend,
         intra_op_threads=settings.embedding_intra_op_threads,
         onnx_cache_dir=settings.embedding_onnx_cache_dir,
+        http_endpoint=HttpEndpoint.from_settings(settings) if backend == "http" else None,
     )

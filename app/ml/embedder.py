@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Any, get_args
+from typing import TYPE_CHECKING, Any, get_args
 
 import anyio
 import numpy as np
@@ -13,6 +13,9 @@ import structlog
 from app.config import EmbeddingBackend
 from app.db.models import COARSE_DIM, EMBEDDING_DIM
 from app.ml.offline import offline_if_local
+
+if TYPE_CHECKING:
+    from app.ml.http_encoder import HttpEndpoint
 
 log = structlog.get_logger(__name__)
 
@@ -58,6 +61,7 @@ class Embedder:
         backend: EmbeddingBackend = "torch",
         intra_op_threads: int | None = None,
         onnx_cache_dir: str | None = None,
+        http_endpoint: HttpEndpoint | None = None,
     ) -> None:
         if backend not in get_args(EmbeddingBackend):
             raise ValueError(f"unknown embedding backend {backend!r}")
@@ -65,6 +69,7 @@ class Embedder:
         self.backend = backend
         self._intra_op_threads = intra_op_threads
         self._onnx_cache_dir = onnx_cache_dir
+        self._http_endpoint = http_endpoint
         self._device = device
         self._batch_size = batch_size
         self._limiter = anyio.CapacityLimiter(threads)
@@ -88,6 +93,14 @@ class Embedder:
                 "get_embedding_dimension",
                 self._model.get_sentence_embedding_dimension,
             )()
+        elif self.backend == "http":
+            from app.ml.http_encoder import HttpEncoder
+
+            if self._http_endpoint is None:
+                raise ValueError("the http embedding backend needs an endpoint")
+            # Nothing is asked yet: an embedder that is down must not keep the API from starting.
+            self._model = HttpEncoder(self._http_endpoint)
+            dimensions = self._model.dimension
         else:
             from app.ml.onnx_encoder import OnnxSentenceEncoder
 
