@@ -35,12 +35,13 @@ def _serve(args: argparse.Namespace) -> int:
 def _embed_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
-    from app.ml.embedding_server import standalone_settings
+    from app.ml.embedding_server import create_embedding_app, standalone_settings
 
     settings = standalone_settings()
+    if args.backend:
+        settings = settings.model_copy(update={"embedding_backend": args.backend})
     uvicorn.run(
-        "app.ml.embedding_server:create_embedding_app",
-        factory=True,
+        create_embedding_app(settings),
         host=args.host,
         port=args.port,
         log_level=settings.log_level.lower(),
@@ -168,6 +169,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     embed_serve.add_argument("--host", default="127.0.0.1")
     embed_serve.add_argument("--port", type=int, default=8080)
+    embed_serve.add_argument(
+        "--backend",
+        choices=("torch", "onnx", "onnx-int8"),
+        help="how to run the model (default: COGNIS_EMBEDDING_BACKEND)",
+    )
     embed_serve.set_defaults(func=_embed_serve)
     args = parser.parse_args(argv)
     if args.command == "embed-serve":

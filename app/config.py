@@ -164,6 +164,14 @@ class Settings(BaseSettings):
             raise ValueError("RRF weights must lie in [0, 1]")
         return value
 
+    @field_validator(
+        "embedding_http_url", "embedding_http_model", "embedding_http_api_key", mode="before"
+    )
+    @classmethod
+    def _empty_is_unset(cls, value: object) -> object:
+        # Compose passes `${VAR:-}` as an empty string: an empty key must not become "Bearer ".
+        return None if value == "" else value
+
     @model_validator(mode="after")
     def _http_backend_has_an_endpoint(self) -> Settings:
         uses_http = "http" in (self.embedding_backend, self.query_embedding_backend)
