@@ -86,11 +86,9 @@ class HttpEncoder:
     def encode(self, texts: list[str], batch_size: int = 32) -> np.ndarray:
         if not texts:
             return np.zeros((0, self.dimension or 0), dtype=np.float32)
+        size = max(batch_size, 1)
         return np.concatenate(
-            [
-                self._embed_chunk(texts[start : start + batch_size])
-                for start in range(0, len(texts), max(batch_size, 1))
-            ]
+            [self._embed_chunk(texts[start : start + size]) for start in range(0, len(texts), size)]
         )
 
     def _embed_chunk(self, texts: list[str]) -> np.ndarray:

@@ -28,7 +28,7 @@ from app.config import Settings
 from app.db.models import COARSE_DIM, EMBEDDING_DIM
 from app.errors import EmbedderAnswerError, EmbedderUnavailableError
 from app.ml.embedder import Embedder
-from app.ml.embedding_server import create_embedding_app
+from app.ml.embedding_server import create_embedding_app, served_embedder
 from app.ml.http_encoder import HttpEncoder, HttpEndpoint
 from tests import services
 
@@ -336,6 +336,23 @@ def test_the_http_backend_needs_a_url() -> None:
     endpoint = HttpEndpoint.from_settings(settings)
     assert endpoint.embeddings_url == "http://127.0.0.1:1/v1/embeddings"
     assert endpoint.model == settings.embedding_model  # defaults to the model embed-serve runs
+    # Compose passes unset variables as empty strings: no URL, and no "Bearer " header.
+    blank = Settings(
+        database_url="postgresql+asyncpg://x/y",  # type: ignore[arg-type]
+        embedding_http_url="",
+        embedding_http_api_key="",  # type: ignore[arg-type]
+    )
+    assert blank.embedding_http_url is None and blank.embedding_http_api_key is None
+
+
+def test_embed_serve_refuses_to_forward_to_another_server() -> None:
+    settings = Settings(
+        database_url="postgresql+asyncpg://x/y",  # type: ignore[arg-type]
+        embedding_backend="http",
+        embedding_http_url="http://127.0.0.1:1/v1",
+    )
+    with pytest.raises(ValueError, match="computes embeddings itself"):
+        served_embedder(settings)
 
 
 def test_embed_serve_command_needs_no_database(model_path: str) -> None:
