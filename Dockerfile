@@ -54,7 +54,8 @@ ENV PATH=/opt/venv/bin:$PATH \
     COGNIS_HOST=0.0.0.0 \
     COGNIS_PORT=8000 \
     COGNIS_LOG_JSON=true \
-    COGNIS_EMBEDDING_MODEL=/opt/models/${EMBEDDING_MODEL}
+    COGNIS_EMBEDDING_MODEL=/opt/models/${EMBEDDING_MODEL} \
+    COGNIS_EMBEDDING_ONNX_CACHE_DIR=/opt/onnx
 RUN groupadd --system --gid 10001 cognis \
     && useradd --system --uid 10001 --gid cognis --home-dir /app --shell /usr/sbin/nologin cognis
 COPY --from=deps /opt/venv /opt/venv
@@ -85,6 +86,13 @@ RUN printf '%s\n' \
       > /usr/local/bin/cognis-entrypoint \
     && chmod 0755 /usr/local/bin/cognis-entrypoint \
     && python -m compileall -q app migrations
+# The default query embedder is the model in ONNX int8: export it now, not at every start. A
+# model mounted at run time (EMBEDDING_MODEL=none) is exported there, into the same folder.
+RUN mkdir -p /opt/onnx \
+    && if [ -f "$COGNIS_EMBEDDING_MODEL/modules.json" ]; then \
+         python -c "import sys; from app.ml.embedder import Embedder; Embedder(sys.argv[1], backend='onnx-int8', onnx_cache_dir='/opt/onnx').load()" "$COGNIS_EMBEDDING_MODEL"; \
+       fi \
+    && chown -R 10001:10001 /opt/onnx
 USER 10001:10001
 EXPOSE 8000
 # /ready answers 200 when Postgres and the model are up (also "degraded" without OpenSearch,

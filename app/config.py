@@ -32,6 +32,12 @@ CATEGORIES: tuple[str, ...] = (
     "communication_style",
 )
 
+# The stored vectors: the model's output zero-padded to 768D, and its re-normalised 256D prefix.
+EMBEDDING_DIM = 768
+COARSE_DIM = 256
+
+SCOPES: tuple[str, ...] = ("USER", "CONTEXT")
+
 # The development key is accepted only while no key hashes are configured; start-up warns loudly.
 DEV_API_KEY = "cognis-dev-key"
 
@@ -57,19 +63,26 @@ class Settings(BaseSettings):
     # Models
     embedding_model: str = "sentence-transformers/all-mpnet-base-v2"
     embedding_device: str = "cpu"
+    # Micro-batching (app/ml/batching.py): texts of concurrent callers are gathered for at most
+    # embedding_batch_wait_ms, or until embedding_batch_size are waiting, into one model call.
     embedding_batch_size: int = 32
-    embedding_threads: int = 1
+    embedding_batch_wait_ms: float = 5.0
     # torch runs the sentence-transformers model; "onnx" / "onnx-int8" run it exported (once, to
     # embedding_onnx_cache_dir, default ~/.cache/cognis-memory/onnx) by ONNX Runtime: extra [onnx].
     embedding_backend: EmbeddingBackend = "torch"
-    # Cores one embedding call uses (torch.set_num_threads / ORT intra-op); None: library default.
+    # Cores one embedding call uses (torch.set_num_threads / ORT intra-op); None: the cores
+    # actually available to the process (affinity and cgroup quota).
     embedding_intra_op_threads: int | None = None
     embedding_onnx_cache_dir: str | None = None
     query_embedding_cache_size: int = 1024
-    # Search queries only: None embeds them with the memories' embedder (same instance, same
-    # queue as ingestion). A backend here gets its own copy of the same model and its own
-    # queue, e.g. "onnx-int8": about half the latency, vectors at cosine ~0.99 to torch's.
-    query_embedding_backend: EmbeddingBackend | None = None
+    # Search queries only: their own copy of the same model with its own queue, so a search
+    # never waits behind write batches. "onnx-int8" (the default) embeds a query in about half
+    # torch's time, at cosine ~0.99 to torch's vector, with no recall lost on LoCoMo
+    # (docs/benchmarks/locomo.md); "same" embeds queries with the memories' embedder instead.
+    query_embedding_backend: EmbeddingBackend | Literal["same"] = "onnx-int8"
+    # A query is one short text: one core embeds it about as fast as two, and leaves the other
+    # to Postgres and to write batches (measured in docs/benchmarks/ingestion.md).
+    query_embedding_intra_op_threads: int | None = 1
     # The "http" backend: an OpenAI-compatible API root (POST {url}/embeddings). embed-serve
     # requires the same bearer key from its clients when one is set.
     embedding_http_url: str | None = Field(
@@ -79,7 +92,7 @@ class Settings(BaseSettings):
     embedding_http_model: str | None = None
     embedding_http_api_key: SecretStr | None = None
     # Sent as "dimensions" (Matryoshka truncation on the server); None: the model's own size.
-    embedding_http_dimensions: int | None = Field(default=None, ge=1, le=768)
+    embedding_http_dimensions: int | None = Field(default=None, ge=1, le=EMBEDDING_DIM)
     embedding_http_timeout_s: float = 10.0
     # Retries of connection errors, timeouts, 429 and 5xx, with jittered exponential backoff.
     embedding_http_max_retries: int = Field(default=2, ge=0)
@@ -174,6 +187,11 @@ class Settings(BaseSettings):
 
     @model_validator(mode="after")
     def _http_backend_has_an_endpoint(self) -> Settings:
+        query_backend_chosen = "query_embedding_backend" in self.model_fields_set
+        if self.embedding_backend == "http" and not query_backend_chosen:
+            # Embedding is remote: a local query model by default would defeat the point. Queries
+            # keep a queue of their own (and their own requests), so they never wait behind writes.
+            self.query_embedding_backend = "http"
         uses_http = "http" in (self.embedding_backend, self.query_embedding_backend)
         if uses_http and not self.embedding_http_url:
             raise ValueError("the http embedding backend needs COGNIS_EMBEDDING_HTTP_URL")

@@ -17,12 +17,6 @@ EXPECTED_INDEXES = {
         "m='16'",
         "ef_construction='128'",
     ),
-    "memories_embedding_768d_hnsw_idx": (
-        "hnsw",
-        "vector_cosine_ops",
-        "m='16'",
-        "ef_construction='256'",
-    ),
     "memories_user_current_idx": ("btree", "WHERE is_current"),
     "memories_replaces_id_idx": ("UNIQUE", "WHERE (replaces_id IS NOT NULL)"),
     "memories_chain_current_idx": ("UNIQUE", "WHERE is_current"),
@@ -88,6 +82,12 @@ async def test_upgrade_downgrade_upgrade_round_trip(migrated) -> None:
             for fragment in fragments:
                 assert fragment in indexes[name], (name, indexes[name])
         assert {"current_memories", "memory_versions", "memory_chain", "memories_as_of"} <= routines
+        # 0004 dropped the 768D HNSW index (no query searches it); one step down brings it back.
+        assert "memories_embedding_768d_hnsw_idx" not in indexes
+        alembic(env, "downgrade", "0003_ingestion")
+        _, indexes, _ = await _schema(scratch_url)
+        assert "ef_construction='256'" in indexes["memories_embedding_768d_hnsw_idx"]
+        alembic(env, "upgrade", "head")
 
         alembic(env, "downgrade", "base")
         tables, indexes, routines = await _schema(scratch_url)

@@ -9,7 +9,7 @@ from litestar.datastructures import State
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from sqlalchemy import text
 
-from app.retrieval.metrics import REGISTRY
+from app.metrics import REGISTRY
 from app.search_index.outbox import pending_count
 from app.search_index.relay import oldest_pending_age_s
 

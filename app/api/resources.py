@@ -12,6 +12,7 @@ from app.db.engine import create_engine, create_sessionmaker
 from app.ingest.pipeline import IngestPipeline
 from app.ingest.worker import IngestWorker
 from app.llm.client import ChatClient
+from app.metrics import batch_observer
 from app.ml.categories import CategoryClassifier
 from app.ml.cross_encoder import CrossEncoderScorer
 from app.ml.embedder import Embedder
@@ -47,10 +48,17 @@ class Resources:
     def build(cls, settings: Settings) -> Resources:
         engine = create_engine(settings)
         sessionmaker = create_sessionmaker(engine)
-        embedder = _embedder(settings, settings.embedding_backend)
+        embedder = _embedder(
+            settings, "memories", settings.embedding_backend, settings.embedding_intra_op_threads
+        )
         query_embedder = (
-            _embedder(settings, settings.query_embedding_backend)
-            if settings.query_embedding_backend
+            _embedder(
+                settings,
+                "queries",
+                settings.query_embedding_backend,
+                settings.query_embedding_intra_op_threads,
+            )
+            if settings.query_embedding_backend != "same"
             else embedder
         )
         cross_encoder = (
@@ -94,15 +102,18 @@ class Resources:
         await self.engine.dispose()
 
 
-def _embedder(settings: Settings, backend: EmbeddingBackend) -> Embedder:
+def _embedder(
+    settings: Settings, name: str, backend: EmbeddingBackend, intra_op_threads: int | None
+) -> Embedder:
     return Embedder(
         settings.embedding_model,
         device=settings.embedding_device,
         batch_size=settings.embedding_batch_size,
-        threads=settings.embedding_threads,
+        batch_wait_ms=settings.embedding_batch_wait_ms,
         query_cache_size=settings.query_embedding_cache_size,
         backend=backend,
-        intra_op_threads=settings.embedding_intra_op_threads,
+        intra_op_threads=intra_op_threads,
         onnx_cache_dir=settings.embedding_onnx_cache_dir,
+        on_batch=batch_observer(name),
         http_endpoint=HttpEndpoint.from_settings(settings) if backend == "http" else None,
     )

@@ -25,11 +25,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import JSONB, UUID
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-from app.config import CATEGORIES
-
-EMBEDDING_DIM = 768
-COARSE_DIM = 256
-SCOPES = ("USER", "CONTEXT")
+from app.config import CATEGORIES, COARSE_DIM, EMBEDDING_DIM, SCOPES
 
 NAMING_CONVENTION = {
     "ix": "%(table_name)s_%(column_0_N_name)s_idx",
@@ -65,6 +61,9 @@ class Message(Base):
         DateTime(timezone=True), nullable=False, server_default=func.now()
     )
     embedding_256d: Mapped[Any | None] = mapped_column(Vector(COARSE_DIM))
+    # The model's full vector, computed once at step 1 and reused by steps 3 and 4 (the 256D
+    # one is its prefix). Not indexed: it is only read back by id.
+    embedding_768d: Mapped[Any | None] = mapped_column(Vector(EMBEDDING_DIM))
     metadata_: Mapped[dict[str, Any]] = mapped_column(
         "metadata", JSONB, nullable=False, server_default=text("'{}'::jsonb")
     )
@@ -133,13 +132,9 @@ class Memory(Base):
             postgresql_with={"m": 16, "ef_construction": 128},
             postgresql_ops={"embedding_256d": "vector_cosine_ops"},
         ),
-        Index(
-            "memories_embedding_768d_hnsw_idx",
-            "embedding_768d",
-            postgresql_using="hnsw",
-            postgresql_with={"m": 16, "ef_construction": 256},
-            postgresql_ops={"embedding_768d": "vector_cosine_ops"},
-        ),
+        # No HNSW index on embedding_768d: no query searches it by similarity (the 768D stage
+        # re-scores a shortlist by id, exactly), and maintaining it tripled the cost of every
+        # insert. See migration 0004 and docs/benchmarks/ingestion.md.
         Index(
             "memories_user_current_idx",
             "user_id",

@@ -9,10 +9,17 @@ from app.db.models import IngestDecision
 from app.ingest.domain import Extraction, MessageContext, Operation
 from app.memories.domain import MemoryDraft
 from app.memories.service import MemoryPatch, MemoryService
+from app.ml.embedder import Embedding
 
 
-async def apply_operation(service: MemoryService, context: MessageContext, op: Operation) -> None:
-    """Apply one operation; sets op.memory_id to the version it wrote (ADD, UPDATE)."""
+async def apply_operation(
+    service: MemoryService,
+    context: MessageContext,
+    op: Operation,
+    embedding: Embedding | None = None,
+) -> None:
+    """Apply one operation; sets op.memory_id to the version it wrote (ADD, UPDATE).
+    `embedding` is that of op.content, computed earlier, so the store does not embed again."""
     if op.op == "ADD":
         assert op.content is not None
         (memory,) = await service.create(
@@ -26,6 +33,7 @@ async def apply_operation(service: MemoryService, context: MessageContext, op: O
                     speaker=context.speaker,
                     event_time=op.event_time,
                     source_message_id=context.message_id,
+                    embedding=embedding,
                 )
             ],
         )
@@ -40,6 +48,7 @@ async def apply_operation(service: MemoryService, context: MessageContext, op: O
                 category=op.category,
                 speaker=context.speaker,
                 event_time=op.event_time,
+                embedding=embedding,
             ),
         )
         op.memory_id = memory.id

@@ -1,30 +1,36 @@
-"""Step 3a: the user's most similar current memories, shown to the extractor as m1..mN."""
+"""Step 3a: the user's most similar current memories, shown to the extractor as m1..mN.
+
+The same two-stage search as retrieval's stage 2 (MemoryRepository.nearest_current)."""
 
 from __future__ import annotations
 
 from app.config import Settings
 from app.ingest.domain import Candidate, MessageContext
-from app.ingest.repository import IngestRepository
+from app.memories.repository import MemoryRepository
 from app.ml.embedder import Embedding
 
 # The 256D stage looks further than the final list, as retrieval's two-stage search does.
 COARSE_FACTOR = 4
+# pgvector's default ef_search; the scan asks for at least as many as it will keep.
+HNSW_MIN_EF_SEARCH = 40
 
 
 async def similar_memories(
-    repository: IngestRepository,
+    repository: MemoryRepository,
     context: MessageContext,
     embedding: Embedding,
     settings: Settings,
 ) -> list[Candidate]:
-    rows = await repository.similar_current(
+    coarse_limit = settings.ingest_candidates * COARSE_FACTOR
+    scored = await repository.nearest_current(
         context.user_id,
-        embedding.full,
-        embedding.coarse,
+        embedding,
         context.session_id,
         limit=settings.ingest_candidates,
-        coarse_limit=settings.ingest_candidates * COARSE_FACTOR,
+        coarse_limit=coarse_limit,
+        ef_search=max(HNSW_MIN_EF_SEARCH, coarse_limit),
     )
+    rows = await repository.get_many(context.user_id, [memory_id for memory_id, _ in scored])
     return [
         Candidate(
             ref=f"m{i}",
@@ -35,7 +41,8 @@ async def similar_memories(
             session_id=memory.session_id,
             event_time=memory.event_time,
             similarity=similarity,
-            embedding=memory.embedding_768d,
         )
-        for i, (memory, similarity) in enumerate(rows, start=1)
+        for i, (memory, similarity) in enumerate(
+            ((rows[memory_id], similarity) for memory_id, similarity in scored), start=1
+        )
     ]

@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 from typing import Protocol
 
 from app.ingest.domain import MessageContext
+from app.ml.embedder import Embedding
 from app.time_expressions import resolve_time_expressions
 
 # "Caroline: I went to a support group" — transcripts often carry the speaker inline.
@@ -38,7 +39,11 @@ class SaidMessage(Protocol):
 
 
 def message_context(
-    user_id: str, message_id: uuid.UUID | None, message: SaidMessage, scope: str | None
+    user_id: str,
+    message_id: uuid.UUID | None,
+    message: SaidMessage,
+    scope: str | None,
+    embedding: Embedding | None = None,
 ) -> MessageContext:
     sent_at = as_aware(message.sent_at)
     return MessageContext(
@@ -51,4 +56,5 @@ def message_context(
         sent_at=sent_at,
         scope=scope,
         windows=resolve_time_expressions(message.content, sent_at),
+        embedding=embedding,
     )

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from app.ml.embedder import Embedding
 from app.time_expressions import TimeWindow
 
 ROLES = ("user", "assistant", "system")
@@ -47,6 +48,8 @@ class MessageContext:
     sent_at: datetime
     scope: str | None
     windows: list[TimeWindow]
+    # Step 1's embedding of the content (None for a dry run or a message saved before 0004).
+    embedding: Embedding | None = None
 
     @property
     def event_time(self) -> datetime:
@@ -66,7 +69,6 @@ class Candidate:
     session_id: str | None
     event_time: datetime | None
     similarity: float
-    embedding: Any = None  # unit 768D vector, to catch an ADD that repeats this memory
 
 
 @dataclass(slots=True)

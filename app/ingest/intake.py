@@ -1,6 +1,7 @@
-"""Step 1: immediate save. The message row (with its 256D embedding) and its task are written
-in the request's transaction, committed before any slow work; an idempotency key already seen
-for the user returns the stored message instead of a second one."""
+"""Step 1: immediate save. The message row (with its embedding: the only model pass its text
+gets, steps 3 and 4 reuse it) and its task are written in the request's transaction, committed
+before any slow work; an idempotency key already seen for the user returns the stored message
+instead of a second one."""
 
 from __future__ import annotations
 
@@ -78,7 +79,7 @@ async def save_messages(
     settle = timedelta(milliseconds=settings.ingest_settle_ms)
     saved: list[SavedMessage] = []
     for message, embedding in zip(messages, embeddings, strict=True):
-        message_id = await repository.insert_message(user_id, message, embedding.coarse)
+        message_id = await repository.insert_message(user_id, message, embedding)
         if message_id is None:
             assert message.idempotency_key is not None
             existing = await repository.message_by_key(user_id, message.idempotency_key)

@@ -7,7 +7,6 @@ import uuid
 from dataclasses import dataclass
 from datetime import datetime
 
-import numpy as np
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.config import CATEGORIES, Settings
@@ -16,10 +15,10 @@ from app.ingest.apply import apply_operation, audit_rows
 from app.ingest.candidates import similar_memories
 from app.ingest.deterministic import extract_deterministic
 from app.ingest.domain import Candidate, Extraction, MessageContext, Operation
-from app.ingest.embeddings import ReusingEmbedder
 from app.ingest.llm_extractor import extract_with_llm
 from app.ingest.repository import IngestRepository
 from app.llm.client import ChatClient
+from app.memories.repository import MemoryRepository
 from app.memories.service import MemoryService
 from app.ml.categories import CategoryClassifier
 from app.ml.embedder import Embedder, Embedding
@@ -28,11 +27,12 @@ from app.time_expressions import primary_window
 
 @dataclass(slots=True)
 class Decided:
-    """Step 3's result, ready for step 4: operations plus every embedding step 4 will need."""
+    """Step 3's result, ready for step 4: operations plus the embedding of every content
+    step 4 writes (none is computed twice)."""
 
     context: MessageContext
     extraction: Extraction
-    embedder: ReusingEmbedder
+    embeddings: dict[str, Embedding]
 
 
 class IngestPipeline:
@@ -52,10 +52,12 @@ class IngestPipeline:
 
     async def decide(self, context: MessageContext) -> Decided:
         """Steps 3 and the embedding half of step 4: no transaction is held meanwhile."""
-        (embedding,) = await self._embedder.embed([context.content])
+        embedding = context.embedding
+        if embedding is None:  # a dry run, or a message saved before step 1 kept its vector
+            (embedding,) = await self._embedder.embed([context.content])
         async with self._sessionmaker() as session, session.begin():
             candidates = await similar_memories(
-                IngestRepository(session), context, embedding, self._settings
+                MemoryRepository(session), context, embedding, self._settings
             )
 
         async def deterministic() -> Extraction:
@@ -82,41 +84,50 @@ class IngestPipeline:
             if op.op in ("ADD", "UPDATE"):
                 op.event_time = _event_time(op, context)
         known = {context.content: embedding}
-        new_texts = [
-            op.content
-            for op in extraction.operations
-            if op.content is not None and op.content not in known
-        ]
+        new_texts = list(
+            dict.fromkeys(
+                op.content
+                for op in extraction.operations
+                if op.content is not None and op.content not in known
+            )
+        )
         known.update(zip(new_texts, await self._embedder.embed(new_texts), strict=True))
-        self._drop_repeated_adds(extraction, candidates, known)
-        return Decided(context, extraction, ReusingEmbedder(self._embedder, known))
+        await self._drop_repeated_adds(context, extraction, candidates, known)
+        return Decided(context, extraction, known)
 
-    def _drop_repeated_adds(
-        self, extraction: Extraction, candidates: list[Candidate], known: dict[str, Embedding]
+    async def _drop_repeated_adds(
+        self,
+        context: MessageContext,
+        extraction: Extraction,
+        candidates: list[Candidate],
+        known: dict[str, Embedding],
     ) -> None:
         """An ADD that repeats a memory already shown becomes NONE (never a second copy)."""
         shown = {op.target.memory_id for op in extraction.operations if op.target is not None}
+        by_id = {c.memory_id: c for c in candidates}
         for op in extraction.operations:
-            if op.op != "ADD" or op.content is None:
+            open_ids = [c.memory_id for c in candidates if c.memory_id not in shown]
+            if op.op != "ADD" or op.content is None or not open_ids:
                 continue
-            vector = known[op.content].full
-            for candidate in candidates:
-                if candidate.memory_id in shown or candidate.embedding is None:
-                    continue
-                similarity = float(np.dot(vector, np.asarray(candidate.embedding)))
-                if similarity >= self._settings.ingest_duplicate_threshold:
-                    op.op, op.target = "NONE", candidate
-                    op.reason = f"ADD repeats a current memory (cosine {similarity:.3f})"
-                    shown.add(candidate.memory_id)
-                    break
+            # Exact 768D cosine in Postgres, by id: the statement stage 2 re-scores with.
+            async with self._sessionmaker() as session:
+                scores = await MemoryRepository(session).exact_768d_scores(
+                    context.user_id, open_ids, known[op.content].full
+                )
+            memory_id, similarity = max(scores.items(), key=lambda pair: pair[1])
+            if similarity >= self._settings.ingest_duplicate_threshold:
+                op.op, op.target = "NONE", by_id[memory_id]
+                op.reason = f"ADD repeats a current memory (cosine {similarity:.3f})"
+                shown.add(memory_id)
 
     async def apply(
         self, session: AsyncSession, job_id: uuid.UUID, decided: Decided
     ) -> list[IngestDecision]:
         """Step 4 in the caller's transaction: all operations of the message, then the audit."""
-        service = MemoryService(session, decided.embedder, self._classifier, self._settings)
+        service = MemoryService(session, self._embedder, self._classifier, self._settings)
         for op in decided.extraction.operations:
-            await apply_operation(service, decided.context, op)
+            embedding = decided.embeddings.get(op.content) if op.content is not None else None
+            await apply_operation(service, decided.context, op, embedding)
         rows = audit_rows(job_id, decided.context, decided.extraction)
         IngestRepository(session).add_decisions(rows)
         await session.flush()

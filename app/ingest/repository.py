@@ -7,18 +7,14 @@ import uuid
 from datetime import datetime, timedelta
 from typing import Any
 
-import numpy as np
 from sqlalchemy import and_, exists, func, or_, select, text, tuple_, update
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import aliased
 
-from app.db.models import IngestDecision, IngestTask, Memory, Message
+from app.db.models import IngestDecision, IngestTask, Message
 from app.ingest.domain import IncomingMessage
-from app.memories.repository import set_hnsw_scan, visible_in_session
-
-# pgvector's default ef_search; the scan asks for at least as many as it will keep.
-HNSW_MIN_EF_SEARCH = 40
+from app.ml.embedder import Embedding
 
 OPEN_STATES = ("queued", "running")
 
@@ -28,7 +24,7 @@ class IngestRepository:
         self.session = session
 
     async def insert_message(
-        self, user_id: str, message: IncomingMessage, embedding_256d: np.ndarray
+        self, user_id: str, message: IncomingMessage, embedding: Embedding
     ) -> uuid.UUID | None:
         """Insert the message; None when its idempotency key is already taken for this user."""
         statement = (
@@ -41,7 +37,8 @@ class IngestRepository:
                 role=message.role,
                 content=message.content,
                 sent_at=message.sent_at,
-                embedding_256d=embedding_256d,
+                embedding_256d=embedding.coarse,
+                embedding_768d=embedding.full,
                 metadata=message.metadata,
                 idempotency_key=message.idempotency_key,
             )
@@ -89,35 +86,6 @@ class IngestRepository:
         return await self.session.scalar(
             select(Message).where(Message.user_id == user_id, Message.id == message_id)
         )
-
-    async def similar_current(
-        self,
-        user_id: str,
-        full: np.ndarray,
-        coarse: np.ndarray,
-        session_id: str | None,
-        limit: int,
-        coarse_limit: int,
-    ) -> list[tuple[Memory, float]]:
-        """The user's current memories nearest the message: 256D HNSW, then exact 768D cosine.
-
-        CONTEXT memories count only for the message's own session."""
-        await set_hnsw_scan(self.session, max(HNSW_MIN_EF_SEARCH, coarse_limit))
-        coarse_ids = (
-            select(Memory.id)
-            .where(Memory.user_id == user_id, Memory.is_current, visible_in_session(session_id))
-            .order_by(Memory.embedding_256d.cosine_distance(coarse))
-            .limit(coarse_limit)
-            .scalar_subquery()
-        )
-        similarity = (1 - Memory.embedding_768d.cosine_distance(full)).label("similarity")
-        rows = await self.session.execute(
-            select(Memory, similarity)
-            .where(Memory.user_id == user_id, Memory.id.in_(coarse_ids))
-            .order_by(similarity.desc())
-            .limit(limit)
-        )
-        return [(row[0], float(row[1])) for row in rows]
 
     async def claim_next(self, queue: str, lease: timedelta) -> IngestTask | None:
         """Take the next due task, locking it with SKIP LOCKED so workers never share one.

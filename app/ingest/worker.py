@@ -11,6 +11,7 @@ import asyncio
 import uuid
 from datetime import timedelta
 
+import numpy as np
 import structlog
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
@@ -19,6 +20,7 @@ from app.db.models import IngestTask
 from app.ingest.context import message_context
 from app.ingest.pipeline import IngestPipeline
 from app.ingest.repository import IngestRepository
+from app.ml.embedder import Embedding
 from app.wakeup import sleep_until_woken
 
 log = structlog.get_logger(__name__)
@@ -71,7 +73,12 @@ class IngestWorker:
             message = await IngestRepository(session).get_message(task.user_id, task.message_id)
         if message is None:  # erased meanwhile: the task row went with it
             return
-        context = message_context(message.user_id, message.id, message, task.scope)
+        embedding = None
+        if message.embedding_768d is not None and message.embedding_256d is not None:
+            embedding = Embedding(
+                full=np.asarray(message.embedding_768d), coarse=np.asarray(message.embedding_256d)
+            )
+        context = message_context(message.user_id, message.id, message, task.scope, embedding)
         decided = await self._pipeline.decide(context)
         async with self._sessionmaker() as session, session.begin():
             repository = IngestRepository(session)

@@ -9,9 +9,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from app.config import CATEGORIES
-from app.db.models import SCOPES
+from app.config import CATEGORIES, SCOPES
 from app.errors import InvalidInputError
+from app.ml.embedder import Embedding
 
 USER_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:@\-]{0,127}$")
 
@@ -28,6 +28,9 @@ class MemoryDraft:
     event_time: datetime | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
     source_message_id: Any = None
+    # The content's embedding when the caller already has it (ingestion computed it at step 1):
+    # the store embeds only drafts without one, so no text goes through the model twice.
+    embedding: Embedding | None = None
 
 
 def check_user_id(user_id: str) -> str:

@@ -15,6 +15,7 @@ from sqlalchemy.orm import defer
 from sqlalchemy.sql.elements import CollectionAggregate
 
 from app.db.models import Memory, Message, OutboxEvent
+from app.ml.embedder import Embedding
 
 _UUID_ARRAY = ARRAY(Memory.id.type)
 
@@ -211,6 +212,23 @@ class MemoryRepository:
             _EXACT_768D, {"user_id": user_id, "ids": memory_ids, "query": query_768d}
         )
         return {r.id: 1.0 - float(r.distance) for r in rows}
+
+    async def nearest_current(
+        self,
+        user_id: str,
+        embedding: Embedding,
+        session_id: str | None,
+        limit: int,
+        coarse_limit: int,
+        ef_search: int,
+    ) -> list[tuple[uuid.UUID, float]]:
+        """The two-stage search of stage 2 in one call (ingestion's step 3 uses it): the 256D
+        HNSW shortlist of `coarse_limit`, re-scored exactly in 768D; the best `limit`."""
+        coarse = await self.coarse_candidates(
+            user_id, embedding.coarse, session_id, coarse_limit, ef_search
+        )
+        exact = await self.exact_768d_scores(user_id, [i for i, _ in coarse], embedding.full)
+        return sorted(exact.items(), key=lambda pair: -pair[1])[:limit]
 
     async def near_duplicate_pairs(
         self, user_id: str, memory_ids: list[uuid.UUID], threshold: float

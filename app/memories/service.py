@@ -16,7 +16,7 @@ from app.errors import ConflictError, InvalidInputError, NotFoundError
 from app.memories.domain import MemoryDraft, check_draft, check_user_id
 from app.memories.repository import ListFilter, MemoryRepository
 from app.ml.categories import CategoryClassifier
-from app.ml.embedder import Embedder
+from app.ml.embedder import Embedder, Embedding
 from app.search_index import outbox
 
 UNSET: Any = object()
@@ -33,6 +33,8 @@ class MemoryPatch:
     speaker: Any = UNSET
     event_time: Any = UNSET
     metadata: Any = UNSET
+    # The new content's embedding when the caller already has it; else it is computed here.
+    embedding: Embedding | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,39 +93,25 @@ class MemoryService:
                 f"memories[{i}]." if many else "",
             )
         # Embedding is slow CPU work: done before the first statement opens the transaction.
-        embeddings = await self._embedder.embed([d.content for d in drafts])
-        unlabelled = [i for i, d in enumerate(drafts) if d.category is None]
-        guessed = await self._classifier.classify([embeddings[i].full for i in unlabelled])
-        for i, category in zip(unlabelled, guessed, strict=True):
-            drafts[i].category = category
+        await self._embed_missing(drafts)
+        unlabelled = [d for d in drafts if d.category is None]
+        guessed = await self._classifier.classify(
+            [d.embedding.full for d in unlabelled if d.embedding is not None]
+        )
+        for draft, category in zip(unlabelled, guessed, strict=True):
+            draft.category = category
         now = await self.repository.now()
-        memories = []
-        for draft, embedding in zip(drafts, embeddings, strict=True):
-            memory_id = uuid.uuid4()
-            memories.append(
-                Memory(
-                    id=memory_id,
-                    user_id=user_id,
-                    chain_id=memory_id,
-                    version=1,
-                    content=draft.content,
-                    category=draft.category,
-                    scope=draft.scope,
-                    session_id=draft.session_id,
-                    is_current=True,
-                    speaker=draft.speaker,
-                    event_time=draft.event_time,
-                    created_at=now,
-                    embedding_768d=embedding.full,
-                    embedding_256d=embedding.coarse,
-                    metadata_=draft.metadata,
-                    source_message_id=draft.source_message_id,
-                )
-            )
+        memories = [_version(user_id, draft, now) for draft in drafts]
         self.repository.add(memories)
         outbox.enqueue_index(self.repository.session, memories)
         await self.repository.session.flush()
         return memories
+
+    async def _embed_missing(self, drafts: list[MemoryDraft]) -> None:
+        missing = [d for d in drafts if d.embedding is None]
+        embeddings = await self._embedder.embed([d.content for d in missing])
+        for draft, embedding in zip(missing, embeddings, strict=True):
+            draft.embedding = embedding
 
     async def get(self, user_id: str, memory_id: uuid.UUID) -> Memory:
         memory = await self.repository.get(check_user_id(user_id), memory_id)
@@ -174,11 +162,14 @@ class MemoryService:
             speaker=old.speaker if patch.speaker is UNSET else patch.speaker,
             event_time=old.event_time if patch.event_time is UNSET else patch.event_time,
             metadata=old.metadata_ if patch.metadata is UNSET else patch.metadata,
+            source_message_id=old.source_message_id,
         )
         check_draft(draft, self._settings.max_content_chars, self._settings.max_metadata_bytes)
-        embedding = None
-        if draft.content != old.content:
-            embedding = (await self._embedder.embed([draft.content]))[0]
+        if draft.content == old.content:
+            draft.embedding = Embedding(full=old.embedding_768d, coarse=old.embedding_256d)
+        else:
+            draft.embedding = patch.embedding
+            await self._embed_missing([draft])
         # Lock after embedding, so the row lock is held only for the short write.
         old = await self._lock_current(user_id, memory_id)
         now = await self.repository.now()
@@ -186,26 +177,7 @@ class MemoryService:
         old.superseded_at = now
         # Flush the old row first: the "one current version per chain" index must see it end.
         await self.repository.session.flush()
-        new_id = uuid.uuid4()
-        new = Memory(
-            id=new_id,
-            user_id=user_id,
-            chain_id=old.chain_id,
-            version=old.version + 1,
-            content=draft.content,
-            category=draft.category,
-            scope=draft.scope,
-            session_id=draft.session_id,
-            is_current=True,
-            replaces_id=old.id,
-            speaker=draft.speaker,
-            event_time=draft.event_time,
-            created_at=now,
-            embedding_768d=embedding.full if embedding else old.embedding_768d,
-            embedding_256d=embedding.coarse if embedding else old.embedding_256d,
-            metadata_=draft.metadata,
-            source_message_id=old.source_message_id,
-        )
+        new = _version(user_id, draft, now, replaces=old)
         self.repository.add([new])
         outbox.enqueue_index(self.repository.session, [old, new])
         await self.repository.session.flush()
@@ -230,3 +202,30 @@ class MemoryService:
         )
         await self.repository.session.flush()
         return counts, event.id
+
+
+def _version(
+    user_id: str, draft: MemoryDraft, now: datetime, replaces: Memory | None = None
+) -> Memory:
+    """The row of a new version: version 1 of a new chain, or the successor of `replaces`."""
+    assert draft.embedding is not None
+    memory_id = uuid.uuid4()
+    return Memory(
+        id=memory_id,
+        user_id=user_id,
+        chain_id=replaces.chain_id if replaces else memory_id,
+        version=replaces.version + 1 if replaces else 1,
+        content=draft.content,
+        category=draft.category,
+        scope=draft.scope,
+        session_id=draft.session_id,
+        is_current=True,
+        replaces_id=replaces.id if replaces else None,
+        speaker=draft.speaker,
+        event_time=draft.event_time,
+        created_at=now,
+        embedding_768d=draft.embedding.full,
+        embedding_256d=draft.embedding.coarse,
+        metadata_=draft.metadata,
+        source_message_id=draft.source_message_id,
+    )

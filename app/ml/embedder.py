@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import os
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, get_args
 
-import anyio
 import numpy as np
 import structlog
 
-from app.config import EmbeddingBackend
-from app.db.models import COARSE_DIM, EMBEDDING_DIM
+from app.config import COARSE_DIM, EMBEDDING_DIM, EmbeddingBackend
+from app.ml.batching import MicroBatcher, Priority
 from app.ml.offline import offline_if_local
 
 if TYPE_CHECKING:
@@ -48,31 +50,55 @@ def matryoshka(vectors: np.ndarray) -> list[Embedding]:
     return [Embedding(full=f, coarse=c) for f, c in zip(full, coarse, strict=True)]
 
 
+def available_cores() -> int:
+    """Cores this process may really use: its CPU affinity, capped by a cgroup v2 quota
+    (a container limited to 1.5 CPUs on a 16-core host gets 2, not 16)."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    cores = cores or 1
+    try:
+        quota, period = Path("/sys/fs/cgroup/cpu.max").read_text().split()[:2]
+        if quota != "max":
+            cores = min(cores, max(1, -(-int(quota) // int(period))))
+    except (OSError, ValueError):
+        pass
+    return cores
+
+
 class Embedder:
-    """A sentence-transformers model run in a worker thread, one batch at a time."""
+    """A sentence embedding model behind a micro-batching queue (app/ml/batching.py).
+
+    Every text the service embeds goes through `embed` (writes) or `embed_query` (searches,
+    served first); concurrent callers share model calls."""
 
     def __init__(
         self,
         model_name_or_path: str,
         device: str = "cpu",
         batch_size: int = 32,
-        threads: int = 1,
+        batch_wait_ms: float = 5.0,
         query_cache_size: int = 0,
         backend: EmbeddingBackend = "torch",
         intra_op_threads: int | None = None,
         onnx_cache_dir: str | None = None,
+        on_batch: Callable[[int, float], None] | None = None,
         http_endpoint: HttpEndpoint | None = None,
     ) -> None:
         if backend not in get_args(EmbeddingBackend):
             raise ValueError(f"unknown embedding backend {backend!r}")
         self.model_name = model_name_or_path
         self.backend = backend
-        self._intra_op_threads = intra_op_threads
+        # None follows the cores actually available to the process.
+        self._intra_op_threads = intra_op_threads or available_cores()
         self._onnx_cache_dir = onnx_cache_dir
         self._http_endpoint = http_endpoint
         self._device = device
         self._batch_size = batch_size
-        self._limiter = anyio.CapacityLimiter(threads)
+        self.batcher: MicroBatcher[Embedding] = MicroBatcher(
+            self.embed_sync,
+            max_batch=batch_size,
+            max_wait_s=batch_wait_ms / 1000,
+            on_batch=on_batch,
+        )
         self._model: Any = None
         self._query_cache_size = query_cache_size
         self._query_cache: OrderedDict[str, Embedding] = OrderedDict()
@@ -124,12 +150,12 @@ class Embedder:
         import torch
         from sentence_transformers import SentenceTransformer
 
-        if self._intra_op_threads:
-            # Process-wide, unlike ONNX Runtime's per-session setting.
-            torch.set_num_threads(self._intra_op_threads)
+        # Process-wide, unlike ONNX Runtime's per-session setting.
+        torch.set_num_threads(self._intra_op_threads)
         return SentenceTransformer(self.model_name, device=self._device)
 
     def embed_sync(self, texts: list[str]) -> list[Embedding]:
+        """One model call, on the caller's thread (the batcher's worker thread)."""
         self.load()
         assert self._model is not None
         if self.backend == "torch":
@@ -146,7 +172,7 @@ class Embedder:
         if cached is not None:
             self._query_cache.move_to_end(text)
             return cached
-        (embedding,) = await self.embed([text])
+        (embedding,) = await self.batcher.submit([text], Priority.QUERY)
         if self._query_cache_size:
             self._query_cache[text] = embedding
             if len(self._query_cache) > self._query_cache_size:
@@ -154,7 +180,5 @@ class Embedder:
         return embedding
 
     async def embed(self, texts: list[str]) -> list[Embedding]:
-        """Embed off the event loop; the limiter keeps CPU-bound work from piling up."""
-        if not texts:
-            return []
-        return await anyio.to_thread.run_sync(self.embed_sync, texts, limiter=self._limiter)
+        """Embed off the event loop, batched with whatever else is waiting for the model."""
+        return await self.batcher.submit(texts, Priority.WRITE)

@@ -20,8 +20,7 @@ from litestar import Litestar, Request, Response, get, post
 from litestar.datastructures import State
 from litestar.exceptions import HTTPException, NotAuthorizedException, NotFoundException
 
-from app.config import Settings, get_settings
-from app.db.models import EMBEDDING_DIM
+from app.config import EMBEDDING_DIM, Settings, get_settings
 from app.ml.embedder import Embedder
 
 # OpenAI's own limit on inputs per request.
@@ -58,7 +57,7 @@ def served_embedder(settings: Settings) -> Embedder:
         settings.embedding_model,
         device=settings.embedding_device,
         batch_size=settings.embedding_batch_size,
-        threads=settings.embedding_threads,
+        batch_wait_ms=settings.embedding_batch_wait_ms,
         backend=settings.embedding_backend,
         intra_op_threads=settings.embedding_intra_op_threads,
         onnx_cache_dir=settings.embedding_onnx_cache_dir,

@@ -19,8 +19,7 @@ import numpy as np
 import structlog
 from pydantic import SecretStr
 
-from app.config import Settings
-from app.db.models import EMBEDDING_DIM
+from app.config import EMBEDDING_DIM, Settings
 from app.errors import EmbedderAnswerError, EmbedderUnavailableError
 
 log = structlog.get_logger(__name__)

@@ -18,11 +18,11 @@ import structlog
 from opensearchpy.exceptions import TransportError
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app import metrics
 from app.config import Settings
 from app.memories.repository import MemoryRepository
 from app.ml.cross_encoder import CrossEncoderScorer
 from app.ml.embedder import Embedder
-from app.retrieval import metrics
 from app.retrieval.candidates import Candidate, rank_by_score
 from app.retrieval.dedup import dedup_head
 from app.retrieval.fusion import RankedList, fuse_rrf

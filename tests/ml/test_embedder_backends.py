@@ -14,8 +14,7 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
-from app.config import Settings
-from app.db.models import COARSE_DIM, EMBEDDING_DIM
+from app.config import COARSE_DIM, EMBEDDING_DIM, Settings
 from app.ml import onnx_encoder
 from app.ml.embedder import Embedder, matryoshka
 from tests import services
@@ -156,7 +155,7 @@ def test_unknown_backend_is_refused() -> None:
 
 
 @needs_onnx
-async def test_queries_get_their_own_embedder_only_when_a_query_backend_is_set(
+async def test_queries_get_their_own_int8_embedder_unless_told_to_share(
     model_path: str, onnx_cache: Path, torch_vectors: np.ndarray
 ) -> None:
     from app.api.resources import Resources
@@ -166,8 +165,8 @@ async def test_queries_get_their_own_embedder_only_when_a_query_backend_is_set(
         embedding_model=model_path,
         embedding_onnx_cache_dir=str(onnx_cache),
     )
-    shared = Resources.build(base)
-    split = Resources.build(base.model_copy(update={"query_embedding_backend": "onnx-int8"}))
+    shared = Resources.build(base.model_copy(update={"query_embedding_backend": "same"}))
+    split = Resources.build(base)  # the default
     try:
         assert shared.query_embedder is shared.embedder
         assert split.query_embedder is not split.embedder

@@ -24,8 +24,7 @@ import pytest
 import uvicorn
 from pydantic import SecretStr
 
-from app.config import Settings
-from app.db.models import COARSE_DIM, EMBEDDING_DIM
+from app.config import COARSE_DIM, EMBEDDING_DIM, Settings
 from app.errors import EmbedderAnswerError, EmbedderUnavailableError
 from app.ml.embedder import Embedder
 from app.ml.embedding_server import create_embedding_app, served_embedder
@@ -343,6 +342,18 @@ def test_the_http_backend_needs_a_url() -> None:
         embedding_http_api_key="",  # type: ignore[arg-type]
     )
     assert blank.embedding_http_url is None and blank.embedding_http_api_key is None
+
+
+def test_queries_follow_the_http_backend_unless_chosen(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COGNIS_DATABASE_URL", "postgresql+asyncpg://x/y")
+    monkeypatch.setenv("COGNIS_EMBEDDING_BACKEND", "http")
+    monkeypatch.setenv("COGNIS_EMBEDDING_HTTP_URL", "http://127.0.0.1:1/v1")
+    assert Settings().query_embedding_backend == "http"  # type: ignore[call-arg]
+    monkeypatch.setenv("COGNIS_QUERY_EMBEDDING_BACKEND", "same")
+    assert Settings().query_embedding_backend == "same"  # type: ignore[call-arg]
+    monkeypatch.setenv("COGNIS_EMBEDDING_BACKEND", "torch")
+    monkeypatch.delenv("COGNIS_QUERY_EMBEDDING_BACKEND")
+    assert Settings().query_embedding_backend != "http"  # type: ignore[call-arg]
 
 
 def test_embed_serve_refuses_to_forward_to_another_server() -> None:

@@ -1,4 +1,4 @@
-"""Prometheus metrics for retrieval: one histogram per stage, one for the whole request."""
+"""Prometheus metrics of the process: retrieval stages and requests, embedding batches."""
 
 from __future__ import annotations
 
@@ -34,3 +34,35 @@ def observe(durations_ms: dict[str, float], total_ms: float, missing_legs: list[
     REQUEST_SECONDS.observe(total_ms / 1000)
     for leg in missing_legs:
         MISSING_LEG.labels(leg=leg).inc()
+
+
+EMBEDDED_TEXTS = Counter(
+    "cognis_embedding_texts_total",
+    "Texts run through an embedding model, by embedder (memories or queries).",
+    ["embedder"],
+    registry=REGISTRY,
+)
+EMBEDDING_BATCHES = Counter(
+    "cognis_embedding_batches_total",
+    "Embedding model calls (micro-batches), by embedder.",
+    ["embedder"],
+    registry=REGISTRY,
+)
+EMBEDDING_BATCH_SECONDS = Histogram(
+    "cognis_embedding_batch_seconds",
+    "Duration of one embedding model call.",
+    ["embedder"],
+    buckets=BUCKETS,
+    registry=REGISTRY,
+)
+
+
+def batch_observer(embedder: str):
+    """The callback an embedder's micro-batcher calls after each model call."""
+
+    def observe_batch(texts: int, seconds: float) -> None:
+        EMBEDDED_TEXTS.labels(embedder=embedder).inc(texts)
+        EMBEDDING_BATCHES.labels(embedder=embedder).inc()
+        EMBEDDING_BATCH_SECONDS.labels(embedder=embedder).observe(seconds)
+
+    return observe_batch

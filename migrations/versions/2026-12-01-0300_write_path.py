@@ -1,0 +1,40 @@
+"""Write path: messages keep their 768D vector (one model pass per text); the 768D HNSW index
+on memories goes.
+
+No query searches memories.embedding_768d by similarity: stage 2 shortlists with the 256D HNSW
+index and re-scores the shortlist exactly by id, and the ingestion and dedup queries do the
+same. The index cost about two thirds of every insert (docs/benchmarks/ingestion.md). The
+downgrade rebuilds it as the initial schema had it.
+
+Revision ID: 0004_write_path
+Revises: 0003_ingestion
+Create Date: 2026-12-01 03:00:00
+"""
+
+from collections.abc import Sequence
+
+import sqlalchemy as sa
+from alembic import op
+from pgvector.sqlalchemy import Vector
+
+revision: str = "0004_write_path"
+down_revision: str | None = "0003_ingestion"
+branch_labels: str | Sequence[str] | None = None
+depends_on: str | Sequence[str] | None = None
+
+
+def upgrade() -> None:
+    op.add_column("messages", sa.Column("embedding_768d", Vector(768), nullable=True))
+    op.drop_index("memories_embedding_768d_hnsw_idx", table_name="memories")
+
+
+def downgrade() -> None:
+    op.create_index(
+        "memories_embedding_768d_hnsw_idx",
+        "memories",
+        ["embedding_768d"],
+        postgresql_using="hnsw",
+        postgresql_with={"m": 16, "ef_construction": 256},
+        postgresql_ops={"embedding_768d": "vector_cosine_ops"},
+    )
+    op.drop_column("messages", "embedding_768d")
