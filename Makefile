@@ -1,5 +1,5 @@
 # The commands the README names. `make up` serves the API; `make test` runs the suite.
-.PHONY: up down status install test lint typecheck relay reindex bench-foundation bench-locomo bench-scale bench-ingest check-deploy bench-embedding
+.PHONY: up down status install test lint typecheck relay reindex bench-foundation bench-locomo bench-scale bench-ingest bench-hnsw check-deploy bench-embedding
 
 PY := .venv/bin/python
 
@@ -45,8 +45,11 @@ bench-scale:  ## search latency with a large synthetic user among many (make up)
 check-deploy:  ## static checks of Dockerfile, compose.yaml and terraform/ (no Docker engine, no AWS)
 	bash tests/deploy/check.sh
 
-bench-ingest:  ## ingestion: messages/s and time-to-searchable, deterministic and scripted LLM
+bench-ingest:  ## write path: raw model texts/s, batch create, messages/s, time-to-searchable, search under load
 	set -a && . .local/cognis.env && set +a && $(PY) -m bench.ingestion $(BENCH_ARGS)
+
+bench-hnsw:  ## HNSW layouts: insert ms/row and recall@10 (256D only, +768D, +768D halfvec)
+	set -a && . .local/cognis.env && set +a && $(PY) -m bench.hnsw $(BENCH_ARGS)
 
 bench-embedding:  ## embedding backends (torch threads, ONNX, ONNX int8): latency, throughput, quality
 	$(PY) -m bench.embedding $(BENCH_ARGS)

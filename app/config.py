@@ -38,6 +38,9 @@ COARSE_DIM = 256
 
 SCOPES: tuple[str, ...] = ("USER", "CONTEXT")
 
+# What ingestion's extractor may decide for a fact (SPEC section 3).
+OPERATIONS: tuple[str, ...] = ("ADD", "UPDATE", "DELETE", "NONE")
+
 # The development key is accepted only while no key hashes are configured; start-up warns loudly.
 DEV_API_KEY = "cognis-dev-key"
 

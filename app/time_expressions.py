@@ -176,15 +176,21 @@ def _relative_day(m: re.Match[str], ref: date) -> _Span:
     return _day(ref)  # today, tonight, this morning/afternoon/evening
 
 
+def _unit_span(unit: str, ref: date, steps: int) -> _Span:
+    """The day, week, month or year `steps` units away from the one holding `ref`."""
+    if unit == "day":
+        return _day(ref + timedelta(days=steps))
+    if unit == "week":
+        return _week(ref + timedelta(weeks=steps))
+    if unit == "month":
+        first = _shift_months(ref.replace(day=1), steps)
+        return _month_span(first.year, first.month)
+    return _year(ref.year + steps)
+
+
 def _relative_unit(m: re.Match[str], ref: date) -> _Span:
     step = {"last": -1, "previous": -1, "this": 0, "next": 1, "coming": 1}[_words(m["rel"])]
-    unit = m["unit"].lower()
-    if unit == "week":
-        return _week(ref + timedelta(weeks=step))
-    if unit == "month":
-        first = _shift_months(ref.replace(day=1), step)
-        return _month_span(first.year, first.month)
-    return _year(ref.year + step)
+    return _unit_span(m["unit"].lower(), ref, step)
 
 
 def _weekend(m: re.Match[str], ref: date) -> _Span:
@@ -215,15 +221,7 @@ def _weekday(m: re.Match[str], ref: date) -> _Span:
 
 def _offset(m: re.Match[str], ref: date) -> _Span:
     n = _number(m) * (1 if _words(m[0]).startswith("in ") else -1)
-    unit = m["unit"].lower()
-    if unit == "day":
-        return _day(ref + timedelta(days=n))
-    if unit == "week":
-        return _week(ref + timedelta(weeks=n))
-    if unit == "month":
-        first = _shift_months(ref.replace(day=1), n)
-        return _month_span(first.year, first.month)
-    return _year(ref.year + n)
+    return _unit_span(m["unit"].lower(), ref, n)
 
 
 def _trailing_period(m: re.Match[str], ref: date) -> _Span:

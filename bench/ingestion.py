@@ -1,18 +1,20 @@
-"""Ingestion benchmark: messages per second and time-to-searchable, with the deterministic
-extractor and with a scripted OpenAI-compatible LLM that answers after an artificial latency.
+"""Write-path benchmark: the model's own limit and what the service makes of it, in one run.
 
-For each mode the bench starts its own API process (own job queue, so a running `make up`
-service does not take its jobs) against COGNIS_DATABASE_URL / COGNIS_OPENSEARCH_URL, submits
-LoCoMo turns (read from ../shared/data, each tagged with a unique token) for several users from
-concurrent clients, one message per request, and measures:
+1. raw: the configured model's batched throughput on the same LoCoMo turns, in this process
+   (texts/s) - the physical limit every other figure is a fraction of;
+2. batch create: POST /memories/batch (100 per request, category given), memories/s;
+3. messages at full speed: one message per request from concurrent clients, deterministic
+   extractor; accepted/s (202) and applied/s (first POST -> last memory searchable);
+4. messages at half that rate (offered load = 0.5 x applied/s): time-to-searchable (202 -> the
+   memory current in Postgres, which the vector leg reads, AND returned by an OpenSearch BM25
+   query for its token), while one client searches with fresh queries; search latency is also
+   measured on the idle service first;
+5. optionally (--modes ...,llm) the message path with a scripted OpenAI-compatible LLM.
 
-- accepted/s: how fast POST /messages answers 202 (step 1: embed + save);
-- applied/s: messages turned into memories per second, first submission to last memory;
-- time-to-searchable: 202 received -> the memory findable through BOTH search legs: current in
-  Postgres (the vector leg reads it there) and returned by an OpenSearch BM25 query for its
-  token, filtered by user (refresh interval included).
-
-Bench users are erased at the end. Prints numbers; asserts nothing. Not a test.
+The bench starts its own API process (own job queue, so a running `make up` service does not
+take its jobs) against COGNIS_DATABASE_URL / COGNIS_OPENSEARCH_URL. LoCoMo turns are read
+from ../shared/data (each tagged with a unique token). Bench users are erased at the end.
+Prints numbers; asserts nothing. Not a test.
 """
 
 from __future__ import annotations
@@ -32,11 +34,14 @@ import httpx
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from bench.foundation import locomo_turns_and_questions, summary
-from tests.ingest.scripted_llm import RecordedRequest, Reply, ScriptedLLM
+from app.config import get_settings
+from app.ml.embedder import Embedder
+from bench.foundation import locomo_turns_and_questions, percentile, summary
+from bench.scripted_llm import RecordedRequest, Reply, ScriptedLLM
 
 ROOT = Path(__file__).resolve().parent.parent
 API_KEY = "cognis-dev-key"
+HEADERS = {"X-API-Key": API_KEY}
 
 
 @dataclass
@@ -50,8 +55,7 @@ class Probe:
 
 
 @dataclass
-class ModeResult:
-    name: str
+class MessageRun:
     accepted_per_s: float
     applied_per_s: float
     to_searchable_ms: list[float] = field(default_factory=list)
@@ -75,7 +79,7 @@ def _start_api(env: dict[str, str], log_path: Path) -> tuple[subprocess.Popen, s
         stderr=subprocess.STDOUT,
     )
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 180
+    deadline = time.monotonic() + 300
     while time.monotonic() < deadline and process.poll() is None:
         try:
             if httpx.get(f"{url}/ready", timeout=2).status_code == 200:
@@ -85,6 +89,23 @@ def _start_api(env: dict[str, str], log_path: Path) -> tuple[subprocess.Popen, s
         time.sleep(0.5)
     process.terminate()
     raise RuntimeError(f"API did not start; see {log_path}")
+
+
+def raw_throughput(turns: list[str], batch: int) -> float:
+    """Texts/s of the configured model alone, batched, as the service would run it."""
+    settings = get_settings()
+    embedder = Embedder(
+        settings.embedding_model,
+        backend=settings.embedding_backend,
+        intra_op_threads=settings.embedding_intra_op_threads,
+        onnx_cache_dir=settings.embedding_onnx_cache_dir,
+    )
+    embedder.load()
+    embedder.embed_sync(turns[:batch])  # warm-up
+    started = time.perf_counter()
+    for i in range(0, len(turns), batch):
+        embedder.embed_sync(turns[i : i + batch])
+    return len(turns) / (time.perf_counter() - started)
 
 
 def _echo_responder(latency_s: float):
@@ -147,6 +168,16 @@ async def _watch(probes: list[Probe], env: dict[str, str], index: str, timeout_s
         await engine.dispose()
 
 
+async def _submit(http: httpx.AsyncClient, probe: Probe, turn: str) -> None:
+    response = await http.post(
+        f"/v1/users/{probe.user_id}/messages",
+        json={"messages": [{"content": f"{turn} (ref {probe.token})"}]},
+    )
+    response.raise_for_status()
+    probe.accepted_at = time.perf_counter()
+    probe.message_id = response.json()["submitted"][0]["message_id"]
+
+
 async def _drive(url: str, probes: list[Probe], turns: list[str], concurrency: int) -> float:
     """Submit one message per request from `concurrency` clients; returns accepted/s."""
     queue: asyncio.Queue[int] = asyncio.Queue()
@@ -154,29 +185,95 @@ async def _drive(url: str, probes: list[Probe], turns: list[str], concurrency: i
         queue.put_nowait(i)
 
     async def client() -> None:
-        async with httpx.AsyncClient(
-            base_url=url, headers={"X-API-Key": API_KEY}, timeout=120
-        ) as http:
+        async with httpx.AsyncClient(base_url=url, headers=HEADERS, timeout=120) as http:
             while not queue.empty():
                 i = queue.get_nowait()
-                probe = probes[i]
-                content = f"{turns[i]} (ref {probe.token})"
-                response = await http.post(
-                    f"/v1/users/{probe.user_id}/messages",
-                    json={"messages": [{"content": content}]},
-                )
-                response.raise_for_status()
-                probe.accepted_at = time.perf_counter()
-                probe.message_id = response.json()["submitted"][0]["message_id"]
+                await _submit(http, probes[i], turns[i])
 
     started = time.perf_counter()
     await asyncio.gather(*(client() for _ in range(concurrency)))
     return len(probes) / (time.perf_counter() - started)
 
 
-async def run_mode(name: str, args: argparse.Namespace, turns: list[str]) -> ModeResult:
-    env = {k: v for k, v in os.environ.items()}
+async def _paced(url: str, probes: list[Probe], turns: list[str], rate: float) -> None:
+    """Offer messages at a fixed rate (one request each, on schedule, however slow the last)."""
+    async with httpx.AsyncClient(base_url=url, headers=HEADERS, timeout=120) as http:
+        started = time.perf_counter()
+        tasks = []
+        for i, probe in enumerate(probes):
+            delay = started + i / rate - time.perf_counter()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            tasks.append(asyncio.create_task(_submit(http, probe, turns[i])))
+        await asyncio.gather(*tasks)
+
+
+async def _search_loop(
+    url: str, user_id: str, questions: list[str], stop: asyncio.Event, limit: int
+) -> list[float]:
+    """One client searching with fresh queries until `stop` (or `limit` searches)."""
+    latencies: list[float] = []
+    async with httpx.AsyncClient(base_url=url, headers=HEADERS, timeout=60) as http:
+        for question in questions[:limit]:
+            if stop.is_set():
+                break
+            started = time.perf_counter()
+            response = await http.post(
+                f"/v1/users/{user_id}/search", json={"query": question, "top_k": 10}
+            )
+            response.raise_for_status()
+            latencies.append((time.perf_counter() - started) * 1000)
+    return latencies
+
+
+async def _messages(
+    url: str, env: dict[str, str], turns: list[str], users: list[str], args: argparse.Namespace
+) -> MessageRun:
     index = env.get("COGNIS_OPENSEARCH_INDEX", "cognis-memories")
+    probes = [
+        Probe(user_id=users[i % len(users)], token=f"zq{uuid.uuid4().hex[:10]}")
+        for i in range(len(turns))
+    ]
+    started = time.perf_counter()
+    watcher = asyncio.create_task(_watch(probes, env, index, timeout_s=args.timeout_s))
+    accepted_per_s = await _drive(url, probes, turns, args.concurrency)
+    await watcher
+    return _result(probes, started, accepted_per_s)
+
+
+def _result(probes: list[Probe], started: float, accepted_per_s: float) -> MessageRun:
+    done = [p for p in probes if p.searchable_at is not None]
+    last = max((p.searchable_at for p in done if p.searchable_at), default=time.perf_counter())
+    return MessageRun(
+        accepted_per_s=accepted_per_s,
+        applied_per_s=len(done) / (last - started),
+        to_searchable_ms=[(p.searchable_at - p.accepted_at) * 1000 for p in done],  # type: ignore[operator]
+        missing=len(probes) - len(done),
+    )
+
+
+async def _batch_create(url: str, user_id: str, turns: list[str], concurrency: int) -> float:
+    """memories/s through POST /memories/batch, 100 per request, category given."""
+    chunks = [turns[i : i + 100] for i in range(0, len(turns), 100)]
+    queue: asyncio.Queue[list[str]] = asyncio.Queue()
+    for chunk in chunks:
+        queue.put_nowait(chunk)
+
+    async def client() -> None:
+        async with httpx.AsyncClient(base_url=url, headers=HEADERS, timeout=600) as http:
+            while not queue.empty():
+                chunk = queue.get_nowait()
+                body = {"memories": [{"content": t, "category": "hobbies"} for t in chunk]}
+                response = await http.post(f"/v1/users/{user_id}/memories/batch", json=body)
+                response.raise_for_status()
+
+    started = time.perf_counter()
+    await asyncio.gather(*(client() for _ in range(concurrency)))
+    return len(turns) / (time.perf_counter() - started)
+
+
+def _bench_env(args: argparse.Namespace) -> dict[str, str]:
+    env = dict(os.environ)
     env.update(
         {
             "COGNIS_API_KEY_HASHES": "",
@@ -187,75 +284,126 @@ async def run_mode(name: str, args: argparse.Namespace, turns: list[str]) -> Mod
             "COGNIS_LOG_JSON": "true",
         }
     )
-    llm = None
-    if name == "llm":
-        llm = ScriptedLLM(default=_echo_responder(args.llm_latency_ms / 1000))
-        env.update({"COGNIS_LLM_BASE_URL": llm.base_url, "COGNIS_LLM_MODEL": llm.model})
-    else:
-        env.pop("COGNIS_LLM_BASE_URL", None)
-    log_path = ROOT / ".local" / "logs" / f"bench-ingest-{name}.log"
+    env.pop("COGNIS_LLM_BASE_URL", None)
+    return env
+
+
+async def _erase(url: str, users: list[str]) -> None:
+    async with httpx.AsyncClient(base_url=url, headers=HEADERS, timeout=120) as http:
+        for user in users:
+            await http.delete(f"/v1/users/{user}")
+
+
+async def deterministic(args: argparse.Namespace, turns: list[str], questions: list[str]) -> None:
+    env = _bench_env(args)
+    log_path = ROOT / ".local" / "logs" / "bench-ingest.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
     process, url = _start_api(env, log_path)
-    users = [f"bench-ingest-{uuid.uuid4().hex[:8]}-{i}" for i in range(args.users)]
-    probes = [
-        Probe(user_id=users[i % len(users)], token=f"zq{uuid.uuid4().hex[:10]}")
-        for i in range(len(turns))
-    ]
+    tag = uuid.uuid4().hex[:8]
+    batch_user = f"bench-batch-{tag}"
+    users = [f"bench-ingest-{tag}-{i}" for i in range(args.users)]
+    paced_users = [f"bench-paced-{tag}-{i}" for i in range(args.users)]
     try:
+        if "batch" in args.modes:
+            rate = await _batch_create(url, batch_user, turns, 2)
+            print(f"batch create: {rate:.1f} memories/s ({rate / args.raw:.2f} of raw)", flush=True)
+        full = await _messages(url, env, turns, users, args)
+        print(
+            f"messages, full speed: accepted {full.accepted_per_s:.1f}/s, applied "
+            f"{full.applied_per_s:.1f}/s ({full.applied_per_s / args.raw:.2f} of raw)",
+            flush=True,
+        )
+        print(f"  time-to-searchable: {summary(full.to_searchable_ms)}", flush=True)
+        if full.missing:
+            print(f"  not searchable within {args.timeout_s:.0f} s: {full.missing}")
+
+        idle = await _search_loop(url, users[0], questions, asyncio.Event(), args.searches)
+        print(f"search, idle (fresh queries): {summary(idle)}", flush=True)
+
+        rate = 0.5 * full.applied_per_s
+        paced_turns = turns[: args.paced_messages]
+        probes = [
+            Probe(user_id=paced_users[i % len(paced_users)], token=f"zq{uuid.uuid4().hex[:10]}")
+            for i in range(len(paced_turns))
+        ]
+        index = env.get("COGNIS_OPENSEARCH_INDEX", "cognis-memories")
+        stop = asyncio.Event()
         started = time.perf_counter()
         watcher = asyncio.create_task(_watch(probes, env, index, timeout_s=args.timeout_s))
-        accepted_per_s = await _drive(url, probes, turns, args.concurrency)
-        await watcher
-        done = [p for p in probes if p.searchable_at is not None]
-        last = max((p.searchable_at for p in done), default=time.perf_counter())
-        return ModeResult(
-            name=name,
-            accepted_per_s=accepted_per_s,
-            applied_per_s=len(done) / (last - started),
-            to_searchable_ms=[(p.searchable_at - p.accepted_at) * 1000 for p in done],  # type: ignore[operator]
-            missing=len(probes) - len(done),
+        searches = asyncio.create_task(
+            _search_loop(url, users[0], questions[args.searches :], stop, 10_000)
         )
+        await _paced(url, probes, paced_turns, rate)
+        await watcher
+        stop.set()
+        busy = await searches
+        paced = _result(probes, started, rate)
+        print(
+            f"messages at half speed ({rate:.1f}/s offered, {len(probes)} messages): "
+            f"time-to-searchable {summary(paced.to_searchable_ms)}",
+            flush=True,
+        )
+        if busy:
+            ratio = percentile(busy, 95) / percentile(idle, 95)
+            print(f"search while ingesting: {summary(busy)}; p95 {ratio:.2f}x idle", flush=True)
     finally:
-        async with httpx.AsyncClient(
-            base_url=url, headers={"X-API-Key": API_KEY}, timeout=60
-        ) as http:
-            for user in users:
-                await http.delete(f"/v1/users/{user}")
+        await _erase(url, [batch_user, *users, *paced_users])
         process.terminate()
         process.wait(timeout=30)
-        if llm is not None:
-            llm.close()
+
+
+async def scripted_llm(args: argparse.Namespace, turns: list[str]) -> None:
+    llm = ScriptedLLM(default=_echo_responder(args.llm_latency_ms / 1000))
+    env = _bench_env(args)
+    env.update({"COGNIS_LLM_BASE_URL": llm.base_url, "COGNIS_LLM_MODEL": llm.model})
+    log_path = ROOT / ".local" / "logs" / "bench-ingest-llm.log"
+    process, url = _start_api(env, log_path)
+    users = [f"bench-ingest-llm-{uuid.uuid4().hex[:8]}-{i}" for i in range(args.users)]
+    try:
+        result = await _messages(url, env, turns, users, args)
+        print(
+            f"messages, scripted LLM ({args.llm_latency_ms:.0f} ms/answer): accepted "
+            f"{result.accepted_per_s:.1f}/s, applied {result.applied_per_s:.1f}/s; "
+            f"time-to-searchable {summary(result.to_searchable_ms)}",
+            flush=True,
+        )
+    finally:
+        await _erase(url, users)
+        process.terminate()
+        process.wait(timeout=30)
+        llm.close()
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--messages", type=int, default=200)
+    parser.add_argument("--messages", type=int, default=400)
+    parser.add_argument("--paced-messages", type=int, default=120)
     parser.add_argument("--users", type=int, default=8, help="messages are spread over users")
-    parser.add_argument("--concurrency", type=int, default=4, help="concurrent HTTP clients")
+    parser.add_argument("--concurrency", type=int, default=8, help="concurrent HTTP clients")
     parser.add_argument("--workers", type=int, default=4, help="ingestion loops in the API")
+    parser.add_argument("--searches", type=int, default=100, help="idle searches")
     parser.add_argument("--llm-latency-ms", type=float, default=300.0)
-    parser.add_argument("--modes", default="deterministic,llm")
+    parser.add_argument("--modes", default="raw,batch,messages")
     parser.add_argument("--timeout-s", type=float, default=300.0)
     args = parser.parse_args()
     if "COGNIS_DATABASE_URL" not in os.environ:
         print("COGNIS_DATABASE_URL is not set (make bench-ingest reads .local/cognis.env)")
         return 2
     subprocess.run([sys.executable, "-m", "app", "migrate"], cwd=ROOT, check=True)
-    turns, _ = locomo_turns_and_questions(args.messages)
-    for name in args.modes.split(","):
-        label = name if name != "llm" else f"llm (scripted, {args.llm_latency_ms:.0f} ms/answer)"
-        print(
-            f"== {label}: {len(turns)} messages, {args.users} users, "
-            f"{args.concurrency} clients, {args.workers} worker loops",
-            flush=True,
-        )
-        result = asyncio.run(run_mode(name, args, turns))
-        print(f"accepted: {result.accepted_per_s:.1f} messages/s (POST -> 202)")
-        print(f"applied:  {result.applied_per_s:.1f} messages/s (first POST -> last searchable)")
-        if result.to_searchable_ms:
-            print(f"time-to-searchable (202 -> both legs): {summary(result.to_searchable_ms)}")
-        if result.missing:
-            print(f"not searchable within {args.timeout_s:.0f} s: {result.missing}")
+    turns, questions = locomo_turns_and_questions(args.messages)
+    settings = get_settings()
+    print(
+        f"== {len(turns)} LoCoMo turns; model {Path(settings.embedding_model).name} "
+        f"({settings.embedding_backend}); queries {settings.query_embedding_backend}; "
+        f"{os.cpu_count()} cores",
+        flush=True,
+    )
+    args.raw = raw_throughput(turns, 32)
+    print(f"raw model throughput: {args.raw:.1f} texts/s (batches of 32)", flush=True)
+    if "messages" in args.modes or "batch" in args.modes:
+        asyncio.run(deterministic(args, turns, questions))
+    if "llm" in args.modes:
+        asyncio.run(scripted_llm(args, turns))
     return 0
 
 

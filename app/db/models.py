@@ -25,7 +25,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import JSONB, UUID
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-from app.config import CATEGORIES, COARSE_DIM, EMBEDDING_DIM, SCOPES
+from app.config import CATEGORIES, COARSE_DIM, EMBEDDING_DIM, OPERATIONS, SCOPES
 
 NAMING_CONVENTION = {
     "ix": "%(table_name)s_%(column_0_N_name)s_idx",
@@ -192,7 +192,6 @@ class OutboxEvent(Base):
 
 
 TASK_STATES = ("queued", "running", "done", "failed")
-OPERATIONS = ("ADD", "UPDATE", "DELETE", "NONE")
 EXTRACTORS = ("llm", "deterministic")
 
 

@@ -14,9 +14,10 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
+from app.config import OPERATIONS, SCOPES
 from app.ingest.context import as_aware
 from app.ingest.domain import Candidate, MessageContext, Operation
-from app.ingest.prompt import INSTRUCTIONS, OPERATIONS
+from app.ingest.prompt import INSTRUCTIONS
 
 MAX_OPERATIONS = 20
 # Content sharing a run of this many words with the instructions is the prompt, not a fact.
@@ -119,7 +120,7 @@ class AnswerGuard:
             raise InvalidAnswer(f"{where}: unknown category {category[:40]!r}")
         reason = _text(item, "reason", where, required=op == "DELETE")
         scope = (_text(item, "scope", where, required=False) or "USER").upper()
-        if scope not in ("USER", "CONTEXT"):
+        if scope not in SCOPES:
             raise InvalidAnswer(f"{where}: scope must be USER or CONTEXT")
         if scope == "CONTEXT" and not self._context.session_id:
             raise InvalidAnswer(f"{where}: CONTEXT scope needs a session, and the message has none")

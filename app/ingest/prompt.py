@@ -8,9 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from app.config import OPERATIONS, SCOPES
 from app.ingest.domain import Candidate, MessageContext
-
-OPERATIONS = ("ADD", "UPDATE", "DELETE", "NONE")
 
 INSTRUCTIONS = """You maintain the long-term memory of one user of a conversational assistant.
 You receive one new conversation message and the existing memories most similar to it.
@@ -53,7 +52,7 @@ def operation_schema(categories: tuple[str, ...]) -> dict[str, Any]:
             "target": nullable({"type": "string"}),
             "content": nullable({"type": "string"}),
             "category": nullable({"type": "string", "enum": list(categories)}),
-            "scope": nullable({"type": "string", "enum": ["USER", "CONTEXT"]}),
+            "scope": nullable({"type": "string", "enum": list(SCOPES)}),
             "event_time": nullable({"type": "string"}),
             "reason": nullable({"type": "string"}),
         },

@@ -4,7 +4,7 @@ work across users and then only touches the claimed row."""
 from __future__ import annotations
 
 import uuid
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 from sqlalchemy import and_, exists, func, or_, select, text, tuple_, update
@@ -185,6 +185,3 @@ class IngestRepository:
             .order_by(IngestDecision.message_id, IngestDecision.position)
         )
         return list(rows)
-
-    async def now(self) -> datetime:
-        return await self.session.scalar(select(func.now()))  # type: ignore[return-value]

@@ -13,6 +13,7 @@ from datetime import timedelta
 
 import numpy as np
 import structlog
+from sqlalchemy import func
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.config import Settings
@@ -88,7 +89,7 @@ class IngestWorker:
             await repository.lock_user(task.user_id)
             rows = await self._pipeline.apply(session, task.job_id, decided)
             owned.state = "done"
-            owned.finished_at = await repository.now()
+            owned.finished_at = func.now()
             owned.lease_token = None
             owned.last_error = None
         log.info(

@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from tests.conftest import API_KEY, ApiProcess
-from tests.ingest.scripted_llm import ScriptedLLM
+from bench.scripted_llm import ScriptedLLM
 
 LLM_QUEUE = "llm-tests"
 LLM_TIMEOUT_S = 2.0

@@ -9,7 +9,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from tests.ingest.helpers import current_memories, decisions, ingest, message, rows, wait_job
-from tests.ingest.scripted_llm import Reply, ScriptedLLM
+from bench.scripted_llm import Reply, ScriptedLLM
 
 
 async def test_tokyo_then_osaka_is_an_update_with_a_version_chain(

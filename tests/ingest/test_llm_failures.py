@@ -10,7 +10,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from app.ingest.prompt import INSTRUCTIONS
 from tests.ingest.conftest import LLM_TIMEOUT_S
 from tests.ingest.helpers import current_memories, decisions, ingest, message, rows, scalar
-from tests.ingest.scripted_llm import Reply, ScriptedLLM
+from bench.scripted_llm import Reply, ScriptedLLM
 
 SEED = "I drive a red bicycle to work"
 

@@ -8,7 +8,7 @@ import pytest
 
 from app.config import Settings
 from app.llm.client import ChatClient, LLMError
-from tests.ingest.scripted_llm import Reply, ScriptedLLM
+from bench.scripted_llm import Reply, ScriptedLLM
 
 SCHEMA = {"type": "object", "properties": {"operations": {"type": "array"}}}
 PROMPT = [{"role": "user", "content": "hello client"}]
