@@ -1,4 +1,4 @@
-"""Command line: serve, relay, worker, reindex, migrate."""
+"""Command line: serve, relay, worker, reindex, migrate, embed-serve."""
 
 from __future__ import annotations
 
@@ -26,6 +26,24 @@ def _serve(args: argparse.Namespace) -> int:
         factory=True,
         host=args.host or settings.host,
         port=args.port or settings.port,
+        log_level=settings.log_level.lower(),
+        access_log=False,
+    )
+    return 0
+
+
+def _embed_serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from app.ml.embedding_server import create_embedding_app, standalone_settings
+
+    settings = standalone_settings()
+    if args.backend:
+        settings = settings.model_copy(update={"embedding_backend": args.backend})
+    uvicorn.run(
+        create_embedding_app(settings),
+        host=args.host,
+        port=args.port,
         log_level=settings.log_level.lower(),
         access_log=False,
     )
@@ -146,8 +164,24 @@ def main(argv: list[str] | None = None) -> int:
     migrate = commands.add_parser("migrate", help="alembic upgrade")
     migrate.add_argument("revision", nargs="?", default="head")
     migrate.set_defaults(func=_migrate)
+    embed_serve = commands.add_parser(
+        "embed-serve", help="serve the embedding model over an OpenAI-compatible /v1/embeddings"
+    )
+    embed_serve.add_argument("--host", default="127.0.0.1")
+    embed_serve.add_argument("--port", type=int, default=8080)
+    embed_serve.add_argument(
+        "--backend",
+        choices=("torch", "onnx", "onnx-int8"),
+        help="how to run the model (default: COGNIS_EMBEDDING_BACKEND)",
+    )
+    embed_serve.set_defaults(func=_embed_serve)
     args = parser.parse_args(argv)
-    settings = get_settings()
+    if args.command == "embed-serve":
+        from app.ml.embedding_server import standalone_settings
+
+        settings = standalone_settings()  # needs no database URL
+    else:
+        settings = get_settings()
     configure_logging(settings.log_level, settings.log_json)
     return int(args.func(args))
 

@@ -5,13 +5,14 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Literal
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 # The 15 categories of the paper; the database enforces them with a CHECK constraint.
-# How the embedding model runs: sentence-transformers on torch, or exported to ONNX (fp32 or
-# dynamic int8) and run by ONNX Runtime.
-EmbeddingBackend = Literal["torch", "onnx", "onnx-int8"]
+# How the embedding model runs: sentence-transformers on torch, exported to ONNX (fp32 or
+# dynamic int8) and run by ONNX Runtime, or on another server behind an OpenAI-compatible
+# /embeddings endpoint ("http", e.g. `python -m app embed-serve`).
+EmbeddingBackend = Literal["torch", "onnx", "onnx-int8", "http"]
 
 CATEGORIES: tuple[str, ...] = (
     "personal_details",
@@ -85,6 +86,20 @@ class Settings(BaseSettings):
     # A query is one short text: one core embeds it about as fast as two, and leaves the other
     # to Postgres and to write batches (measured in docs/benchmarks/ingestion.md).
     query_embedding_intra_op_threads: int | None = 1
+    # The "http" backend: an OpenAI-compatible API root (POST {url}/embeddings). embed-serve
+    # requires the same bearer key from its clients when one is set.
+    embedding_http_url: str | None = Field(
+        default=None, description="OpenAI-compatible API root, e.g. http://embedder:8080/v1."
+    )
+    # None asks for COGNIS_EMBEDDING_MODEL, the model embed-serve runs from the same settings.
+    embedding_http_model: str | None = None
+    embedding_http_api_key: SecretStr | None = None
+    # Sent as "dimensions" (Matryoshka truncation on the server); None: the model's own size.
+    embedding_http_dimensions: int | None = Field(default=None, ge=1, le=EMBEDDING_DIM)
+    embedding_http_timeout_s: float = 10.0
+    # Retries of connection errors, timeouts, 429 and 5xx, with jittered exponential backoff.
+    embedding_http_max_retries: int = Field(default=2, ge=0)
+    embedding_http_backoff_base_s: float = 0.25
 
     # API
     host: str = "127.0.0.1"
@@ -164,6 +179,26 @@ class Settings(BaseSettings):
         if not 0.0 <= value <= 1.0:
             raise ValueError("RRF weights must lie in [0, 1]")
         return value
+
+    @field_validator(
+        "embedding_http_url", "embedding_http_model", "embedding_http_api_key", mode="before"
+    )
+    @classmethod
+    def _empty_is_unset(cls, value: object) -> object:
+        # Compose passes `${VAR:-}` as an empty string: an empty key must not become "Bearer ".
+        return None if value == "" else value
+
+    @model_validator(mode="after")
+    def _http_backend_has_an_endpoint(self) -> Settings:
+        query_backend_chosen = "query_embedding_backend" in self.model_fields_set
+        if self.embedding_backend == "http" and not query_backend_chosen:
+            # Embedding is remote: a local query model by default would defeat the point. Queries
+            # keep a queue of their own (and their own requests), so they never wait behind writes.
+            self.query_embedding_backend = "http"
+        uses_http = "http" in (self.embedding_backend, self.query_embedding_backend)
+        if uses_http and not self.embedding_http_url:
+            raise ValueError("the http embedding backend needs COGNIS_EMBEDDING_HTTP_URL")
+        return self
 
     @property
     def api_key_hash_list(self) -> tuple[str, ...]:

@@ -8,6 +8,8 @@ from typing import Any
 class CognisError(Exception):
     status_code = 400
     title = "Bad request"
+    # Seconds a client should wait before trying again (sent as Retry-After); None: no advice.
+    retry_after_s: int | None = None
 
     def __init__(self, detail: str, **extra: Any) -> None:
         super().__init__(detail)
@@ -30,3 +32,20 @@ class NotFoundError(CognisError):
 class ConflictError(CognisError):
     status_code = 409
     title = "Conflict"
+
+
+class EmbedderUnavailableError(CognisError):
+    """The embedding server could not be reached (after retries). Nothing was written: texts are
+    embedded before any transaction opens, so the same request can simply be sent again."""
+
+    status_code = 503
+    title = "Embedder unavailable"
+    retry_after_s = 5
+
+
+class EmbedderAnswerError(CognisError):
+    """The embedding server answered, but not with usable embeddings (a wrong count, dimension,
+    or shape, or a refusal such as 401): a configuration fault that retrying will not mend."""
+
+    status_code = 502
+    title = "Embedder gave an unusable answer"

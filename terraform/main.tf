@@ -135,6 +135,12 @@ module "ecs" {
   worker_desired_count = var.worker_desired_count
   extra_environment    = var.extra_environment
 
+  embedding_http = {
+    url                = var.embedding_http_url
+    model              = var.embedding_http_model
+    api_key_secret_arn = var.embedding_http_api_key_secret_arn
+  }
+
   database = {
     host       = module.aurora.endpoint
     port       = module.aurora.port

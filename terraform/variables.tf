@@ -96,6 +96,34 @@ variable "extra_environment" {
   default     = {}
 }
 
+variable "embedding_http_url" {
+  description = "API root of an external OpenAI-compatible embedding service (POST {url}/embeddings), e.g. an embedder running `python -m app embed-serve`. When set, every task embeds over HTTP (COGNIS_EMBEDDING_BACKEND=http) instead of loading the model; null keeps the model in each task."
+  type        = string
+  default     = null
+
+  validation {
+    condition     = var.embedding_http_url == null || can(regex("^https?://", var.embedding_http_url))
+    error_message = "embedding_http_url must be an http:// or https:// URL."
+  }
+}
+
+variable "embedding_http_model" {
+  description = "Model name sent to the embedding service (COGNIS_EMBEDDING_HTTP_MODEL); null sends COGNIS_EMBEDDING_MODEL. It must be the model the stored vectors came from."
+  type        = string
+  default     = null
+}
+
+variable "embedding_http_api_key_secret_arn" {
+  description = "ARN of an existing Secrets Manager secret whose value is the embedding service's bearer key (COGNIS_EMBEDDING_HTTP_API_KEY), encrypted with the stack's KMS key or aws/secretsmanager; null sends no key."
+  type        = string
+  default     = null
+
+  validation {
+    condition     = var.embedding_http_api_key_secret_arn == null || can(regex("^arn:aws[a-z-]*:secretsmanager:", var.embedding_http_api_key_secret_arn))
+    error_message = "embedding_http_api_key_secret_arn must be a Secrets Manager secret ARN."
+  }
+}
+
 variable "log_retention_days" {
   description = "CloudWatch Logs retention."
   type        = number

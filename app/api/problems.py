@@ -7,17 +7,24 @@ from typing import Any
 import structlog
 from litestar import Request, Response
 from litestar.exceptions import HTTPException, ValidationException
-from litestar.status_codes import HTTP_500_INTERNAL_SERVER_ERROR
+from litestar.status_codes import HTTP_500_INTERNAL_SERVER_ERROR, HTTP_503_SERVICE_UNAVAILABLE
 
 from app.errors import CognisError
 
 log = structlog.get_logger(__name__)
 
 PROBLEM_JSON = "application/problem+json"
+DEFAULT_RETRY_AFTER_S = 5
 
 
 def problem(
-    request: Request, status: int, title: str, detail: str, **extra: Any
+    request: Request,
+    status: int,
+    title: str,
+    detail: str,
+    *,
+    headers: dict[str, str] | None = None,
+    **extra: Any,
 ) -> Response[dict[str, Any]]:
     body = {
         "type": "about:blank",
@@ -27,11 +34,15 @@ def problem(
         "instance": request.url.path,
         **extra,
     }
-    return Response(content=body, status_code=status, media_type=PROBLEM_JSON)
+    return Response(content=body, status_code=status, media_type=PROBLEM_JSON, headers=headers)
 
 
 def on_domain_error(request: Request, exc: CognisError) -> Response[dict[str, Any]]:
-    return problem(request, exc.status_code, exc.title, exc.detail, **exc.extra)
+    headers = None
+    if exc.status_code == HTTP_503_SERVICE_UNAVAILABLE:
+        # A 503 is temporary by definition: tell clients when to come back rather than hammer.
+        headers = {"Retry-After": str(exc.retry_after_s or DEFAULT_RETRY_AFTER_S)}
+    return problem(request, exc.status_code, exc.title, exc.detail, headers=headers, **exc.extra)
 
 
 def on_validation_error(request: Request, exc: ValidationException) -> Response[dict[str, Any]]:

@@ -16,6 +16,7 @@ from app.metrics import batch_observer
 from app.ml.categories import CategoryClassifier
 from app.ml.cross_encoder import CrossEncoderScorer
 from app.ml.embedder import Embedder
+from app.ml.http_encoder import HttpEndpoint
 from app.retrieval.pipeline import RetrievalPipeline
 from app.search_index.client import MemoryIndex
 from app.search_index.relay import OutboxRelay
@@ -114,4 +115,5 @@ def _embedder(
         intra_op_threads=intra_op_threads,
         onnx_cache_dir=settings.embedding_onnx_cache_dir,
         on_batch=batch_observer(name),
+        http_endpoint=HttpEndpoint.from_settings(settings) if backend == "http" else None,
     )

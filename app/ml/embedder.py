@@ -7,7 +7,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, get_args
+from typing import TYPE_CHECKING, Any, get_args
 
 import numpy as np
 import structlog
@@ -15,6 +15,9 @@ import structlog
 from app.config import COARSE_DIM, EMBEDDING_DIM, EmbeddingBackend
 from app.ml.batching import MicroBatcher, Priority
 from app.ml.offline import offline_if_local
+
+if TYPE_CHECKING:
+    from app.ml.http_encoder import HttpEndpoint
 
 log = structlog.get_logger(__name__)
 
@@ -78,6 +81,7 @@ class Embedder:
         intra_op_threads: int | None = None,
         onnx_cache_dir: str | None = None,
         on_batch: Callable[[int, float], None] | None = None,
+        http_endpoint: HttpEndpoint | None = None,
     ) -> None:
         if backend not in get_args(EmbeddingBackend):
             raise ValueError(f"unknown embedding backend {backend!r}")
@@ -86,6 +90,7 @@ class Embedder:
         # None follows the cores actually available to the process.
         self._intra_op_threads = intra_op_threads or available_cores()
         self._onnx_cache_dir = onnx_cache_dir
+        self._http_endpoint = http_endpoint
         self._device = device
         self._batch_size = batch_size
         self.batcher: MicroBatcher[Embedding] = MicroBatcher(
@@ -114,6 +119,14 @@ class Embedder:
                 "get_embedding_dimension",
                 self._model.get_sentence_embedding_dimension,
             )()
+        elif self.backend == "http":
+            from app.ml.http_encoder import HttpEncoder
+
+            if self._http_endpoint is None:
+                raise ValueError("the http embedding backend needs an endpoint")
+            # Nothing is asked yet: an embedder that is down must not keep the API from starting.
+            self._model = HttpEncoder(self._http_endpoint)
+            dimensions = self._model.dimension
         else:
             from app.ml.onnx_encoder import OnnxSentenceEncoder
 

@@ -112,3 +112,17 @@ def test_compose_file_names_no_variable_twice() -> None:
     keys = [line.split(":", 1)[0].strip() for line in text.splitlines() if "COGNIS_" in line]
     keys = [k for k in keys if k.startswith("COGNIS_")]
     assert len(keys) == len(set(keys)), sorted(k for k in keys if keys.count(k) > 1)
+
+
+def test_the_embedder_is_optional_and_serves_from_the_same_image() -> None:
+    services = load_compose()["services"]
+    embedder = services["embedder"]
+    assert embedder["profiles"] == ["embedder"]  # the default stack starts without it
+    assert embedder["image"] == services["api"]["image"]
+    assert embedder["command"][:4] == ["python", "-m", "app", "embed-serve"]
+    assert "ports" not in embedder  # reached by the other services only
+    assert "/health" in " ".join(embedder["healthcheck"]["test"])
+    unknown = set(embedder["environment"]) - _settings_env_names() - NON_SETTING_ENV
+    assert not unknown, unknown
+    port = embedder["command"][embedder["command"].index("--port") + 1]
+    assert f":{port}/" in " ".join(embedder["healthcheck"]["test"])

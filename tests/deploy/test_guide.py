@@ -42,7 +42,9 @@ def test_replaced_resources_exist() -> None:
 
 @pytest.mark.parametrize("path", GUIDES, ids=lambda p: p.name)
 def test_cli_commands_in_the_guides_exist(path) -> None:
-    for command in re.findall(r"python\"?,? \"?-m\"?,? \"?app\"?,? \"?(\w+)", path.read_text()):
+    # Command names may hold hyphens (embed-serve).
+    pattern = r"python\"?,? \"?-m\"?,? \"?app\"?,? \"?(\w[\w-]*)"
+    for command in re.findall(pattern, path.read_text()):
         assert command in _cli_commands(), command
 
 

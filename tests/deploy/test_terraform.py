@@ -308,3 +308,17 @@ def test_checkov_skips_carry_a_reason() -> None:
             if "checkov:skip" in line:
                 reason = re.search(r"checkov:skip=CKV2?_[A-Z0-9]+_\d+:\S.{20,}", line)
                 assert reason, f"{tf}: {line}"
+
+
+def test_an_external_embedding_endpoint_is_optional_and_its_key_a_secret() -> None:
+    root = load_root()
+    for name in ("embedding_http_url", "embedding_http_model", "embedding_http_api_key_secret_arn"):
+        assert root.variables[name]["default"] is None, name
+    ecs = load_module("ecs")
+    assert "COGNIS_EMBEDDING_BACKEND" not in ecs.locals["base_environment"]
+    embedding = ecs.locals["embedding_environment"]
+    assert "COGNIS_EMBEDDING_HTTP_URL" in embedding and '"http"' in embedding
+    secrets = ecs.locals["embedding_secrets"]
+    assert "COGNIS_EMBEDDING_HTTP_API_KEY" in secrets and "api_key_secret_arn" in secrets
+    assert {"COGNIS_EMBEDDING_BACKEND", "COGNIS_EMBEDDING_HTTP_URL"} <= _settings_env_names()
+    assert "COGNIS_EMBEDDING_HTTP_API_KEY" in _settings_env_names()

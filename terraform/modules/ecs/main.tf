@@ -21,13 +21,27 @@ locals {
     DB_SSL                      = "require"
     HF_HOME                     = "/tmp/hf"
   }
-  environment = merge(local.base_environment, var.extra_environment)
+  # An external OpenAI-compatible embedding endpoint, when configured: tasks then embed over HTTP
+  # rather than each loading the model (docs/embedding.md).
+  embedding_environment = var.embedding_http.url == null ? {} : merge(
+    {
+      COGNIS_EMBEDDING_BACKEND  = "http"
+      COGNIS_EMBEDDING_HTTP_URL = var.embedding_http.url
+    },
+    var.embedding_http.model == null ? {} : { COGNIS_EMBEDDING_HTTP_MODEL = var.embedding_http.model },
+  )
+  environment = merge(local.base_environment, local.embedding_environment, var.extra_environment)
 
   secrets = [
     { name = "DB_USERNAME", valueFrom = "${var.database.secret_arn}:username::" },
     { name = "DB_PASSWORD", valueFrom = "${var.database.secret_arn}:password::" },
     { name = "COGNIS_OPENSEARCH_PASSWORD", valueFrom = var.opensearch.app_secret_arn },
     { name = "COGNIS_API_KEY_HASHES", valueFrom = aws_secretsmanager_secret.api_key_hashes.arn },
+  ]
+  # The embedding endpoint's bearer key: a secret made outside Terraform, so the key never enters
+  # the state; only its ARN is configured.
+  embedding_secrets = var.embedding_http.api_key_secret_arn == null ? [] : [
+    { name = "COGNIS_EMBEDDING_HTTP_API_KEY", valueFrom = var.embedding_http.api_key_secret_arn },
   ]
 
   # The only writable path of a read-only root file system.
@@ -118,12 +132,15 @@ resource "aws_iam_role_policy_attachment" "execution" {
 data "aws_iam_policy_document" "execution_secrets" {
   statement {
     actions = ["secretsmanager:GetSecretValue"]
-    resources = [
-      var.database.secret_arn,
-      var.opensearch.app_secret_arn,
-      var.opensearch.master_secret_arn,
-      aws_secretsmanager_secret.api_key_hashes.arn,
-    ]
+    resources = concat(
+      [
+        var.database.secret_arn,
+        var.opensearch.app_secret_arn,
+        var.opensearch.master_secret_arn,
+        aws_secretsmanager_secret.api_key_hashes.arn,
+      ],
+      [for secret in local.embedding_secrets : secret.valueFrom],
+    )
   }
 
   statement {
@@ -222,7 +239,7 @@ resource "aws_ecs_task_definition" "process" {
       command                = each.value.command
       readonlyRootFilesystem = true
       environment            = [for k, v in local.environment : { name = k, value = v }]
-      secrets                = local.secrets
+      secrets                = concat(local.secrets, local.embedding_secrets)
       mountPoints            = local.tmp_mount
       portMappings           = each.key == "api" ? [{ containerPort = local.app_port, protocol = "tcp" }] : []
       healthCheck = each.key == "api" ? {

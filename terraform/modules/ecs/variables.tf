@@ -111,3 +111,13 @@ variable "opensearch" {
     app_index_pattern = string
   })
 }
+
+variable "embedding_http" {
+  description = "External OpenAI-compatible embedding endpoint (API root, model, bearer key secret ARN); a null url keeps the model in each task."
+  type = object({
+    url                = optional(string)
+    model              = optional(string)
+    api_key_secret_arn = optional(string)
+  })
+  default = {}
+}

@@ -1,0 +1,168 @@
+"""The "http" embedding backend: another server's OpenAI-compatible POST {url}/embeddings.
+
+It runs in the Embedder's worker thread, hence synchronous (httpx.Client, which is thread-safe).
+Connection errors, timeouts, 429 and 5xx are retried with jittered exponential backoff and then
+raised as EmbedderUnavailableError (503); an answer that is not one vector of numbers per text,
+all of one dimension, is EmbedderAnswerError (502). Messages name the URL and the cause, never
+the texts, since they end up in logs and in problem details.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import dataclass
+from typing import Any, NoReturn
+
+import httpx
+import numpy as np
+import structlog
+from pydantic import SecretStr
+
+from app.config import EMBEDDING_DIM, Settings
+from app.errors import EmbedderAnswerError, EmbedderUnavailableError
+
+log = structlog.get_logger(__name__)
+
+# 408/429 and 5xx are about the server's state, not the request: worth another try.
+RETRYABLE_STATUS = frozenset({408, 429})
+# What a refusal most likely means, so the error points at the setting to check.
+REFUSAL_HINTS = {
+    401: "check COGNIS_EMBEDDING_HTTP_API_KEY",
+    403: "check COGNIS_EMBEDDING_HTTP_API_KEY",
+    404: "check COGNIS_EMBEDDING_HTTP_URL (the API root, e.g. http://host:8080/v1) and the model",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class HttpEndpoint:
+    """Where and how to ask for embeddings."""
+
+    url: str
+    model: str
+    api_key: SecretStr | None = None
+    dimensions: int | None = None
+    timeout_s: float = 10.0
+    max_retries: int = 2
+    backoff_base_s: float = 0.25
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> HttpEndpoint:
+        if not settings.embedding_http_url:
+            raise ValueError("the http embedding backend needs COGNIS_EMBEDDING_HTTP_URL")
+        return cls(
+            url=settings.embedding_http_url,
+            model=settings.embedding_http_model or settings.embedding_model,
+            api_key=settings.embedding_http_api_key,
+            dimensions=settings.embedding_http_dimensions,
+            timeout_s=settings.embedding_http_timeout_s,
+            max_retries=settings.embedding_http_max_retries,
+            backoff_base_s=settings.embedding_http_backoff_base_s,
+        )
+
+    @property
+    def embeddings_url(self) -> str:
+        return self.url.rstrip("/") + "/embeddings"
+
+
+class HttpEncoder:
+    """encode(texts) -> (n, dim) float32, like the local encoders, computed by a remote server."""
+
+    def __init__(self, endpoint: HttpEndpoint) -> None:
+        headers = {}
+        if endpoint.api_key is not None:
+            headers["Authorization"] = f"Bearer {endpoint.api_key.get_secret_value()}"
+        self.endpoint = endpoint
+        self.url = endpoint.embeddings_url
+        # Known up front only when asked for; otherwise the first answer fixes it, and every later
+        # answer must agree: vectors of two sizes in one store would be silently incomparable.
+        self.dimension: int | None = endpoint.dimensions
+        self._client = httpx.Client(headers=headers, timeout=endpoint.timeout_s)
+
+    def close(self) -> None:
+        self._client.close()
+
+    def encode(self, texts: list[str], batch_size: int = 32) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dimension or 0), dtype=np.float32)
+        size = max(batch_size, 1)
+        return np.concatenate(
+            [self._embed_chunk(texts[start : start + size]) for start in range(0, len(texts), size)]
+        )
+
+    def _embed_chunk(self, texts: list[str]) -> np.ndarray:
+        body: dict[str, Any] = {"model": self.endpoint.model, "input": texts}
+        if self.endpoint.dimensions is not None:
+            body["dimensions"] = self.endpoint.dimensions
+        vectors = self._vectors(self._post(body), len(texts))
+        if self.dimension is not None and vectors.shape[1] != self.dimension:
+            self._invalid(f"{vectors.shape[1]} dimensions where {self.dimension} are expected")
+        self.dimension = vectors.shape[1]
+        return vectors
+
+    def _post(self, body: dict[str, Any]) -> httpx.Response:
+        attempt = 0
+        while True:
+            try:
+                response = self._client.post(self.url, json=body)
+            except httpx.TransportError as exc:  # connection refused/reset, timeouts
+                cause = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+            else:
+                status = response.status_code
+                if status < 400:
+                    return response
+                cause = f"HTTP {status} {response.reason_phrase}".rstrip()
+                if status not in RETRYABLE_STATUS and status < 500:
+                    hint = REFUSAL_HINTS.get(status)
+                    self._invalid(f"refused the request ({cause})" + (f": {hint}" if hint else ""))
+            if attempt >= self.endpoint.max_retries:
+                raise EmbedderUnavailableError(
+                    f"embedding server {self.url} is unavailable after {attempt + 1} "
+                    f"attempt(s): {cause}"
+                )
+            delay = self.endpoint.backoff_base_s * (2**attempt) * random.uniform(0.5, 1.0)
+            log.warning(
+                "embedder.http_retrying",
+                url=self.url,
+                attempt=attempt + 1,
+                error=cause,
+                delay_s=round(delay, 3),
+            )
+            attempt += 1
+            time.sleep(delay)
+
+    def _vectors(self, response: httpx.Response, expected: int) -> np.ndarray:
+        """The answer's vectors in input order, or EmbedderAnswerError naming what is wrong."""
+        try:
+            body = response.json()
+        except ValueError:
+            self._invalid("answered with something other than JSON")
+        data = body.get("data") if isinstance(body, dict) else None
+        if not isinstance(data, list):
+            self._invalid("answered without a 'data' list")
+        if len(data) != expected:
+            self._invalid(f"returned {len(data)} embeddings for {expected} texts")
+        if not all(isinstance(item, dict) for item in data):
+            self._invalid("returned 'data' items that are not objects")
+        indices = [item.get("index") for item in data]
+        if sorted(i for i in indices if isinstance(i, int)) != list(range(expected)):
+            self._invalid(f"returned indices {indices[:10]} instead of 0..{expected - 1}")
+        rows = [item.get("embedding") for item in sorted(data, key=lambda item: item["index"])]
+        if not all(isinstance(row, list) for row in rows):
+            self._invalid("returned an embedding that is not a list of numbers")
+        sizes = sorted({len(row) for row in rows})
+        if len(sizes) != 1:
+            self._invalid(f"returned embeddings of different dimensions {sizes}")
+        if not all(
+            isinstance(x, int | float) and not isinstance(x, bool) for row in rows for x in row
+        ):
+            self._invalid("returned an embedding with a value that is not a number")
+        vectors = np.asarray(rows, dtype=np.float32).reshape(expected, sizes[0])
+        if not 0 < sizes[0] <= EMBEDDING_DIM:
+            self._invalid(f"returned {sizes[0]} dimensions; 1 to {EMBEDDING_DIM} are supported")
+        if not np.isfinite(vectors).all():
+            self._invalid("returned an embedding with a value that is not finite")
+        return vectors
+
+    def _invalid(self, what: str) -> NoReturn:
+        raise EmbedderAnswerError(f"embedding server {self.url} {what}")
