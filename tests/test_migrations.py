@@ -27,6 +27,7 @@ EXPECTED_INDEXES = {
     "memories_replaces_id_idx": ("UNIQUE", "WHERE (replaces_id IS NOT NULL)"),
     "memories_chain_current_idx": ("UNIQUE", "WHERE is_current"),
     "outbox_pending_idx": ("WHERE (processed_at IS NULL)",),
+    "outbox_user_pending_idx": ("(user_id, id)", "WHERE (processed_at IS NULL)"),
 }
 
 
