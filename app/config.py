@@ -109,6 +109,9 @@ class Settings(BaseSettings):
     relay_batch_size: int = 1000
     opensearch_bulk_max_docs: int = 1000
     opensearch_bulk_max_bytes: int = 5_000_000
+    # Bulk requests of one batch in flight at once: OpenSearch indexes them on several write
+    # threads. External versions keep the result right whichever request lands first.
+    opensearch_bulk_concurrency: int = 2
     relay_poll_interval_s: float = 2.0
     relay_backoff_base_s: float = 1.0
     relay_backoff_max_s: float = 300.0
