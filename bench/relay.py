@@ -43,7 +43,38 @@ from app.search_index.client import MemoryIndex
 from app.search_index.relay import OutboxRelay
 
 ROOT = Path(__file__).resolve().parent.parent
-WORDS = ["garden", "coffee", "violin", "marathon", "tokyo", "sister", "python", "budget", "allergy", "museum", "kayak", "novel", "chess", "recipe", "physics", "spanish", "yoga", "promotion", "vacation", "piano", "cycling", "mortgage", "hiking", "sushi", "guitar", "painting", "camping", "vegan", "podcast", "startup"]
+WORDS = [
+    "garden",
+    "coffee",
+    "violin",
+    "marathon",
+    "tokyo",
+    "sister",
+    "python",
+    "budget",
+    "allergy",
+    "museum",
+    "kayak",
+    "novel",
+    "chess",
+    "recipe",
+    "physics",
+    "spanish",
+    "yoga",
+    "promotion",
+    "vacation",
+    "piano",
+    "cycling",
+    "mortgage",
+    "hiking",
+    "sushi",
+    "guitar",
+    "painting",
+    "camping",
+    "vegan",
+    "podcast",
+    "startup",
+]
 POLL_S = 0.05
 
 
