@@ -151,10 +151,6 @@ class OutboxRelay:
         results = await asyncio.gather(*(send(chunk) for chunk in chunks))
         return [outcome for chunk_outcomes in results for outcome in chunk_outcomes]
 
-    def wake(self) -> None:
-        """Run the next batch now instead of at the next poll (this process's loop)."""
-        self._wake.set()
-
     async def deliver_now(self, ids: list[int], timeout_s: float) -> bool:
         """Read-your-writes: get these events into OpenSearch and searchable within
         `timeout_s`. True when all of them were delivered and the index refreshed.
