@@ -175,7 +175,7 @@ class IndexLagOut(msgspec.Struct):
         msgspec.Meta(
             description="True when the BM25 leg may have missed or shown an older state of "
             'this user\'s memories: changes were pending ("eventual"), or the "indexed" wait '
-            "ran out before they were delivered."
+            "ran out before they were delivered. False when the BM25 stage was switched off."
         ),
     ]
     waited_ms: Annotated[

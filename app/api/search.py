@@ -64,8 +64,10 @@ class SearchController(Controller):
             pending=lag.pending,
             oldest_pending_age_ms=lag.oldest_pending_age_ms,
             consistency=data.consistency,
-            # After a wait, events written since the request began do not make it stale.
-            stale=(not waited.indexed) if waited is not None else lag.pending > 0,
+            # After a wait, events written since the request began do not make it stale;
+            # without the BM25 leg nothing was read from the index.
+            stale=data.stages.bm25
+            and ((not waited.indexed) if waited is not None else lag.pending > 0),
             waited_ms=waited.waited_ms if waited is not None else None,
         )
         response = await state.resources.retrieval.search(

@@ -98,6 +98,9 @@ async def test_index_lag_counts_this_users_pending_events_only(
         assert lagging["stale"] is True
         assert lagging["consistency"] == "eventual"
         assert lagging["waited_ms"] is None
+        without_bm25 = (await search(client, user_id, "bees", stages={"bm25": False}))["index_lag"]
+        assert without_bm25["pending"] == 1
+        assert without_bm25["stale"] is False
         other = (await search(client, other_user_id, "bees"))["index_lag"]
         assert other["pending"] == 3
         assert other["oldest_pending_age_ms"] >= 60_000
