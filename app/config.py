@@ -134,15 +134,26 @@ class Settings(BaseSettings):
     rerank_top_n: int = 20
     history_max_versions: int = 20
 
-    # Outbox relay
+    # Outbox relay. One batch is claimed in one transaction and sent as bulk requests of at
+    # most opensearch_bulk_max_docs documents / opensearch_bulk_max_bytes of payload each.
     relay_in_api: bool = True
-    relay_batch_size: int = 200
+    relay_batch_size: int = 1000
+    opensearch_bulk_max_docs: int = 1000
+    opensearch_bulk_max_bytes: int = 5_000_000
+    # Bulk requests of one batch in flight at once: OpenSearch indexes them on several write
+    # threads. External versions keep the result right whichever request lands first.
+    opensearch_bulk_concurrency: int = 2
     relay_poll_interval_s: float = 2.0
     relay_backoff_base_s: float = 1.0
     relay_backoff_max_s: float = 300.0
     outbox_retention_hours: float = 24.0
     # How long background relays leave a user erasure to the request that made it.
     erase_handoff_s: float = 30.0
+    # Read-your-writes: the longest a request may wait for its user's outbox rows to reach
+    # OpenSearch (consistency="indexed" searches, ?wait_for=indexed writes).
+    index_wait_max_ms: int = 5000
+    # How often such a wait re-reads the outbox when no in-process delivery wakes it sooner.
+    index_wait_poll_ms: int = 50
 
     # Ingestion / LLM (SPEC section 3). Without llm_base_url the deterministic extractor runs.
     llm_base_url: str | None = Field(

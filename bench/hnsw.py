@@ -1,7 +1,7 @@
 """Which HNSW indexes earn their cost: insert time per row and recall@10 for three layouts.
 
 On a scratch table (dropped afterwards) holding N LoCoMo turns embedded by the configured model:
-- 256d:           the 256D HNSW index only (what the service has since migration 0004);
+- 256d:           the 256D HNSW index only (what the service has since migration 0005);
 - 256d+768d:      plus a 768D HNSW index (the paper's second index, the service before 0004);
 - 256d+768d-half: plus a 768D HNSW index on halfvec (half the index size).
 Insert cost: rows inserted one statement each (as the service writes them), ms per row.

@@ -21,6 +21,7 @@ EXPECTED_INDEXES = {
     "memories_replaces_id_idx": ("UNIQUE", "WHERE (replaces_id IS NOT NULL)"),
     "memories_chain_current_idx": ("UNIQUE", "WHERE is_current"),
     "outbox_pending_idx": ("WHERE (processed_at IS NULL)",),
+    "outbox_user_pending_idx": ("(user_id, id)", "WHERE (processed_at IS NULL)"),
 }
 
 
@@ -82,9 +83,9 @@ async def test_upgrade_downgrade_upgrade_round_trip(migrated) -> None:
             for fragment in fragments:
                 assert fragment in indexes[name], (name, indexes[name])
         assert {"current_memories", "memory_versions", "memory_chain", "memories_as_of"} <= routines
-        # 0004 dropped the 768D HNSW index (no query searches it); one step down brings it back.
+        # 0005 dropped the 768D HNSW index (no query searches it); one step down brings it back.
         assert "memories_embedding_768d_hnsw_idx" not in indexes
-        alembic(env, "downgrade", "0003_ingestion")
+        alembic(env, "downgrade", "0004_outbox_user_pending")
         _, indexes, _ = await _schema(scratch_url)
         assert "ef_construction='256'" in indexes["memories_embedding_768d_hnsw_idx"]
         alembic(env, "upgrade", "head")

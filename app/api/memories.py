@@ -5,12 +5,13 @@ from __future__ import annotations
 from typing import Annotated
 
 import msgspec
-from litestar import Controller, delete, get, patch, post
+from litestar import Controller, Response, delete, get, patch, post
 from litestar.datastructures import State
 from litestar.di import Provide
 from litestar.params import Parameter
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.api.consistency import WRITE_WAIT_HEADERS, WriteWait, provide_write_wait
 from app.api.schemas import (
     HistoryOut,
     MemoryBatchCreate,
@@ -55,21 +56,35 @@ def _patch(body: MemoryUpdate) -> MemoryPatch:
 class MemoryController(Controller):
     path = "/v1/users/{user_id:str}/memories"
     tags = ["memories"]
-    dependencies = {"service": Provide(provide_memory_service)}
+    dependencies = {
+        "service": Provide(provide_memory_service),
+        "index_wait": Provide(provide_write_wait),
+    }
 
-    @post("/", summary="Create a memory (version 1 of a new chain)")
+    @post(
+        "/",
+        summary="Create a memory (version 1 of a new chain)",
+        response_headers=WRITE_WAIT_HEADERS,
+    )
     async def create_memory(
-        self, user_id: str, data: MemoryCreate, service: MemoryService
-    ) -> MemoryOut:
+        self, user_id: str, data: MemoryCreate, service: MemoryService, index_wait: WriteWait
+    ) -> Response[MemoryOut]:
         (memory,) = await service.create(user_id, [_draft(data)])
-        return MemoryOut.of(memory)
+        return Response(MemoryOut.of(memory), headers=await index_wait.headers(user_id, [memory]))
 
-    @post("/batch", summary="Create several memories in one transaction")
+    @post(
+        "/batch",
+        summary="Create several memories in one transaction",
+        response_headers=WRITE_WAIT_HEADERS,
+    )
     async def create_memories(
-        self, user_id: str, data: MemoryBatchCreate, service: MemoryService
-    ) -> MemoryBatchOut:
+        self, user_id: str, data: MemoryBatchCreate, service: MemoryService, index_wait: WriteWait
+    ) -> Response[MemoryBatchOut]:
         memories = await service.create(user_id, [_draft(m) for m in data.memories])
-        return MemoryBatchOut(items=[MemoryOut.of(m) for m in memories])
+        return Response(
+            MemoryBatchOut(items=[MemoryOut.of(m) for m in memories]),
+            headers=await index_wait.headers(user_id, memories),
+        )
 
     @get("/", summary="List memories, newest first, with cursor pagination")
     async def list_memories(
@@ -101,21 +116,33 @@ class MemoryController(Controller):
     async def get_memory(self, user_id: str, memory_id: str, service: MemoryService) -> MemoryOut:
         return MemoryOut.of(await service.get(user_id, parse_memory_id(memory_id)))
 
-    @patch("/{memory_id:str}", summary="Update: insert a new version superseding this one")
+    @patch(
+        "/{memory_id:str}",
+        summary="Update: insert a new version superseding this one",
+        response_headers=WRITE_WAIT_HEADERS,
+    )
     async def update_memory(
-        self, user_id: str, memory_id: str, data: MemoryUpdate, service: MemoryService
-    ) -> MemoryOut:
-        return MemoryOut.of(await service.update(user_id, parse_memory_id(memory_id), _patch(data)))
+        self,
+        user_id: str,
+        memory_id: str,
+        data: MemoryUpdate,
+        service: MemoryService,
+        index_wait: WriteWait,
+    ) -> Response[MemoryOut]:
+        memory = await service.update(user_id, parse_memory_id(memory_id), _patch(data))
+        return Response(MemoryOut.of(memory), headers=await index_wait.headers(user_id, [memory]))
 
     @delete(
         "/{memory_id:str}",
         status_code=200,
         summary="Delete: end the current version (the row is kept in history)",
+        response_headers=WRITE_WAIT_HEADERS,
     )
     async def delete_memory(
-        self, user_id: str, memory_id: str, service: MemoryService
-    ) -> MemoryOut:
-        return MemoryOut.of(await service.delete(user_id, parse_memory_id(memory_id)))
+        self, user_id: str, memory_id: str, service: MemoryService, index_wait: WriteWait
+    ) -> Response[MemoryOut]:
+        memory = await service.delete(user_id, parse_memory_id(memory_id))
+        return Response(MemoryOut.of(memory), headers=await index_wait.headers(user_id, [memory]))
 
     @get("/{memory_id:str}/history", summary="Every version of this memory's chain, oldest first")
     async def memory_history(

@@ -9,9 +9,16 @@ from typing import Annotated, Any, Literal
 import msgspec
 from litestar import Controller, Response, get, post
 from litestar.datastructures import State
+from litestar.di import Provide
 from litestar.status_codes import HTTP_200_OK, HTTP_202_ACCEPTED
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.api.consistency import (
+    INDEX_STATE_HEADER,
+    WRITE_WAIT_HEADERS,
+    WriteWait,
+    provide_write_wait,
+)
 from app.api.schemas import Content, Scope, SessionId, Speaker
 from app.db.models import IngestDecision
 from app.errors import InvalidInputError
@@ -166,6 +173,8 @@ class MessageController(Controller):
         "/messages",
         status_code=HTTP_202_ACCEPTED,
         summary="Submit conversation messages: saved at once, turned into memories by a job",
+        dependencies={"index_wait": Provide(provide_write_wait)},
+        response_headers=WRITE_WAIT_HEADERS,
     )
     async def submit_messages(
         self,
@@ -173,10 +182,14 @@ class MessageController(Controller):
         data: MessagesIn,
         db_session: AsyncSession,
         state: State,
+        index_wait: WriteWait,
         wait: bool = False,
         dry_run: bool = False,
     ) -> Response[JobOut | DryRunOut]:
         resources = state.resources
+        if index_wait.requested and not (wait and not dry_run):
+            # Memories exist only once the job has run: there is nothing to wait for before.
+            raise InvalidInputError("wait_for=indexed needs wait=true", field="wait_for")
         incoming = [_incoming(m) for m in data.messages]
         if dry_run:
             results = await service.dry_run(
@@ -215,7 +228,24 @@ class MessageController(Controller):
         body = job_out(view)
         body.submitted = [SubmittedMessageOut(s.message_id, s.job_id, s.duplicate) for s in saved]
         finished = view.state in ("done", "failed")
-        return Response(body, status_code=HTTP_200_OK if wait and finished else HTTP_202_ACCEPTED)
+        headers: dict[str, str] = {}
+        if index_wait.requested:
+            if finished:
+                written = {
+                    memory_id
+                    for decisions in view.decisions.values()
+                    for d in decisions
+                    for memory_id in (d.memory_id, d.target_memory_id)
+                    if memory_id is not None
+                }
+                headers = await index_wait.headers_for(user_id, sorted(written))
+            else:
+                headers = {INDEX_STATE_HEADER: "pending"}
+        return Response(
+            body,
+            status_code=HTTP_200_OK if wait and finished else HTTP_202_ACCEPTED,
+            headers=headers,
+        )
 
     @get("/jobs/{job_id:str}", summary="An ingestion job: its state and, when done, its decisions")
     async def get_job(self, user_id: str, job_id: str, db_session: AsyncSession) -> JobOut:

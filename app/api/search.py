@@ -10,10 +10,20 @@ from litestar import Controller, Request, post
 from litestar.datastructures import State
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.api.schemas import MemoryOut, SearchBody, SearchHitOut, SearchOut, StageScoreOut
+from app.api.consistency import wait_bound_s
+from app.api.schemas import (
+    IndexLagOut,
+    MemoryOut,
+    SearchBody,
+    SearchHitOut,
+    SearchOut,
+    StageScoreOut,
+)
 from app.errors import InvalidInputError
 from app.memories.domain import check_user_id
 from app.retrieval.pipeline import SearchRequest, StageSwitches
+from app.search_index import outbox
+from app.search_index.freshness import IndexWait, wait_until_indexed
 
 
 class SearchController(Controller):
@@ -41,6 +51,25 @@ class SearchController(Controller):
         as_of = data.as_of
         if as_of is not None and as_of.tzinfo is None:
             as_of = as_of.replace(tzinfo=UTC)  # a naive reference time is read as UTC
+        timeout_s = wait_bound_s(settings, data.wait_timeout_ms)
+        waited: IndexWait | None = None
+        # Waiting only matters to the BM25 leg: the vector leg reads Postgres itself.
+        if data.consistency == "indexed" and data.stages.bm25:
+            resources = state.resources
+            waited = await wait_until_indexed(
+                resources.sessionmaker, resources.relay, user_id, timeout_s
+            )
+        lag = await outbox.user_index_lag(db_session, user_id)
+        index_lag = IndexLagOut(
+            pending=lag.pending,
+            oldest_pending_age_ms=lag.oldest_pending_age_ms,
+            consistency=data.consistency,
+            # After a wait, events written since the request began do not make it stale;
+            # without the BM25 leg nothing was read from the index.
+            stale=data.stages.bm25
+            and ((not waited.indexed) if waited is not None else lag.pending > 0),
+            waited_ms=waited.waited_ms if waited is not None else None,
+        )
         response = await state.resources.retrieval.search(
             db_session,
             SearchRequest(
@@ -54,6 +83,7 @@ class SearchController(Controller):
                 weight_vector=data.rrf.weight_vector,
                 weight_bm25=data.rrf.weight_bm25,
                 request_id=request.headers.get("X-Request-ID") or uuid.uuid4().hex,
+                index_lag=msgspec.structs.asdict(index_lag),
             ),
         )
         hits = []
@@ -83,5 +113,6 @@ class SearchController(Controller):
             stages=response.stage_status,
             stage_durations_ms=response.stage_durations_ms,
             duration_ms=response.duration_ms,
+            index_lag=index_lag,
             query_analysis=response.analysis.explanation() if data.explain else None,
         )

@@ -134,7 +134,7 @@ class Memory(Base):
         ),
         # No HNSW index on embedding_768d: no query searches it by similarity (the 768D stage
         # re-scores a shortlist by id, exactly), and maintaining it tripled the cost of every
-        # insert. See migration 0004 and docs/benchmarks/ingestion.md.
+        # insert. See migration 0005 and docs/benchmarks/ingestion.md.
         Index(
             "memories_user_current_idx",
             "user_id",
@@ -187,6 +187,14 @@ class OutboxEvent(Base):
         CheckConstraint(_in_list("op", ("index", "erase_user")), name="op"),
         CheckConstraint("op <> 'index' OR memory_id IS NOT NULL", name="index_has_memory"),
         Index("outbox_pending_idx", "id", postgresql_where=text("processed_at IS NULL")),
+        # One user's pending rows: the index lag every search reports, the read-your-writes
+        # wait, and the relay's "no earlier pending erase of this user" check.
+        Index(
+            "outbox_user_pending_idx",
+            "user_id",
+            "id",
+            postgresql_where=text("processed_at IS NULL"),
+        ),
         Index("outbox_user_id_idx", "user_id"),
     )
 

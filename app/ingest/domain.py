@@ -48,7 +48,7 @@ class MessageContext:
     sent_at: datetime
     scope: str | None
     windows: list[TimeWindow]
-    # Step 1's embedding of the content (None for a dry run or a message saved before 0004).
+    # Step 1's embedding of the content (None for a dry run or a message saved before 0005).
     embedding: Embedding | None = None
 
     @property

@@ -60,6 +60,8 @@ class SearchRequest:
     weight_vector: float | None = None
     weight_bm25: float | None = None
     request_id: str | None = None
+    # The BM25 index's lag behind Postgres for this user, measured by the caller: logged.
+    index_lag: dict[str, Any] | None = None
 
 
 @dataclass(slots=True)
@@ -307,6 +309,7 @@ class RetrievalPipeline:
             history_query=analysis.history,
             missing_legs=missing,
             stages=status,
+            index_lag=request.index_lag,
         )
         metrics.observe(timer.durations, total_ms, missing)
         return SearchResponse(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import uuid
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from sqlalchemy import delete, exists, func, select, update
@@ -103,6 +105,59 @@ async def pending_count(session: AsyncSession) -> int:
         )
         or 0
     )
+
+
+@dataclass(frozen=True, slots=True)
+class IndexLag:
+    """How far OpenSearch is behind Postgres for one user: events not yet delivered."""
+
+    pending: int
+    oldest_pending_age_ms: float | None
+
+
+async def user_index_lag(session: AsyncSession, user_id: str) -> IndexLag:
+    """One user's undelivered events and the age of the oldest (outbox_user_pending_idx)."""
+    oldest = func.min(OutboxEvent.created_at)
+    row = (
+        await session.execute(
+            select(
+                func.count(),
+                # clock_timestamp, not now(): the caller's transaction may have begun earlier.
+                func.extract("epoch", func.clock_timestamp() - oldest) * 1000,
+            ).where(OutboxEvent.user_id == user_id, OutboxEvent.processed_at.is_(None))
+        )
+    ).one()
+    pending, age_ms = int(row[0]), row[1]
+    return IndexLag(
+        pending=pending,
+        oldest_pending_age_ms=None if age_ms is None else round(max(float(age_ms), 0.0), 3),
+    )
+
+
+async def user_pending_ids(
+    session: AsyncSession, user_id: str, memory_ids: list[uuid.UUID] | None = None
+) -> list[int]:
+    """Ids of one user's undelivered index events, optionally only those of some memories.
+
+    Erase events are left out: the erasing request runs its own (see enqueue_erase)."""
+    query = select(OutboxEvent.id).where(
+        OutboxEvent.user_id == user_id,
+        OutboxEvent.processed_at.is_(None),
+        OutboxEvent.op == "index",
+    )
+    if memory_ids is not None:
+        query = query.where(OutboxEvent.memory_id.in_(memory_ids))
+    return list((await session.scalars(query.order_by(OutboxEvent.id))).all())
+
+
+async def undelivered(session: AsyncSession, ids: list[int]) -> list[int]:
+    """Those of `ids` still waiting for delivery (delivered erases are deleted: gone counts)."""
+    if not ids:
+        return []
+    query = select(OutboxEvent.id).where(
+        OutboxEvent.id.in_(ids), OutboxEvent.processed_at.is_(None)
+    )
+    return list((await session.scalars(query)).all())
 
 
 async def purge_processed(session: AsyncSession, older_than: datetime) -> int:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import random
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -24,12 +25,14 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from app.config import Settings
 from app.db.models import OutboxEvent
 from app.search_index import outbox
-from app.search_index.client import UNAVAILABLE, MemoryIndex
+from app.search_index.client import UNAVAILABLE, BulkOutcome, MemoryIndex
 from app.wakeup import sleep_until_woken
 
 log = structlog.get_logger(__name__)
 
 PURGE_EVERY = timedelta(minutes=5)
+# The action line each document carries in a bulk body (index name, id, version).
+BULK_ACTION_BYTES = 160
 
 
 @dataclass
@@ -54,6 +57,7 @@ class OutboxRelay:
         self._index = index
         self._settings = settings
         self._wake = asyncio.Event()
+        self._delivered = asyncio.Event()
         self._last_purge = datetime.min.replace(tzinfo=UTC)
 
     def backoff(self, attempts: int) -> timedelta:
@@ -76,6 +80,10 @@ class OutboxRelay:
             for event, error in failures:
                 await outbox.mark_failed(session, event, error, now, self.backoff(event.attempts))
         report.delivered, report.failed = len(delivered), len(failures)
+        if delivered:
+            # Wake whoever waits for a delivery in this process (deliver_now), then re-arm.
+            self._delivered.set()
+            self._delivered = asyncio.Event()
         log.info(
             "outbox.batch_relayed",
             claimed=report.claimed,
@@ -103,9 +111,7 @@ class OutboxRelay:
                         )
                         delivered.append(event)
                     continue
-                outcomes = await self._index.bulk_index(
-                    [(str(e.memory_id), e.id, e.payload) for e in segment]
-                )
+                outcomes = await self._bulk_index(segment)
                 for event, outcome in zip(segment, outcomes, strict=True):
                     if outcome.ok:
                         delivered.append(event)
@@ -119,6 +125,69 @@ class OutboxRelay:
                     failures.extend((e, error) for e in rest if id(e) not in done)
                 break
         return delivered, failures
+
+    async def _bulk_index(self, events: list[OutboxEvent]) -> list[BulkOutcome]:
+        """Index events as bulk requests bounded in documents and bytes, a few at a time:
+        one huge request would hold the whole batch on one OpenSearch write thread."""
+        settings = self._settings
+        chunks: list[list[OutboxEvent]] = [[]]
+        size = 0
+        for event in events:
+            event_bytes = len(json.dumps(event.payload, default=str)) + BULK_ACTION_BYTES
+            full = len(chunks[-1]) >= settings.opensearch_bulk_max_docs
+            if chunks[-1] and (full or size + event_bytes > settings.opensearch_bulk_max_bytes):
+                chunks.append([])
+                size = 0
+            chunks[-1].append(event)
+            size += event_bytes
+        limiter = asyncio.Semaphore(max(settings.opensearch_bulk_concurrency, 1))
+
+        async def send(chunk: list[OutboxEvent]) -> list[BulkOutcome]:
+            async with limiter:
+                return await self._index.bulk_index(
+                    [(str(e.memory_id), e.id, e.payload) for e in chunk]
+                )
+
+        results = await asyncio.gather(*(send(chunk) for chunk in chunks))
+        return [outcome for chunk_outcomes in results for outcome in chunk_outcomes]
+
+    async def deliver_now(self, ids: list[int], timeout_s: float) -> bool:
+        """Read-your-writes: get these events into OpenSearch and searchable within
+        `timeout_s`. True when all of them were delivered and the index refreshed.
+
+        The caller delivers what it can itself, so a backlog of other users' events does not
+        delay its own; events another relay holds (SKIP LOCKED) or that are in backoff are
+        watched in the outbox until delivered, so a relay in another process counts too."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        remaining = list(ids)
+        try:
+            async with asyncio.timeout(timeout_s):
+                for start in range(0, len(remaining), self._settings.relay_batch_size):
+                    await self.run_once(remaining[start : start + self._settings.relay_batch_size])
+        except TimeoutError:
+            pass  # the events stay pending; the relay loop delivers them later
+        except Exception as exc:
+            log.warning("outbox.deliver_now_failed", error=str(exc))
+        poll_s = self._settings.index_wait_poll_ms / 1000
+        while True:
+            async with self._sessionmaker() as session:
+                remaining = await outbox.undelivered(session, remaining)
+            left = deadline - loop.time()
+            if not remaining:
+                break
+            if left <= 0:
+                return False
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._delivered.wait(), timeout=min(poll_s, left))
+        # Delivered is not yet searchable: a refresh makes it so now, not at the next interval.
+        try:
+            async with asyncio.timeout(max(deadline - loop.time(), 0.001)):
+                await self._index.refresh()
+        except (TimeoutError, *UNAVAILABLE, TransportError) as exc:
+            log.warning("outbox.refresh_failed", error=str(exc))
+            return False
+        return True
 
     async def drain(self) -> RelayReport:
         """Deliver until no due event is left (events in backoff stay for later)."""

@@ -6,8 +6,8 @@ index and re-scores the shortlist exactly by id, and the ingestion and dedup que
 same. The index cost about two thirds of every insert (docs/benchmarks/ingestion.md). The
 downgrade rebuilds it as the initial schema had it.
 
-Revision ID: 0004_write_path
-Revises: 0003_ingestion
+Revision ID: 0005_write_path
+Revises: 0004_outbox_user_pending
 Create Date: 2026-12-01 03:00:00
 """
 
@@ -17,8 +17,8 @@ import sqlalchemy as sa
 from alembic import op
 from pgvector.sqlalchemy import Vector
 
-revision: str = "0004_write_path"
-down_revision: str | None = "0003_ingestion"
+revision: str = "0005_write_path"
+down_revision: str | None = "0004_outbox_user_pending"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

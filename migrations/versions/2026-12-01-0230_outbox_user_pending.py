@@ -1,0 +1,30 @@
+"""Outbox: partial index on one user's pending rows (index lag, read-your-writes waits).
+
+Revision ID: 0004_outbox_user_pending
+Revises: 0003_ingestion
+Create Date: 2026-12-01 02:30:00
+"""
+
+from collections.abc import Sequence
+
+from alembic import op
+
+revision: str = "0004_outbox_user_pending"
+down_revision: str | None = "0003_ingestion"
+branch_labels: str | Sequence[str] | None = None
+depends_on: str | Sequence[str] | None = None
+
+
+def upgrade() -> None:
+    # CONCURRENTLY: the outbox takes writes all the time; a plain CREATE INDEX would block
+    # every memory write for as long as the build runs. It cannot run inside a transaction.
+    with op.get_context().autocommit_block():
+        op.execute(
+            "CREATE INDEX CONCURRENTLY IF NOT EXISTS outbox_user_pending_idx "
+            "ON outbox (user_id, id) WHERE processed_at IS NULL"
+        )
+
+
+def downgrade() -> None:
+    with op.get_context().autocommit_block():
+        op.execute("DROP INDEX CONCURRENTLY IF EXISTS outbox_user_pending_idx")
