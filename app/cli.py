@@ -6,12 +6,17 @@ import argparse
 import asyncio
 import signal
 import sys
+from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import structlog
 
 from app.config import get_settings
 from app.logging import configure_logging
+
+if TYPE_CHECKING:
+    from app.runtime import Runtime
 
 ROOT = Path(__file__).resolve().parent.parent
 log = structlog.get_logger("cognis.cli")
@@ -50,48 +55,52 @@ def _embed_serve(args: argparse.Namespace) -> int:
     return 0
 
 
-async def _with_relay(body):
-    from app.db.engine import create_engine, create_sessionmaker
-    from app.search_index.client import MemoryIndex
-    from app.search_index.relay import OutboxRelay
+def _with_runtime(body: Callable[[Runtime], Awaitable[int]]) -> int:
+    """Run `body` with this process's runtime (the composition root), closed afterwards."""
+    from app.runtime import Runtime
 
-    settings = get_settings()
-    engine = create_engine(settings)
-    index = MemoryIndex(settings)
-    try:
-        return await body(OutboxRelay(create_sessionmaker(engine), index, settings), index, engine)
-    finally:
-        await index.close()
-        await engine.dispose()
+    async def run() -> int:
+        runtime = Runtime.build(get_settings())
+        try:
+            return await body(runtime)
+        finally:
+            await runtime.close()
+
+    return asyncio.run(run())
+
+
+def _stop_on_signals() -> asyncio.Event:
+    """An event set by SIGINT or SIGTERM: long-running loops finish their batch and stop."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    return stop
 
 
 def _relay(args: argparse.Namespace) -> int:
-    async def body(relay, _index, _engine):
+    async def body(runtime: Runtime) -> int:
         if args.once:
-            report = await relay.drain()
+            report = await runtime.relay.drain()
             print(f"delivered={report.delivered} failed={report.failed}")
             return 0 if report.failed == 0 else 1
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, stop.set)
-        await relay.run_forever(stop)
+        await runtime.relay.run_forever(_stop_on_signals())
         return 0
 
-    return asyncio.run(_with_relay(body))
+    return _with_runtime(body)
 
 
 def _reindex(args: argparse.Namespace) -> int:
-    from app.db.engine import create_sessionmaker
     from app.search_index.reindex import requeue_memories
 
-    async def body(relay, index, engine):
+    async def body(runtime: Runtime) -> int:
+        index, relay = runtime.index, runtime.relay
         if args.recreate:
             await index.drop_index()
             print("dropped index", index.name, flush=True)
         await index.ensure_index()
         queued = await requeue_memories(
-            create_sessionmaker(engine),
+            runtime.sessionmaker,
             user_id=args.user,
             progress=lambda n: print(f"queued {n} memory versions", flush=True),
         )
@@ -107,33 +116,24 @@ def _reindex(args: argparse.Namespace) -> int:
                 break
         return 0 if failed == 0 else 1
 
-    return asyncio.run(_with_relay(body))
+    return _with_runtime(body)
 
 
 def _worker(args: argparse.Namespace) -> int:
     """Ingestion workers outside the API (scale-out); they share work through Postgres."""
-    from app.api.resources import Resources
 
-    async def body() -> int:
-        resources = Resources.build(get_settings())
-        try:
-            await asyncio.to_thread(resources.embedder.load)
-            if args.once:
-                processed = 0
-                while await resources.ingest_worker.run_once():
-                    processed += 1
-                print(f"processed={processed}")
-                return 0
-            stop = asyncio.Event()
-            loop = asyncio.get_running_loop()
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                loop.add_signal_handler(sig, stop.set)
-            await resources.ingest_worker.run_forever(stop)
+    async def body(runtime: Runtime) -> int:
+        await asyncio.to_thread(runtime.embedder.load)
+        if args.once:
+            processed = 0
+            while await runtime.ingest_worker.run_once():
+                processed += 1
+            print(f"processed={processed}")
             return 0
-        finally:
-            await resources.close()
+        await runtime.ingest_worker.run_forever(_stop_on_signals())
+        return 0
 
-    return asyncio.run(body())
+    return _with_runtime(body)
 
 
 def _migrate(args: argparse.Namespace) -> int:

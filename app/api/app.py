@@ -24,19 +24,19 @@ from app.api.health import health, metrics_endpoint, ready
 from app.api.memories import MemoryController
 from app.api.messages import MessageController
 from app.api.problems import EXCEPTION_HANDLERS
-from app.api.resources import Resources
 from app.api.search import SearchController
 from app.api.users import UserController
 from app.config import DEV_API_KEY, Settings, get_settings
 from app.logging import configure_logging
+from app.runtime import Runtime
 
 log = structlog.get_logger(__name__)
 
 
 @contextlib.asynccontextmanager
 async def _lifespan(app: Litestar) -> AsyncIterator[None]:
-    resources: Resources = app.state.resources
-    settings = resources.settings
+    runtime: Runtime = app.state.runtime
+    settings = runtime.settings
     if settings.dev_key_enabled:
         log.warning(
             "auth.development_key_enabled",
@@ -44,22 +44,22 @@ async def _lifespan(app: Litestar) -> AsyncIterator[None]:
             f"'{DEV_API_KEY}' is accepted. Set COGNIS_API_KEY_HASHES before exposing "
             "this service.",
         )
-    await anyio.to_thread.run_sync(resources.load_models)
-    if resources.cross_encoder is not None:
-        await anyio.to_thread.run_sync(resources.cross_encoder.load)
+    await anyio.to_thread.run_sync(runtime.load_models)
+    if runtime.cross_encoder is not None:
+        await anyio.to_thread.run_sync(runtime.cross_encoder.load)
     else:
         log.info("retrieval.cross_encoder_skipped", reason="COGNIS_CROSS_ENCODER_MODEL not set")
     try:
-        await resources.index.ensure_index()
+        await runtime.index.ensure_index()
     except Exception as exc:
         log.warning("search_index.unavailable_at_startup", error=str(exc))
     stop = asyncio.Event()
     relay_task = None
     if settings.relay_in_api:
-        relay_task = asyncio.create_task(resources.relay.run_forever(stop))
+        relay_task = asyncio.create_task(runtime.relay.run_forever(stop))
     ingest_task = None
     if settings.ingest_worker_in_api:
-        ingest_task = asyncio.create_task(resources.ingest_worker.run_forever(stop))
+        ingest_task = asyncio.create_task(runtime.ingest_worker.run_forever(stop))
     log.info(
         "api.started",
         host=settings.host,
@@ -76,15 +76,15 @@ async def _lifespan(app: Litestar) -> AsyncIterator[None]:
             await relay_task
         if ingest_task is not None:
             await ingest_task
-        await resources.close()
+        await runtime.close()
 
 
 def create_app(settings: Settings | None = None) -> Litestar:
     settings = settings or get_settings()
     configure_logging(settings.log_level, settings.log_json)
-    resources = Resources.build(settings)
+    runtime = Runtime.build(settings)
     db_config = SQLAlchemyAsyncConfig(
-        engine_instance=resources.engine,
+        engine_instance=runtime.engine,
         session_config=AsyncSessionConfig(expire_on_commit=False),
         before_send_handler="autocommit",
         create_all=False,
@@ -101,7 +101,7 @@ def create_app(settings: Settings | None = None) -> Litestar:
         plugins=[SQLAlchemyPlugin(config=db_config)],
         exception_handlers=EXCEPTION_HANDLERS,
         lifespan=[_lifespan],
-        state=State({"resources": resources}),
+        state=State({"runtime": runtime}),
         openapi_config=OpenAPIConfig(
             title="Cognis Memory",
             version=__version__,

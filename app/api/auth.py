@@ -28,7 +28,7 @@ def key_is_valid(key: str, settings: Settings) -> bool:
 
 
 def require_api_key(connection: ASGIConnection, _: BaseRouteHandler) -> None:
-    settings: Settings = connection.app.state.resources.settings
+    settings: Settings = connection.app.state.runtime.settings
     key = connection.headers.get(API_KEY_HEADER)
     if key is None:
         authorization = connection.headers.get("Authorization", "")

@@ -14,10 +14,10 @@ from litestar.datastructures import ResponseHeader, State
 from litestar.params import Parameter
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.api.resources import Resources
 from app.config import Settings
 from app.db.models import Memory
 from app.errors import InvalidInputError
+from app.runtime import Runtime
 from app.search_index.freshness import wait_until_indexed
 
 INDEX_STATE_HEADER = "X-Index-State"
@@ -61,7 +61,7 @@ class WriteWait:
     requested: bool
     timeout_s: float
     session: AsyncSession
-    resources: Resources
+    runtime: Runtime
 
     async def headers(self, user_id: str, memories: Iterable[Memory]) -> dict[str, str]:
         """Wait if asked (after committing); the response headers that report the outcome."""
@@ -78,8 +78,8 @@ class WriteWait:
         if not self.requested:
             return {}
         outcome = await wait_until_indexed(
-            self.resources.sessionmaker,
-            self.resources.relay,
+            self.runtime.sessionmaker,
+            self.runtime.relay,
             user_id,
             self.timeout_s,
             memory_ids,
@@ -110,10 +110,10 @@ async def provide_write_wait(
         ),
     ] = None,
 ) -> WriteWait:
-    resources: Resources = state.resources
+    runtime: Runtime = state.runtime
     return WriteWait(
         requested=wait_for == "indexed",
-        timeout_s=wait_bound_s(resources.settings, wait_timeout_ms),
+        timeout_s=wait_bound_s(runtime.settings, wait_timeout_ms),
         session=db_session,
-        resources=resources,
+        runtime=runtime,
     )

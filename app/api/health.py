@@ -21,17 +21,17 @@ async def health() -> dict[str, str]:
 
 @get("/ready", tags=["health"], summary="Readiness: Postgres, OpenSearch, model, outbox backlog")
 async def ready(state: State) -> Response[dict[str, Any]]:
-    resources = state.resources
-    checks: dict[str, Any] = {"model_loaded": resources.models_loaded}
+    runtime = state.runtime
+    checks: dict[str, Any] = {"model_loaded": runtime.models_loaded}
     try:
-        async with resources.sessionmaker() as session:
+        async with runtime.sessionmaker() as session:
             await session.execute(text("SELECT 1"))
             checks["outbox_pending"] = await pending_count(session)
             checks["outbox_oldest_pending_s"] = await oldest_pending_age_s(session)
         checks["postgres"] = "up"
     except Exception as exc:
         checks["postgres"] = f"down: {type(exc).__name__}"
-    checks["opensearch"] = "up" if await resources.index.ping() else "down"
+    checks["opensearch"] = "up" if await runtime.index.ping() else "down"
     serving = checks["postgres"] == "up" and checks["model_loaded"]
     # Without OpenSearch the service still serves (vector-only search, outbox holds writes).
     status = (

@@ -28,8 +28,8 @@ from app.memories.service import UNSET, MemoryPatch, MemoryService
 
 
 async def provide_memory_service(db_session: AsyncSession, state: State) -> MemoryService:
-    resources = state.resources
-    return MemoryService(db_session, resources.embedder, resources.classifier, resources.settings)
+    runtime = state.runtime
+    return MemoryService(db_session, runtime.embedder, runtime.classifier, runtime.settings)
 
 
 def _draft(body: MemoryCreate) -> MemoryDraft:

@@ -186,14 +186,14 @@ class MessageController(Controller):
         wait: bool = False,
         dry_run: bool = False,
     ) -> Response[JobOut | DryRunOut]:
-        resources = state.resources
+        runtime = state.runtime
         if index_wait.requested and not (wait and not dry_run):
             # Memories exist only once the job has run: there is nothing to wait for before.
             raise InvalidInputError("wait_for=indexed needs wait=true", field="wait_for")
         incoming = [_incoming(m) for m in data.messages]
         if dry_run:
             results = await service.dry_run(
-                resources.ingest_pipeline, resources.settings, user_id, incoming
+                runtime.ingest_pipeline, runtime.settings, user_id, incoming
             )
             return Response(
                 DryRunOut(
@@ -214,14 +214,14 @@ class MessageController(Controller):
                 status_code=HTTP_200_OK,
             )
         job_id, saved = await service.submit(
-            db_session, resources.embedder, resources.settings, user_id, incoming
+            db_session, runtime.embedder, runtime.settings, user_id, incoming
         )
         # Step 1 is durable before any slow work starts.
         await db_session.commit()
-        resources.ingest_worker.wake()
+        runtime.ingest_worker.wake()
         if wait:
             view = await service.wait_for_job(
-                resources.sessionmaker, user_id, job_id, resources.settings.ingest_wait_timeout_s
+                runtime.sessionmaker, user_id, job_id, runtime.settings.ingest_wait_timeout_s
             )
         else:
             view = await service.read_job(db_session, user_id, job_id)

@@ -39,7 +39,7 @@ class SearchController(Controller):
         state: State,
         request: Request,
     ) -> SearchOut:
-        settings = state.resources.settings
+        settings = state.runtime.settings
         check_user_id(user_id)
         top_k = data.top_k if data.top_k is not None else settings.default_top_k
         if not 1 <= top_k <= settings.max_top_k:
@@ -55,9 +55,9 @@ class SearchController(Controller):
         waited: IndexWait | None = None
         # Waiting only matters to the BM25 leg: the vector leg reads Postgres itself.
         if data.consistency == "indexed" and data.stages.bm25:
-            resources = state.resources
+            runtime = state.runtime
             waited = await wait_until_indexed(
-                resources.sessionmaker, resources.relay, user_id, timeout_s
+                runtime.sessionmaker, runtime.relay, user_id, timeout_s
             )
         lag = await outbox.user_index_lag(db_session, user_id)
         index_lag = IndexLagOut(
@@ -70,7 +70,7 @@ class SearchController(Controller):
             and ((not waited.indexed) if waited is not None else lag.pending > 0),
             waited_ms=waited.waited_ms if waited is not None else None,
         )
-        response = await state.resources.retrieval.search(
+        response = await state.runtime.retrieval.search(
             db_session,
             SearchRequest(
                 user_id=user_id,

@@ -19,15 +19,13 @@ class UserController(Controller):
 
     @delete("/", status_code=200, summary="Erase a user: physically remove every row and document")
     async def erase_user(self, user_id: str, db_session: AsyncSession, state: State) -> EraseOut:
-        resources = state.resources
-        service = MemoryService(
-            db_session, resources.embedder, resources.classifier, resources.settings
-        )
+        runtime = state.runtime
+        service = MemoryService(db_session, runtime.embedder, runtime.classifier, runtime.settings)
         counts, erase_event_id = await service.erase_user(user_id)
         # Commit now so the OpenSearch erase runs against a settled Postgres state; if
         # OpenSearch is down, the committed outbox event erases the documents later.
         await db_session.commit()
-        report = await resources.relay.run_once(ids=[erase_event_id])
+        report = await runtime.relay.run_once(ids=[erase_event_id])
         deleted = report.erased.get(user_id)
         log.info("user.erased", user_id=user_id, postgres=counts, opensearch_deleted=deleted)
         return EraseOut(

@@ -158,15 +158,15 @@ def test_unknown_backend_is_refused() -> None:
 async def test_queries_get_their_own_int8_embedder_unless_told_to_share(
     model_path: str, onnx_cache: Path, torch_vectors: np.ndarray
 ) -> None:
-    from app.api.resources import Resources
+    from app.runtime import Runtime
 
     base = Settings(
         database_url="postgresql+asyncpg://x/y",
         embedding_model=model_path,
         embedding_onnx_cache_dir=str(onnx_cache),
     )
-    shared = Resources.build(base.model_copy(update={"query_embedding_backend": "same"}))
-    split = Resources.build(base)  # the default
+    shared = Runtime.build(base.model_copy(update={"query_embedding_backend": "same"}))
+    split = Runtime.build(base)  # the default
     try:
         assert shared.query_embedder is shared.embedder
         assert split.query_embedder is not split.embedder

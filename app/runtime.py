@@ -1,4 +1,5 @@
-"""Long-lived parts of the running service, built once per process."""
+"""The composition root: the long-lived parts of a process (engine, clients, embedders, relay,
+workers), built once, the same way for the API, the relay, the worker and the CLI."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ from app.search_index.relay import OutboxRelay
 
 
 @dataclass
-class Resources:
+class Runtime:
     settings: Settings
     engine: AsyncEngine
     sessionmaker: async_sessionmaker[AsyncSession]
@@ -45,7 +46,7 @@ class Resources:
         return self.embedder.loaded and self.query_embedder.loaded
 
     @classmethod
-    def build(cls, settings: Settings) -> Resources:
+    def build(cls, settings: Settings) -> Runtime:
         engine = create_engine(settings)
         sessionmaker = create_sessionmaker(engine)
         embedder = _embedder(
