@@ -10,6 +10,7 @@ import anyio
 import structlog
 from litestar import Litestar, Router
 from litestar.datastructures import State
+from litestar.di import Provide
 from litestar.openapi import OpenAPIConfig
 from litestar.openapi.spec import Components, SecurityScheme
 from litestar.plugins.sqlalchemy import (
@@ -20,6 +21,7 @@ from litestar.plugins.sqlalchemy import (
 
 from app import __version__
 from app.api.auth import API_KEY_HEADER, require_api_key
+from app.api.dependencies import provide_runtime
 from app.api.health import health, metrics_endpoint, ready
 from app.api.memories import MemoryController
 from app.api.messages import MessageController
@@ -94,6 +96,7 @@ def create_app(settings: Settings | None = None) -> Litestar:
         path="/",
         route_handlers=[MemoryController, MessageController, SearchController, UserController],
         guards=[require_api_key],
+        dependencies={"runtime": Provide(provide_runtime)},
         security=[{"apiKey": []}],
     )
     return Litestar(

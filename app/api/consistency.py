@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Annotated, Literal
 
-from litestar.datastructures import ResponseHeader, State
+from litestar.datastructures import ResponseHeader
 from litestar.params import Parameter
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -92,7 +92,7 @@ class WriteWait:
 
 async def provide_write_wait(
     db_session: AsyncSession,
-    state: State,
+    runtime: Runtime,
     wait_for: Annotated[
         Literal["indexed"] | None,
         Parameter(
@@ -110,7 +110,6 @@ async def provide_write_wait(
         ),
     ] = None,
 ) -> WriteWait:
-    runtime: Runtime = state.runtime
     return WriteWait(
         requested=wait_for == "indexed",
         timeout_s=wait_bound_s(runtime.settings, wait_timeout_ms),

@@ -6,12 +6,11 @@ from typing import Annotated
 
 import msgspec
 from litestar import Controller, Response, delete, get, patch, post
-from litestar.datastructures import State
 from litestar.di import Provide
 from litestar.params import Parameter
-from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.api.consistency import WRITE_WAIT_HEADERS, WriteWait, provide_write_wait
+from app.api.dependencies import provide_memory_service
 from app.api.schemas import (
     HistoryOut,
     MemoryBatchCreate,
@@ -25,11 +24,6 @@ from app.api.schemas import (
 from app.memories.domain import MemoryDraft, parse_memory_id
 from app.memories.repository import ListFilter
 from app.memories.service import UNSET, MemoryPatch, MemoryService
-
-
-async def provide_memory_service(db_session: AsyncSession, state: State) -> MemoryService:
-    runtime = state.runtime
-    return MemoryService(db_session, runtime.embedder, runtime.classifier, runtime.settings)
 
 
 def _draft(body: MemoryCreate) -> MemoryDraft:

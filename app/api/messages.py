@@ -8,10 +8,8 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 from litestar import Controller, Response, get, post
-from litestar.datastructures import State
 from litestar.di import Provide
 from litestar.status_codes import HTTP_200_OK, HTTP_202_ACCEPTED
-from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.api.consistency import (
     INDEX_STATE_HEADER,
@@ -19,11 +17,12 @@ from app.api.consistency import (
     WriteWait,
     provide_write_wait,
 )
+from app.api.dependencies import provide_ingest_service
 from app.api.schemas import Content, Scope, SessionId, Speaker
 from app.db.models import IngestDecision
 from app.errors import InvalidInputError
-from app.ingest import service
 from app.ingest.domain import IncomingMessage, Operation
+from app.ingest.service import IngestService, JobView
 
 IdempotencyKey = Annotated[str, msgspec.Meta(min_length=1, max_length=256)]
 
@@ -139,7 +138,7 @@ def _incoming(m: MessageIn) -> IncomingMessage:
     )
 
 
-def job_out(view: service.JobView) -> JobOut:
+def job_out(view: JobView) -> JobOut:
     return JobOut(
         job_id=view.job_id,
         user_id=view.user_id,
@@ -168,6 +167,7 @@ def _parse_job_id(raw: str) -> uuid.UUID:
 class MessageController(Controller):
     path = "/v1/users/{user_id:str}"
     tags = ["ingestion"]
+    dependencies = {"service": Provide(provide_ingest_service)}
 
     @post(
         "/messages",
@@ -180,21 +180,17 @@ class MessageController(Controller):
         self,
         user_id: str,
         data: MessagesIn,
-        db_session: AsyncSession,
-        state: State,
+        service: IngestService,
         index_wait: WriteWait,
         wait: bool = False,
         dry_run: bool = False,
     ) -> Response[JobOut | DryRunOut]:
-        runtime = state.runtime
         if index_wait.requested and not (wait and not dry_run):
             # Memories exist only once the job has run: there is nothing to wait for before.
             raise InvalidInputError("wait_for=indexed needs wait=true", field="wait_for")
         incoming = [_incoming(m) for m in data.messages]
         if dry_run:
-            results = await service.dry_run(
-                runtime.ingest_pipeline, runtime.settings, user_id, incoming
-            )
+            results = await service.dry_run(user_id, incoming)
             return Response(
                 DryRunOut(
                     dry_run=True,
@@ -213,18 +209,12 @@ class MessageController(Controller):
                 ),
                 status_code=HTTP_200_OK,
             )
-        job_id, saved = await service.submit(
-            db_session, runtime.embedder, runtime.settings, user_id, incoming
-        )
-        # Step 1 is durable before any slow work starts.
-        await db_session.commit()
-        runtime.ingest_worker.wake()
+        # Step 1 is committed by the service before any slow work starts.
+        job_id, saved = await service.submit(user_id, incoming)
         if wait:
-            view = await service.wait_for_job(
-                runtime.sessionmaker, user_id, job_id, runtime.settings.ingest_wait_timeout_s
-            )
+            view = await service.wait_for_job(user_id, job_id)
         else:
-            view = await service.read_job(db_session, user_id, job_id)
+            view = await service.read_job(user_id, job_id)
         body = job_out(view)
         body.submitted = [SubmittedMessageOut(s.message_id, s.job_id, s.duplicate) for s in saved]
         finished = view.state in ("done", "failed")
@@ -248,5 +238,5 @@ class MessageController(Controller):
         )
 
     @get("/jobs/{job_id:str}", summary="An ingestion job: its state and, when done, its decisions")
-    async def get_job(self, user_id: str, job_id: str, db_session: AsyncSession) -> JobOut:
-        return job_out(await service.read_job(db_session, user_id, _parse_job_id(job_id)))
+    async def get_job(self, user_id: str, job_id: str, service: IngestService) -> JobOut:
+        return job_out(await service.read_job(user_id, _parse_job_id(job_id)))

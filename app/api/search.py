@@ -7,7 +7,6 @@ from datetime import UTC
 
 import msgspec
 from litestar import Controller, Request, post
-from litestar.datastructures import State
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.api.consistency import wait_bound_s
@@ -22,6 +21,7 @@ from app.api.schemas import (
 from app.errors import InvalidInputError
 from app.memories.domain import check_user_id
 from app.retrieval.pipeline import SearchRequest, StageSwitches
+from app.runtime import Runtime
 from app.search_index import outbox
 from app.search_index.freshness import IndexWait, wait_until_indexed
 
@@ -36,10 +36,10 @@ class SearchController(Controller):
         user_id: str,
         data: SearchBody,
         db_session: AsyncSession,
-        state: State,
+        runtime: Runtime,
         request: Request,
     ) -> SearchOut:
-        settings = state.runtime.settings
+        settings = runtime.settings
         check_user_id(user_id)
         top_k = data.top_k if data.top_k is not None else settings.default_top_k
         if not 1 <= top_k <= settings.max_top_k:
@@ -55,7 +55,6 @@ class SearchController(Controller):
         waited: IndexWait | None = None
         # Waiting only matters to the BM25 leg: the vector leg reads Postgres itself.
         if data.consistency == "indexed" and data.stages.bm25:
-            runtime = state.runtime
             waited = await wait_until_indexed(
                 runtime.sessionmaker, runtime.relay, user_id, timeout_s
             )
@@ -70,7 +69,7 @@ class SearchController(Controller):
             and ((not waited.indexed) if waited is not None else lag.pending > 0),
             waited_ms=waited.waited_ms if waited is not None else None,
         )
-        response = await state.runtime.retrieval.search(
+        response = await runtime.retrieval.search(
             db_session,
             SearchRequest(
                 user_id=user_id,

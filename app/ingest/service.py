@@ -17,6 +17,7 @@ from app.ingest.domain import IncomingMessage, MessageContext, Operation, SavedM
 from app.ingest.intake import check_messages, save_messages
 from app.ingest.pipeline import IngestPipeline
 from app.ingest.repository import IngestRepository
+from app.ingest.worker import IngestWorker
 from app.memories.domain import check_user_id
 from app.ml.embedder import Embedder
 
@@ -50,17 +51,70 @@ def job_state(tasks: list[IngestTask]) -> str:
     return "failed" if "failed" in states else "done"
 
 
-async def submit(
-    session: AsyncSession,
-    embedder: Embedder,
-    settings: Settings,
-    user_id: str,
-    messages: list[IncomingMessage],
-) -> tuple[uuid.UUID, list[SavedMessage]]:
-    return await save_messages(IngestRepository(session), embedder, settings, user_id, messages)
+class IngestService:
+    def __init__(
+        self,
+        sessionmaker: async_sessionmaker[AsyncSession],
+        embedder: Embedder,
+        pipeline: IngestPipeline,
+        worker: IngestWorker,
+        settings: Settings,
+    ) -> None:
+        self._sessionmaker = sessionmaker
+        self._embedder = embedder
+        self._pipeline = pipeline
+        self._worker = worker
+        self._settings = settings
+
+    async def submit(
+        self, user_id: str, messages: list[IncomingMessage]
+    ) -> tuple[uuid.UUID, list[SavedMessage]]:
+        """Step 1 as its own unit of work: the messages and their tasks are committed before
+        this returns (before any slow work, and before a caller waits for the job)."""
+        async with self._sessionmaker() as session, session.begin():
+            saved = await save_messages(
+                IngestRepository(session), self._embedder, self._settings, user_id, messages
+            )
+        self._worker.wake()
+        return saved
+
+    async def read_job(self, user_id: str, job_id: uuid.UUID) -> JobView:
+        async with self._sessionmaker() as session:
+            return await _read_job(session, user_id, job_id)
+
+    async def wait_for_job(self, user_id: str, job_id: uuid.UUID) -> JobView:
+        """Poll until the job is finished (done or failed) or the timeout passes."""
+        deadline = time.monotonic() + self._settings.ingest_wait_timeout_s
+        while True:
+            async with self._sessionmaker() as session:
+                view = await _read_job(session, user_id, job_id)
+            if view.state in ("done", "failed") or time.monotonic() >= deadline:
+                return view
+            await asyncio.sleep(WAIT_POLL_S)
+
+    async def dry_run(self, user_id: str, messages: list[IncomingMessage]) -> list[DryRunResult]:
+        """Decisions for each message against the current store, in timestamp order; nothing is
+        saved or applied (so a later message does not see an earlier one's effect)."""
+        check_user_id(user_id)
+        check_messages(messages, self._settings)
+        results = []
+        for message in sorted(messages, key=lambda m: m.sent_at):
+            context = message_context(user_id, None, message, message.scope)
+            decided = await self._pipeline.decide(context)
+            extraction = decided.extraction
+            results.append(
+                DryRunResult(
+                    context,
+                    extraction.operations,
+                    extraction.extractor,
+                    extraction.fallback_used,
+                    extraction.failure,
+                )
+            )
+        return results
 
 
-async def read_job(session: AsyncSession, user_id: str, job_id: uuid.UUID) -> JobView:
+async def _read_job(session: AsyncSession, user_id: str, job_id: uuid.UUID) -> JobView:
     """The job's state and decisions; another user's job looks exactly like a missing one."""
     repository = IngestRepository(session)
     tasks = await repository.job_tasks(check_user_id(user_id), job_id)
@@ -70,43 +124,3 @@ async def read_job(session: AsyncSession, user_id: str, job_id: uuid.UUID) -> Jo
     for decision in await repository.job_decisions(user_id, job_id):
         decisions.setdefault(decision.message_id, []).append(decision)
     return JobView(job_id, user_id, job_state(tasks), tasks, decisions)
-
-
-async def wait_for_job(
-    sessionmaker: async_sessionmaker[AsyncSession],
-    user_id: str,
-    job_id: uuid.UUID,
-    timeout_s: float,
-) -> JobView:
-    """Poll until the job is finished (done or failed) or the timeout passes."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        async with sessionmaker() as session:
-            view = await read_job(session, user_id, job_id)
-        if view.state in ("done", "failed") or time.monotonic() >= deadline:
-            return view
-        await asyncio.sleep(WAIT_POLL_S)
-
-
-async def dry_run(
-    pipeline: IngestPipeline, settings: Settings, user_id: str, messages: list[IncomingMessage]
-) -> list[DryRunResult]:
-    """Decisions for each message against the current store, in timestamp order; nothing is
-    saved or applied (so a later message does not see an earlier one's effect)."""
-    check_user_id(user_id)
-    check_messages(messages, settings)
-    results = []
-    for message in sorted(messages, key=lambda m: m.sent_at):
-        context = message_context(user_id, None, message, message.scope)
-        decided = await pipeline.decide(context)
-        extraction = decided.extraction
-        results.append(
-            DryRunResult(
-                context,
-                extraction.operations,
-                extraction.extractor,
-                extraction.fallback_used,
-                extraction.failure,
-            )
-        )
-    return results

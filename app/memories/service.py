@@ -193,16 +193,6 @@ class MemoryService:
         await self.repository.session.flush()
         return memory
 
-    async def erase_user(self, user_id: str) -> tuple[dict[str, int], int]:
-        """Physically remove every row of the user; queue the OpenSearch erase in the same
-        transaction. Returns the Postgres counts and the erase event's outbox id."""
-        counts = await self.repository.erase_user(check_user_id(user_id))
-        event = outbox.enqueue_erase(
-            self.repository.session, user_id, hold_s=self._settings.erase_handoff_s
-        )
-        await self.repository.session.flush()
-        return counts, event.id
-
 
 def _version(
     user_id: str, draft: MemoryDraft, now: datetime, replaces: Memory | None = None
