@@ -27,6 +27,12 @@ EXPECTED_INDEXES = {
     "memories_replaces_id_idx": ("UNIQUE", "WHERE (replaces_id IS NOT NULL)"),
     "memories_chain_current_idx": ("UNIQUE", "WHERE is_current"),
     "outbox_pending_idx": ("WHERE (processed_at IS NULL)",),
+    "memories_user_external_id_idx": (
+        "UNIQUE",
+        "(user_id, external_id)",
+        "(external_id IS NOT NULL)",
+        "(version = 1)",
+    ),
 }
 
 
