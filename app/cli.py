@@ -1,4 +1,4 @@
-"""Command line: serve, relay, worker, reindex, migrate."""
+"""Command line: serve, relay, worker, reindex, import, migrate."""
 
 from __future__ import annotations
 
@@ -118,12 +118,64 @@ def _worker(args: argparse.Namespace) -> int:
     return asyncio.run(body())
 
 
+def _import(args: argparse.Namespace) -> int:
+    """Bulk import of a history file; see app.imports."""
+    from app.api.resources import Resources
+    from app.imports.progress import ProgressReport, summary_json
+    from app.imports.service import ImportOptions
+    from app.imports.sources import file_lines
+
+    path = Path(args.file)
+    if not path.is_file():
+        print(f"no such file: {path}", file=sys.stderr)
+        return 2
+
+    async def body() -> int:
+        from app.db.vector_indexes import build_hnsw_indexes, drop_hnsw_indexes
+
+        resources = Resources.build(get_settings())
+        report = ProgressReport(sys.stderr)
+        try:
+            if args.defer_index:
+                print("dropping the HNSW indexes of memories for the load", file=sys.stderr)
+                await drop_hnsw_indexes(resources.engine)
+            try:
+                summary = await resources.importer.run(
+                    file_lines(path),
+                    ImportOptions(
+                        user_id=args.user,
+                        user_from_lines=args.user is None,
+                        line_format=args.format,
+                        batch_size=args.batch_size,
+                    ),
+                    progress=report.update,
+                )
+            finally:
+                if args.defer_index:
+                    print("rebuilding the HNSW indexes ...", file=sys.stderr, flush=True)
+                    await build_hnsw_indexes(resources.engine, on_built=report.index_built)
+        finally:
+            await resources.close()
+        report.finish(summary)
+        print(summary_json(summary))
+        return 0 if summary.failed == 0 else 1
+
+    return asyncio.run(body())
+
+
 def _migrate(args: argparse.Namespace) -> int:
     from alembic import command
     from alembic.config import Config
 
     command.upgrade(Config(str(ROOT / "alembic.ini")), args.revision)
     return 0
+
+
+def _positive(value: str) -> int:
+    number = int(value)
+    if number < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return number
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -143,6 +195,21 @@ def main(argv: list[str] | None = None) -> int:
     worker = commands.add_parser("worker", help="run ingestion workers on their own (scale-out)")
     worker.add_argument("--once", action="store_true", help="process what is due, then exit")
     worker.set_defaults(func=_worker)
+    bulk = commands.add_parser(
+        "import",
+        help="import a history file (JSON Lines, or mem0's export); reruns skip what is in",
+    )
+    bulk.add_argument("file", help="JSON Lines, or a JSON list of mem0 records")
+    bulk.add_argument("--user", help="import every line as this user's (default: the lines')")
+    bulk.add_argument("--format", choices=["auto", "jsonl", "mem0"], default="auto")
+    bulk.add_argument("--batch-size", type=_positive, default=500)
+    bulk.add_argument(
+        "--defer-index",
+        action="store_true",
+        help="drop the HNSW indexes for the load and rebuild them after (quiet deployments: "
+        "vector searches scan exactly meanwhile)",
+    )
+    bulk.set_defaults(func=_import)
     migrate = commands.add_parser("migrate", help="alembic upgrade")
     migrate.add_argument("revision", nargs="?", default="head")
     migrate.set_defaults(func=_migrate)

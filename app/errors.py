@@ -30,3 +30,8 @@ class NotFoundError(CognisError):
 class ConflictError(CognisError):
     status_code = 409
     title = "Conflict"
+
+
+class UnsupportedMediaTypeError(CognisError):
+    status_code = 415
+    title = "Unsupported media type"

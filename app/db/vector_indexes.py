@@ -9,15 +9,16 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import cast
 
-from sqlalchemy import Index, text
+from sqlalchemy import Connection, Index, Table, text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.db.models import Memory
 
 HNSW_INDEXES: list[Index] = [
     index
-    for index in Memory.__table__.indexes
+    for index in cast(Table, Memory.__table__).indexes
     if index.dialect_options["postgresql"]["using"] == "hnsw"
 ]
 
@@ -43,6 +44,10 @@ async def build_hnsw_indexes(
         )
         for index in HNSW_INDEXES:
             started = time.perf_counter()
-            await connection.run_sync(lambda sync, index=index: index.create(sync, checkfirst=True))
+            await connection.run_sync(_create, index)
             if on_built is not None:
                 on_built(str(index.name), time.perf_counter() - started)
+
+
+def _create(connection: Connection, index: Index) -> None:
+    index.create(connection, checkfirst=True)
