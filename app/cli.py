@@ -144,7 +144,7 @@ def _import(args: argparse.Namespace) -> int:
                     file_lines(path),
                     ImportOptions(
                         user_id=args.user,
-                        user_from_lines=args.user is None,
+                        line_users="use" if args.user is None else "ignore",
                         line_format=args.format,
                         batch_size=args.batch_size,
                     ),

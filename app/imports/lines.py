@@ -21,6 +21,10 @@ from app.imports.mem0 import MEM0_KEYS, Mem0Memory, mem0_fields
 from app.memories.domain import MemoryDraft, check_draft, check_user_id
 
 LineFormat = Literal["auto", "jsonl", "mem0"]
+# What a line's own user_id means. "use": it names the memory's user, `user_id` being the
+# fallback (the CLI without --user). "ignore": every line is `user_id`'s (the CLI's --user).
+# "must_match": every line is `user_id`'s and naming another user is an error (the endpoint).
+LineUsers = Literal["use", "ignore", "must_match"]
 # Same bounds as the API's session ids and speakers.
 Label = Annotated[str, msgspec.Meta(min_length=1, max_length=256)]
 ExternalId = Annotated[str, msgspec.Meta(min_length=1, max_length=256)]
@@ -67,14 +71,10 @@ class ImportDraft:
 
 @dataclass(frozen=True, slots=True)
 class LineRules:
-    """What a line may be: its format, its user, the store's size limits.
-
-    `user_id` set with `user_from_lines` false: every line is that user's, and a line naming
-    another user is an error (the endpoint). With `user_from_lines` true, a line's own user id
-    wins and `user_id` is the fallback (the CLI without --user has no fallback)."""
+    """What a line may be: its format, its user, the store's size limits."""
 
     user_id: str | None
-    user_from_lines: bool
+    line_users: LineUsers
     line_format: LineFormat
     max_content_chars: int
     max_metadata_bytes: int
@@ -128,11 +128,11 @@ def _draft(number: int, fields: dict[str, Any], rules: LineRules) -> ImportDraft
 
 
 def _user_of(line_user: str | None, rules: LineRules) -> str:
-    if rules.user_from_lines and line_user is not None:
+    if rules.line_users == "use" and line_user is not None:
         return check_user_id(line_user)
     if rules.user_id is None:
         raise InvalidInputError("no user: give user_id in the line or --user", field="user_id")
-    if line_user is not None and not rules.user_from_lines and line_user != rules.user_id:
+    if rules.line_users == "must_match" and line_user is not None and line_user != rules.user_id:
         raise InvalidInputError(
             f"the line belongs to user {line_user[:128]!r}, not to {rules.user_id!r}",
             field="user_id",

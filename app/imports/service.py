@@ -14,7 +14,14 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.config import Settings
 from app.db.models import Memory
-from app.imports.lines import ImportDraft, LineError, LineFormat, LineRules, parse_line
+from app.imports.lines import (
+    ImportDraft,
+    LineError,
+    LineFormat,
+    LineRules,
+    LineUsers,
+    parse_line,
+)
 from app.imports.sources import OversizedLine, RawLine
 from app.memories.bulk import BulkMemoryWriter
 from app.ml.categories import CategoryClassifier
@@ -45,9 +52,7 @@ class ImportSummary:
 @dataclass(frozen=True, slots=True)
 class ImportOptions:
     user_id: str | None
-    # True: a line's own user_id wins over `user_id` (the CLI); False: every line must be
-    # `user_id`'s (the endpoint).
-    user_from_lines: bool = False
+    line_users: LineUsers = "must_match"
     line_format: LineFormat = "auto"
     batch_size: int = DEFAULT_BATCH_SIZE
 
@@ -74,7 +79,7 @@ class MemoryImporter:
         """Import every line; bad lines are reported, the good ones still land."""
         rules = LineRules(
             user_id=options.user_id,
-            user_from_lines=options.user_from_lines,
+            line_users=options.line_users,
             line_format=options.line_format,
             max_content_chars=self._settings.max_content_chars,
             max_metadata_bytes=self._settings.max_metadata_bytes,

@@ -85,10 +85,12 @@ def _json_document(file: BinaryIO) -> list[Any] | None:
         first_line = file.readline()
         file.seek(0)
         try:
-            msgspec.json.decode(first_line)
-            return None  # a complete object on the first line: JSON Lines
+            first = msgspec.json.decode(first_line)
         except msgspec.DecodeError:
-            pass
+            first = None  # an object over several lines: one document
+        # A complete record on the first line: JSON Lines.
+        if isinstance(first, dict) and not isinstance(first.get("results"), list):
+            return None
     try:
         document = msgspec.json.decode(file.read())
     except msgspec.DecodeError:
