@@ -1,5 +1,5 @@
 # The commands the README names. `make up` serves the API; `make test` runs the suite.
-.PHONY: up down status install test lint typecheck relay reindex bench-foundation bench-locomo bench-scale bench-ingest check-deploy bench-embedding
+.PHONY: up down status install test lint typecheck relay reindex bench-foundation bench-locomo bench-scale bench-ingest bench-import check-deploy bench-embedding
 
 PY := .venv/bin/python
 
@@ -47,6 +47,9 @@ check-deploy:  ## static checks of Dockerfile, compose.yaml and terraform/ (no D
 
 bench-ingest:  ## ingestion: messages/s and time-to-searchable, deterministic and scripted LLM
 	set -a && . .local/cognis.env && set +a && $(PY) -m bench.ingestion $(BENCH_ARGS)
+
+bench-import:  ## bulk import: memories/s with precomputed vectors, with and without --defer-index
+	set -a && . .local/cognis.env && set +a && $(PY) -m bench.imports $(BENCH_ARGS)
 
 bench-embedding:  ## embedding backends (torch threads, ONNX, ONNX int8): latency, throughput, quality
 	$(PY) -m bench.embedding $(BENCH_ARGS)
