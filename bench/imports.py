@@ -39,7 +39,7 @@ def write_lines(path: Path, count: int, seed: int = 11) -> None:
         for first in range(0, count, 1000):
             vectors = rng.normal(size=(min(1000, count - first), 768)).astype(np.float32)
             vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-            for offset, vector in enumerate(np.round(vectors, 6).tolist()):
+            for offset, vector in enumerate(np.round(vectors.astype(np.float64), 6).tolist()):
                 number = first + offset
                 line = {
                     "external_id": f"bench-{number}",

@@ -8,34 +8,33 @@ written in the same transaction: an imported memory is never without its index e
 
 from __future__ import annotations
 
-import json
+import io
 from datetime import datetime
 
 from sqlalchemy import func, select, text
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.db import pgcopy
 from app.db.models import COARSE_DIM, EMBEDDING_DIM, Memory
 from app.search_index import outbox
 
 STAGING_TABLE = "memory_import_staging"
-_STAGING_COLUMNS = (
-    "position",
-    "id",
-    "user_id",
-    "content",
-    "category",
-    "scope",
-    "session_id",
-    "speaker",
-    "event_time",
-    "embedding_768d",
-    "embedding_256d",
-    "metadata",
-    "external_id",
+# Column, binary COPY encoder: the staging table's layout.
+_STAGING = (
+    ("position", pgcopy.int4),
+    ("id", pgcopy.uuid_),
+    ("user_id", pgcopy.text),
+    ("content", pgcopy.text),
+    ("category", pgcopy.text),
+    ("scope", pgcopy.text),
+    ("session_id", pgcopy.text),
+    ("speaker", pgcopy.text),
+    ("event_time", pgcopy.timestamptz),
+    ("embedding_768d", pgcopy.vector),
+    ("embedding_256d", pgcopy.vector),
+    ("metadata", pgcopy.jsonb),
+    ("external_id", pgcopy.text),
 )
-# Vectors travel as real[] (asyncpg encodes those natively) and become vectors in the INSERT:
-# registering pgvector's binary codec would change how every later query on the pooled
-# connection binds vectors.
 _CREATE_STAGING = text(
     f"""
     CREATE TEMPORARY TABLE {STAGING_TABLE} (
@@ -48,8 +47,8 @@ _CREATE_STAGING = text(
         session_id text,
         speaker text,
         event_time timestamptz,
-        embedding_768d real[] NOT NULL,
-        embedding_256d real[] NOT NULL,
+        embedding_768d vector({EMBEDDING_DIM}) NOT NULL,
+        embedding_256d vector({COARSE_DIM}) NOT NULL,
         metadata jsonb NOT NULL,
         external_id text NOT NULL
     ) ON COMMIT DROP
@@ -61,8 +60,7 @@ _INSERT_NEW = text(
                           is_current, speaker, event_time, created_at, embedding_768d,
                           embedding_256d, metadata, external_id)
     SELECT id, user_id, id, 1, content, category, scope, session_id, true, speaker, event_time,
-           now(), CAST(embedding_768d AS vector({EMBEDDING_DIM})),
-           CAST(embedding_256d AS vector({COARSE_DIM})), metadata, external_id
+           now(), embedding_768d, embedding_256d, metadata, external_id
     FROM {STAGING_TABLE}
     ORDER BY position
     ON CONFLICT (user_id, external_id) WHERE external_id IS NOT NULL AND version = 1 DO NOTHING
@@ -112,10 +110,15 @@ class BulkMemoryWriter:
         await self.session.execute(_CREATE_STAGING)
         connection = await self.session.connection()
         raw = await connection.get_raw_connection()
-        await raw.driver_connection.copy_records_to_table(  # type: ignore[union-attr]
+        stream = pgcopy.copy_binary(
+            (_staging_record(position, m) for position, m in enumerate(memories)),
+            tuple(encode for _, encode in _STAGING),
+        )
+        await raw.driver_connection.copy_to_table(  # type: ignore[union-attr]
             STAGING_TABLE,
-            columns=_STAGING_COLUMNS,
-            records=[_staging_record(position, m) for position, m in enumerate(memories)],
+            source=io.BytesIO(stream),
+            columns=[name for name, _ in _STAGING],
+            format="binary",
         )
         inserted_ids: set[object] = set((await self.session.execute(_INSERT_NEW)).scalars())
         await self.session.execute(text(f"DROP TABLE {STAGING_TABLE}"))
@@ -137,8 +140,8 @@ def _staging_record(position: int, memory: Memory) -> tuple[object, ...]:
         memory.session_id,
         memory.speaker,
         memory.event_time,
-        memory.embedding_768d.tolist(),
-        memory.embedding_256d.tolist(),
-        json.dumps(memory.metadata_, separators=(",", ":")),
+        memory.embedding_768d,
+        memory.embedding_256d,
+        memory.metadata_,
         memory.external_id,
     )
