@@ -4,6 +4,7 @@ and a rerun skips it by external id)."""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import AsyncIterable, Callable
 from dataclasses import dataclass, field
@@ -86,24 +87,38 @@ class MemoryImporter:
         )
         summary = ImportSummary()
         batch: list[ImportDraft] = []
-        async for number, raw in lines:
-            summary.lines += 1
-            if isinstance(raw, OversizedLine):
-                detail = f"line is {raw.size} bytes; at most {raw.limit} are allowed"
-                parsed: ImportDraft | LineError = LineError(number, None, detail)
-            else:
-                parsed = parse_line(number, raw, rules)
-            if isinstance(parsed, LineError):
-                summary.fail(parsed)
-                continue
-            batch.append(parsed)
-            if len(batch) >= options.batch_size:
-                await self._import_batch(batch, summary)
-                batch = []
-                if progress is not None:
-                    progress(summary)
-        if batch:
-            await self._import_batch(batch, summary)
+        # One batch is written while the next is read and prepared: Postgres and this
+        # process work side by side.
+        writing: asyncio.Task[None] | None = None
+        try:
+            async for number, raw in lines:
+                summary.lines += 1
+                if isinstance(raw, OversizedLine):
+                    detail = f"line is {raw.size} bytes; at most {raw.limit} are allowed"
+                    parsed: ImportDraft | LineError = LineError(number, None, detail)
+                else:
+                    parsed = parse_line(number, raw, rules)
+                if isinstance(parsed, LineError):
+                    summary.fail(parsed)
+                    continue
+                batch.append(parsed)
+                if len(batch) >= options.batch_size:
+                    memories = await self._prepare(batch, summary)
+                    batch = []
+                    if writing is not None:
+                        await writing
+                        if progress is not None:
+                            progress(summary)
+                    writing = asyncio.create_task(self._write(memories, summary))
+            if batch:
+                memories = await self._prepare(batch, summary)
+                if writing is not None:
+                    await writing
+                writing = asyncio.create_task(self._write(memories, summary))
+        finally:
+            # Also when reading failed: what was prepared is committed, a rerun skips it.
+            if writing is not None:
+                await writing
         if progress is not None:
             progress(summary)
         log.info(
@@ -115,22 +130,28 @@ class MemoryImporter:
         )
         return summary
 
-    async def _import_batch(self, batch: list[ImportDraft], summary: ImportSummary) -> None:
+    async def _prepare(self, batch: list[ImportDraft], summary: ImportSummary) -> list[Memory]:
+        """The batch's memories not imported yet, embedded and categorised (slow CPU work,
+        outside any transaction)."""
         fresh = await self._not_yet_imported(batch)
         summary.skipped += len(batch) - len(fresh)
         if not fresh:
-            return
-        # Slow CPU work first, outside any transaction.
+            return []
         embeddings = await self._embeddings(fresh)
         unlabelled = [i for i, d in enumerate(fresh) if d.draft.category is None]
         guessed = await self._classifier.classify([embeddings[i].full for i in unlabelled])
         for i, category in zip(unlabelled, guessed, strict=True):
             fresh[i].draft.category = category
-        memories = [_memory(d, e) for d, e in zip(fresh, embeddings, strict=True)]
+        return [_memory(d, e) for d, e in zip(fresh, embeddings, strict=True)]
+
+    async def _write(self, memories: list[Memory], summary: ImportSummary) -> None:
+        """One transaction: the memories and their outbox rows."""
+        if not memories:
+            return
         async with self._sessionmaker() as session, session.begin():
             inserted = await BulkMemoryWriter(session).insert_new(memories)
         summary.imported += len(inserted)
-        # Imported by a concurrent run between the check and the insert.
+        # Imported by a concurrent run (or an earlier batch of this one) since the check.
         summary.skipped += len(memories) - len(inserted)
 
     async def _not_yet_imported(self, batch: list[ImportDraft]) -> list[ImportDraft]:
