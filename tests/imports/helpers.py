@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
@@ -36,8 +37,14 @@ def random_vector(seed: int, scale: float = 3.0) -> list[float]:
     return (np.random.default_rng(seed).normal(size=768) * scale).tolist()
 
 
+async def chunked(body: bytes, size: int) -> AsyncIterator[bytes]:
+    """The body in pieces of `size` bytes (sent with chunked transfer encoding)."""
+    for start in range(0, len(body), size):
+        yield body[start : start + size]
+
+
 async def post_import(
-    client: httpx.AsyncClient, user_id: str, body: bytes, **params: Any
+    client: httpx.AsyncClient, user_id: str, body: bytes | AsyncIterator[bytes], **params: Any
 ) -> dict[str, Any]:
     response = await client.post(
         f"/v1/users/{user_id}/import", content=body, headers=NDJSON, params=params

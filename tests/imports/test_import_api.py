@@ -9,7 +9,15 @@ from app.config import CATEGORIES
 from app.ml.embedder import matryoshka
 from tests.conftest import wait_until
 from tests.factories import create_memory, search, stage_rank
-from tests.imports.helpers import NDJSON, history, imported_rows, jsonl, post_import, random_vector
+from tests.imports.helpers import (
+    NDJSON,
+    chunked,
+    history,
+    imported_rows,
+    jsonl,
+    post_import,
+    random_vector,
+)
 
 
 async def test_jsonl_import_then_rerun_skips_everything(client, db, user_id) -> None:
@@ -25,7 +33,8 @@ async def test_jsonl_import_then_rerun_skips_everything(client, db, user_id) -> 
             "metadata": {"source": "old-app"},
         },
     ]
-    summary = await post_import(client, user_id, jsonl(lines))
+    # Streamed in pieces that split lines: the server reads it as it comes.
+    summary = await post_import(client, user_id, chunked(jsonl(lines), 37))
     assert summary == {"imported": 4, "skipped": 0, "failed": 0, "errors": []}
 
     rows = await imported_rows(db, user_id)
@@ -171,3 +180,15 @@ async def test_the_endpoint_wants_json_lines_and_a_key(client, user_id) -> None:
     assert {"imported", "skipped", "failed", "errors"} <= set(
         schema["components"]["schemas"]["ImportSummaryOut"]["properties"]
     )
+
+
+async def test_a_body_of_any_size_is_read_line_by_line(client, db, user_id) -> None:
+    """Over Litestar's default 10 MB body limit; oversized lines are dropped unread."""
+    oversized = "x" * (300 * 1024)
+    body = jsonl([*[oversized] * 40, *history(1)])
+    assert len(body) > 11_000_000
+    summary = await post_import(client, user_id, chunked(body, 1 << 16))
+    assert (summary["imported"], summary["failed"]) == (1, 40)
+    assert summary["errors"][0]["line"] == 1
+    assert "at most 262144" in summary["errors"][0]["detail"]
+    assert set(await imported_rows(db, user_id)) == {"h-0"}
