@@ -121,9 +121,11 @@ def _worker(args: argparse.Namespace) -> int:
 def _import(args: argparse.Namespace) -> int:
     """Bulk import of a history file; see app.imports."""
     from app.api.resources import Resources
+    from app.errors import InvalidInputError
     from app.imports.progress import ProgressReport, summary_json
     from app.imports.service import ImportOptions
     from app.imports.sources import file_lines
+    from app.memories.domain import check_user_id
 
     path = Path(args.file)
     if not path.is_file():
@@ -160,7 +162,13 @@ def _import(args: argparse.Namespace) -> int:
         print(summary_json(summary))
         return 0 if summary.failed == 0 else 1
 
-    return asyncio.run(body())
+    try:
+        if args.user is not None:
+            check_user_id(args.user)
+        return asyncio.run(body())
+    except InvalidInputError as exc:
+        print(f"cannot import {path}: {exc.detail}", file=sys.stderr)
+        return 2
 
 
 def _migrate(args: argparse.Namespace) -> int:

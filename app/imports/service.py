@@ -25,6 +25,7 @@ from app.imports.lines import (
 )
 from app.imports.sources import OversizedLine, RawLine
 from app.memories.bulk import BulkMemoryWriter
+from app.memories.domain import check_user_id
 from app.ml.categories import CategoryClassifier
 from app.ml.embedder import Embedder, Embedding, matryoshka
 
@@ -78,6 +79,8 @@ class MemoryImporter:
         progress: Callable[[ImportSummary], None] | None = None,
     ) -> ImportSummary:
         """Import every line; bad lines are reported, the good ones still land."""
+        if options.user_id is not None:
+            check_user_id(options.user_id)
         rules = LineRules(
             user_id=options.user_id,
             line_users=options.line_users,

@@ -10,6 +10,8 @@ from typing import Any, BinaryIO
 
 import msgspec
 
+from app.errors import InvalidInputError
+
 # Room for 8,000 characters of content, 16 KB of metadata and a 768-number vector, twice over.
 MAX_LINE_BYTES = 256 * 1024
 
@@ -101,4 +103,6 @@ def _json_document(file: BinaryIO) -> list[Any] | None:
         return list(document["results"])
     if isinstance(document, list):
         return document
-    raise ValueError('expected JSON Lines, a JSON list, or an object with a "results" list')
+    raise InvalidInputError(
+        'expected JSON Lines, a JSON list, or an object with a "results" list', field="file"
+    )

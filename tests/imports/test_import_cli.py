@@ -106,3 +106,17 @@ async def test_defer_index_rebuilds_the_hnsw_indexes(migrated, db, user_id, tmp_
         assert "vector_cosine_ops" in indexes[name]
         assert f"ef_construction='{ef_construction}'" in indexes[name]
     assert len(await imported_rows(db, user_id)) == 3
+
+
+def test_cli_refuses_what_it_cannot_read(migrated, tmp_path) -> None:
+    lines = tmp_path / "lines.jsonl"
+    lines.write_bytes(jsonl(history(1)))
+    bad_user = run_cli(migrated, "app", "import", str(lines), "--user", "not a user id")
+    assert bad_user.returncode == 2
+    assert "user_id must be" in bad_user.stderr
+    document = tmp_path / "document.json"
+    document.write_text('{\n  "memories": []\n}')
+    not_an_export = run_cli(migrated, "app", "import", str(document), "--user", "alice")
+    assert not_an_export.returncode == 2
+    assert '"results" list' in not_an_export.stderr
+    assert run_cli(migrated, "app", "import", str(tmp_path / "missing.jsonl")).returncode == 2
