@@ -17,7 +17,7 @@ import numpy as np
 
 from app.db.models import EMBEDDING_DIM
 from app.errors import InvalidInputError
-from app.imports.mem0 import MEM0_KEYS, Mem0Memory, mem0_fields
+from app.imports.mem0 import MEM0_FIELD_NAMES, MEM0_KEYS, Mem0Memory, mem0_fields
 from app.memories.domain import MemoryDraft, check_draft, check_user_id
 
 LineFormat = Literal["auto", "jsonl", "mem0"]
@@ -104,7 +104,10 @@ def parse_line(number: int, raw: bytes | object, rules: LineRules) -> ImportDraf
     except msgspec.ValidationError as exc:
         return LineError(number, _field_of(str(exc)), str(exc))
     except InvalidInputError as exc:
-        return LineError(number, exc.extra.get("field"), exc.detail)
+        field: str | None = exc.extra.get("field")
+        if is_mem0 and field is not None:  # name the field as the record has it
+            field = MEM0_FIELD_NAMES.get(field, field)
+        return LineError(number, field, exc.detail)
 
 
 def _draft(number: int, fields: dict[str, Any], rules: LineRules) -> ImportDraft:

@@ -20,6 +20,9 @@ MAX_ID_CHARS = 256
 # The keys that tell a mem0 record from one of our lines (which has content/external_id).
 MEM0_KEYS = frozenset({"id", "memory"})
 
+# Our field, as a mem0 record names it (for error messages).
+MEM0_FIELD_NAMES = {"content": "memory", "external_id": "id", "event_time": "created_at"}
+
 # mem0's default categories, onto ours; our own names map onto themselves. "milestones" and
 # "misc" have no counterpart: such memories are classified.
 MEM0_CATEGORIES: dict[str, str] = {

@@ -77,4 +77,8 @@ def test_a_mem0_record_becomes_a_draft() -> None:
     assert parsed.draft.event_time is not None
     assert parsed.draft.event_time.isoformat() == "2024-07-20T10:30:00-07:00"
     assert our_category(["milestones", "misc"]) is None
+    blank = parse_line(2, json.dumps({**record, "memory": "  "}).encode(), RULES)
+    assert isinstance(blank, LineError) and blank.field == "memory"
+    stranger = parse_line(3, json.dumps({**record, "user_id": "bob"}).encode(), RULES)
+    assert isinstance(stranger, LineError) and stranger.field == "user_id"
     assert our_category(["Professional Details"]) == "professional"
