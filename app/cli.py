@@ -135,8 +135,12 @@ def _import(args: argparse.Namespace) -> int:
     async def body() -> int:
         from app.db.vector_indexes import build_hnsw_indexes, drop_hnsw_indexes
 
+        # SIGTERM stops the import as Ctrl-C does: batches committed stay, the one in flight
+        # rolls back, and deferred indexes are rebuilt before the process ends.
+        task = asyncio.current_task()
+        assert task is not None
+        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
         resources = Resources.build(get_settings())
-        report = ProgressReport(sys.stderr)
         try:
             if args.defer_index:
                 print("dropping the HNSW indexes of memories for the load", file=sys.stderr)
@@ -162,6 +166,7 @@ def _import(args: argparse.Namespace) -> int:
         print(summary_json(summary))
         return 0 if summary.failed == 0 else 1
 
+    report = ProgressReport(sys.stderr)
     try:
         if args.user is not None:
             check_user_id(args.user)
@@ -169,6 +174,9 @@ def _import(args: argparse.Namespace) -> int:
     except InvalidInputError as exc:
         print(f"cannot import {path}: {exc.detail}", file=sys.stderr)
         return 2
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        report.interrupted()
+        return 130
 
 
 def _migrate(args: argparse.Namespace) -> int:

@@ -35,18 +35,19 @@ async def build_hnsw_indexes(
     maintenance_work_mem: str = "2GB",
 ) -> None:
     """(Re)create the HNSW indexes exactly as the models define them; a no-op for those that
-    exist. `on_built(name, seconds)` hears of each one built."""
-    async with engine.begin() as connection:
-        # A graph that fits in maintenance_work_mem builds several times faster.
-        await connection.execute(
-            text("SELECT set_config('maintenance_work_mem', :mem, true)"),
-            {"mem": maintenance_work_mem},
-        )
-        for index in HNSW_INDEXES:
+    exist. One transaction each, so an interrupted rebuild keeps the indexes it finished.
+    `on_built(name, seconds)` hears of each one built."""
+    for index in HNSW_INDEXES:
+        async with engine.begin() as connection:
+            # A graph that fits in maintenance_work_mem builds several times faster.
+            await connection.execute(
+                text("SELECT set_config('maintenance_work_mem', :mem, true)"),
+                {"mem": maintenance_work_mem},
+            )
             started = time.perf_counter()
             await connection.run_sync(_create, index)
-            if on_built is not None:
-                on_built(str(index.name), time.perf_counter() - started)
+        if on_built is not None:
+            on_built(str(index.name), time.perf_counter() - started)
 
 
 def _create(connection: Connection, index: Index) -> None:

@@ -30,6 +30,7 @@ class ProgressReport:
         self._stream = stream
         self._started = time.perf_counter()
         self._tty = stream.isatty()
+        self._last: ImportSummary | None = None
 
     def _line(self, summary: ImportSummary) -> str:
         elapsed = max(time.perf_counter() - self._started, 1e-9)
@@ -40,6 +41,7 @@ class ProgressReport:
         )
 
     def update(self, summary: ImportSummary) -> None:
+        self._last = summary
         end = "\r" if self._tty else "\n"
         print(self._line(summary), end=end, file=self._stream, flush=True)
 
@@ -49,6 +51,14 @@ class ProgressReport:
     def finish(self, summary: ImportSummary) -> None:
         print(
             f"done in {time.perf_counter() - self._started:.1f} s: " + self._line(summary),
+            file=self._stream,
+            flush=True,
+        )
+
+    def interrupted(self) -> None:
+        done = self._line(self._last) if self._last else "nothing committed yet"
+        print(
+            f"\ninterrupted: {done}; the same command resumes (it skips what is in)",
             file=self._stream,
             flush=True,
         )

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
+import sys
 import uuid
 
 from sqlalchemy import text
 
-from tests.conftest import run_cli
+from tests.conftest import ROOT, run_cli
 from tests.imports.helpers import history, imported_rows, jsonl, random_vector
 
 
@@ -120,3 +123,46 @@ def test_cli_refuses_what_it_cannot_read(migrated, tmp_path) -> None:
     assert not_an_export.returncode == 2
     assert '"results" list' in not_an_export.stderr
     assert run_cli(migrated, "app", "import", str(tmp_path / "missing.jsonl")).returncode == 2
+
+
+async def test_sigterm_keeps_what_is_committed_and_a_rerun_resumes(
+    migrated, db, user_id, tmp_path
+) -> None:
+    lines = [
+        {**line, "embedding": random_vector(i)} for i, line in enumerate(history(600, prefix="t"))
+    ]
+    path = tmp_path / "lines.jsonl"
+    path.write_bytes(jsonl(lines))
+    returncode, stdout, stderr = _terminated_after_first_batch(
+        migrated, "app", "import", str(path), "--user", user_id, "--batch-size", "20"
+    )
+    assert returncode == 130, stderr[-3000:]
+    assert "interrupted: read" in stderr and stdout == ""
+    rows = await imported_rows(db, user_id)
+    assert 0 < len(rows) < 600
+    assert all(r["has_event"] for r in rows.values())  # nothing half-written
+
+    rerun = run_cli(migrated, "app", "import", str(path), "--user", user_id)
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    summary = json.loads(rerun.stdout)
+    assert (summary["imported"], summary["skipped"]) == (600 - len(rows), len(rows))
+    assert len(await imported_rows(db, user_id)) == 600
+
+
+def _terminated_after_first_batch(env: dict[str, str], *args: str) -> tuple[int, str, str]:
+    """Run the CLI, send SIGTERM once it reports its first committed batch."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", *args],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert process.stderr is not None
+    for line in process.stderr:
+        if line.startswith("read "):
+            break
+    process.send_signal(signal.SIGTERM)
+    stdout, stderr = process.communicate(timeout=120)
+    return process.returncode, stdout, stderr
