@@ -40,7 +40,7 @@ class ImportLine(msgspec.Struct, forbid_unknown_fields=True):
     session_id: Label | None = None
     scope: Literal["USER", "CONTEXT"] = "USER"
     category: str | None = None
-    metadata: dict[str, Any] = msgspec.field(default_factory=dict)
+    metadata: dict[str, Any] | None = None
     # Precomputed with the service's embedding model: 768 numbers, any length (normalised here).
     embedding: list[float] | None = None
     # Whose memory; the CLI's --user and the endpoint's path take precedence.
@@ -122,7 +122,7 @@ def _draft(number: int, fields: dict[str, Any], rules: LineRules) -> ImportDraft
         session_id=fields["session_id"],
         speaker=fields["speaker"],
         event_time=event_time,
-        metadata=fields["metadata"],
+        metadata=fields["metadata"] or {},
     )
     check_draft(draft, rules.max_content_chars, rules.max_metadata_bytes)
     _reject_nul(draft, fields["external_id"])

@@ -82,3 +82,11 @@ def test_a_mem0_record_becomes_a_draft() -> None:
     stranger = parse_line(3, json.dumps({**record, "user_id": "bob"}).encode(), RULES)
     assert isinstance(stranger, LineError) and stranger.field == "user_id"
     assert our_category(["Professional Details"]) == "professional"
+
+
+def test_null_optional_fields_are_absent_ones() -> None:
+    raw = b'{"external_id": "a", "content": " x ", "metadata": null, "category": null}'
+    parsed = parse_line(1, raw, RULES)
+    assert isinstance(parsed, ImportDraft)
+    assert (parsed.draft.content, parsed.draft.metadata, parsed.draft.category) == ("x", {}, None)
+    assert parsed.user_id == "alice" and parsed.vector is None
