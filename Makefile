@@ -1,5 +1,5 @@
 # The commands the README names. `make up` serves the API; `make test` runs the suite.
-.PHONY: up down status install test lint typecheck relay reindex bench-foundation bench-locomo bench-scale bench-ingest bench-hnsw bench-relay check-deploy bench-embedding
+.PHONY: up down status install test lint typecheck relay reindex bench-foundation bench-locomo bench-scale bench-ingest bench-hnsw bench-relay bench-import check-deploy bench-embedding
 
 PY := .venv/bin/python
 
@@ -53,6 +53,9 @@ bench-hnsw:  ## HNSW layouts: insert ms/row and recall@10 (256D only, +768D, +76
 
 bench-relay:  ## outbox relay: documents/s delivered and time until searchable (scratch db + index)
 	set -a && . .local/cognis.env && set +a && $(PY) -m bench.relay $(BENCH_ARGS)
+
+bench-import:  ## bulk import: memories/s with precomputed vectors, with and without --defer-index
+	set -a && . .local/cognis.env && set +a && $(PY) -m bench.imports $(BENCH_ARGS)
 
 bench-embedding:  ## embedding backends (torch threads, ONNX, ONNX int8): latency, throughput, quality
 	$(PY) -m bench.embedding $(BENCH_ARGS)

@@ -1,4 +1,4 @@
-"""Command line: serve, relay, worker, reindex, migrate, embed-serve."""
+"""Command line: serve, relay, worker, reindex, import, migrate, embed-serve."""
 
 from __future__ import annotations
 
@@ -136,12 +136,80 @@ def _worker(args: argparse.Namespace) -> int:
     return _with_runtime(body)
 
 
+def _import(args: argparse.Namespace) -> int:
+    """Bulk import of a history file; see app.imports."""
+    from app.errors import InvalidInputError
+    from app.imports.progress import ProgressReport, summary_json
+    from app.imports.service import ImportOptions
+    from app.imports.sources import file_lines
+    from app.memories.domain import check_user_id
+    from app.runtime import Runtime
+
+    path = Path(args.file)
+    if not path.is_file():
+        print(f"no such file: {path}", file=sys.stderr)
+        return 2
+
+    async def body() -> int:
+        from app.db.vector_indexes import build_hnsw_indexes, drop_hnsw_indexes
+
+        # SIGTERM stops the import as Ctrl-C does: batches committed stay, the one in flight
+        # rolls back, and deferred indexes are rebuilt before the process ends.
+        task = asyncio.current_task()
+        assert task is not None
+        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
+        runtime = Runtime.build(get_settings())
+        try:
+            if args.defer_index:
+                print("dropping the HNSW indexes of memories for the load", file=sys.stderr)
+                await drop_hnsw_indexes(runtime.engine)
+            try:
+                summary = await runtime.importer.run(
+                    file_lines(path),
+                    ImportOptions(
+                        user_id=args.user,
+                        line_users="use" if args.user is None else "ignore",
+                        line_format=args.format,
+                        batch_size=args.batch_size,
+                    ),
+                    progress=report.update,
+                )
+            finally:
+                if args.defer_index:
+                    print("rebuilding the HNSW indexes ...", file=sys.stderr, flush=True)
+                    await build_hnsw_indexes(runtime.engine, on_built=report.index_built)
+        finally:
+            await runtime.close()
+        report.finish(summary)
+        print(summary_json(summary))
+        return 0 if summary.failed == 0 else 1
+
+    report = ProgressReport(sys.stderr)
+    try:
+        if args.user is not None:
+            check_user_id(args.user)
+        return asyncio.run(body())
+    except InvalidInputError as exc:
+        print(f"cannot import {path}: {exc.detail}", file=sys.stderr)
+        return 2
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        report.interrupted()
+        return 130
+
+
 def _migrate(args: argparse.Namespace) -> int:
     from alembic import command
     from alembic.config import Config
 
     command.upgrade(Config(str(ROOT / "alembic.ini")), args.revision)
     return 0
+
+
+def _positive(value: str) -> int:
+    number = int(value)
+    if number < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return number
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -161,6 +229,21 @@ def main(argv: list[str] | None = None) -> int:
     worker = commands.add_parser("worker", help="run ingestion workers on their own (scale-out)")
     worker.add_argument("--once", action="store_true", help="process what is due, then exit")
     worker.set_defaults(func=_worker)
+    bulk = commands.add_parser(
+        "import",
+        help="import a history file (JSON Lines, or mem0's export); reruns skip what is in",
+    )
+    bulk.add_argument("file", help="JSON Lines, or a JSON list of mem0 records")
+    bulk.add_argument("--user", help="import every line as this user's (default: the lines')")
+    bulk.add_argument("--format", choices=["auto", "jsonl", "mem0"], default="auto")
+    bulk.add_argument("--batch-size", type=_positive, default=500)
+    bulk.add_argument(
+        "--defer-index",
+        action="store_true",
+        help="drop the HNSW indexes for the load and rebuild them after (quiet deployments: "
+        "vector searches scan exactly meanwhile)",
+    )
+    bulk.set_defaults(func=_import)
     migrate = commands.add_parser("migrate", help="alembic upgrade")
     migrate.add_argument("revision", nargs="?", default="head")
     migrate.set_defaults(func=_migrate)

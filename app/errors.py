@@ -49,3 +49,8 @@ class EmbedderAnswerError(CognisError):
 
     status_code = 502
     title = "Embedder gave an unusable answer"
+
+
+class UnsupportedMediaTypeError(CognisError):
+    status_code = 415
+    title = "Unsupported media type"

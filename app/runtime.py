@@ -10,6 +10,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from app.config import EmbeddingBackend, Settings
 from app.db.engine import create_engine, create_sessionmaker
+from app.imports.service import MemoryImporter
 from app.ingest.pipeline import IngestPipeline
 from app.ingest.worker import IngestWorker
 from app.llm.client import ChatClient
@@ -95,6 +96,10 @@ class Runtime:
     @cached_property
     def ingest_worker(self) -> IngestWorker:
         return IngestWorker(self.sessionmaker, self.ingest_pipeline, self.settings)
+
+    @cached_property
+    def importer(self) -> MemoryImporter:
+        return MemoryImporter(self.sessionmaker, self.embedder, self.classifier, self.settings)
 
     async def close(self) -> None:
         if self.__dict__.get("llm") is not None:

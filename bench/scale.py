@@ -30,15 +30,9 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from app.config import Settings
-from app.db.models import Memory
+from app.db.vector_indexes import build_hnsw_indexes, drop_hnsw_indexes
 from app.ml.embedder import Embedder
 from bench.foundation import percentile
-
-HNSW_INDEXES = [
-    index
-    for index in Memory.__table__.indexes
-    if index.dialect_options["postgresql"]["using"] == "hnsw"
-]
 
 WORDS = [
     "morning",
@@ -193,20 +187,12 @@ async def grow(
             print(f"[load] {user_id}: {done}/{want}", flush=True)
 
 
-async def drop_hnsw(engine) -> None:
-    async with engine.begin() as connection:
-        for index in HNSW_INDEXES:
-            await connection.execute(text(f"DROP INDEX IF EXISTS {index.name}"))
+def _print_built(name: str, seconds: float) -> None:
+    print(f"[load] built {name} in {seconds:.0f} s", flush=True)
 
 
 async def build_hnsw(engine) -> None:
-    """(Re)create the HNSW indexes the models define; a no-op for those that exist."""
-    async with engine.begin() as connection:
-        await connection.execute(text("SET LOCAL maintenance_work_mem = '2GB'"))
-        for index in HNSW_INDEXES:
-            started = time.perf_counter()
-            await connection.run_sync(lambda sync, index=index: index.create(sync, checkfirst=True))
-            print(f"[load] built {index.name} in {time.perf_counter() - started:.0f} s", flush=True)
+    await build_hnsw_indexes(engine, on_built=_print_built)
 
 
 async def vacuum_analyze(engine) -> None:
@@ -265,7 +251,7 @@ async def main_async(args: argparse.Namespace) -> int:
     try:
         started = time.perf_counter()
         if args.bulk_load:
-            await drop_hnsw(engine)
+            await drop_hnsw_indexes(engine)
         for number, user in enumerate(others, start=1):
             await grow(engine, memories, user, 0, args.other_size)
             if number % 20 == 0:
@@ -273,7 +259,7 @@ async def main_async(args: argparse.Namespace) -> int:
         have = 0
         for size in (int(s) for s in args.sizes.split(",")):
             if args.bulk_load:
-                await drop_hnsw(engine)
+                await drop_hnsw_indexes(engine)
             await grow(engine, memories, target, have, size)
             have = size
             if args.bulk_load:
@@ -302,7 +288,7 @@ async def main_async(args: argparse.Namespace) -> int:
         # repair; with --bulk-load the indexes are rebuilt on what remains instead.
         try:
             if args.bulk_load:
-                await drop_hnsw(engine)
+                await drop_hnsw_indexes(engine)
             for user in [target, *others]:
                 api.delete(f"/v1/users/{user}").raise_for_status()  # noqa: ASYNC212
         finally:  # the indexes come back even when the erase fails half-way

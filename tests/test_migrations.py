@@ -22,6 +22,12 @@ EXPECTED_INDEXES = {
     "memories_chain_current_idx": ("UNIQUE", "WHERE is_current"),
     "outbox_pending_idx": ("WHERE (processed_at IS NULL)",),
     "outbox_user_pending_idx": ("(user_id, id)", "WHERE (processed_at IS NULL)"),
+    "memories_user_external_id_idx": (
+        "UNIQUE",
+        "(user_id, external_id)",
+        "(external_id IS NOT NULL)",
+        "(version = 1)",
+    ),
 }
 
 

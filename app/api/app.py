@@ -23,6 +23,7 @@ from app import __version__
 from app.api.auth import API_KEY_HEADER, require_api_key
 from app.api.dependencies import provide_runtime
 from app.api.health import health, metrics_endpoint, ready
+from app.api.imports import ImportController
 from app.api.memories import MemoryController
 from app.api.messages import MessageController
 from app.api.problems import EXCEPTION_HANDLERS
@@ -94,7 +95,13 @@ def create_app(settings: Settings | None = None) -> Litestar:
     )
     api = Router(
         path="/",
-        route_handlers=[MemoryController, MessageController, SearchController, UserController],
+        route_handlers=[
+            MemoryController,
+            ImportController,
+            MessageController,
+            SearchController,
+            UserController,
+        ],
         guards=[require_api_key],
         dependencies={"runtime": Provide(provide_runtime)},
         security=[{"apiKey": []}],

@@ -9,6 +9,7 @@ from uuid import UUID
 import msgspec
 
 from app.db.models import Memory
+from app.imports.service import ImportSummary
 
 Content = Annotated[str, msgspec.Meta(min_length=1, max_length=100_000)]
 SessionId = Annotated[str, msgspec.Meta(min_length=1, max_length=256)]
@@ -59,6 +60,7 @@ class MemoryOut(msgspec.Struct):
     superseded_at: datetime | None
     metadata: dict[str, Any]
     source_message_id: UUID | None
+    external_id: str | None = None
 
     @classmethod
     def of(cls, m: Memory) -> MemoryOut:
@@ -79,6 +81,7 @@ class MemoryOut(msgspec.Struct):
             superseded_at=m.superseded_at,
             metadata=m.metadata_,
             source_message_id=m.source_message_id,
+            external_id=m.external_id,
         )
 
 
@@ -198,3 +201,25 @@ class EraseOut(msgspec.Struct):
     postgres: dict[str, int]
     opensearch_deleted: int | None
     opensearch_pending: bool
+
+
+class ImportErrorOut(msgspec.Struct):
+    line: int
+    field: str | None
+    detail: str
+
+
+class ImportSummaryOut(msgspec.Struct):
+    imported: int
+    skipped: int
+    failed: int
+    errors: list[ImportErrorOut]
+
+    @classmethod
+    def of(cls, summary: ImportSummary) -> ImportSummaryOut:
+        return cls(
+            imported=summary.imported,
+            skipped=summary.skipped,
+            failed=summary.failed,
+            errors=[ImportErrorOut(e.line, e.field, e.detail) for e in summary.errors],
+        )

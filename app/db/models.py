@@ -114,6 +114,8 @@ class Memory(Base):
     source_message_id: Mapped[uuid.UUID | None] = mapped_column(
         UUID(as_uuid=True), ForeignKey("messages.id", ondelete="SET NULL")
     )
+    # The id the memory had where it came from (a bulk import): a rerun skips what it finds.
+    external_id: Mapped[str | None] = mapped_column(Text)
 
     __table_args__ = (
         CheckConstraint(_in_list("scope", SCOPES), name="scope"),
@@ -156,6 +158,14 @@ class Memory(Base):
             postgresql_where=text("is_current"),
         ),
         Index("memories_chain_version_idx", "chain_id", "version", unique=True),
+        # One import per external id and user; the chain's first version carries the id.
+        Index(
+            "memories_user_external_id_idx",
+            "user_id",
+            "external_id",
+            unique=True,
+            postgresql_where=text("external_id IS NOT NULL AND version = 1"),
+        ),
         Index("memories_user_created_idx", "user_id", "created_at", "id"),
     )
 

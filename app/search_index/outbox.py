@@ -5,8 +5,9 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
-from sqlalchemy import delete, exists, func, select, update
+from sqlalchemy import delete, exists, func, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import aliased
 
@@ -16,14 +17,28 @@ from app.search_index.documents import memory_document
 OUTBOX_CHANNEL = "cognis_outbox"
 
 
+def index_event(memory: Memory) -> dict[str, Any]:
+    """The outbox row of an `index` event: the memory version's document as it is now.
+    Every writer (one memory at a time or a bulk import) builds its rows here."""
+    return {
+        "user_id": memory.user_id,
+        "op": "index",
+        "memory_id": memory.id,
+        "payload": memory_document(memory),
+    }
+
+
 def enqueue_index(session: AsyncSession, memories: list[Memory]) -> list[OutboxEvent]:
     """One `index` event per memory version, carrying the document as it is now."""
-    events = [
-        OutboxEvent(user_id=m.user_id, op="index", memory_id=m.id, payload=memory_document(m))
-        for m in memories
-    ]
+    events = [OutboxEvent(**index_event(m)) for m in memories]
     session.add_all(events)
     return events
+
+
+async def enqueue_index_many(session: AsyncSession, memories: list[Memory]) -> None:
+    """`enqueue_index` for thousands of versions: one multi-row INSERT, no ORM objects."""
+    if memories:
+        await session.execute(insert(OutboxEvent), [index_event(m) for m in memories])
 
 
 def enqueue_erase(session: AsyncSession, user_id: str, hold_s: float) -> OutboxEvent:

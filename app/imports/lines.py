@@ -1,0 +1,187 @@
+"""One import line: decoded, validated and turned into a draft, or into a clear error.
+
+Our line shape is `ImportLine`; mem0's export shape is read by `app.imports.mem0`. Content,
+category, scope and metadata rules are the memory store's own (`check_draft`).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Annotated, Any, Literal
+
+import msgspec
+import numpy as np
+
+from app.db.models import EMBEDDING_DIM
+from app.errors import InvalidInputError
+from app.imports.mem0 import MEM0_FIELD_NAMES, MEM0_KEYS, Mem0Memory, mem0_fields
+from app.memories.domain import MemoryDraft, check_draft, check_user_id
+
+LineFormat = Literal["auto", "jsonl", "mem0"]
+# What a line's own user_id means. "use": it names the memory's user, `user_id` being the
+# fallback (the CLI without --user). "ignore": every line is `user_id`'s (the CLI's --user).
+# "must_match": every line is `user_id`'s and naming another user is an error (the endpoint).
+LineUsers = Literal["use", "ignore", "must_match"]
+# Same bounds as the API's session ids and speakers.
+Label = Annotated[str, msgspec.Meta(min_length=1, max_length=256)]
+ExternalId = Annotated[str, msgspec.Meta(min_length=1, max_length=256)]
+
+
+class ImportLine(msgspec.Struct, forbid_unknown_fields=True):
+    """Our line shape. Unknown fields are errors: a misspelt "catgory" must not pass silently."""
+
+    content: str
+    external_id: ExternalId
+    speaker: Label | None = None
+    event_time: datetime | None = None
+    session_id: Label | None = None
+    scope: Literal["USER", "CONTEXT"] = "USER"
+    category: str | None = None
+    metadata: dict[str, Any] | None = None
+    # Precomputed with the service's embedding model: 768 numbers, any length (normalised here).
+    embedding: list[float] | None = None
+    # Whose memory; the CLI's --user and the endpoint's path take precedence.
+    user_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class LineError:
+    line: int
+    field: str | None
+    detail: str
+
+
+@dataclass(slots=True)
+class ImportDraft:
+    """A valid line: whose memory, its external id, the draft, and its vector when given."""
+
+    line: int
+    user_id: str
+    external_id: str
+    draft: MemoryDraft
+    vector: np.ndarray | None = None
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.user_id, self.external_id)
+
+
+@dataclass(frozen=True, slots=True)
+class LineRules:
+    """What a line may be: its format, its user, the store's size limits."""
+
+    user_id: str | None
+    line_users: LineUsers
+    line_format: LineFormat
+    max_content_chars: int
+    max_metadata_bytes: int
+
+
+_FIELD_AT = re.compile(r"at `\$\.([A-Za-z_]+)")
+_FIELD_NAMED = re.compile(r"field `([^`]+)`")
+
+
+def parse_line(number: int, raw: bytes | object, rules: LineRules) -> ImportDraft | LineError:
+    """Decode and validate one line (raw JSON bytes, or an item of a JSON list)."""
+    try:
+        obj = msgspec.json.decode(raw) if isinstance(raw, bytes | bytearray) else raw
+    except msgspec.DecodeError as exc:
+        return LineError(number, None, f"not valid JSON: {exc}")
+    if not isinstance(obj, dict):
+        return LineError(number, None, f"expected a JSON object, got {type(obj).__name__}")
+    is_mem0 = rules.line_format == "mem0" or (
+        rules.line_format == "auto" and "content" not in obj and obj.keys() >= MEM0_KEYS
+    )
+    try:
+        if is_mem0:
+            fields = mem0_fields(msgspec.convert(obj, Mem0Memory))
+        else:
+            fields = msgspec.structs.asdict(msgspec.convert(obj, ImportLine))
+        return _draft(number, fields, rules)
+    except msgspec.ValidationError as exc:
+        return LineError(number, _field_of(str(exc)), str(exc))
+    except InvalidInputError as exc:
+        field: str | None = exc.extra.get("field")
+        if is_mem0 and field is not None:  # name the field as the record has it
+            field = MEM0_FIELD_NAMES.get(field, field)
+        return LineError(number, field, exc.detail)
+
+
+def _draft(number: int, fields: dict[str, Any], rules: LineRules) -> ImportDraft:
+    user_id = _user_of(fields.pop("user_id"), rules)
+    event_time = fields["event_time"]
+    if event_time is not None and event_time.tzinfo is None:
+        event_time = event_time.replace(tzinfo=UTC)  # a naive time is read as UTC
+    draft = MemoryDraft(
+        content=fields["content"],
+        category=fields["category"],
+        scope=fields["scope"],
+        session_id=fields["session_id"],
+        speaker=fields["speaker"],
+        event_time=event_time,
+        metadata=fields["metadata"] or {},
+    )
+    check_draft(draft, rules.max_content_chars, rules.max_metadata_bytes)
+    _reject_nul(draft, fields["external_id"])
+    vector = None if fields["embedding"] is None else _vector(fields["embedding"])
+    return ImportDraft(number, user_id, fields["external_id"], draft, vector)
+
+
+def _user_of(line_user: str | None, rules: LineRules) -> str:
+    if rules.line_users == "use" and line_user is not None:
+        return check_user_id(line_user)
+    if rules.user_id is None:
+        raise InvalidInputError("no user: give user_id in the line or --user", field="user_id")
+    if rules.line_users == "must_match" and line_user is not None and line_user != rules.user_id:
+        raise InvalidInputError(
+            f"the line belongs to user {line_user[:128]!r}, not to {rules.user_id!r}",
+            field="user_id",
+        )
+    return rules.user_id
+
+
+def _vector(numbers: list[float]) -> np.ndarray:
+    if len(numbers) != EMBEDDING_DIM:
+        raise InvalidInputError(
+            f"embedding has {len(numbers)} numbers; expected {EMBEDDING_DIM}", field="embedding"
+        )
+    vector = np.asarray(numbers, dtype=np.float32)
+    norm = float(np.linalg.norm(vector))
+    if not math.isfinite(norm) or norm == 0.0:
+        raise InvalidInputError(
+            "embedding must be finite numbers with a non-zero length", field="embedding"
+        )
+    return vector
+
+
+def _reject_nul(draft: MemoryDraft, external_id: str) -> None:
+    """Postgres text cannot hold a NUL character: say which field has one."""
+    texts = {
+        "content": draft.content,
+        "external_id": external_id,
+        "speaker": draft.speaker,
+        "session_id": draft.session_id,
+    }
+    for name, value in {**texts, "metadata": draft.metadata}.items():
+        if _has_nul(value):
+            raise InvalidInputError(
+                "contains a NUL character, which Postgres cannot store", field=name
+            )
+
+
+def _has_nul(value: object) -> bool:
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(_has_nul(k) or _has_nul(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_has_nul(v) for v in value)
+    return False
+
+
+def _field_of(message: str) -> str | None:
+    match = _FIELD_AT.search(message) or _FIELD_NAMED.search(message)
+    return match.group(1) if match else None

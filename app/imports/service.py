@@ -1,0 +1,209 @@
+"""Import orchestration: lines in batches, each embedded and classified in one call, then
+written with COPY in its own transaction (so an interrupted import keeps what it committed
+and a rerun skips it by external id)."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterable, Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+import structlog
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from app.config import Settings
+from app.db.models import Memory
+from app.imports.lines import (
+    ImportDraft,
+    LineError,
+    LineFormat,
+    LineRules,
+    LineUsers,
+    parse_line,
+)
+from app.imports.sources import OversizedLine, RawLine
+from app.memories.bulk import BulkMemoryWriter
+from app.memories.domain import check_user_id
+from app.ml.categories import CategoryClassifier
+from app.ml.embedder import Embedder, Embedding, matryoshka
+
+log = structlog.get_logger(__name__)
+
+DEFAULT_BATCH_SIZE = 500
+MAX_REPORTED_ERRORS = 100
+
+
+@dataclass(slots=True)
+class ImportSummary:
+    """Counts so far; `errors` keeps the first MAX_REPORTED_ERRORS of `failed`."""
+
+    lines: int = 0
+    imported: int = 0
+    skipped: int = 0
+    failed: int = 0
+    errors: list[LineError] = field(default_factory=list)
+
+    def fail(self, error: LineError) -> None:
+        self.failed += 1
+        if len(self.errors) < MAX_REPORTED_ERRORS:
+            self.errors.append(error)
+
+
+@dataclass(frozen=True, slots=True)
+class ImportOptions:
+    user_id: str | None
+    line_users: LineUsers = "must_match"
+    line_format: LineFormat = "auto"
+    batch_size: int = DEFAULT_BATCH_SIZE
+
+
+class MemoryImporter:
+    def __init__(
+        self,
+        sessionmaker: async_sessionmaker[AsyncSession],
+        embedder: Embedder,
+        classifier: CategoryClassifier,
+        settings: Settings,
+    ) -> None:
+        self._sessionmaker = sessionmaker
+        self._embedder = embedder
+        self._classifier = classifier
+        self._settings = settings
+
+    async def run(
+        self,
+        lines: AsyncIterable[tuple[int, RawLine]],
+        options: ImportOptions,
+        progress: Callable[[ImportSummary], None] | None = None,
+    ) -> ImportSummary:
+        """Import every line; bad lines are reported, the good ones still land."""
+        if options.user_id is not None:
+            check_user_id(options.user_id)
+        rules = LineRules(
+            user_id=options.user_id,
+            line_users=options.line_users,
+            line_format=options.line_format,
+            max_content_chars=self._settings.max_content_chars,
+            max_metadata_bytes=self._settings.max_metadata_bytes,
+        )
+        summary = ImportSummary()
+        batch: list[ImportDraft] = []
+        # One batch is written while the next is read and prepared: Postgres and this
+        # process work side by side.
+        writing: asyncio.Task[None] | None = None
+        try:
+            async for number, raw in lines:
+                summary.lines += 1
+                if isinstance(raw, OversizedLine):
+                    detail = f"line is {raw.size} bytes; at most {raw.limit} are allowed"
+                    parsed: ImportDraft | LineError = LineError(number, None, detail)
+                else:
+                    parsed = parse_line(number, raw, rules)
+                if isinstance(parsed, LineError):
+                    summary.fail(parsed)
+                    continue
+                batch.append(parsed)
+                if len(batch) >= options.batch_size:
+                    memories = await self._prepare(batch, summary)
+                    batch = []
+                    if writing is not None:
+                        await writing
+                        if progress is not None:
+                            progress(summary)
+                    writing = asyncio.create_task(self._write(memories, summary))
+            if batch:
+                memories = await self._prepare(batch, summary)
+                if writing is not None:
+                    await writing
+                writing = asyncio.create_task(self._write(memories, summary))
+        finally:
+            # Also when reading failed: what was prepared is committed, a rerun skips it.
+            if writing is not None:
+                await writing
+        if progress is not None:
+            progress(summary)
+        log.info(
+            "import.finished",
+            lines=summary.lines,
+            imported=summary.imported,
+            skipped=summary.skipped,
+            failed=summary.failed,
+        )
+        return summary
+
+    async def _prepare(self, batch: list[ImportDraft], summary: ImportSummary) -> list[Memory]:
+        """The batch's memories not imported yet, embedded and categorised (slow CPU work,
+        outside any transaction)."""
+        fresh = await self._not_yet_imported(batch)
+        summary.skipped += len(batch) - len(fresh)
+        if not fresh:
+            return []
+        embeddings = await self._embeddings(fresh)
+        unlabelled = [i for i, d in enumerate(fresh) if d.draft.category is None]
+        guessed = await self._classifier.classify([embeddings[i].full for i in unlabelled])
+        for i, category in zip(unlabelled, guessed, strict=True):
+            fresh[i].draft.category = category
+        return [_memory(d, e) for d, e in zip(fresh, embeddings, strict=True)]
+
+    async def _write(self, memories: list[Memory], summary: ImportSummary) -> None:
+        """One transaction: the memories and their outbox rows."""
+        if not memories:
+            return
+        async with self._sessionmaker() as session, session.begin():
+            inserted = await BulkMemoryWriter(session).insert_new(memories)
+        summary.imported += len(inserted)
+        # Imported by a concurrent run (or an earlier batch of this one) since the check.
+        summary.skipped += len(memories) - len(inserted)
+
+    async def _not_yet_imported(self, batch: list[ImportDraft]) -> list[ImportDraft]:
+        """Drop the lines already imported, and repeats of an external id within the batch
+        (the first wins), before any embedding is spent on them."""
+        async with self._sessionmaker() as session:
+            known = await BulkMemoryWriter(session).existing_external_ids([d.key for d in batch])
+        fresh = []
+        for draft in batch:
+            if draft.key not in known:
+                known.add(draft.key)
+                fresh.append(draft)
+        return fresh
+
+    async def _embeddings(self, drafts: list[ImportDraft]) -> list[Embedding]:
+        """Given vectors normalised (with their 256D prefix) exactly as the model's own; the
+        rest embedded together in one call."""
+        given = [i for i, d in enumerate(drafts) if d.vector is not None]
+        missing = [i for i, d in enumerate(drafts) if d.vector is None]
+        result: list[Embedding | None] = [None] * len(drafts)
+        if given:
+            vectors = np.stack([drafts[i].vector for i in given])  # type: ignore[misc]
+            for i, embedding in zip(given, matryoshka(vectors), strict=True):
+                result[i] = embedding
+        if missing:
+            computed = await self._embedder.embed([drafts[i].draft.content for i in missing])
+            for i, embedding in zip(missing, computed, strict=True):
+                result[i] = embedding
+        return [e for e in result if e is not None]
+
+
+def _memory(item: ImportDraft, embedding: Embedding) -> Memory:
+    draft = item.draft
+    memory_id = uuid.uuid4()
+    return Memory(
+        id=memory_id,
+        user_id=item.user_id,
+        chain_id=memory_id,
+        version=1,
+        content=draft.content,
+        category=draft.category,
+        scope=draft.scope,
+        session_id=draft.session_id,
+        is_current=True,
+        speaker=draft.speaker,
+        event_time=draft.event_time,
+        superseded_at=None,
+        embedding_768d=embedding.full,
+        embedding_256d=embedding.coarse,
+        metadata_=draft.metadata,
+        external_id=item.external_id,
+    )

@@ -1,0 +1,194 @@
+"""POST /v1/users/{id}/import against the real API, Postgres and OpenSearch."""
+
+from __future__ import annotations
+
+import numpy as np
+from sqlalchemy import text
+
+from app.config import CATEGORIES
+from app.ml.embedder import matryoshka
+from tests.conftest import wait_until
+from tests.factories import create_memory, search, stage_rank
+from tests.imports.helpers import (
+    NDJSON,
+    chunked,
+    history,
+    imported_rows,
+    jsonl,
+    post_import,
+    random_vector,
+)
+
+
+async def test_jsonl_import_then_rerun_skips_everything(client, db, user_id) -> None:
+    lines = [
+        *history(3),
+        {
+            "external_id": "ctx-1",
+            "content": "In this chat I want short answers",
+            "scope": "CONTEXT",
+            "session_id": "s-9",
+            "speaker": "user",
+            "event_time": "2024-03-01T12:00:00+01:00",
+            "metadata": {"source": "old-app"},
+        },
+    ]
+    # Streamed in pieces that split lines: the server reads it as it comes.
+    summary = await post_import(client, user_id, chunked(jsonl(lines), 37))
+    assert summary == {"imported": 4, "skipped": 0, "failed": 0, "errors": []}
+
+    rows = await imported_rows(db, user_id)
+    assert set(rows) == {"h-0", "h-1", "h-2", "ctx-1"}
+    assert all(r["has_event"] and r["version"] == 1 and r["is_current"] for r in rows.values())
+    context = rows["ctx-1"]
+    assert (context["scope"], context["session_id"], context["speaker"]) == (
+        "CONTEXT",
+        "s-9",
+        "user",
+    )
+    assert context["event_time"].isoformat() == "2024-03-01T11:00:00+00:00"
+    assert context["metadata"] == {"source": "old-app"}
+    # No category given: classified as POST /memories does, into one of the 15.
+    assert context["category"] in CATEGORIES
+    listed = (await client.get(f"/v1/users/{user_id}/memories", params={"limit": 10})).json()
+    assert {m["external_id"] for m in listed["items"]} == set(rows)
+
+    again = await post_import(client, user_id, jsonl(lines))
+    assert again == {"imported": 0, "skipped": 4, "failed": 0, "errors": []}
+    assert len(await imported_rows(db, user_id)) == 4
+
+
+async def test_an_interrupted_import_resumes_with_the_rest(client, db, user_id) -> None:
+    lines = history(10)
+    first = await post_import(client, user_id, jsonl(lines[:4]), batch_size=3)
+    assert first["imported"] == 4
+    whole = await post_import(client, user_id, jsonl(lines), batch_size=3)
+    assert (whole["imported"], whole["skipped"], whole["failed"]) == (6, 4, 0)
+    rows = await imported_rows(db, user_id)
+    assert set(rows) == {f"h-{i}" for i in range(10)}
+    # A repeated external id within one file is imported once.
+    repeated = await post_import(client, user_id, jsonl(history(2, prefix="r") * 2))
+    assert (repeated["imported"], repeated["skipped"]) == (2, 2)
+
+
+async def test_precomputed_vectors_are_stored_normalised_with_their_prefix(
+    client, db, user_id
+) -> None:
+    given = random_vector(1)
+    await post_import(
+        client, user_id, jsonl([{**history(1)[0], "external_id": "v", "embedding": given}])
+    )
+    async with db.connect() as connection:
+        full, coarse = (
+            await connection.execute(
+                text(
+                    "SELECT CAST(embedding_768d AS real[]), CAST(embedding_256d AS real[])"
+                    " FROM memories WHERE user_id = :u AND external_id = 'v'"
+                ),
+                {"u": user_id},
+            )
+        ).one()
+    full, coarse = np.asarray(full, dtype=np.float32), np.asarray(coarse, dtype=np.float32)
+    (expected,) = matryoshka(np.asarray([given]))
+    assert np.array_equal(full, expected.full)
+    assert np.array_equal(coarse, expected.coarse)
+    assert abs(float(np.linalg.norm(full)) - 1) < 1e-5
+    prefix = np.asarray(given[:256]) / np.linalg.norm(given[:256])
+    assert np.allclose(coarse, prefix, atol=1e-6)
+
+
+async def test_bad_lines_are_reported_while_good_lines_land(client, db, user_id) -> None:
+    good = history(2)
+    lines: list = [
+        good[0],
+        "{this is not json",
+        {"external_id": "no-content"},
+        {"external_id": "cat", "content": "x", "category": "astrology"},
+        {"external_id": "vec", "content": "x", "category": "travel", "embedding": [0.1] * 100},
+        {"external_id": "ctx", "content": "x", "category": "travel", "scope": "CONTEXT"},
+        good[1],
+    ]
+    summary = await post_import(client, user_id, jsonl(lines))
+    assert (summary["imported"], summary["skipped"], summary["failed"]) == (2, 0, 5)
+    by_line = {e["line"]: e for e in summary["errors"]}
+    assert set(by_line) == {2, 3, 4, 5, 6}
+    assert by_line[2]["field"] is None and "JSON" in by_line[2]["detail"]
+    assert by_line[3]["field"] == "content"
+    assert by_line[4]["field"] == "category" and "astrology" in by_line[4]["detail"]
+    assert by_line[5]["field"] == "embedding" and "100" in by_line[5]["detail"]
+    assert by_line[6]["field"] == "session_id"
+    assert set(await imported_rows(db, user_id)) == {"h-0", "h-1"}
+
+
+async def test_imported_memories_become_searchable_through_bm25(client, db, user_id) -> None:
+    lines = [
+        *history(5),
+        {"external_id": "rare", "content": "My grandmother played the hurdy-gurdy"},
+    ]
+    await post_import(client, user_id, jsonl(lines))
+    rows = await imported_rows(db, user_id)
+    assert all(r["has_event"] for r in rows.values())
+
+    async def found_by_bm25():
+        result = await search(client, user_id, "hurdy-gurdy", top_k=3)
+        hits = [h for h in result["results"] if stage_rank(h, "bm25") == 1]
+        return hits if hits else None
+
+    (hit,) = await wait_until(found_by_bm25, timeout=60)
+    assert hit["memory"]["id"] == str(rows["rare"]["id"])
+    async with db.connect() as connection:
+        pending = (
+            await connection.execute(
+                text("SELECT count(*) FROM outbox WHERE user_id = :u AND processed_at IS NULL"),
+                {"u": user_id},
+            )
+        ).scalar_one()
+    assert pending == 0
+
+
+async def test_another_users_data_is_untouched(client, db, user_id, other_user_id) -> None:
+    theirs = await create_memory(client, other_user_id, "Imported fact number 0", category="travel")
+    lines = [
+        history(1)[0],
+        {"external_id": "h-0", "content": "Not mine to write", "user_id": other_user_id},
+    ]
+    summary = await post_import(client, user_id, jsonl(lines))
+    assert (summary["imported"], summary["failed"]) == (1, 1)
+    assert summary["errors"][0]["field"] == "user_id"
+    # The same external id for another user is another memory.
+    await post_import(client, other_user_id, jsonl(history(1)))
+    others = await imported_rows(db, other_user_id)
+    assert set(others) == {None, "h-0"}
+    assert str(others[None]["id"]) == theirs["id"]
+    assert set(await imported_rows(db, user_id)) == {"h-0"}
+
+
+async def test_the_endpoint_wants_json_lines_and_a_key(client, user_id) -> None:
+    wrong_type = await client.post(
+        f"/v1/users/{user_id}/import", content=b"{}", headers={"Content-Type": "text/csv"}
+    )
+    assert wrong_type.status_code == 415
+    no_key = await client.post(
+        f"/v1/users/{user_id}/import",
+        content=jsonl(history(1)),
+        headers={**NDJSON, "X-API-Key": "nope"},
+    )
+    assert no_key.status_code == 401
+    schema = (await client.get("/schema/openapi.json")).json()
+    operation = schema["paths"]["/v1/users/{user_id}/import"]["post"]
+    assert "application/x-ndjson" in operation["requestBody"]["content"]
+    assert {"imported", "skipped", "failed", "errors"} <= set(
+        schema["components"]["schemas"]["ImportSummaryOut"]["properties"]
+    )
+
+
+async def test_a_body_of_any_size_is_read_line_by_line(client, db, user_id) -> None:
+    """Over Litestar's default 10 MB body limit; oversized lines are dropped unread."""
+    oversized = "x" * (300 * 1024)
+    body = jsonl([*[oversized] * 40, *history(1)])
+    assert len(body) > 11_000_000
+    summary = await post_import(client, user_id, chunked(body, 1 << 16))
+    assert (summary["imported"], summary["failed"]) == (1, 40)
+    assert summary["errors"][0]["line"] == 1
+    assert "at most 262144" in summary["errors"][0]["detail"]
+    assert set(await imported_rows(db, user_id)) == {"h-0"}

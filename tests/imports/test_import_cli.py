@@ -1,0 +1,168 @@
+"""`python -m app import` in its own process, as an admin runs it."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import uuid
+
+from sqlalchemy import text
+
+from tests.conftest import ROOT, run_cli
+from tests.imports.helpers import history, imported_rows, jsonl, random_vector
+
+
+async def test_cli_imports_jsonl_and_resumes(migrated, db, user_id, tmp_path) -> None:
+    lines = [
+        {**line, "embedding": random_vector(i)} for i, line in enumerate(history(7, prefix="c"))
+    ]
+    half = tmp_path / "half.jsonl"
+    half.write_bytes(jsonl(lines[:3]))
+    whole = tmp_path / "whole.jsonl"
+    whole.write_bytes(jsonl([*lines, "{broken"]))
+
+    first = run_cli(migrated, "app", "import", str(half), "--user", user_id, "--batch-size", "2")
+    assert first.returncode == 0, first.stderr[-3000:]
+    assert json.loads(first.stdout)["imported"] == 3
+    assert "read 3 lines: imported 3" in first.stderr
+
+    second = run_cli(migrated, "app", "import", str(whole), "--user", user_id)
+    assert second.returncode == 1, second.stderr[-3000:]  # one line failed
+    summary = json.loads(second.stdout)
+    assert (summary["imported"], summary["skipped"], summary["failed"]) == (4, 3, 1)
+    assert summary["errors"][0]["line"] == 8
+    rows = await imported_rows(db, user_id)
+    assert set(rows) == {f"c-{i}" for i in range(7)}
+    assert all(r["has_event"] for r in rows.values())
+
+
+async def test_cli_reads_a_mem0_export(migrated, db, tmp_path) -> None:
+    alice, bob = f"alice-{uuid.uuid4().hex[:8]}", f"bob-{uuid.uuid4().hex[:8]}"
+    records = [
+        {
+            "id": str(uuid.uuid4()),
+            "memory": "Has two sisters who live in Lisbon",
+            "user_id": alice,
+            "metadata": {"app": "mem0"},
+            "categories": ["family"],
+            "created_at": "2024-07-20T10:30:00.123456-07:00",
+            "updated_at": "2024-07-21T10:30:00-07:00",
+        },
+        {
+            "id": str(uuid.uuid4()),
+            "memory": "Works as a nurse at the city hospital",
+            "user_id": bob,
+            "metadata": None,
+            "categories": ["misc"],  # no counterpart: classified
+            "created_at": "2024-07-22T08:00:00+00:00",
+            "updated_at": None,
+        },
+    ]
+    export = tmp_path / "mem0.json"
+    export.write_text(json.dumps(records, indent=2))
+
+    result = run_cli(migrated, "app", "import", str(export))
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert json.loads(result.stdout)["imported"] == 2
+    (sisters,) = (await imported_rows(db, alice)).values()
+    assert sisters["external_id"] == records[0]["id"]
+    assert sisters["content"] == records[0]["memory"]
+    assert sisters["category"] == "relationships"
+    assert sisters["metadata"] == {"app": "mem0"}
+    assert sisters["event_time"].isoformat() == "2024-07-20T17:30:00.123456+00:00"
+    (nurse,) = (await imported_rows(db, bob)).values()
+    assert nurse["category"] in {"professional", "health"}
+
+    # --user overrides the records' users (and this user has neither id yet).
+    carol = f"carol-{uuid.uuid4().hex[:8]}"
+    wrapped = tmp_path / "results.json"
+    wrapped.write_text(json.dumps({"results": records}))
+    again = run_cli(migrated, "app", "import", str(wrapped), "--user", carol, "--format", "mem0")
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert json.loads(again.stdout)["imported"] == 2
+    assert len(await imported_rows(db, carol)) == 2
+    assert len(await imported_rows(db, alice)) == 1
+
+
+async def test_defer_index_rebuilds_the_hnsw_indexes(migrated, db, user_id, tmp_path) -> None:
+    path = tmp_path / "lines.jsonl"
+    path.write_bytes(
+        jsonl([{**line, "embedding": random_vector(i)} for i, line in enumerate(history(3))])
+    )
+    result = run_cli(migrated, "app", "import", str(path), "--user", user_id, "--defer-index")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "built memories_embedding_768d_hnsw_idx" in result.stderr
+    async with db.connect() as connection:
+        indexes = dict(
+            (
+                await connection.execute(
+                    text("SELECT indexname, indexdef FROM pg_indexes WHERE tablename = 'memories'")
+                )
+            ).all()
+        )
+    for name, ef_construction in (
+        ("memories_embedding_256d_hnsw_idx", "128"),
+        ("memories_embedding_768d_hnsw_idx", "256"),
+    ):
+        assert "vector_cosine_ops" in indexes[name]
+        assert f"ef_construction='{ef_construction}'" in indexes[name]
+    assert len(await imported_rows(db, user_id)) == 3
+
+
+def test_cli_refuses_what_it_cannot_read(migrated, tmp_path) -> None:
+    lines = tmp_path / "lines.jsonl"
+    lines.write_bytes(jsonl(history(1)))
+    bad_user = run_cli(migrated, "app", "import", str(lines), "--user", "not a user id")
+    assert bad_user.returncode == 2
+    assert "user_id must be" in bad_user.stderr
+    document = tmp_path / "document.json"
+    document.write_text('{\n  "memories": []\n}')
+    not_an_export = run_cli(migrated, "app", "import", str(document), "--user", "alice")
+    assert not_an_export.returncode == 2
+    assert '"results" list' in not_an_export.stderr
+    assert run_cli(migrated, "app", "import", str(tmp_path / "missing.jsonl")).returncode == 2
+
+
+async def test_sigterm_keeps_what_is_committed_and_a_rerun_resumes(
+    migrated, db, user_id, tmp_path
+) -> None:
+    lines = [
+        {**line, "embedding": random_vector(i)} for i, line in enumerate(history(600, prefix="t"))
+    ]
+    path = tmp_path / "lines.jsonl"
+    path.write_bytes(jsonl(lines))
+    returncode, stdout, stderr = _terminated_after_first_batch(
+        migrated, "app", "import", str(path), "--user", user_id, "--batch-size", "20"
+    )
+    assert returncode == 130, stderr[-3000:]
+    assert "interrupted: read" in stderr and stdout == ""
+    rows = await imported_rows(db, user_id)
+    assert 0 < len(rows) < 600
+    assert all(r["has_event"] for r in rows.values())  # nothing half-written
+
+    rerun = run_cli(migrated, "app", "import", str(path), "--user", user_id)
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    summary = json.loads(rerun.stdout)
+    assert (summary["imported"], summary["skipped"]) == (600 - len(rows), len(rows))
+    assert len(await imported_rows(db, user_id)) == 600
+
+
+def _terminated_after_first_batch(env: dict[str, str], *args: str) -> tuple[int, str, str]:
+    """Run the CLI, send SIGTERM once it reports its first committed batch."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", *args],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert process.stderr is not None
+    for line in process.stderr:
+        if line.startswith("read "):
+            break
+    process.send_signal(signal.SIGTERM)
+    stdout, stderr = process.communicate(timeout=120)
+    return process.returncode, stdout, stderr

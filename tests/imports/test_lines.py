@@ -1,0 +1,92 @@
+"""Line parsing and splitting, without a database."""
+
+from __future__ import annotations
+
+import json
+
+from app.imports.lines import ImportDraft, LineError, LineRules, parse_line
+from app.imports.mem0 import our_category
+from app.imports.sources import OversizedLine, ndjson_lines
+
+RULES = LineRules(
+    user_id="alice",
+    line_users="must_match",
+    line_format="auto",
+    max_content_chars=8000,
+    max_metadata_bytes=16_384,
+)
+
+
+async def _chunks(*parts: bytes):
+    for part in parts:
+        yield part
+
+
+async def _collect(*parts: bytes, limit: int = 64) -> list[tuple[int, object]]:
+    return [item async for item in ndjson_lines(_chunks(*parts), max_line_bytes=limit)]
+
+
+async def test_lines_split_across_chunks_keep_their_numbers() -> None:
+    lines = await _collect(b'{"a":', b"1}\n\n", b'{"b":2}\n{"c"', b":3}")
+    assert lines == [(1, b'{"a":1}'), (3, b'{"b":2}'), (4, b'{"c":3}')]
+
+
+async def test_an_oversized_line_is_reported_and_the_next_one_read() -> None:
+    lines = await _collect(b"x" * 40, b"y" * 40 + b"\n", b'{"ok":1}\n', b"z" * 100)
+    assert lines[0] == (1, OversizedLine(80, 64))
+    assert lines[1] == (2, b'{"ok":1}')
+    assert lines[2] == (3, OversizedLine(100, 64))
+
+
+def test_errors_name_the_line_and_the_field() -> None:
+    cases = {
+        b"{not json": None,
+        b'{"external_id": "a"}': "content",
+        b'{"external_id": "a", "content": "x", "catgory": "travel"}': "catgory",
+        b'{"external_id": "a", "content": "x", "category": "astrology"}': "category",
+        b'{"external_id": "a", "content": "x", "embedding": [1, 2]}': "embedding",
+        b'{"external_id": "a", "content": "x", "scope": "CONTEXT"}': "session_id",
+        b'{"external_id": "a", "content": "x", "user_id": "mallory"}': "user_id",
+        b'{"external_id": "a", "content": "x\\u0000y"}': "content",
+        b'{"external_id": "", "content": "x"}': "external_id",
+        b"[1, 2]": None,
+    }
+    for number, (raw, field) in enumerate(cases.items(), start=1):
+        parsed = parse_line(number, raw, RULES)
+        assert isinstance(parsed, LineError), raw
+        assert (parsed.line, parsed.field) == (number, field), (raw, parsed)
+        assert parsed.detail
+
+
+def test_a_mem0_record_becomes_a_draft() -> None:
+    record = {
+        "id": "7f0c",
+        "memory": "Loves hiking in the Alps",
+        "user_id": "alice",
+        "metadata": {"source": "chat"},
+        "categories": ["misc", "sports"],
+        "created_at": "2024-07-20T10:30:00-07:00",
+        "updated_at": None,
+        "hash": "abc",
+    }
+    parsed = parse_line(1, json.dumps(record).encode(), RULES)
+    assert isinstance(parsed, ImportDraft)
+    assert parsed.external_id == "7f0c"
+    assert parsed.draft.content == "Loves hiking in the Alps"
+    assert parsed.draft.category == "hobbies"
+    assert parsed.draft.event_time is not None
+    assert parsed.draft.event_time.isoformat() == "2024-07-20T10:30:00-07:00"
+    assert our_category(["milestones", "misc"]) is None
+    blank = parse_line(2, json.dumps({**record, "memory": "  "}).encode(), RULES)
+    assert isinstance(blank, LineError) and blank.field == "memory"
+    stranger = parse_line(3, json.dumps({**record, "user_id": "bob"}).encode(), RULES)
+    assert isinstance(stranger, LineError) and stranger.field == "user_id"
+    assert our_category(["Professional Details"]) == "professional"
+
+
+def test_null_optional_fields_are_absent_ones() -> None:
+    raw = b'{"external_id": "a", "content": " x ", "metadata": null, "category": null}'
+    parsed = parse_line(1, raw, RULES)
+    assert isinstance(parsed, ImportDraft)
+    assert (parsed.draft.content, parsed.draft.metadata, parsed.draft.category) == ("x", {}, None)
+    assert parsed.user_id == "alice" and parsed.vector is None
