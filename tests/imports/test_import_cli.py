@@ -93,7 +93,8 @@ async def test_defer_index_rebuilds_the_hnsw_indexes(migrated, db, user_id, tmp_
     )
     result = run_cli(migrated, "app", "import", str(path), "--user", user_id, "--defer-index")
     assert result.returncode == 0, result.stderr[-3000:]
-    assert "built memories_embedding_768d_hnsw_idx" in result.stderr
+    assert "dropping the HNSW indexes" in result.stderr
+    assert "built memories_embedding_256d_hnsw_idx" in result.stderr
     async with db.connect() as connection:
         indexes = dict(
             (
@@ -102,12 +103,10 @@ async def test_defer_index_rebuilds_the_hnsw_indexes(migrated, db, user_id, tmp_
                 )
             ).all()
         )
-    for name, ef_construction in (
-        ("memories_embedding_256d_hnsw_idx", "128"),
-        ("memories_embedding_768d_hnsw_idx", "256"),
-    ):
-        assert "vector_cosine_ops" in indexes[name]
-        assert f"ef_construction='{ef_construction}'" in indexes[name]
+    # Rebuilt as the models define them: the 256D index only (migration 0005 dropped the other).
+    assert "vector_cosine_ops" in indexes["memories_embedding_256d_hnsw_idx"]
+    assert "ef_construction='128'" in indexes["memories_embedding_256d_hnsw_idx"]
+    assert "memories_embedding_768d_hnsw_idx" not in indexes
     assert len(await imported_rows(db, user_id)) == 3
 
 
