@@ -70,6 +70,9 @@ class Settings(BaseSettings):
     # embedding_batch_wait_ms, or until embedding_batch_size are waiting, into one model call.
     embedding_batch_size: int = 32
     embedding_batch_wait_ms: float = 5.0
+    # Texts per forward pass of a local model within one call, after sorting by length: small
+    # passes of similar length pad least (docs/benchmarks/ingestion.md).
+    embedding_forward_batch_size: int = 8
     # torch runs the sentence-transformers model; "onnx" / "onnx-int8" run it exported (once, to
     # embedding_onnx_cache_dir, default ~/.cache/cognis-memory/onnx) by ONNX Runtime: extra [onnx].
     embedding_backend: EmbeddingBackend = "torch"

@@ -115,6 +115,7 @@ def _embedder(
         settings.embedding_model,
         device=settings.embedding_device,
         batch_size=settings.embedding_batch_size,
+        forward_batch_size=settings.embedding_forward_batch_size,
         batch_wait_ms=settings.embedding_batch_wait_ms,
         query_cache_size=settings.query_embedding_cache_size,
         backend=backend,

@@ -7,7 +7,7 @@ import uuid
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import and_, exists, func, or_, select, text, tuple_, update
+from sqlalchemy import Select, and_, bindparam, exists, func, or_, select, text, tuple_, update
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import aliased
@@ -17,6 +17,42 @@ from app.ingest.domain import IncomingMessage
 from app.ml.embedder import Embedding
 
 OPEN_STATES = ("queued", "running")
+
+
+def _next_due_task() -> Select[Any]:
+    """The claim query, built once: building it per call cost more than running it."""
+    task = aliased(IngestTask)
+    earlier = aliased(IngestTask)
+    busy = aliased(IngestTask)
+    now = func.now()
+    return (
+        select(task)
+        .where(
+            task.queue == bindparam("queue"),
+            task.available_at <= now,
+            or_(
+                task.state == "queued",
+                and_(task.state == "running", task.lease_expires_at < now),
+            ),
+            ~exists().where(
+                earlier.user_id == task.user_id,
+                earlier.state.in_(OPEN_STATES),
+                tuple_(earlier.sent_at, earlier.message_id) < tuple_(task.sent_at, task.message_id),
+            ),
+            ~exists().where(
+                busy.user_id == task.user_id,
+                busy.state == "running",
+                busy.lease_expires_at >= now,
+                busy.message_id != task.message_id,
+            ),
+        )
+        .order_by(task.available_at)
+        .limit(1)
+        .with_for_update(skip_locked=True, of=task)
+    )
+
+
+_NEXT_DUE_TASK = _next_due_task()
 
 
 class IngestRepository:
@@ -92,43 +128,13 @@ class IngestRepository:
 
         Per user, only the earliest open task (by message time) is eligible, and only while no
         other task of that user is being worked on: one user's messages apply in order."""
-        task = aliased(IngestTask)
-        earlier = aliased(IngestTask)
-        busy = aliased(IngestTask)
-        now = func.now()
-        query = (
-            select(task)
-            .where(
-                task.queue == queue,
-                task.available_at <= now,
-                or_(
-                    task.state == "queued",
-                    and_(task.state == "running", task.lease_expires_at < now),
-                ),
-                ~exists().where(
-                    earlier.user_id == task.user_id,
-                    earlier.state.in_(OPEN_STATES),
-                    tuple_(earlier.sent_at, earlier.message_id)
-                    < tuple_(task.sent_at, task.message_id),
-                ),
-                ~exists().where(
-                    busy.user_id == task.user_id,
-                    busy.state == "running",
-                    busy.lease_expires_at >= now,
-                    busy.message_id != task.message_id,
-                ),
-            )
-            .order_by(task.available_at)
-            .limit(1)
-            .with_for_update(skip_locked=True, of=task)
-        )
-        claimed = await self.session.scalar(query)
+        claimed = await self.session.scalar(_NEXT_DUE_TASK, {"queue": queue})
         if claimed is None:
             return None
         claimed.state = "running"
         claimed.attempts += 1
         claimed.lease_token = uuid.uuid4()
-        claimed.lease_expires_at = await self.session.scalar(select(now + lease))
+        claimed.lease_expires_at = await self.session.scalar(select(func.now() + lease))
         await self.session.flush()
         return claimed
 

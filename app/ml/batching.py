@@ -77,15 +77,20 @@ class MicroBatcher(Generic[T]):
             return []
         queue = self._ensure_dispatcher()
         loop = asyncio.get_running_loop()
+        # Pieces of similar length: a large request sorted before it is split pads far less.
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
         futures = []
         for start in range(0, len(texts), self._max_batch):
             future: asyncio.Future[list[T]] = loop.create_future()
-            chunk = texts[start : start + self._max_batch]
+            chunk = [texts[i] for i in order[start : start + self._max_batch]]
             queue.put_nowait(_Request(int(priority), next(self._seq), chunk, future))
             futures.append(future)
         self._arrived.set()
-        results = await asyncio.gather(*futures)
-        return [item for chunk in results for item in chunk]
+        outputs = [item for chunk in await asyncio.gather(*futures) for item in chunk]
+        results: list[T | None] = [None] * len(texts)
+        for position, i in enumerate(order):
+            results[i] = outputs[position]
+        return results  # type: ignore[return-value]
 
     def _ensure_dispatcher(self) -> asyncio.PriorityQueue[_Request[T]]:
         loop = asyncio.get_running_loop()

@@ -76,6 +76,7 @@ class Embedder:
         device: str = "cpu",
         batch_size: int = 32,
         batch_wait_ms: float = 5.0,
+        forward_batch_size: int = 8,
         query_cache_size: int = 0,
         backend: EmbeddingBackend = "torch",
         intra_op_threads: int | None = None,
@@ -92,7 +93,11 @@ class Embedder:
         self._onnx_cache_dir = onnx_cache_dir
         self._http_endpoint = http_endpoint
         self._device = device
-        self._batch_size = batch_size
+        # A local model runs a call as forward passes of `forward_batch_size` texts of similar
+        # length (sorted first): on a CPU, small batches that pad little beat one padded batch
+        # (LoCoMo turns, gathered 32 at a time: 33 texts/s in passes of 8, 20 in one pass).
+        # A remote server gets the whole call in one request.
+        self._forward_batch_size = batch_size if backend == "http" else forward_batch_size
         self.batcher: MicroBatcher[Embedding] = MicroBatcher(
             self.embed_sync,
             max_batch=batch_size,
@@ -160,10 +165,13 @@ class Embedder:
         assert self._model is not None
         if self.backend == "torch":
             vectors = self._model.encode(
-                texts, batch_size=self._batch_size, convert_to_numpy=True, show_progress_bar=False
+                texts,
+                batch_size=self._forward_batch_size,
+                convert_to_numpy=True,
+                show_progress_bar=False,
             )
         else:
-            vectors = self._model.encode(texts, batch_size=self._batch_size)
+            vectors = self._model.encode(texts, batch_size=self._forward_batch_size)
         return matryoshka(vectors)
 
     async def embed_query(self, text: str) -> Embedding:

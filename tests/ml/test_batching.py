@@ -54,14 +54,20 @@ async def test_outputs_keep_input_order_although_the_batch_is_sorted_by_length()
     assert model.calls == [["a", "dd", "ccc", "bbbbb"]]  # shortest first, less padding
 
 
-async def test_a_large_request_is_split_into_batches() -> None:
+async def test_a_large_request_is_split_into_batches_of_similar_length() -> None:
     model = RecordingModel()
     batcher = MicroBatcher(model, max_batch=4, max_wait_s=0.0)
+    lengths = [5, 1, 9, 3, 7, 2, 10, 4, 8, 6]
 
-    result = await batcher.submit(["x" * (i + 1) for i in range(10)])
+    result = await batcher.submit(["x" * n for n in lengths])
 
-    assert result == list(range(1, 11))
-    assert [len(c) for c in model.calls] == [4, 4, 2]
+    assert result == lengths  # back in the caller's order
+    # Sorted before splitting: each model call pads to a near neighbour, not the longest text.
+    assert [sorted(len(t) for t in call) for call in model.calls] == [
+        [1, 2, 3, 4],
+        [5, 6, 7, 8],
+        [9, 10],
+    ]
 
 
 async def test_a_query_jumps_the_write_backlog() -> None:
