@@ -7,10 +7,10 @@ queries (query embedding included) and for repeated ones (served by the query-em
 cache). Grows the queried user through the sizes given (e.g. 1000,10000,100000). Needs
 `make up`; erases its users at the end. Prints numbers; asserts nothing.
 
-Maintaining both HNSW indexes row by row costs about 45 ms a memory here (100,000 memories:
-over an hour). `--bulk-load` drops the two HNSW indexes before each load and rebuilds them
-after it, exactly as the models define them, which takes minutes: for a benchmark database
-only, since searches of everyone else fall back to exact scans while it loads.
+Maintaining the HNSW indexes row by row cost about 45 ms a memory here while memories had two
+(100,000 memories: over an hour). `--bulk-load` drops the HNSW indexes before each load and
+rebuilds them after it, exactly as the models define them, which takes minutes: for a
+benchmark database only, since searches of everyone else fall back to exact scans meanwhile.
 """
 
 from __future__ import annotations

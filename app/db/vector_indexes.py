@@ -1,7 +1,7 @@
 """Drop and rebuild the HNSW indexes of memories around a bulk load.
 
-Maintaining both HNSW graphs row by row is most of what an insert costs; building them once
-over the loaded table is far cheaper for a large load. While they are gone every vector
+Maintaining the HNSW graph row by row is most of what an insert costs; building it once
+over the loaded table is far cheaper for a large load. While it is gone every vector
 search falls back to an exact scan, so this is for a quiet deployment (or a benchmark) only.
 """
 
