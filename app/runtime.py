@@ -8,7 +8,7 @@ from functools import cached_property
 
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
-from app.config import EmbeddingBackend, Settings
+from app.config import Settings
 from app.db.engine import create_engine, create_sessionmaker
 from app.imports.service import MemoryImporter
 from app.ingest.pipeline import IngestPipeline
@@ -17,8 +17,7 @@ from app.llm.client import ChatClient
 from app.metrics import batch_observer
 from app.ml.categories import CategoryClassifier
 from app.ml.cross_encoder import CrossEncoderScorer
-from app.ml.embedder import Embedder
-from app.ml.http_encoder import HttpEndpoint
+from app.ml.embedder import Embedder, build_embedder
 from app.retrieval.pipeline import RetrievalPipeline
 from app.search_index.client import MemoryIndex
 from app.search_index.relay import OutboxRelay
@@ -50,15 +49,18 @@ class Runtime:
     def build(cls, settings: Settings) -> Runtime:
         engine = create_engine(settings)
         sessionmaker = create_sessionmaker(engine)
-        embedder = _embedder(
-            settings, "memories", settings.embedding_backend, settings.embedding_intra_op_threads
+        embedder = build_embedder(
+            settings,
+            settings.embedding_backend,
+            settings.embedding_intra_op_threads,
+            on_batch=batch_observer("memories"),
         )
         query_embedder = (
-            _embedder(
+            build_embedder(
                 settings,
-                "queries",
                 settings.query_embedding_backend,
                 settings.query_embedding_intra_op_threads,
+                on_batch=batch_observer("queries"),
             )
             if settings.query_embedding_backend != "same"
             else embedder
@@ -106,21 +108,3 @@ class Runtime:
             await self.llm.close()  # type: ignore[union-attr]
         await self.index.close()
         await self.engine.dispose()
-
-
-def _embedder(
-    settings: Settings, name: str, backend: EmbeddingBackend, intra_op_threads: int | None
-) -> Embedder:
-    return Embedder(
-        settings.embedding_model,
-        device=settings.embedding_device,
-        batch_size=settings.embedding_batch_size,
-        forward_batch_size=settings.embedding_forward_batch_size,
-        batch_wait_ms=settings.embedding_batch_wait_ms,
-        query_cache_size=settings.query_embedding_cache_size,
-        backend=backend,
-        intra_op_threads=intra_op_threads,
-        onnx_cache_dir=settings.embedding_onnx_cache_dir,
-        on_batch=batch_observer(name),
-        http_endpoint=HttpEndpoint.from_settings(settings) if backend == "http" else None,
-    )

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, get_args
 import numpy as np
 import structlog
 
-from app.config import COARSE_DIM, EMBEDDING_DIM, EmbeddingBackend
+from app.config import COARSE_DIM, EMBEDDING_DIM, EmbeddingBackend, Settings
 from app.ml.batching import MicroBatcher, Priority
 from app.ml.offline import offline_if_local
 
@@ -190,3 +190,27 @@ class Embedder:
     async def embed(self, texts: list[str]) -> list[Embedding]:
         """Embed off the event loop, batched with whatever else is waiting for the model."""
         return await self.batcher.submit(texts, Priority.WRITE)
+
+
+def build_embedder(
+    settings: Settings,
+    backend: EmbeddingBackend,
+    intra_op_threads: int | None,
+    on_batch: Callable[[int, float], None] | None = None,
+) -> Embedder:
+    """An embedder as the settings describe it (the API's, the worker's, embed-serve's)."""
+    from app.ml.http_encoder import HttpEndpoint
+
+    return Embedder(
+        settings.embedding_model,
+        device=settings.embedding_device,
+        batch_size=settings.embedding_batch_size,
+        forward_batch_size=settings.embedding_forward_batch_size,
+        batch_wait_ms=settings.embedding_batch_wait_ms,
+        query_cache_size=settings.query_embedding_cache_size,
+        backend=backend,
+        intra_op_threads=intra_op_threads,
+        onnx_cache_dir=settings.embedding_onnx_cache_dir,
+        on_batch=on_batch,
+        http_endpoint=HttpEndpoint.from_settings(settings) if backend == "http" else None,
+    )

@@ -21,7 +21,7 @@ from litestar.datastructures import State
 from litestar.exceptions import HTTPException, NotAuthorizedException, NotFoundException
 
 from app.config import EMBEDDING_DIM, Settings, get_settings
-from app.ml.embedder import Embedder
+from app.ml.embedder import Embedder, build_embedder
 
 # OpenAI's own limit on inputs per request.
 MAX_INPUTS = 2048
@@ -53,15 +53,7 @@ def served_embedder(settings: Settings) -> Embedder:
             "embed-serve computes embeddings itself: set COGNIS_EMBEDDING_BACKEND to "
             "torch, onnx or onnx-int8"
         )
-    return Embedder(
-        settings.embedding_model,
-        device=settings.embedding_device,
-        batch_size=settings.embedding_batch_size,
-        batch_wait_ms=settings.embedding_batch_wait_ms,
-        backend=settings.embedding_backend,
-        intra_op_threads=settings.embedding_intra_op_threads,
-        onnx_cache_dir=settings.embedding_onnx_cache_dir,
-    )
+    return build_embedder(settings, settings.embedding_backend, settings.embedding_intra_op_threads)
 
 
 def truncate(vectors: np.ndarray, dimensions: int | None) -> np.ndarray:

@@ -12,7 +12,6 @@ import pytest
 
 from app.ml.batching import MicroBatcher, Priority
 from app.ml.embedder import Embedder
-from tests import services
 
 
 class RecordingModel:
@@ -96,11 +95,7 @@ async def test_a_failed_batch_fails_its_callers_and_the_batcher_goes_on() -> Non
     assert await batcher.submit(["good"]) == [4]
 
 
-async def test_the_real_model_gives_the_same_vectors_batched_or_alone() -> None:
-    try:
-        model_path = services.embedding_model()
-    except RuntimeError as exc:
-        pytest.skip(str(exc))
+async def test_the_real_model_gives_the_same_vectors_batched_or_alone(model_path: str) -> None:
     embedder = Embedder(model_path, batch_size=16, batch_wait_ms=50)
     texts = ["I live in Tokyo", "My favourite colour is blue", "ok", "I went hiking yesterday"]
     alone = [embedder.embed_sync([t])[0] for t in texts]

@@ -35,14 +35,6 @@ needs_onnx = pytest.mark.skipif(not HAS_ONNX, reason=ONNX_MISSING)
 
 
 @pytest.fixture(scope="module")
-def model_path() -> str:
-    try:
-        return services.embedding_model()
-    except RuntimeError as exc:
-        pytest.skip(str(exc))
-
-
-@pytest.fixture(scope="module")
 def onnx_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     configured = os.environ.get("COGNIS_TEST_ONNX_CACHE_DIR")
     return Path(configured) if configured else tmp_path_factory.mktemp("onnx")

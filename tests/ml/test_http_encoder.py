@@ -57,14 +57,6 @@ def _endpoint(url: str, **overrides: Any) -> HttpEndpoint:
 
 
 @pytest.fixture(scope="module")
-def model_path() -> str:
-    try:
-        return services.embedding_model()
-    except RuntimeError as exc:
-        pytest.skip(str(exc))
-
-
-@pytest.fixture(scope="module")
 def embed_server(model_path: str) -> Iterator[str]:
     """embed-serve's app on a loopback port; yields its API root."""
     settings = Settings(
