@@ -445,3 +445,8 @@ def primary_window(text: str, reference: datetime) -> TimeWindow | None:
     """The first window, or None."""
     windows = resolve_time_expressions(text, reference)
     return windows[0] if windows else None
+
+
+def as_aware(moment: datetime) -> datetime:
+    """A naive timestamp is taken as UTC (as the resolver does with a naive reference)."""
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)

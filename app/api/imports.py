@@ -13,7 +13,7 @@ from litestar.openapi.spec import Operation, RequestBody, Schema
 from litestar.openapi.spec.enums import OpenAPIFormat, OpenAPIType
 from litestar.params import Parameter
 
-from app.api.schemas import ImportSummaryOut
+from app.api.schemas.imports import ImportSummaryOut
 from app.config import CATEGORIES
 from app.db.models import EMBEDDING_DIM
 from app.errors import UnsupportedMediaTypeError

@@ -11,7 +11,8 @@ from litestar.params import Parameter
 
 from app.api.consistency import WRITE_WAIT_HEADERS, WriteWait, provide_write_wait
 from app.api.dependencies import provide_memory_service
-from app.api.schemas import (
+from app.api.schemas.fields import Scope
+from app.api.schemas.memories import (
     HistoryOut,
     MemoryBatchCreate,
     MemoryBatchOut,
@@ -19,7 +20,6 @@ from app.api.schemas import (
     MemoryList,
     MemoryOut,
     MemoryUpdate,
-    Scope,
 )
 from app.memories.domain import MemoryDraft, parse_memory_id
 from app.memories.repository import ListFilter

@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import uuid
-from datetime import UTC
 
 import msgspec
 from litestar import Controller, Request, post
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.api.consistency import wait_bound_s
-from app.api.schemas import (
+from app.api.schemas.memories import MemoryOut
+from app.api.schemas.search import (
     IndexLagOut,
-    MemoryOut,
     SearchBody,
     SearchHitOut,
     SearchOut,
@@ -20,10 +19,11 @@ from app.api.schemas import (
 )
 from app.errors import InvalidInputError
 from app.memories.domain import check_user_id
-from app.retrieval.pipeline import SearchRequest, StageSwitches
+from app.retrieval.pipeline import SearchRequest
 from app.runtime import Runtime
 from app.search_index import outbox
 from app.search_index.freshness import IndexWait, wait_until_indexed
+from app.time_expressions import as_aware
 
 
 class SearchController(Controller):
@@ -48,9 +48,7 @@ class SearchController(Controller):
             )
         if not data.query.strip():
             raise InvalidInputError("query must not be empty", field="query")
-        as_of = data.as_of
-        if as_of is not None and as_of.tzinfo is None:
-            as_of = as_of.replace(tzinfo=UTC)  # a naive reference time is read as UTC
+        as_of = as_aware(data.as_of) if data.as_of is not None else None
         timeout_s = wait_bound_s(settings, data.wait_timeout_ms)
         waited: IndexWait | None = None
         # Waiting only matters to the BM25 leg: the vector leg reads Postgres itself.
@@ -77,7 +75,7 @@ class SearchController(Controller):
                 top_k=top_k,
                 session_id=data.session_id,
                 as_of=as_of,
-                switches=StageSwitches(**msgspec.structs.asdict(data.stages)),
+                switches=data.stages,
                 rrf_k=data.rrf.k,
                 weight_vector=data.rrf.weight_vector,
                 weight_bm25=data.rrf.weight_bm25,

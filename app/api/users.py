@@ -6,7 +6,7 @@ from litestar import Controller, delete
 from litestar.di import Provide
 
 from app.api.dependencies import provide_eraser
-from app.api.schemas import EraseOut
+from app.api.schemas.users import EraseOut
 from app.memories.erasure import UserEraser
 
 

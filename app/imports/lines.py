@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Annotated, Any, Literal
 
 import msgspec
@@ -19,6 +19,7 @@ from app.db.models import EMBEDDING_DIM
 from app.errors import InvalidInputError
 from app.imports.mem0 import MEM0_FIELD_NAMES, MEM0_KEYS, Mem0Memory, mem0_fields
 from app.memories.domain import MemoryDraft, check_draft, check_user_id
+from app.time_expressions import as_aware
 
 LineFormat = Literal["auto", "jsonl", "mem0"]
 # What a line's own user_id means. "use": it names the memory's user, `user_id` being the
@@ -112,9 +113,7 @@ def parse_line(number: int, raw: bytes | object, rules: LineRules) -> ImportDraf
 
 def _draft(number: int, fields: dict[str, Any], rules: LineRules) -> ImportDraft:
     user_id = _user_of(fields.pop("user_id"), rules)
-    event_time = fields["event_time"]
-    if event_time is not None and event_time.tzinfo is None:
-        event_time = event_time.replace(tzinfo=UTC)  # a naive time is read as UTC
+    event_time = as_aware(fields["event_time"]) if fields["event_time"] is not None else None
     draft = MemoryDraft(
         content=fields["content"],
         category=fields["category"],

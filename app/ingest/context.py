@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import re
 import uuid
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Protocol
 
 from app.ingest.domain import MessageContext
 from app.ml.embedder import Embedding
-from app.time_expressions import resolve_time_expressions
+from app.time_expressions import as_aware, resolve_time_expressions
 
 # "Caroline: I went to a support group" — transcripts often carry the speaker inline.
 _INLINE_SPEAKER = re.compile(r"^\s*(?P<name>[A-Z][\w.'-]{0,30}(?: [A-Z][\w.'-]{0,30})?):\s+\S")
@@ -21,11 +21,6 @@ def identify_speaker(speaker: str | None, content: str) -> str | None:
         return speaker.strip()
     match = _INLINE_SPEAKER.match(content)
     return match.group("name") if match else None
-
-
-def as_aware(moment: datetime) -> datetime:
-    """A naive timestamp is taken as UTC (as the time-expression resolver does)."""
-    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
 
 
 class SaidMessage(Protocol):

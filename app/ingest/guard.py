@@ -15,9 +15,9 @@ from datetime import datetime
 from typing import Any
 
 from app.config import OPERATIONS, SCOPES
-from app.ingest.context import as_aware
 from app.ingest.domain import Candidate, MessageContext, Operation
 from app.ingest.prompt import INSTRUCTIONS
+from app.time_expressions import as_aware
 
 MAX_OPERATIONS = 20
 # Content sharing a run of this many words with the instructions is the prompt, not a fact.

@@ -11,11 +11,11 @@ from datetime import UTC, timedelta
 
 from app.config import Settings
 from app.errors import InvalidInputError
-from app.ingest.context import as_aware
 from app.ingest.domain import ROLES, IncomingMessage, SavedMessage
 from app.ingest.repository import IngestRepository
 from app.memories.domain import check_user_id
 from app.ml.embedder import Embedder
+from app.time_expressions import as_aware
 
 MAX_KEY_CHARS = 256
 

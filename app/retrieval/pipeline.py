@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+import msgspec
 import structlog
 from opensearchpy.exceptions import TransportError
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -35,9 +36,9 @@ from app.search_index.client import UNAVAILABLE, MemoryIndex, TextHit
 log = structlog.get_logger(__name__)
 
 
-@dataclass(frozen=True, slots=True)
-class StageSwitches:
-    """Per-request switches (for ablations and latency-sensitive callers)."""
+class StageSwitches(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """Per-request switches (for ablations and latency-sensitive callers). Also the search
+    body's `stages` object: one definition for the API and the pipeline."""
 
     vector: bool = True
     rescore_768d: bool = True

@@ -140,12 +140,6 @@ class MemoryIndex:
                 elif status != 404:
                     raise TransportError(status, "bulk delete failed", item["delete"].get("error"))
 
-    async def count_user_documents(self, user_id: str) -> int:
-        response = await self.client.count(
-            index=self.name, body={"query": {"term": {"user_id": user_id}}}
-        )
-        return int(response["count"])
-
     async def refresh(self) -> None:
         await self.client.indices.refresh(index=self.name)
 

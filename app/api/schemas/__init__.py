@@ -1,0 +1,2 @@
+"""Wire schemas (msgspec), one module per area. Constraints here give 400s before any
+service code runs."""

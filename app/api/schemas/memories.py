@@ -1,0 +1,94 @@
+"""Wire schemas of the memory endpoints."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any
+from uuid import UUID
+
+import msgspec
+
+from app.api.schemas.fields import Content, Scope, SessionId, Speaker
+from app.db.models import Memory
+
+
+class MemoryCreate(msgspec.Struct, forbid_unknown_fields=True):
+    content: Content
+    category: str | None = None
+    scope: Scope = "USER"
+    session_id: SessionId | None = None
+    speaker: Speaker | None = None
+    event_time: datetime | None = None
+    metadata: dict[str, Any] = msgspec.field(default_factory=dict)
+
+
+class MemoryBatchCreate(msgspec.Struct, forbid_unknown_fields=True):
+    memories: Annotated[list[MemoryCreate], msgspec.Meta(min_length=1)]
+
+
+class MemoryUpdate(msgspec.Struct, forbid_unknown_fields=True):
+    """Fields to change; omitted fields keep their value in the new version."""
+
+    content: Content | msgspec.UnsetType = msgspec.UNSET
+    category: str | msgspec.UnsetType = msgspec.UNSET
+    scope: Scope | msgspec.UnsetType = msgspec.UNSET
+    session_id: SessionId | msgspec.UnsetType | None = msgspec.UNSET
+    speaker: Speaker | msgspec.UnsetType | None = msgspec.UNSET
+    event_time: datetime | msgspec.UnsetType | None = msgspec.UNSET
+    metadata: dict[str, Any] | msgspec.UnsetType = msgspec.UNSET
+
+
+class MemoryOut(msgspec.Struct):
+    id: UUID
+    user_id: str
+    chain_id: UUID
+    version: int
+    content: str
+    category: str
+    scope: str
+    session_id: str | None
+    is_current: bool
+    replaces_id: UUID | None
+    speaker: str | None
+    event_time: datetime | None
+    created_at: datetime
+    superseded_at: datetime | None
+    metadata: dict[str, Any]
+    source_message_id: UUID | None
+    external_id: str | None = None
+
+    @classmethod
+    def of(cls, m: Memory) -> MemoryOut:
+        return cls(
+            id=m.id,
+            user_id=m.user_id,
+            chain_id=m.chain_id,
+            version=m.version,
+            content=m.content,
+            category=m.category,
+            scope=m.scope,
+            session_id=m.session_id,
+            is_current=m.is_current,
+            replaces_id=m.replaces_id,
+            speaker=m.speaker,
+            event_time=m.event_time,
+            created_at=m.created_at,
+            superseded_at=m.superseded_at,
+            metadata=m.metadata_,
+            source_message_id=m.source_message_id,
+            external_id=m.external_id,
+        )
+
+
+class MemoryList(msgspec.Struct):
+    items: list[MemoryOut]
+    next_cursor: str | None
+
+
+class MemoryBatchOut(msgspec.Struct):
+    items: list[MemoryOut]
+
+
+class HistoryOut(msgspec.Struct):
+    chain_id: UUID
+    versions: list[MemoryOut]

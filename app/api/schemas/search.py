@@ -1,0 +1,98 @@
+"""Wire schemas of the search endpoint."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+from uuid import UUID
+
+import msgspec
+
+from app.api.schemas.fields import SessionId
+from app.api.schemas.memories import MemoryOut
+from app.retrieval.pipeline import StageSwitches
+
+
+class RrfIn(msgspec.Struct, forbid_unknown_fields=True):
+    """Override the fusion constants for one request."""
+
+    k: Annotated[int, msgspec.Meta(ge=0, le=1000)] | None = None
+    weight_vector: Annotated[float, msgspec.Meta(ge=0, le=1)] | None = None
+    weight_bm25: Annotated[float, msgspec.Meta(ge=0, le=1)] | None = None
+
+
+Consistency = Literal["eventual", "indexed"]
+WaitTimeoutMs = Annotated[int, msgspec.Meta(ge=0, le=600_000)]
+
+
+class SearchBody(msgspec.Struct, forbid_unknown_fields=True):
+    query: Annotated[str, msgspec.Meta(min_length=1, max_length=8_000)]
+    top_k: int | None = None
+    session_id: SessionId | None = None
+    as_of: datetime | None = None
+    explain: bool = False
+    stages: StageSwitches = msgspec.field(default_factory=StageSwitches)
+    rrf: RrfIn = msgspec.field(default_factory=RrfIn)
+    consistency: Annotated[
+        Consistency,
+        msgspec.Meta(
+            description='"eventual" (default) searches at once; "indexed" first waits, '
+            "bounded by wait_timeout_ms, until this user's changes committed before the "
+            "request are in the BM25 index (read-your-writes)."
+        ),
+    ] = "eventual"
+    wait_timeout_ms: Annotated[
+        WaitTimeoutMs | None,
+        msgspec.Meta(
+            description='Bound of the "indexed" wait; default and maximum: '
+            "COGNIS_INDEX_WAIT_MAX_MS."
+        ),
+    ] = None
+
+
+class StageScoreOut(msgspec.Struct):
+    rank: int | None
+    score: float | None
+
+
+class SearchHitOut(msgspec.Struct):
+    memory: MemoryOut
+    rank: int
+    score: float
+    superseded: bool
+    history_of: UUID | None = None
+    explanation: dict[str, StageScoreOut] | None = None
+
+
+class IndexLagOut(msgspec.Struct):
+    """How far the BM25 index was behind Postgres for this user when the search ran."""
+
+    pending: Annotated[
+        int,
+        msgspec.Meta(description="This user's changes committed but not yet in the BM25 index."),
+    ]
+    oldest_pending_age_ms: Annotated[
+        float | None, msgspec.Meta(description="Age of the oldest of them; null when none.")
+    ]
+    consistency: Consistency
+    stale: Annotated[
+        bool,
+        msgspec.Meta(
+            description="True when the BM25 leg may have missed or shown an older state of "
+            'this user\'s memories: changes were pending ("eventual"), or the "indexed" wait '
+            "ran out before they were delivered. False when the BM25 stage was switched off."
+        ),
+    ]
+    waited_ms: Annotated[
+        float | None, msgspec.Meta(description='Time spent in the "indexed" wait; else null.')
+    ] = None
+
+
+class SearchOut(msgspec.Struct):
+    results: list[SearchHitOut]
+    missing_legs: list[str]
+    stages: dict[str, str]
+    stage_durations_ms: dict[str, float]
+    duration_ms: float
+    index_lag: IndexLagOut
+    query_analysis: dict[str, Any] | None = None
