@@ -1,49 +1,15 @@
-"""Resolve English time expressions to absolute time windows.
-
-Shared by ingestion (step 2: "yesterday" in a message dated 2023-05-08 becomes 2023-05-07) and by
-retrieval query analysis (stage 1: "what did I do last week?" becomes that ISO week).
-
-Every window is ``[start, end)`` in whole days, in the reference's time zone (a naive reference is
-taken as UTC). Each supported family is one regex in ``_PATTERNS`` with a small resolver that turns
-the match into a ``(first_day, day_after_last, granularity)`` span.
-
-Past bias: conversations mostly report what already happened, so an expression that names a point
-of a cycle without saying which one ("Friday", "in May", "May 8th", "on the 8th", "in summer")
-resolves to the most recent occurrence on or before the reference. Only an explicit "next" (or
-"this" for weekdays and seasons, "in N days" for offsets) points forward.
-
-Deliberate limits: the lowercase word "may" is read as a month only with a strong anchor (a year,
-an ordinal, "of", or one of in/during/since/until/through/from before it), so "I may go", "this
-may help" and "May I help you?" stay unmatched; a bare four-digit number ("room 2022") is not a
-year without a preposition in front of it; "since May" is the month of May, not an open range.
-"""
+"""The expression families the resolver knows: one regex each, with a small resolver that
+turns a match into a ``(first_day, day_after_last, granularity)`` span (see the package)."""
 
 from __future__ import annotations
 
 import calendar
 import re
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
-from datetime import UTC, date, datetime, time, timedelta
+from datetime import date, timedelta
 
-_Span = tuple[date, date, str]  # first day, day after the last one, granularity
-_Resolver = Callable[[re.Match[str], date], _Span | None]
-
-
-@dataclass(frozen=True, slots=True)
-class TimeWindow:
-    start: datetime  # inclusive, timezone-aware
-    end: datetime  # exclusive, timezone-aware
-    text: str  # the matched expression as it appears in the input
-    granularity: str  # "day" | "week" | "weekend" | "month" | "year" | "range"
-
-    @property
-    def days(self) -> float:
-        return (self.end - self.start).total_seconds() / 86400
-
-    @property
-    def center(self) -> datetime:
-        return self.start + (self.end - self.start) / 2
+Span = tuple[date, date, str]  # first day, day after the last one, granularity
+_Resolver = Callable[[re.Match[str], date], Span | None]
 
 
 # --- vocabulary ------------------------------------------------------------------------------
@@ -82,7 +48,7 @@ _NUM = r"(?P<n>\d{1,3}|a\s+couple(?:\s+of)?|couple\s+of|a\s+few|few|several|an?|
     "one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve)"
 )
 _UNIT = r"(?P<unit>day|week|month|year)s?\b"
-_DASH = r"\s*(?:-|\u2013|to|and|until|till|through)\s*"  # \u2013: en dash
+DASH = r"\s*(?:-|\u2013|to|and|until|till|through)\s*"  # \u2013: en dash
 _PREP = r"in|during|since|until|till|by|through|throughout|from|before|after"
 
 
@@ -104,21 +70,21 @@ def _shift_months(d: date, n: int) -> date:
     return date(year, month0 + 1, min(d.day, calendar.monthrange(year, month0 + 1)[1]))
 
 
-def _day(d: date) -> _Span:
+def _day(d: date) -> Span:
     return d, d + timedelta(days=1), "day"
 
 
-def _week(d: date) -> _Span:
+def _week(d: date) -> Span:
     monday = d - timedelta(days=d.weekday())
     return monday, monday + timedelta(days=7), "week"
 
 
-def _month_span(year: int, month: int) -> _Span:
+def _month_span(year: int, month: int) -> Span:
     first = date(year, month, 1)
     return first, _shift_months(first, 1), "month"
 
 
-def _year(year: int) -> _Span:
+def _year(year: int) -> Span:
     return date(year, 1, 1), date(year + 1, 1, 1), "year"
 
 
@@ -163,7 +129,7 @@ def _explicit_day(m: re.Match[str], ref: date, day_group: str = "day") -> date |
 # --- resolvers (one per pattern) ---------------------------------------------------------------
 
 
-def _relative_day(m: re.Match[str], ref: date) -> _Span:
+def _relative_day(m: re.Match[str], ref: date) -> Span:
     words = _words(m[0])
     if "before yesterday" in words:
         return _day(ref - timedelta(days=2))
@@ -176,7 +142,7 @@ def _relative_day(m: re.Match[str], ref: date) -> _Span:
     return _day(ref)  # today, tonight, this morning/afternoon/evening
 
 
-def _unit_span(unit: str, ref: date, steps: int) -> _Span:
+def _unit_span(unit: str, ref: date, steps: int) -> Span:
     """The day, week, month or year `steps` units away from the one holding `ref`."""
     if unit == "day":
         return _day(ref + timedelta(days=steps))
@@ -188,12 +154,12 @@ def _unit_span(unit: str, ref: date, steps: int) -> _Span:
     return _year(ref.year + steps)
 
 
-def _relative_unit(m: re.Match[str], ref: date) -> _Span:
+def _relative_unit(m: re.Match[str], ref: date) -> Span:
     step = {"last": -1, "previous": -1, "this": 0, "next": 1, "coming": 1}[_words(m["rel"])]
     return _unit_span(m["unit"].lower(), ref, step)
 
 
-def _weekend(m: re.Match[str], ref: date) -> _Span:
+def _weekend(m: re.Match[str], ref: date) -> Span:
     rel = _words(m["rel"])
     # Most recent Saturday on or before the reference ("over the weekend", "this weekend").
     saturday = ref - timedelta(days=(ref.weekday() - 5) % 7)
@@ -206,7 +172,7 @@ def _weekend(m: re.Match[str], ref: date) -> _Span:
     return saturday, saturday + timedelta(days=2), "weekend"
 
 
-def _weekday(m: re.Match[str], ref: date) -> _Span:
+def _weekday(m: re.Match[str], ref: date) -> Span:
     target = _WEEKDAYS[m["weekday"].lower()]
     rel = _words(m["rel"] or "")
     if rel in {"last", "past", "this past", "previous"}:
@@ -219,12 +185,12 @@ def _weekday(m: re.Match[str], ref: date) -> _Span:
     return _day(ref - timedelta(days=(ref.weekday() - target) % 7))  # "on Friday", "Friday"
 
 
-def _offset(m: re.Match[str], ref: date) -> _Span:
+def _offset(m: re.Match[str], ref: date) -> Span:
     n = _number(m) * (1 if _words(m[0]).startswith("in ") else -1)
     return _unit_span(m["unit"].lower(), ref, n)
 
 
-def _trailing_period(m: re.Match[str], ref: date) -> _Span:
+def _trailing_period(m: re.Match[str], ref: date) -> Span:
     n = _number(m) if m["n"] else 1
     unit = m["unit"].lower()
     if unit in {"day", "week"}:
@@ -234,14 +200,14 @@ def _trailing_period(m: re.Match[str], ref: date) -> _Span:
     return start, ref + timedelta(days=1), "range"
 
 
-def _iso_date(m: re.Match[str], ref: date) -> _Span | None:
+def _iso_date(m: re.Match[str], ref: date) -> Span | None:
     try:
         return _day(date(int(m["year"]), int(m["m"]), int(m["day"])))
     except ValueError:
         return None
 
 
-def _us_date(m: re.Match[str], ref: date) -> _Span | None:
+def _us_date(m: re.Match[str], ref: date) -> Span | None:
     year = int(m["year"]) + (2000 if len(m["year"]) == 2 else 0)
     try:
         return _day(date(year, int(m["m"]), int(m["day"])))
@@ -249,7 +215,7 @@ def _us_date(m: re.Match[str], ref: date) -> _Span | None:
         return None
 
 
-def _day_month(m: re.Match[str], ref: date) -> _Span | None:
+def _day_month(m: re.Match[str], ref: date) -> Span | None:
     anchored = bool(m["year"] or m["day_ord"] or m.groupdict().get("of"))
     if _is_modal_may(m, anchored=anchored):
         return None
@@ -257,7 +223,7 @@ def _day_month(m: re.Match[str], ref: date) -> _Span | None:
     return _day(day) if day else None
 
 
-def _day_of_month(m: re.Match[str], ref: date) -> _Span | None:
+def _day_of_month(m: re.Match[str], ref: date) -> Span | None:
     day, first = int(m["day"]), ref.replace(day=1)
     for back in range(3):  # "on the 31st" may need to skip back over short months
         month = _shift_months(first, -back)
@@ -266,11 +232,11 @@ def _day_of_month(m: re.Match[str], ref: date) -> _Span | None:
     return None
 
 
-def _month_with_year(m: re.Match[str], ref: date) -> _Span:
+def _month_with_year(m: re.Match[str], ref: date) -> Span:
     return _month_span(int(m["year"]), _MONTHS[m["month"].lower().rstrip(".")])
 
 
-def _qualified_month(m: re.Match[str], ref: date) -> _Span | None:
+def _qualified_month(m: re.Match[str], ref: date) -> Span | None:
     qualifier, part = _words(m["q"]), (m["part"] or "").lower()
     if qualifier in {"early", "mid", "late"}:
         part = qualifier
@@ -286,7 +252,7 @@ def _qualified_month(m: re.Match[str], ref: date) -> _Span | None:
     return first.replace(day=start_day), end, "range"
 
 
-def _year_with_preposition(m: re.Match[str], ref: date) -> _Span | None:
+def _year_with_preposition(m: re.Match[str], ref: date) -> Span | None:
     year = int(m["year"])
     if not 1900 <= year <= 2100:
         return None
@@ -298,7 +264,7 @@ def _year_with_preposition(m: re.Match[str], ref: date) -> _Span | None:
     return date(year, first, 1), _shift_months(date(year, after - 1, 1), 1), "range"
 
 
-def _season(m: re.Match[str], ref: date) -> _Span | None:
+def _season(m: re.Match[str], ref: date) -> Span | None:
     qualifier = _words(m["q"] or "")
     if not qualifier and not m["year"]:
         return None  # a bare "fall" or "spring" is usually not a time expression
@@ -318,7 +284,7 @@ def _season(m: re.Match[str], ref: date) -> _Span | None:
     return start, _shift_months(start, 3), "range"
 
 
-def _day_range(m: re.Match[str], ref: date) -> _Span | None:
+def _day_range(m: re.Match[str], ref: date) -> Span | None:
     if _is_modal_may(m, anchored=bool(m["year"])):
         return None
     first, last = _explicit_day(m, ref, "day1"), _explicit_day(m, ref, "day2")
@@ -327,7 +293,7 @@ def _day_range(m: re.Match[str], ref: date) -> _Span | None:
     return first, last + timedelta(days=1), "range"
 
 
-def _month_range(m: re.Match[str], ref: date) -> _Span | None:
+def _month_range(m: re.Match[str], ref: date) -> Span | None:
     first_month = _MONTHS[m["month"].lower().rstrip(".")]
     last_month = _MONTHS[m["month2"].lower().rstrip(".")]
     if m["year"]:
@@ -340,7 +306,7 @@ def _month_range(m: re.Match[str], ref: date) -> _Span | None:
     return (start, end, "range") if start < end else None
 
 
-def _year_range(m: re.Match[str], ref: date) -> _Span | None:
+def _year_range(m: re.Match[str], ref: date) -> Span | None:
     first, last = int(m["year1"]), int(m["year"])
     return (date(first, 1, 1), date(last + 1, 1, 1), "range") if first <= last else None
 
@@ -385,68 +351,15 @@ _PATTERNS: list[tuple[str, _Resolver]] = [
         _season,
     ),
     (
-        rf"\b(?:(?:between|from)\s+(?:the\s+)?)?{_D1}{_DASH}(?:the\s+)?{_D2}\s+(?:of\s+)?{_M}"
+        rf"\b(?:(?:between|from)\s+(?:the\s+)?)?{_D1}{DASH}(?:the\s+)?{_D2}\s+(?:of\s+)?{_M}"
         rf"(?:,?\s+{_Y})?",
         _day_range,
     ),
-    (rf"\b(?:(?:between|from)\s+)?{_M}\s+{_D1}{_DASH}{_D2}(?:,?\s+{_Y})?", _day_range),
+    (rf"\b(?:(?:between|from)\s+)?{_M}\s+{_D1}{DASH}{_D2}(?:,?\s+{_Y})?", _day_range),
     (
-        rf"\b(?:between|from)\s+{_M}(?:\s+(?P<year1>\d{{4}}))?{_DASH}{_M2}(?:,?\s+{_Y})?",
+        rf"\b(?:between|from)\s+{_M}(?:\s+(?P<year1>\d{{4}}))?{DASH}{_M2}(?:,?\s+{_Y})?",
         _month_range,
     ),
-    (rf"\b(?:between|from)\s+(?P<year1>\d{{4}}){_DASH}{_Y}", _year_range),
+    (rf"\b(?:between|from)\s+(?P<year1>\d{{4}}){DASH}{_Y}", _year_range),
 ]
-_COMPILED = [(re.compile(pattern, re.IGNORECASE), resolve) for pattern, resolve in _PATTERNS]
-_RANGE_OPEN = re.compile(r"\b(?:between|from)\s+$", re.IGNORECASE)
-_RANGE_JOIN = re.compile(_DASH, re.IGNORECASE)
-
-
-def resolve_time_expressions(text: str, reference: datetime) -> list[TimeWindow]:
-    """All time expressions in text, in order of appearance, non-overlapping (longest wins)."""
-    tz = reference.tzinfo or UTC
-    ref = reference.date()
-    found: list[tuple[int, int, _Span]] = []
-    for pattern, resolve in _COMPILED:
-        for m in pattern.finditer(text):
-            if (span := resolve(m, ref)) is not None:
-                found.append((m.start(), m.end(), span))
-    chosen: list[tuple[int, int, _Span]] = []
-    for start, end, span in sorted(found, key=lambda f: (f[0] - f[1], f[0])):
-        if all(end <= other[0] or start >= other[1] for other in chosen):
-            chosen.append((start, end, span))
-    chosen.sort(key=lambda c: c[0])
-    chosen = _join_ranges(text, chosen)
-
-    def at(d: date) -> datetime:
-        return datetime.combine(d, time(), tzinfo=tz)
-
-    return [TimeWindow(at(s[0]), at(s[1]), text[a:b], s[2]) for a, b, s in chosen]
-
-
-def _join_ranges(text: str, chosen: list[tuple[int, int, _Span]]) -> list[tuple[int, int, _Span]]:
-    """Merge "between <A> and <B>" / "from <A> to <B>" into one range when both sides parsed."""
-    merged: list[tuple[int, int, _Span]] = []
-    i = 0
-    while i < len(chosen):
-        start, end, span = chosen[i]
-        if i + 1 < len(chosen):
-            next_start, next_end, next_span = chosen[i + 1]
-            opener = _RANGE_OPEN.search(text, 0, start)
-            if opener and _RANGE_JOIN.fullmatch(text, end, next_start) and next_span[1] > span[0]:
-                merged.append((opener.start(), next_end, (span[0], next_span[1], "range")))
-                i += 2
-                continue
-        merged.append((start, end, span))
-        i += 1
-    return merged
-
-
-def primary_window(text: str, reference: datetime) -> TimeWindow | None:
-    """The first window, or None."""
-    windows = resolve_time_expressions(text, reference)
-    return windows[0] if windows else None
-
-
-def as_aware(moment: datetime) -> datetime:
-    """A naive timestamp is taken as UTC (as the resolver does with a naive reference)."""
-    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+COMPILED = [(re.compile(pattern, re.IGNORECASE), resolve) for pattern, resolve in _PATTERNS]

@@ -1,0 +1,98 @@
+"""Resolve English time expressions to absolute time windows.
+
+Shared by ingestion (step 2: "yesterday" in a message dated 2023-05-08 becomes 2023-05-07) and by
+retrieval query analysis (stage 1: "what did I do last week?" becomes that ISO week).
+
+Every window is ``[start, end)`` in whole days, in the reference's time zone (a naive reference is
+taken as UTC). Each supported family is one regex in ``_PATTERNS`` with a small resolver that turns
+the match into a ``(first_day, day_after_last, granularity)`` span.
+
+Past bias: conversations mostly report what already happened, so an expression that names a point
+of a cycle without saying which one ("Friday", "in May", "May 8th", "on the 8th", "in summer")
+resolves to the most recent occurrence on or before the reference. Only an explicit "next" (or
+"this" for weekdays and seasons, "in N days" for offsets) points forward.
+
+Deliberate limits: the lowercase word "may" is read as a month only with a strong anchor (a year,
+an ordinal, "of", or one of in/during/since/until/through/from before it), so "I may go", "this
+may help" and "May I help you?" stay unmatched; a bare four-digit number ("room 2022") is not a
+year without a preposition in front of it; "since May" is the month of May, not an open range.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, time
+
+from app.time_expressions.patterns import COMPILED, DASH, Span
+
+
+@dataclass(frozen=True, slots=True)
+class TimeWindow:
+    start: datetime  # inclusive, timezone-aware
+    end: datetime  # exclusive, timezone-aware
+    text: str  # the matched expression as it appears in the input
+    granularity: str  # "day" | "week" | "weekend" | "month" | "year" | "range"
+
+    @property
+    def days(self) -> float:
+        return (self.end - self.start).total_seconds() / 86400
+
+    @property
+    def center(self) -> datetime:
+        return self.start + (self.end - self.start) / 2
+
+
+_RANGE_OPEN = re.compile(r"\b(?:between|from)\s+$", re.IGNORECASE)
+_RANGE_JOIN = re.compile(DASH, re.IGNORECASE)
+
+
+def resolve_time_expressions(text: str, reference: datetime) -> list[TimeWindow]:
+    """All time expressions in text, in order of appearance, non-overlapping (longest wins)."""
+    tz = reference.tzinfo or UTC
+    ref = reference.date()
+    found: list[tuple[int, int, Span]] = []
+    for pattern, resolve in COMPILED:
+        for m in pattern.finditer(text):
+            if (span := resolve(m, ref)) is not None:
+                found.append((m.start(), m.end(), span))
+    chosen: list[tuple[int, int, Span]] = []
+    for start, end, span in sorted(found, key=lambda f: (f[0] - f[1], f[0])):
+        if all(end <= other[0] or start >= other[1] for other in chosen):
+            chosen.append((start, end, span))
+    chosen.sort(key=lambda c: c[0])
+    chosen = _join_ranges(text, chosen)
+
+    def at(d: date) -> datetime:
+        return datetime.combine(d, time(), tzinfo=tz)
+
+    return [TimeWindow(at(s[0]), at(s[1]), text[a:b], s[2]) for a, b, s in chosen]
+
+
+def _join_ranges(text: str, chosen: list[tuple[int, int, Span]]) -> list[tuple[int, int, Span]]:
+    """Merge "between <A> and <B>" / "from <A> to <B>" into one range when both sides parsed."""
+    merged: list[tuple[int, int, Span]] = []
+    i = 0
+    while i < len(chosen):
+        start, end, span = chosen[i]
+        if i + 1 < len(chosen):
+            next_start, next_end, next_span = chosen[i + 1]
+            opener = _RANGE_OPEN.search(text, 0, start)
+            if opener and _RANGE_JOIN.fullmatch(text, end, next_start) and next_span[1] > span[0]:
+                merged.append((opener.start(), next_end, (span[0], next_span[1], "range")))
+                i += 2
+                continue
+        merged.append((start, end, span))
+        i += 1
+    return merged
+
+
+def primary_window(text: str, reference: datetime) -> TimeWindow | None:
+    """The first window, or None."""
+    windows = resolve_time_expressions(text, reference)
+    return windows[0] if windows else None
+
+
+def as_aware(moment: datetime) -> datetime:
+    """A naive timestamp is taken as UTC (as the resolver does with a naive reference)."""
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
