@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import delete, exists, func, insert, select, update
+from sqlalchemy import Select, any_, bindparam, delete, exists, func, insert, select, update
+from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import aliased
 
@@ -54,14 +55,11 @@ def enqueue_erase(session: AsyncSession, user_id: str, hold_s: float) -> OutboxE
     return event
 
 
-async def claim_pending(
-    session: AsyncSession, limit: int, ids: list[int] | None = None
-) -> list[OutboxEvent]:
-    """Lock a batch of due events, oldest first; other relays skip what this one holds.
-
-    Given explicit ids, those events are claimed whether due or not (the caller asks now)."""
+def _pending_events() -> Select[Any]:
+    """Pending events, oldest first, that no pending erase of their user precedes. Built once:
+    building the aliased select per batch cost more than running it."""
     earlier_erase = aliased(OutboxEvent)
-    query = (
+    return (
         select(OutboxEvent)
         .where(
             OutboxEvent.processed_at.is_(None),
@@ -75,14 +73,28 @@ async def claim_pending(
             ),
         )
         .order_by(OutboxEvent.id)
-        .limit(limit)
+        .limit(bindparam("limit"))
         .with_for_update(skip_locked=True)
     )
+
+
+_DUE_EVENTS = _pending_events().where(OutboxEvent.next_attempt_at <= func.now())
+_GIVEN_EVENTS = _pending_events().where(
+    OutboxEvent.id == any_(bindparam("ids", type_=ARRAY(OutboxEvent.id.type)))
+)
+
+
+async def claim_pending(
+    session: AsyncSession, limit: int, ids: list[int] | None = None
+) -> list[OutboxEvent]:
+    """Lock a batch of due events, oldest first; other relays skip what this one holds.
+
+    Given explicit ids, those events are claimed whether due or not (the caller asks now)."""
     if ids is None:
-        query = query.where(OutboxEvent.next_attempt_at <= func.now())
+        rows = await session.scalars(_DUE_EVENTS, {"limit": limit})
     else:
-        query = query.where(OutboxEvent.id.in_(ids))
-    return list((await session.scalars(query)).all())
+        rows = await session.scalars(_GIVEN_EVENTS, {"limit": limit, "ids": ids})
+    return list(rows.all())
 
 
 async def mark_delivered(session: AsyncSession, events: list[OutboxEvent]) -> None:
