@@ -9,13 +9,14 @@ written in the same transaction: an imported memory is never without its index e
 from __future__ import annotations
 
 import io
-from datetime import datetime
 
-from sqlalchemy import func, select, text
+from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.config import COARSE_DIM, EMBEDDING_DIM
 from app.db import pgcopy
-from app.db.models import COARSE_DIM, EMBEDDING_DIM, Memory
+from app.db.models import Memory
+from app.memories.repository import MemoryRepository
 from app.search_index import outbox
 
 STAGING_TABLE = "memory_import_staging"
@@ -95,9 +96,6 @@ class BulkMemoryWriter:
         )
         return {(row[0], row[1]) for row in rows}
 
-    async def now(self) -> datetime:
-        return await self.session.scalar(select(func.now()))  # type: ignore[return-value]
-
     async def insert_new(self, memories: list[Memory]) -> list[Memory]:
         """Insert the memories whose (user, external id) is not there yet, each with its outbox
         row; return those inserted (the others were imported before, or by a concurrent run).
@@ -106,7 +104,7 @@ class BulkMemoryWriter:
         its created_at is set here to the transaction's time, as the row's is."""
         if not memories:
             return []
-        now = await self.now()
+        now = await MemoryRepository(self.session).now()
         await self.session.execute(_CREATE_STAGING)
         connection = await self.session.connection()
         raw = await connection.get_raw_connection()
