@@ -5,7 +5,6 @@ instead of a second one."""
 
 from __future__ import annotations
 
-import json
 import uuid
 from datetime import UTC, timedelta
 
@@ -13,7 +12,7 @@ from app.config import Settings
 from app.errors import InvalidInputError
 from app.ingest.domain import ROLES, IncomingMessage, SavedMessage
 from app.ingest.repository import IngestRepository
-from app.memories.domain import check_user_id
+from app.memories.domain import check_content, check_metadata, check_user_id
 from app.ml.embedder import Embedder
 from app.time_expressions import as_aware
 
@@ -32,15 +31,9 @@ def check_messages(messages: list[IncomingMessage], settings: Settings) -> None:
         )
     for i, message in enumerate(messages):
         where = f"messages[{i}]."
-        message.content = message.content.strip()
-        if not message.content:
-            raise InvalidInputError("content must not be empty", field=f"{where}content")
-        if len(message.content) > settings.max_content_chars:
-            raise InvalidInputError(
-                f"content has {len(message.content)} characters; at most "
-                f"{settings.max_content_chars} are allowed",
-                field=f"{where}content",
-            )
+        message.content = check_content(
+            message.content, settings.max_content_chars, f"{where}content"
+        )
         if message.role not in ROLES:
             raise InvalidInputError(f"role must be one of {ROLES}", field=f"{where}role")
         if message.scope == "CONTEXT" and not message.session_id:
@@ -53,13 +46,7 @@ def check_messages(messages: list[IncomingMessage], settings: Settings) -> None:
                 f"idempotency_key is longer than {MAX_KEY_CHARS} characters",
                 field=f"{where}idempotency_key",
             )
-        size = len(json.dumps(message.metadata, separators=(",", ":")).encode())
-        if size > settings.max_metadata_bytes:
-            raise InvalidInputError(
-                f"metadata is {size} bytes as JSON; at most {settings.max_metadata_bytes} "
-                "are allowed",
-                field=f"{where}metadata",
-            )
+        check_metadata(message.metadata, settings.max_metadata_bytes, f"{where}metadata")
         message.sent_at = as_aware(message.sent_at).astimezone(UTC)
 
 

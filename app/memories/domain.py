@@ -43,25 +43,32 @@ def check_user_id(user_id: str) -> str:
     return user_id
 
 
+def check_content(content: str, max_chars: int, field: str) -> str:
+    """The content stripped; a memory's and a message's text obey the same limits."""
+    content = content.strip()
+    if not content:
+        raise InvalidInputError("content must not be empty", field=field)
+    if len(content) > max_chars:
+        raise InvalidInputError(
+            f"content has {len(content)} characters; at most {max_chars} are allowed", field=field
+        )
+    return content
+
+
+def check_metadata(metadata: dict[str, Any], max_bytes: int, field: str) -> None:
+    size = len(json.dumps(metadata, separators=(",", ":")).encode())
+    if size > max_bytes:
+        raise InvalidInputError(
+            f"metadata is {size} bytes as JSON; at most {max_bytes} are allowed", field=field
+        )
+
+
 def check_draft(
     draft: MemoryDraft, max_chars: int, max_metadata_bytes: int, field_prefix: str = ""
 ) -> MemoryDraft:
     """Normalise and validate a draft; raise InvalidInputError naming the offending field."""
-    content = draft.content.strip()
-    if not content:
-        raise InvalidInputError("content must not be empty", field=f"{field_prefix}content")
-    if len(content) > max_chars:
-        raise InvalidInputError(
-            f"content has {len(content)} characters; at most {max_chars} are allowed",
-            field=f"{field_prefix}content",
-        )
-    draft.content = content
-    metadata_bytes = len(json.dumps(draft.metadata, separators=(",", ":")).encode())
-    if metadata_bytes > max_metadata_bytes:
-        raise InvalidInputError(
-            f"metadata is {metadata_bytes} bytes as JSON; at most {max_metadata_bytes} are allowed",
-            field=f"{field_prefix}metadata",
-        )
+    draft.content = check_content(draft.content, max_chars, f"{field_prefix}content")
+    check_metadata(draft.metadata, max_metadata_bytes, f"{field_prefix}metadata")
     if draft.category is not None and draft.category not in CATEGORIES:
         raise InvalidInputError(
             f"unknown category {draft.category!r}; expected one of: {', '.join(CATEGORIES)}",
