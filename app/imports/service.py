@@ -5,7 +5,6 @@ and a rerun skips it by external id)."""
 from __future__ import annotations
 
 import asyncio
-import uuid
 from collections.abc import AsyncIterable, Callable
 from dataclasses import dataclass, field
 
@@ -26,8 +25,9 @@ from app.imports.lines import (
 from app.imports.sources import OversizedLine, RawLine
 from app.memories.bulk import BulkMemoryWriter
 from app.memories.domain import check_user_id
+from app.memories.service import complete_drafts, new_version
 from app.ml.categories import CategoryClassifier
-from app.ml.embedder import Embedder, Embedding, matryoshka
+from app.ml.embedder import Embedder, matryoshka
 
 log = structlog.get_logger(__name__)
 
@@ -140,12 +140,15 @@ class MemoryImporter:
         summary.skipped += len(batch) - len(fresh)
         if not fresh:
             return []
-        embeddings = await self._embeddings(fresh)
-        unlabelled = [i for i, d in enumerate(fresh) if d.draft.category is None]
-        guessed = await self._classifier.classify([embeddings[i].full for i in unlabelled])
-        for i, category in zip(unlabelled, guessed, strict=True):
-            fresh[i].draft.category = category
-        return [_memory(d, e) for d, e in zip(fresh, embeddings, strict=True)]
+        given = [d for d in fresh if d.vector is not None]
+        if given:
+            # Given vectors are normalised, with their 256D prefix, exactly as the model's own.
+            vectors = np.stack([d.vector for d in given])  # type: ignore[misc]
+            for item, embedding in zip(given, matryoshka(vectors), strict=True):
+                item.draft.embedding = embedding
+        # The rest embedded together in one call; categories where none was given.
+        await complete_drafts([d.draft for d in fresh], self._embedder, self._classifier)
+        return [_memory(d) for d in fresh]
 
     async def _write(self, memories: list[Memory], summary: ImportSummary) -> None:
         """One transaction: the memories and their outbox rows."""
@@ -169,41 +172,10 @@ class MemoryImporter:
                 fresh.append(draft)
         return fresh
 
-    async def _embeddings(self, drafts: list[ImportDraft]) -> list[Embedding]:
-        """Given vectors normalised (with their 256D prefix) exactly as the model's own; the
-        rest embedded together in one call."""
-        given = [i for i, d in enumerate(drafts) if d.vector is not None]
-        missing = [i for i, d in enumerate(drafts) if d.vector is None]
-        result: list[Embedding | None] = [None] * len(drafts)
-        if given:
-            vectors = np.stack([drafts[i].vector for i in given])  # type: ignore[misc]
-            for i, embedding in zip(given, matryoshka(vectors), strict=True):
-                result[i] = embedding
-        if missing:
-            computed = await self._embedder.embed([drafts[i].draft.content for i in missing])
-            for i, embedding in zip(missing, computed, strict=True):
-                result[i] = embedding
-        return [e for e in result if e is not None]
 
-
-def _memory(item: ImportDraft, embedding: Embedding) -> Memory:
-    draft = item.draft
-    memory_id = uuid.uuid4()
-    return Memory(
-        id=memory_id,
-        user_id=item.user_id,
-        chain_id=memory_id,
-        version=1,
-        content=draft.content,
-        category=draft.category,
-        scope=draft.scope,
-        session_id=draft.session_id,
-        is_current=True,
-        speaker=draft.speaker,
-        event_time=draft.event_time,
-        superseded_at=None,
-        embedding_768d=embedding.full,
-        embedding_256d=embedding.coarse,
-        metadata_=draft.metadata,
-        external_id=item.external_id,
-    )
+def _memory(item: ImportDraft) -> Memory:
+    """Version 1 of a new chain, carrying the line's external id (created_at is set by the
+    bulk writer to its transaction's time)."""
+    memory = new_version(item.user_id, item.draft, None)
+    memory.external_id = item.external_id
+    return memory

@@ -93,25 +93,13 @@ class MemoryService:
                 f"memories[{i}]." if many else "",
             )
         # Embedding is slow CPU work: done before the first statement opens the transaction.
-        await self._embed_missing(drafts)
-        unlabelled = [d for d in drafts if d.category is None]
-        guessed = await self._classifier.classify(
-            [d.embedding.full for d in unlabelled if d.embedding is not None]
-        )
-        for draft, category in zip(unlabelled, guessed, strict=True):
-            draft.category = category
+        await complete_drafts(drafts, self._embedder, self._classifier)
         now = await self.repository.now()
-        memories = [_version(user_id, draft, now) for draft in drafts]
+        memories = [new_version(user_id, draft, now) for draft in drafts]
         self.repository.add(memories)
         outbox.enqueue_index(self.repository.session, memories)
         await self.repository.session.flush()
         return memories
-
-    async def _embed_missing(self, drafts: list[MemoryDraft]) -> None:
-        missing = [d for d in drafts if d.embedding is None]
-        embeddings = await self._embedder.embed([d.content for d in missing])
-        for draft, embedding in zip(missing, embeddings, strict=True):
-            draft.embedding = embedding
 
     async def get(self, user_id: str, memory_id: uuid.UUID) -> Memory:
         memory = await self.repository.get(check_user_id(user_id), memory_id)
@@ -169,7 +157,7 @@ class MemoryService:
             draft.embedding = Embedding(full=old.embedding_768d, coarse=old.embedding_256d)
         else:
             draft.embedding = patch.embedding
-            await self._embed_missing([draft])
+            await embed_drafts([draft], self._embedder)
         # Lock after embedding, so the row lock is held only for the short write.
         old = await self._lock_current(user_id, memory_id)
         now = await self.repository.now()
@@ -177,7 +165,7 @@ class MemoryService:
         old.superseded_at = now
         # Flush the old row first: the "one current version per chain" index must see it end.
         await self.repository.session.flush()
-        new = _version(user_id, draft, now, replaces=old)
+        new = new_version(user_id, draft, now, replaces=old)
         self.repository.add([new])
         outbox.enqueue_index(self.repository.session, [old, new])
         await self.repository.session.flush()
@@ -194,10 +182,33 @@ class MemoryService:
         return memory
 
 
-def _version(
-    user_id: str, draft: MemoryDraft, now: datetime, replaces: Memory | None = None
+async def embed_drafts(drafts: list[MemoryDraft], embedder: Embedder) -> None:
+    """Embed the drafts that have no embedding yet, in one call."""
+    missing = [d for d in drafts if d.embedding is None]
+    embeddings = await embedder.embed([d.content for d in missing])
+    for draft, embedding in zip(missing, embeddings, strict=True):
+        draft.embedding = embedding
+
+
+async def complete_drafts(
+    drafts: list[MemoryDraft], embedder: Embedder, classifier: CategoryClassifier
+) -> None:
+    """Every draft embedded, and categorised by its embedding where no category was given
+    (POST /memories and imports alike)."""
+    await embed_drafts(drafts, embedder)
+    unlabelled = [d for d in drafts if d.category is None]
+    guessed = await classifier.classify(
+        [d.embedding.full for d in unlabelled if d.embedding is not None]
+    )
+    for draft, category in zip(unlabelled, guessed, strict=True):
+        draft.category = category
+
+
+def new_version(
+    user_id: str, draft: MemoryDraft, now: datetime | None, replaces: Memory | None = None
 ) -> Memory:
-    """The row of a new version: version 1 of a new chain, or the successor of `replaces`."""
+    """The row of a new version: version 1 of a new chain, or the successor of `replaces`.
+    `now` is the transaction's time (None: the bulk writer sets it when it inserts)."""
     assert draft.embedding is not None
     memory_id = uuid.uuid4()
     return Memory(
