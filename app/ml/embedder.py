@@ -44,10 +44,17 @@ def matryoshka(vectors: np.ndarray) -> list[Embedding]:
         raise ValueError(f"model produces {dim} dimensions; at most {EMBEDDING_DIM} are supported")
     if dim < EMBEDDING_DIM:
         vectors = np.pad(vectors, ((0, 0), (0, EMBEDDING_DIM - dim)))
-    full = vectors / np.clip(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12, None)
-    prefix = full[:, :COARSE_DIM]
-    coarse = prefix / np.clip(np.linalg.norm(prefix, axis=1, keepdims=True), 1e-12, None)
+    full = unit_prefix(vectors, EMBEDDING_DIM)
+    coarse = unit_prefix(full, COARSE_DIM)
     return [Embedding(full=f, coarse=c) for f, c in zip(full, coarse, strict=True)]
+
+
+def unit_prefix(vectors: np.ndarray, dimensions: int) -> np.ndarray:
+    """The first `dimensions` values of each row, re-normalised to unit length: the Matryoshka
+    truncation (e256 = e768[:256] / ||e768[:256]||)."""
+    prefix = vectors[:, :dimensions]
+    norms: np.ndarray = np.clip(np.linalg.norm(prefix, axis=1, keepdims=True), 1e-12, None)
+    return prefix / norms
 
 
 def available_cores() -> int:

@@ -21,7 +21,7 @@ from litestar.datastructures import State
 from litestar.exceptions import HTTPException, NotAuthorizedException, NotFoundException
 
 from app.config import EMBEDDING_DIM, Settings, get_settings
-from app.ml.embedder import Embedder, build_embedder
+from app.ml.embedder import Embedder, build_embedder, unit_prefix
 
 # OpenAI's own limit on inputs per request.
 MAX_INPUTS = 2048
@@ -56,15 +56,6 @@ def served_embedder(settings: Settings) -> Embedder:
     return build_embedder(settings, settings.embedding_backend, settings.embedding_intra_op_threads)
 
 
-def truncate(vectors: np.ndarray, dimensions: int | None) -> np.ndarray:
-    """The first `dimensions` values of each unit vector, re-normalised to unit length."""
-    if dimensions is None:
-        return vectors
-    prefix = vectors[:, :dimensions]
-    norms: np.ndarray = np.clip(np.linalg.norm(prefix, axis=1, keepdims=True), 1e-12, None)
-    return prefix / norms
-
-
 def _same_model(requested: str | None, served: str) -> bool:
     # A hub name and a local folder of the same model end in the same name.
     return not requested or Path(requested).name == Path(served.rstrip("/")).name
@@ -88,7 +79,9 @@ async def create_embeddings(
         raise NotFoundException(f"model {data.model!r} is not served here")
     texts = [data.input] if isinstance(data.input, str) else data.input
     embeddings = await embedder.embed(texts)
-    vectors = truncate(np.stack([e.full for e in embeddings]), data.dimensions)
+    vectors = np.stack([e.full for e in embeddings])
+    if data.dimensions is not None:
+        vectors = unit_prefix(vectors, data.dimensions)
     return {
         "object": "list",
         "model": embedder.model_name,
