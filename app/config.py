@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import Literal
+from typing import Literal, get_args
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -36,7 +36,9 @@ CATEGORIES: tuple[str, ...] = (
 EMBEDDING_DIM = 768
 COARSE_DIM = 256
 
-SCOPES: tuple[str, ...] = ("USER", "CONTEXT")
+# USER memories persist across sessions; CONTEXT ones belong to one session.
+Scope = Literal["USER", "CONTEXT"]
+SCOPES: tuple[str, ...] = get_args(Scope)
 
 # What ingestion's extractor may decide for a fact (SPEC section 3).
 OPERATIONS: tuple[str, ...] = ("ADD", "UPDATE", "DELETE", "NONE")

@@ -14,8 +14,7 @@ from litestar.openapi.spec.enums import OpenAPIFormat, OpenAPIType
 from litestar.params import Parameter
 
 from app.api.schemas.imports import ImportSummaryOut
-from app.config import CATEGORIES
-from app.db.models import EMBEDDING_DIM
+from app.config import CATEGORIES, EMBEDDING_DIM, SCOPES
 from app.errors import UnsupportedMediaTypeError
 from app.imports.lines import LineFormat
 from app.imports.service import DEFAULT_BATCH_SIZE, ImportOptions, MemoryImporter
@@ -40,7 +39,7 @@ _LINE = Schema(
         "speaker": _STRING,
         "event_time": Schema(type=OpenAPIType.STRING, format=OpenAPIFormat.DATE_TIME),
         "session_id": _STRING,
-        "scope": Schema(type=OpenAPIType.STRING, enum=["USER", "CONTEXT"]),
+        "scope": Schema(type=OpenAPIType.STRING, enum=list(SCOPES)),
         "category": Schema(
             type=OpenAPIType.STRING,
             enum=list(CATEGORIES),

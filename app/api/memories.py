@@ -11,7 +11,6 @@ from litestar.params import Parameter
 
 from app.api.consistency import WRITE_WAIT_HEADERS, WriteWait, provide_write_wait
 from app.api.dependencies import provide_memory_service
-from app.api.schemas.fields import Scope
 from app.api.schemas.memories import (
     HistoryOut,
     MemoryBatchCreate,
@@ -22,6 +21,7 @@ from app.api.schemas.memories import (
     MemoryUpdate,
 )
 from app.memories.domain import MemoryDraft, parse_memory_id
+from app.memories.fields import Scope
 from app.memories.repository import ListFilter
 from app.memories.service import UNSET, MemoryPatch, MemoryService
 

@@ -15,10 +15,11 @@ from typing import Annotated, Any, Literal
 import msgspec
 import numpy as np
 
-from app.db.models import EMBEDDING_DIM
+from app.config import EMBEDDING_DIM, Scope
 from app.errors import InvalidInputError
 from app.imports.mem0 import MEM0_FIELD_NAMES, MEM0_KEYS, Mem0Memory, mem0_fields
 from app.memories.domain import MemoryDraft, check_draft, check_user_id
+from app.memories.fields import SessionId, Speaker
 from app.time_expressions import as_aware
 
 LineFormat = Literal["auto", "jsonl", "mem0"]
@@ -26,8 +27,6 @@ LineFormat = Literal["auto", "jsonl", "mem0"]
 # fallback (the CLI without --user). "ignore": every line is `user_id`'s (the CLI's --user).
 # "must_match": every line is `user_id`'s and naming another user is an error (the endpoint).
 LineUsers = Literal["use", "ignore", "must_match"]
-# Same bounds as the API's session ids and speakers.
-Label = Annotated[str, msgspec.Meta(min_length=1, max_length=256)]
 ExternalId = Annotated[str, msgspec.Meta(min_length=1, max_length=256)]
 
 
@@ -36,10 +35,10 @@ class ImportLine(msgspec.Struct, forbid_unknown_fields=True):
 
     content: str
     external_id: ExternalId
-    speaker: Label | None = None
+    speaker: Speaker | None = None
     event_time: datetime | None = None
-    session_id: Label | None = None
-    scope: Literal["USER", "CONTEXT"] = "USER"
+    session_id: SessionId | None = None
+    scope: Scope = "USER"
     category: str | None = None
     metadata: dict[str, Any] | None = None
     # Precomputed with the service's embedding model: 768 numbers, any length (normalised here).

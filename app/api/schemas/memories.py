@@ -8,8 +8,8 @@ from uuid import UUID
 
 import msgspec
 
-from app.api.schemas.fields import Content, Scope, SessionId, Speaker
 from app.db.models import Memory
+from app.memories.fields import Content, Scope, SessionId, Speaker
 
 
 class MemoryCreate(msgspec.Struct, forbid_unknown_fields=True):

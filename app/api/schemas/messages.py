@@ -8,9 +8,9 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
-from app.api.schemas.fields import Content, Scope, SessionId, Speaker
 from app.db.models import IngestDecision
 from app.ingest.domain import Operation
+from app.memories.fields import Content, Scope, SessionId, Speaker
 
 IdempotencyKey = Annotated[str, msgspec.Meta(min_length=1, max_length=256)]
 

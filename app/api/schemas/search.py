@@ -8,8 +8,8 @@ from uuid import UUID
 
 import msgspec
 
-from app.api.schemas.fields import SessionId
 from app.api.schemas.memories import MemoryOut
+from app.memories.fields import SessionId
 from app.retrieval.pipeline import StageSwitches
 
 
