@@ -5,6 +5,7 @@ The same two-stage search as retrieval's stage 2 (MemoryRepository.nearest_curre
 from __future__ import annotations
 
 from app.config import Settings
+from app.db.models import Memory
 from app.ingest.domain import Candidate, MessageContext
 from app.memories.repository import MemoryRepository
 from app.ml.embedder import Embedding
@@ -32,17 +33,19 @@ async def similar_memories(
     )
     rows = await repository.get_many(context.user_id, [memory_id for memory_id, _ in scored])
     return [
-        Candidate(
-            ref=f"m{i}",
-            memory_id=memory.id,
-            content=memory.content,
-            category=memory.category,
-            scope=memory.scope,
-            session_id=memory.session_id,
-            event_time=memory.event_time,
-            similarity=similarity,
-        )
-        for i, (memory, similarity) in enumerate(
-            ((rows[memory_id], similarity) for memory_id, similarity in scored), start=1
-        )
+        _candidate(f"m{i}", rows[memory_id], similarity)
+        for i, (memory_id, similarity) in enumerate(scored, start=1)
     ]
+
+
+def _candidate(ref: str, memory: Memory, similarity: float) -> Candidate:
+    return Candidate(
+        ref=ref,
+        memory_id=memory.id,
+        content=memory.content,
+        category=memory.category,
+        scope=memory.scope,
+        session_id=memory.session_id,
+        event_time=memory.event_time,
+        similarity=similarity,
+    )

@@ -103,22 +103,27 @@ class IngestPipeline:
         known: dict[str, Embedding],
     ) -> None:
         """An ADD that repeats a memory already shown becomes NONE (never a second copy)."""
+        adds = [op for op in extraction.operations if op.op == "ADD" and op.content is not None]
+        if not adds or not candidates:
+            return
         shown = {op.target.memory_id for op in extraction.operations if op.target is not None}
         by_id = {c.memory_id: c for c in candidates}
-        for op in extraction.operations:
-            open_ids = [c.memory_id for c in candidates if c.memory_id not in shown]
-            if op.op != "ADD" or op.content is None or not open_ids:
-                continue
-            # Exact 768D cosine in Postgres, by id: the statement stage 2 re-scores with.
-            async with self._sessionmaker() as session:
-                scores = await MemoryRepository(session).exact_768d_scores(
+        async with self._sessionmaker() as session:
+            repository = MemoryRepository(session)
+            for op in adds:
+                assert op.content is not None
+                open_ids = [c.memory_id for c in candidates if c.memory_id not in shown]
+                if not open_ids:
+                    return
+                # Exact 768D cosine in Postgres, by id: the statement stage 2 re-scores with.
+                scores = await repository.exact_768d_scores(
                     context.user_id, open_ids, known[op.content].full
                 )
-            memory_id, similarity = max(scores.items(), key=lambda pair: pair[1])
-            if similarity >= self._settings.ingest_duplicate_threshold:
-                op.op, op.target = "NONE", by_id[memory_id]
-                op.reason = f"ADD repeats a current memory (cosine {similarity:.3f})"
-                shown.add(memory_id)
+                memory_id, similarity = max(scores.items(), key=lambda pair: pair[1])
+                if similarity >= self._settings.ingest_duplicate_threshold:
+                    op.op, op.target = "NONE", by_id[memory_id]
+                    op.reason = f"ADD repeats a current memory (cosine {similarity:.3f})"
+                    shown.add(memory_id)
 
     async def apply(
         self, session: AsyncSession, job_id: uuid.UUID, decided: Decided

@@ -42,11 +42,10 @@ class _Request(Generic[T]):
 
 @dataclass
 class BatchStats:
-    """What the batcher did, for metrics and tests (model calls, texts, the largest batch)."""
+    """What the batcher did: model calls and texts."""
 
     calls: int = 0
     texts: int = 0
-    largest: int = 0
 
 
 class MicroBatcher(Generic[T]):
@@ -140,13 +139,13 @@ class MicroBatcher(Generic[T]):
         return batch
 
     async def _run(self, batch: list[_Request[T]]) -> None:
+        # The local encoders sort a call's texts by length themselves (sentence-transformers,
+        # app/ml/onnx_encoder.py): no second sort here.
         texts = [text for request in batch for text in request.texts]
-        # Sorting by length keeps padding small inside the model call.
-        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
         loop = asyncio.get_running_loop()
         started = loop.time()
         try:
-            outputs = await anyio.to_thread.run_sync(self._encode, [texts[i] for i in order])
+            outputs = await anyio.to_thread.run_sync(self._encode, texts)
         except Exception as exc:
             for request in batch:
                 if not request.future.done():
@@ -155,15 +154,11 @@ class MicroBatcher(Generic[T]):
         elapsed = loop.time() - started
         self.stats.calls += 1
         self.stats.texts += len(texts)
-        self.stats.largest = max(self.stats.largest, len(texts))
         if self._on_batch is not None:
             self._on_batch(len(texts), elapsed)
-        results: list[T | None] = [None] * len(texts)
-        for position, i in enumerate(order):
-            results[i] = outputs[position]
         offset = 0
         for request in batch:
-            chunk = results[offset : offset + len(request.texts)]
+            chunk = list(outputs[offset : offset + len(request.texts)])
             offset += len(request.texts)
             if not request.future.done():
-                request.future.set_result(chunk)  # type: ignore[arg-type]
+                request.future.set_result(chunk)
