@@ -2,6 +2,7 @@
 .PHONY: up down status install test lint typecheck relay reindex bench-foundation bench-locomo bench-scale bench-ingest bench-hnsw bench-relay bench-import check-deploy bench-embedding
 
 PY := .venv/bin/python
+TEST_WORKERS ?= 2  # pytest-xdist workers; each has its own database, index and in-process API
 
 up:  ## install what is missing, start Postgres + OpenSearch, migrate, start the API
 	bash scripts/up.sh
@@ -18,7 +19,7 @@ install:
 	bash scripts/install.sh
 
 test: install  ## the whole suite against real Postgres, OpenSearch and HTTP
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 lint:
 	.venv/bin/ruff check app migrations tests bench

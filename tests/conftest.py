@@ -1,22 +1,33 @@
-"""Test session: real Postgres + pgvector, real OpenSearch, the real HTTP API in a subprocess."""
+"""Test session: real Postgres + pgvector, real OpenSearch, the real API.
+
+Most tests reach the API in this process (the Litestar app behind httpx's ASGI transport, its
+lifespan entered once): no socket, one model load. Tests about processes (outages, logs, the
+CLI, a second configuration) start the API as a subprocess (`ApiProcess`). The outbox relay
+always runs as its own process, so outage tests can freeze it.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import os
+import signal
 import socket
 import subprocess
 import sys
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from unittest import mock
 
 import httpx
 import pytest
 from opensearchpy import AsyncOpenSearch
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
+from app.api.app import create_app
+from app.config import Settings
 from app.db.engine import SERVER_SETTINGS
 from tests import services
 
@@ -31,14 +42,40 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+STARTED: list = []  # services this run started (testcontainers, local scripts): stopped at its end
+
+# Fixtures that start an API process of their own: the tests sharing one run on one worker.
+OWN_API_FIXTURES = {
+    "api",
+    "api_without_opensearch",
+    "api_without_embedder",
+    "api_with_cross_encoder",
+    "llm_api",
+}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if not hasattr(config, "workerinput"):  # the run's first process; workers inherit the URLs
+        services.export(services.acquire(STARTED))
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    while STARTED:
+        STARTED.pop().stop()
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        own = sorted(OWN_API_FIXTURES.intersection(getattr(item, "fixturenames", ())))
+        if own:
+            item.add_marker(pytest.mark.xdist_group(own[0]))
+
+
 @pytest.fixture(scope="session")
-def service_urls() -> Iterator[services.ServiceUrls]:
-    stack: list = []
-    try:
-        yield services.acquire(stack)
-    finally:
-        for container in reversed(stack):
-            container.stop()
+def service_urls() -> services.ServiceUrls:
+    urls = services.acquire([])  # the URLs pytest_configure exported
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    return services.worker_database(urls, worker) if worker else urls
 
 
 @pytest.fixture(scope="session")
@@ -91,23 +128,58 @@ def migrated(base_env: dict[str, str]) -> dict[str, str]:
     return base_env
 
 
-class ApiProcess:
-    running: list[ApiProcess] = []  # every API subprocess of this session, for outage tests
+class ServiceProcess:
+    """A `python -m app ...` subprocess of this session, with its own log file."""
 
-    def __init__(self, env: dict[str, str], name: str) -> None:
-        self.port = _free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
+    running: list[ServiceProcess] = []  # every one of this session, for outage tests to freeze
+
+    def __init__(self, env: dict[str, str], name: str, *args: str) -> None:
         LOG_DIR.mkdir(parents=True, exist_ok=True)
         self.log_path = LOG_DIR / f"test-{name}.log"
         self._log = self.log_path.open("w")
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "app", "serve", "--port", str(self.port)],
+            [sys.executable, "-m", "app", *args],
             cwd=ROOT,
             env=env,
             stdout=self._log,
             stderr=subprocess.STDOUT,
         )
-        ApiProcess.running.append(self)
+        ServiceProcess.running.append(self)
+
+    def stop(self) -> None:
+        if self in ServiceProcess.running:
+            ServiceProcess.running.remove(self)
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+        self._log.close()
+
+    def log_text(self) -> str:
+        self._log.flush()
+        return self.log_path.read_text()
+
+
+@contextlib.contextmanager
+def only_running(*keep: ServiceProcess) -> Iterator[None]:
+    """Freeze every other service process of the session (and the relay loops in them)."""
+    frozen = [p for p in ServiceProcess.running if p not in keep]
+    for process in frozen:
+        process.process.send_signal(signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        for process in frozen:
+            process.process.send_signal(signal.SIGCONT)
+
+
+class ApiProcess(ServiceProcess):
+    def __init__(self, env: dict[str, str], name: str) -> None:
+        self.port = _free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        super().__init__(env, name, "serve", "--port", str(self.port))
 
     def wait_ready(self, timeout: float = 180) -> None:
         deadline = time.monotonic() + timeout
@@ -122,21 +194,6 @@ class ApiProcess:
             time.sleep(0.5)
         self.stop()
         raise RuntimeError(f"API did not become ready; log:\n{self.log_path.read_text()[-4000:]}")
-
-    def stop(self) -> None:
-        if self in ApiProcess.running:
-            ApiProcess.running.remove(self)
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-        self._log.close()
-
-    def log_text(self) -> str:
-        self._log.flush()
-        return self.log_path.read_text()
 
 
 @pytest.fixture(scope="session")
@@ -162,11 +219,60 @@ def api_without_opensearch(dead_opensearch_env: dict[str, str]) -> Iterator[ApiP
     process.stop()
 
 
+@pytest.fixture(scope="session")
+def relay(migrated: dict[str, str]) -> Iterator[ServiceProcess]:
+    """The outbox relay of the in-process API, in its own process so tests can freeze it."""
+    process = ServiceProcess(migrated, "relay", "relay")
+    yield process
+    process.stop()
+
+
+class InProcessApi:
+    """The real app in the test process: httpx's ASGI transport, the lifespan entered once."""
+
+    url = "http://cognis.test"
+
+    def __init__(self, env: dict[str, str]) -> None:
+        with mock.patch.dict(os.environ, env, clear=True):
+            settings = Settings()
+        self.app = create_app(settings)
+
+    def client(self, headers: dict[str, str] | None = None) -> httpx.AsyncClient:
+        transport = httpx.ASGITransport(app=self.app)
+        return httpx.AsyncClient(transport=transport, base_url=self.url, headers=headers)
+
+
+@pytest.fixture(scope="session")
+async def inprocess_api(
+    migrated: dict[str, str], relay: ServiceProcess
+) -> AsyncIterator[InProcessApi]:
+    api = InProcessApi({**migrated, "COGNIS_RELAY_IN_API": "false"})
+    started, stop = asyncio.Event(), asyncio.Event()
+
+    async def serve() -> None:  # the lifespan's start and end in one task, as anyio requires
+        async with api.app.lifespan():
+            started.set()
+            await stop.wait()
+
+    task, up = asyncio.create_task(serve()), asyncio.create_task(started.wait())
+    await asyncio.wait([task, up], return_when="FIRST_COMPLETED")
+    up.cancel()
+    if task.done():
+        task.result()  # start-up failed: raise its error here
+    yield api
+    stop.set()
+    await task
+
+
 @pytest.fixture
-async def client(api: ApiProcess) -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(
-        base_url=api.url, headers={"X-API-Key": API_KEY}, timeout=60
-    ) as http:
+async def client(inprocess_api: InProcessApi) -> AsyncIterator[httpx.AsyncClient]:
+    async with inprocess_api.client({"X-API-Key": API_KEY}) as http:
+        yield http
+
+
+@pytest.fixture
+async def anonymous(inprocess_api: InProcessApi) -> AsyncIterator[httpx.AsyncClient]:
+    async with inprocess_api.client() as http:
         yield http
 
 

@@ -3,15 +3,23 @@
 1. COGNIS_TEST_DATABASE_URL and COGNIS_TEST_OPENSEARCH_URL, when both are set;
 2. else testcontainers, where a Docker engine answers;
 3. else the project's own local services, started with scripts/services.sh (as `make up` does).
+
+The run's first process acquires them and exports both URLs, so pytest-xdist's workers (which
+inherit its environment) reach the same services; each worker then migrates a database of its own.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import subprocess
-from dataclasses import dataclass
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
 from pathlib import Path
+
+import asyncpg
+from sqlalchemy.engine import make_url
 
 ROOT = Path(__file__).resolve().parent.parent
 LOCAL_DIR = Path(os.environ.get("COGNIS_LOCAL_DIR", ROOT / ".local"))
@@ -92,6 +100,38 @@ def acquire(stack: list) -> ServiceUrls:
     if _docker_available():
         return _from_containers(stack)
     return _from_local_scripts(stack)
+
+
+def export(urls: ServiceUrls) -> None:
+    """Make the URLs this process's environment, for the workers it starts."""
+    os.environ["COGNIS_TEST_DATABASE_URL"] = urls.database_url
+    os.environ["COGNIS_TEST_OPENSEARCH_URL"] = urls.opensearch_url
+
+
+def worker_database(urls: ServiceUrls, worker: str) -> ServiceUrls:
+    """A database of this worker's own beside the configured one, created on first use."""
+    url = make_url(urls.database_url)
+    name = f"{url.database}_{worker}"
+
+    async def create() -> None:
+        connection = await asyncpg.connect(
+            user=url.username,
+            password=url.password,
+            host=url.host,
+            port=url.port,
+            database=url.database,
+        )
+        try:
+            if not await connection.fetchval("SELECT 1 FROM pg_database WHERE datname = $1", name):
+                await connection.execute(f'CREATE DATABASE "{name}"')
+        finally:
+            await connection.close()
+
+    # Its own thread and event loop: the test session's loop is not this function's to touch.
+    with ThreadPoolExecutor(1) as thread:
+        thread.submit(asyncio.run, create()).result()
+    worker_url = url.set(database=name).render_as_string(hide_password=False)
+    return replace(urls, database_url=worker_url)
 
 
 def embedding_model() -> str:

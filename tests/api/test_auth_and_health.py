@@ -2,43 +2,38 @@
 
 from __future__ import annotations
 
-import httpx
+from tests.conftest import API_KEY
 
 
-async def test_missing_or_wrong_key_is_401(api, user_id) -> None:
-    async with httpx.AsyncClient(base_url=api.url) as anonymous:
-        missing = await anonymous.get(f"/v1/users/{user_id}/memories")
-        wrong = await anonymous.get(
-            f"/v1/users/{user_id}/memories", headers={"X-API-Key": "cognis-dev-key"}
-        )
-        bearer_wrong = await anonymous.get(
-            f"/v1/users/{user_id}/memories", headers={"Authorization": "Bearer nope"}
-        )
+async def test_missing_or_wrong_key_is_401(anonymous, user_id) -> None:
+    missing = await anonymous.get(f"/v1/users/{user_id}/memories")
+    wrong = await anonymous.get(
+        f"/v1/users/{user_id}/memories", headers={"X-API-Key": "cognis-dev-key"}
+    )
+    bearer_wrong = await anonymous.get(
+        f"/v1/users/{user_id}/memories", headers={"Authorization": "Bearer nope"}
+    )
     for response in (missing, wrong, bearer_wrong):
         assert response.status_code == 401
         assert response.headers["content-type"].startswith("application/problem+json")
         assert "X-API-Key" in response.json()["detail"]
 
 
-async def test_bearer_token_is_accepted(api, user_id) -> None:
-    from tests.conftest import API_KEY
-
-    async with httpx.AsyncClient(base_url=api.url) as http:
-        response = await http.get(
-            f"/v1/users/{user_id}/memories", headers={"Authorization": f"Bearer {API_KEY}"}
-        )
+async def test_bearer_token_is_accepted(anonymous, user_id) -> None:
+    response = await anonymous.get(
+        f"/v1/users/{user_id}/memories", headers={"Authorization": f"Bearer {API_KEY}"}
+    )
     assert response.status_code == 200
 
 
-async def test_health_ready_and_schema_are_open(api) -> None:
-    async with httpx.AsyncClient(base_url=api.url) as http:
-        assert (await http.get("/health")).json() == {"status": "ok"}
-        ready = (await http.get("/ready")).json()
-        assert ready["status"] == "ready"
-        assert ready["postgres"] == "up"
-        assert ready["opensearch"] == "up"
-        assert ready["model_loaded"] is True
-        schema = (await http.get("/schema/openapi.json")).json()
+async def test_health_ready_and_schema_are_open(anonymous) -> None:
+    assert (await anonymous.get("/health")).json() == {"status": "ok"}
+    ready = (await anonymous.get("/ready")).json()
+    assert ready["status"] == "ready"
+    assert ready["postgres"] == "up"
+    assert ready["opensearch"] == "up"
+    assert ready["model_loaded"] is True
+    schema = (await anonymous.get("/schema/openapi.json")).json()
     paths = schema["paths"]
     assert "/v1/users/{user_id}/memories" in paths
     assert "/v1/users/{user_id}/search" in paths

@@ -200,11 +200,16 @@ async def test_history_query_returns_superseded_versions(
 async def test_log_line_and_metrics(api, client, opensearch, index_name, user_id) -> None:
     await _load(client, opensearch, index_name, user_id, [{"content": "I speak Basque"}])
     request_id = uuid.uuid4().hex
-    response = await client.post(
-        f"/v1/users/{user_id}/search",
-        json={"query": "languages"},
-        headers={"X-Request-ID": request_id},
-    )
+    # The API process's own log: the subprocess API answers this search.
+    async with httpx.AsyncClient(
+        base_url=api.url, headers={"X-API-Key": API_KEY}, timeout=60
+    ) as http:
+        response = await http.post(
+            f"/v1/users/{user_id}/search",
+            json={"query": "languages"},
+            headers={"X-Request-ID": request_id},
+        )
+        metrics = (await http.get("/metrics")).text
     assert response.status_code == 200
     lines = [json.loads(line) for line in api.log_text().splitlines() if request_id in line]
     assert len(lines) == 1
@@ -222,10 +227,8 @@ async def test_log_line_and_metrics(api, client, opensearch, index_name, user_id
     } <= set(line["stage_durations"])
     assert line["duration_ms"] >= max(line["stage_durations"].values())
 
-    async with httpx.AsyncClient(base_url=api.url) as http:
-        text = (await http.get("/metrics")).text
-    assert 'cognis_retrieval_stage_seconds_count{stage="vector_256d"}' in text
-    assert "cognis_retrieval_seconds_count" in text
+    assert 'cognis_retrieval_stage_seconds_count{stage="vector_256d"}' in metrics
+    assert "cognis_retrieval_seconds_count" in metrics
 
 
 async def test_cross_encoder_reorders_the_head(
@@ -239,7 +242,7 @@ async def test_cross_encoder_reorders_the_head(
         [{"content": f"Note {i}: I bought {i} apples at the market"} for i in range(8)],
     )
     async with httpx.AsyncClient(
-        base_url=api_with_cross_encoder.url, headers={"X-API-Key": API_KEY}
+        base_url=api_with_cross_encoder.url, headers={"X-API-Key": API_KEY}, timeout=60
     ) as ce:
         found = await search(ce, user_id, "apples at the market", top_k=8)
     assert found["stages"]["rerank"] == "applied"

@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import contextlib
-import signal
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 
 import httpx
-import pytest
 from sqlalchemy import text
 
-from tests.conftest import API_KEY, ApiProcess
+from tests.conftest import API_KEY, ApiProcess, only_running
 from tests.factories import create_memory, indexed_document, search, stage_rank
 
 # An event no relay will take for an hour: "pending" without racing the relays.
@@ -20,28 +18,6 @@ INSERT_HELD_EVENT = text(
     "VALUES (:u, 'index', :m, '{}'::jsonb, now() - make_interval(secs => :age_s), "
     "now() + interval '1 hour') RETURNING id"
 )
-
-
-@pytest.fixture(scope="module")
-def api_no_relay(migrated: dict[str, str]) -> Iterator[ApiProcess]:
-    """An API with healthy OpenSearch but no relay loop: only explicit waits deliver."""
-    process = ApiProcess({**migrated, "COGNIS_RELAY_IN_API": "false"}, "api-no-relay")
-    process.wait_ready()
-    yield process
-    process.stop()
-
-
-@contextlib.contextmanager
-def only_running(*keep: ApiProcess) -> Iterator[None]:
-    """Freeze every other API (and the relay loop inside it) so events stay pending."""
-    frozen = [p for p in ApiProcess.running if p not in keep]
-    for process in frozen:
-        process.process.send_signal(signal.SIGSTOP)
-    try:
-        yield
-    finally:
-        for process in frozen:
-            process.process.send_signal(signal.SIGCONT)
 
 
 @contextlib.asynccontextmanager
@@ -119,27 +95,24 @@ async def test_index_lag_counts_this_users_pending_events_only(
 
 
 async def test_indexed_search_sees_a_write_no_relay_delivered(
-    api_no_relay, opensearch, index_name, user_id
+    relay, client, opensearch, index_name, user_id
 ) -> None:
-    with only_running(api_no_relay):
-        async with http(api_no_relay) as client:
-            memory = await create_memory(
-                client, user_id, "My neighbour's parrot is named Quetzalcoatl"
-            )
-            eventual = await search(client, user_id, "Quetzalcoatl")
-            assert eventual["index_lag"]["pending"] == 1
-            assert eventual["index_lag"]["stale"] is True
-            assert eventual["results"][0]["memory"]["id"] == memory["id"]  # the vector leg
-            assert stage_rank(eventual["results"][0], "bm25") is None
-            assert await indexed_document(opensearch, index_name, memory["id"]) is None
+    with only_running():
+        memory = await create_memory(client, user_id, "My neighbour's parrot is named Quetzalcoatl")
+        eventual = await search(client, user_id, "Quetzalcoatl")
+        assert eventual["index_lag"]["pending"] == 1
+        assert eventual["index_lag"]["stale"] is True
+        assert eventual["results"][0]["memory"]["id"] == memory["id"]  # the vector leg
+        assert stage_rank(eventual["results"][0], "bm25") is None
+        assert await indexed_document(opensearch, index_name, memory["id"]) is None
 
-            indexed = await search(client, user_id, "Quetzalcoatl", consistency="indexed")
-            top = indexed["results"][0]
-            assert top["memory"]["id"] == memory["id"]
-            assert stage_rank(top, "bm25") == 1
-            assert indexed["index_lag"]["pending"] == 0
-            assert indexed["index_lag"]["stale"] is False
-            assert indexed["index_lag"]["waited_ms"] > 0
+        indexed = await search(client, user_id, "Quetzalcoatl", consistency="indexed")
+        top = indexed["results"][0]
+        assert top["memory"]["id"] == memory["id"]
+        assert stage_rank(top, "bm25") == 1
+        assert indexed["index_lag"]["pending"] == 0
+        assert indexed["index_lag"]["stale"] is False
+        assert indexed["index_lag"]["waited_ms"] > 0
 
 
 async def test_indexed_wait_gives_up_after_its_bound(api_without_opensearch, user_id) -> None:
@@ -172,59 +145,57 @@ async def test_indexed_wait_gives_up_after_its_bound(api_without_opensearch, use
 
 
 async def test_writes_with_wait_for_indexed_are_searchable_on_return(
-    api_no_relay, opensearch, index_name, user_id
+    relay, client, opensearch, index_name, user_id
 ) -> None:
-    with only_running(api_no_relay):
-        async with http(api_no_relay) as client:
-            base = f"/v1/users/{user_id}/memories"
-            unwaited = await create_memory(client, user_id, "I once rode a camel in Jaisalmer")
+    with only_running():
+        base = f"/v1/users/{user_id}/memories"
+        unwaited = await create_memory(client, user_id, "I once rode a camel in Jaisalmer")
 
-            created = await client.post(
-                f"{base}?wait_for=indexed", json={"content": "My bonsai is a juniper"}
-            )
-            assert created.status_code == 201, created.text
-            assert created.headers["X-Index-State"] == "indexed"
-            memory = created.json()
-            document = await searchable(opensearch, index_name, memory["id"])
-            assert document is not None
-            assert document["content"] == "My bonsai is a juniper"
-            # The wait covers this write's own events, not the user's earlier pending ones.
-            assert await indexed_document(opensearch, index_name, unwaited["id"]) is None
+        created = await client.post(
+            f"{base}?wait_for=indexed", json={"content": "My bonsai is a juniper"}
+        )
+        assert created.status_code == 201, created.text
+        assert created.headers["X-Index-State"] == "indexed"
+        memory = created.json()
+        document = await searchable(opensearch, index_name, memory["id"])
+        assert document is not None
+        assert document["content"] == "My bonsai is a juniper"
+        # The wait covers this write's own events, not the user's earlier pending ones.
+        assert await indexed_document(opensearch, index_name, unwaited["id"]) is None
 
-            patched = await client.patch(
-                f"{base}/{memory['id']}?wait_for=indexed", json={"content": "My bonsai is a maple"}
-            )
-            assert patched.headers["X-Index-State"] == "indexed"
-            new = await searchable(opensearch, index_name, patched.json()["id"])
-            assert new is not None
-            assert new["content"] == "My bonsai is a maple"
-            old = await searchable(opensearch, index_name, memory["id"])
-            assert old is not None
-            assert old["is_current"] is False
+        patched = await client.patch(
+            f"{base}/{memory['id']}?wait_for=indexed", json={"content": "My bonsai is a maple"}
+        )
+        assert patched.headers["X-Index-State"] == "indexed"
+        new = await searchable(opensearch, index_name, patched.json()["id"])
+        assert new is not None
+        assert new["content"] == "My bonsai is a maple"
+        old = await searchable(opensearch, index_name, memory["id"])
+        assert old is not None
+        assert old["is_current"] is False
 
-            deleted = await client.delete(f"{base}/{patched.json()['id']}?wait_for=indexed")
-            assert deleted.status_code == 200, deleted.text
-            assert deleted.headers["X-Index-State"] == "indexed"
-            gone = await searchable(opensearch, index_name, patched.json()["id"])
-            assert gone is not None
-            assert gone["is_current"] is False
+        deleted = await client.delete(f"{base}/{patched.json()['id']}?wait_for=indexed")
+        assert deleted.status_code == 200, deleted.text
+        assert deleted.headers["X-Index-State"] == "indexed"
+        gone = await searchable(opensearch, index_name, patched.json()["id"])
+        assert gone is not None
+        assert gone["is_current"] is False
 
 
 async def test_messages_wait_for_indexed_after_the_job(
-    api_no_relay, opensearch, index_name, user_id
+    relay, client, opensearch, index_name, user_id
 ) -> None:
-    with only_running(api_no_relay):
-        async with http(api_no_relay) as client:
-            url = f"/v1/users/{user_id}/messages"
-            body = {"messages": [{"content": "I am allergic to hazelnuts"}]}
-            refused = await client.post(f"{url}?wait_for=indexed", json=body)
-            assert refused.status_code == 400, refused.text
+    with only_running():
+        url = f"/v1/users/{user_id}/messages"
+        body = {"messages": [{"content": "I am allergic to hazelnuts"}]}
+        refused = await client.post(f"{url}?wait_for=indexed", json=body)
+        assert refused.status_code == 400, refused.text
 
-            response = await client.post(f"{url}?wait=true&wait_for=indexed", json=body)
-            assert response.status_code == 200, response.text
-            assert response.headers["X-Index-State"] == "indexed"
-            (message,) = response.json()["messages"]
-            written = [d["memory_id"] for d in message["decisions"] if d["memory_id"]]
-            assert written, message
-            for memory_id in written:
-                assert await searchable(opensearch, index_name, memory_id) is not None
+        response = await client.post(f"{url}?wait=true&wait_for=indexed", json=body)
+        assert response.status_code == 200, response.text
+        assert response.headers["X-Index-State"] == "indexed"
+        (message,) = response.json()["messages"]
+        written = [d["memory_id"] for d in message["decisions"] if d["memory_id"]]
+        assert written, message
+        for memory_id in written:
+            assert await searchable(opensearch, index_name, memory_id) is not None

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import signal
-
 import httpx
 from sqlalchemy import text
 
-from tests.conftest import API_KEY, ApiProcess, run_cli, wait_until
+from tests.conftest import API_KEY, only_running, run_cli, wait_until
 from tests.factories import create_memory, indexed_document, search, stage_rank
 
 
@@ -56,19 +54,13 @@ async def test_update_marks_the_old_document_superseded(
 
 
 async def test_outage_loses_nothing(
-    api, api_without_opensearch, dead_opensearch_env, client, db, opensearch, index_name, user_id
+    relay, api_without_opensearch, dead_opensearch_env, client, db, opensearch, index_name, user_id
 ) -> None:
-    # Freeze every other API (and the relays inside them) so only the outage instance is live.
-    frozen = [p for p in ApiProcess.running if p is not api_without_opensearch]
-    for process in frozen:
-        process.process.send_signal(signal.SIGSTOP)
-    try:
+    # Freeze every other process (the relay among them) so only the outage instance is live.
+    with only_running(api_without_opensearch):
         created = await _write_during_outage(
             api_without_opensearch, dead_opensearch_env, db, opensearch, index_name, user_id
         )
-    finally:
-        for process in frozen:
-            process.process.send_signal(signal.SIGCONT)
 
     # OpenSearch is "back" (the healthy API's relay runs again): after its backoff the
     # event is retried and arrives.
@@ -122,7 +114,7 @@ async def _write_during_outage(down_api, dead_env, db, opensearch, index_name, u
 
 
 async def test_stale_event_never_overwrites_newer_state(
-    api, service_urls, opensearch, index_name, user_id
+    inprocess_api, service_urls, opensearch, index_name, user_id
 ) -> None:
     from app.config import Settings
     from app.search_index.client import MemoryIndex
