@@ -142,7 +142,7 @@ def _import(args: argparse.Namespace) -> int:
     from app.imports.progress import ProgressReport, summary_json
     from app.imports.service import ImportOptions
     from app.imports.sources import file_lines
-    from app.memories.domain import check_user_id
+    from app.memories.fields import check_user_id
     from app.runtime import Runtime
 
     path = Path(args.file)

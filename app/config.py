@@ -5,16 +5,16 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Literal, get_args
 
-from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic import Field, SecretStr, ValidationInfo, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-# The 15 categories of the paper; the database enforces them with a CHECK constraint.
 # How the embedding model runs: sentence-transformers on torch, exported to ONNX (fp32 or
 # dynamic int8) and run by ONNX Runtime, or on another server behind an OpenAI-compatible
 # /embeddings endpoint ("http", e.g. `python -m app embed-serve`).
 EmbeddingBackend = Literal["torch", "onnx", "onnx-int8", "http"]
 
-CATEGORIES: tuple[str, ...] = (
+# The 15 categories of the paper; the database enforces them with a CHECK constraint.
+Category = Literal[
     "personal_details",
     "professional",
     "health",
@@ -30,7 +30,8 @@ CATEGORIES: tuple[str, ...] = (
     "dietary",
     "behavioral_patterns",
     "communication_style",
-)
+]
+CATEGORIES: tuple[str, ...] = get_args(Category)
 
 # The stored vectors: the model's output zero-padded to 768D, and its re-normalised 256D prefix.
 EMBEDDING_DIM = 768
@@ -188,6 +189,22 @@ class Settings(BaseSettings):
     # user are applied in timestamp order rather than arrival order.
     ingest_settle_ms: int = 0
     ingest_wait_timeout_s: float = 60.0
+
+    @field_validator("max_content_chars", "max_batch_size", "max_top_k", "ingest_max_messages")
+    @classmethod
+    def _within_published_bound(cls, value: int, info: ValidationInfo) -> int:
+        # The OpenAPI document publishes these bounds: a setting may lower one, never raise it.
+        from app.memories import fields
+
+        bound = {
+            "max_content_chars": fields.MAX_CONTENT_CHARS,
+            "max_batch_size": fields.MAX_BATCH_ITEMS,
+            "ingest_max_messages": fields.MAX_BATCH_ITEMS,
+            "max_top_k": fields.MAX_TOP_K,
+        }[str(info.field_name)]
+        if not 1 <= value <= bound:
+            raise ValueError(f"must lie in [1, {bound}] (the bound in app/memories/fields.py)")
+        return value
 
     @field_validator("rrf_weight_vector", "rrf_weight_bm25")
     @classmethod

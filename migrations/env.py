@@ -9,6 +9,7 @@ from alembic import context
 from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import create_async_engine
 
+from app.db.migration_safety import session_timeouts
 from app.db.models import Base
 
 config = context.config
@@ -38,12 +39,21 @@ def _configure(connection: Connection | None = None, **kwargs: object) -> None:
 
 
 def run_migrations_offline() -> None:
-    _configure(url=_database_url(), literal_binds=True, dialect_opts={"paramstyle": "named"})
+    """`alembic upgrade head --sql`: the script for a DBA to review and run. It needs no
+    database, so no URL: the dialect is enough."""
+    url = config.attributes.get("database_url")
+    target = {"url": str(url)} if url else {"dialect_name": "postgresql"}
+    _configure(literal_binds=True, dialect_opts={"paramstyle": "named"}, **target)
+    for statement in session_timeouts():
+        context.execute(statement)
     with context.begin_transaction():
         context.run_migrations()
 
 
 def _run_sync(connection: Connection) -> None:
+    for statement in session_timeouts():
+        connection.exec_driver_sql(statement)
+    connection.commit()  # session settings, outside the migrations' own transactions
     _configure(connection)
     with context.begin_transaction():
         context.run_migrations()

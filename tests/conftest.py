@@ -123,7 +123,7 @@ def alembic(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
 @pytest.fixture(scope="session")
 def migrated(base_env: dict[str, str]) -> dict[str, str]:
     """A fresh schema: downgrade whatever a previous run left, then upgrade to head."""
-    alembic(base_env, "downgrade", "base")
+    alembic(base_env, "-x", "force=true", "downgrade", "base")
     alembic(base_env, "upgrade", "head")
     return base_env
 

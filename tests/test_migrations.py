@@ -8,7 +8,7 @@ from sqlalchemy import text
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from tests.conftest import alembic
+from tests.conftest import alembic, run_cli
 
 EXPECTED_INDEXES = {
     "memories_embedding_256d_hnsw_idx": (
@@ -88,15 +88,22 @@ async def test_upgrade_downgrade_upgrade_round_trip(migrated) -> None:
         for name, fragments in EXPECTED_INDEXES.items():
             for fragment in fragments:
                 assert fragment in indexes[name], (name, indexes[name])
-        assert {"current_memories", "memory_versions", "memory_chain", "memories_as_of"} <= routines
+        assert {
+            "current_memories",
+            "memory_versions",
+            "memory_chain",
+            "memories_as_of",
+            "memories_known_at",
+            "memories_true_at",
+        } <= routines
         # 0005 dropped the 768D HNSW index (no query searches it); one step down brings it back.
         assert "memories_embedding_768d_hnsw_idx" not in indexes
-        alembic(env, "downgrade", "0004_outbox_user_pending")
+        alembic(env, "-x", "force=true", "downgrade", "0004_outbox_user_pending")
         _, indexes, _ = await _schema(scratch_url)
         assert "ef_construction='256'" in indexes["memories_embedding_768d_hnsw_idx"]
         alembic(env, "upgrade", "head")
 
-        alembic(env, "downgrade", "base")
+        alembic(env, "-x", "force=true", "downgrade", "base")
         tables, indexes, routines = await _schema(scratch_url)
         assert tables == {"alembic_version"}
         assert not {"memory_chain", "memories_as_of", "current_memories"} & routines
@@ -113,3 +120,75 @@ async def test_upgrade_downgrade_upgrade_round_trip(migrated) -> None:
         async with admin.connect() as connection:
             await connection.execute(text(f'DROP DATABASE IF EXISTS "{scratch}" WITH (FORCE)'))
         await admin.dispose()
+
+
+async def test_a_downgrade_that_drops_data_refuses_unless_forced(migrated, db) -> None:
+    """The audit trail (0003) must not go because someone typed `downgrade 0002`."""
+    for target in ("0005_write_path", "0002_analyst_views", "base"):
+        refused = run_cli(migrated, "alembic", "downgrade", target)
+        assert refused.returncode != 0, target
+        assert "-x force=true" in refused.stderr, refused.stderr[-2000:]
+    async with db.connect() as connection:
+        tables = set(
+            (
+                await connection.execute(
+                    text("SELECT tablename FROM pg_tables WHERE schemaname = 'public'")
+                )
+            ).scalars()
+        )
+        kept = await connection.execute(
+            text(
+                "SELECT count(*) FROM information_schema.columns WHERE (table_name, column_name)"
+                " IN (('memories', 'external_id'), ('messages', 'embedding_768d'))"
+            )
+        )
+        assert kept.scalar_one() == 2
+    assert {"ingest_decisions", "ingest_tasks", "memories", "messages"} <= tables
+    # Revisions above the refusing one that hold no data (functions) may have gone down.
+    alembic(migrated, "upgrade", "head")
+    # Dropping an index loses nothing: 0004 goes down unforced.
+    alembic(migrated, "-x", "force=true", "downgrade", "0004_outbox_user_pending")
+    alembic(migrated, "downgrade", "0003_ingestion")
+    alembic(migrated, "upgrade", "head")
+
+
+def test_upgrade_sql_needs_no_database(migrated) -> None:
+    """`alembic upgrade head --sql` writes the script for a DBA with no database URL at all."""
+    env = {k: v for k, v in migrated.items() if k != "COGNIS_DATABASE_URL"}
+    result = run_cli(env, "alembic", "upgrade", "head", "--sql")
+    assert result.returncode == 0, result.stderr[-3000:]
+    script = result.stdout
+    assert script.index("SET lock_timeout = '5s'") < script.index("CREATE TABLE memories")
+    assert "SET statement_timeout" in script
+    # Indexes on tables that already hold data are built without blocking writes.
+    for index in ("messages_user_idempotency_key_idx", "memories_user_external_id_idx"):
+        assert f"CONCURRENTLY IF NOT EXISTS {index}" in script, index
+    custom = run_cli(env, "alembic", "-x", "lock_timeout=2s", "upgrade", "head", "--sql")
+    assert "SET lock_timeout = '2s'" in custom.stdout
+
+
+async def test_a_migration_gives_up_on_a_held_lock(migrated, db) -> None:
+    """lock_timeout: a migration waiting behind a long transaction fails fast instead of queueing
+    every reader and writer behind its ACCESS EXCLUSIVE request."""
+    async with db.connect() as holder:
+        await holder.execute(text("LOCK TABLE memories IN ACCESS SHARE MODE"))
+        result = run_cli(
+            migrated,
+            "alembic",
+            "-x",
+            "lock_timeout=1s",
+            "-x",
+            "force=true",
+            "downgrade",
+            "0005_write_path",
+        )
+        await holder.rollback()
+    assert result.returncode != 0
+    assert "lock timeout" in result.stderr
+    async with db.connect() as connection:
+        version = (
+            await connection.execute(text("SELECT version_num FROM alembic_version"))
+        ).scalar_one()
+    # The step that needed the lock (0006's) was rolled back; the one before it may have gone.
+    assert version in ("0006_memory_external_ids", "0009_bitemporal_history")
+    alembic(migrated, "upgrade", "head")

@@ -244,3 +244,28 @@ def test_window_is_frozen() -> None:
 def test_invalid_calendar_dates_are_skipped() -> None:
     assert resolve_time_expressions("2023-02-30", MON) == []
     assert resolve_time_expressions("13/45/2023", MON) == []
+
+
+@pytest.mark.parametrize(
+    "reference", [datetime(1, 1, 1, tzinfo=UTC), datetime(9999, 12, 31, 23, tzinfo=UTC)]
+)
+@pytest.mark.parametrize(
+    "phrase",
+    [
+        "yesterday",
+        "tomorrow",
+        "last year",
+        "next year",
+        "last month",
+        "next month",
+        "last week",
+        "next week",
+        "in 3 days",
+        "3 days ago",
+        "last Friday",
+        "in summer",
+    ],
+)
+def test_the_calendar_edges_give_no_window_rather_than_an_overflow(reference, phrase) -> None:
+    for window in resolve_time_expressions(f"what happened {phrase}?", reference):
+        assert window.start < window.end

@@ -21,6 +21,7 @@ from litestar.plugins.sqlalchemy import (
 
 from app import __version__
 from app.api.auth import API_KEY_HEADER, require_api_key
+from app.api.contract import StrictRequest
 from app.api.dependencies import provide_runtime
 from app.api.health import health, metrics_endpoint, ready
 from app.api.imports import ImportController
@@ -110,6 +111,7 @@ def create_app(settings: Settings | None = None) -> Litestar:
         route_handlers=[health, ready, metrics_endpoint, api],
         plugins=[SQLAlchemyPlugin(config=db_config)],
         exception_handlers=EXCEPTION_HANDLERS,
+        request_class=StrictRequest,
         lifespan=[_lifespan],
         state=State({"runtime": runtime}),
         openapi_config=OpenAPIConfig(

@@ -6,6 +6,7 @@ from typing import Any
 
 from litestar import MediaType, Response, get
 from litestar.datastructures import State
+from litestar.openapi.datastructures import ResponseSpec
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from sqlalchemy import text
 
@@ -19,7 +20,19 @@ async def health() -> dict[str, str]:
     return {"status": "ok"}
 
 
-@get("/ready", tags=["health"], summary="Readiness: Postgres, OpenSearch, model, outbox backlog")
+@get(
+    "/ready",
+    tags=["health"],
+    summary="Readiness: Postgres, OpenSearch, model, outbox backlog",
+    responses={
+        503: ResponseSpec(
+            data_container=dict[str, Any],
+            description="Not serving: Postgres is down or the model is not loaded yet; the "
+            "body has the same checks.",
+            generate_examples=False,
+        )
+    },
+)
 async def ready(state: State) -> Response[dict[str, Any]]:
     runtime = state.runtime
     checks: dict[str, Any] = {"model_loaded": runtime.models_loaded}

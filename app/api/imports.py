@@ -13,13 +13,14 @@ from litestar.openapi.spec import Operation, RequestBody, Schema
 from litestar.openapi.spec.enums import OpenAPIFormat, OpenAPIType
 from litestar.params import Parameter
 
+from app.api.contract import WITH_BODY, UserId, problems
 from app.api.schemas.imports import ImportSummaryOut
 from app.config import CATEGORIES, EMBEDDING_DIM, SCOPES
 from app.errors import UnsupportedMediaTypeError
 from app.imports.lines import LineFormat
 from app.imports.service import DEFAULT_BATCH_SIZE, ImportOptions, MemoryImporter
 from app.imports.sources import ndjson_lines
-from app.memories.domain import check_user_id
+from app.memories.fields import check_user_id
 from app.runtime import Runtime
 
 NDJSON = "application/x-ndjson"
@@ -87,11 +88,12 @@ class ImportController(Controller):
         "reported (line, field, detail) while the good ones land, and a rerun skips what an "
         "earlier run imported. The first 100 errors are listed; `failed` counts them all.",
         operation_class=ImportOperation,
+        responses=problems(*WITH_BODY, 415),
         request_max_body_size=None,
     )
     async def import_memories(
         self,
-        user_id: str,
+        user_id: UserId,
         request: Request,
         importer: MemoryImporter,
         line_format: Annotated[LineFormat, Parameter(query="format")] = "auto",

@@ -10,6 +10,7 @@ from litestar.di import Provide
 from litestar.params import Parameter
 
 from app.api.consistency import WRITE_WAIT_HEADERS, WriteWait, provide_write_wait
+from app.api.contract import COMMON, WITH_BODY, UserId, problems
 from app.api.dependencies import provide_memory_service
 from app.api.schemas.memories import (
     HistoryOut,
@@ -21,7 +22,7 @@ from app.api.schemas.memories import (
     MemoryUpdate,
 )
 from app.memories.domain import MemoryDraft, parse_memory_id
-from app.memories.fields import Scope
+from app.memories.fields import Category, Scope, SessionId
 from app.memories.repository import ListFilter
 from app.memories.service import UNSET, MemoryPatch, MemoryService
 
@@ -59,9 +60,10 @@ class MemoryController(Controller):
         "/",
         summary="Create a memory (version 1 of a new chain)",
         response_headers=WRITE_WAIT_HEADERS,
+        responses=problems(*WITH_BODY),
     )
     async def create_memory(
-        self, user_id: str, data: MemoryCreate, service: MemoryService, index_wait: WriteWait
+        self, user_id: UserId, data: MemoryCreate, service: MemoryService, index_wait: WriteWait
     ) -> Response[MemoryOut]:
         (memory,) = await service.create(user_id, [_draft(data)])
         return Response(MemoryOut.of(memory), headers=await index_wait.headers(user_id, [memory]))
@@ -70,9 +72,14 @@ class MemoryController(Controller):
         "/batch",
         summary="Create several memories in one transaction",
         response_headers=WRITE_WAIT_HEADERS,
+        responses=problems(*WITH_BODY),
     )
     async def create_memories(
-        self, user_id: str, data: MemoryBatchCreate, service: MemoryService, index_wait: WriteWait
+        self,
+        user_id: UserId,
+        data: MemoryBatchCreate,
+        service: MemoryService,
+        index_wait: WriteWait,
     ) -> Response[MemoryBatchOut]:
         memories = await service.create(user_id, [_draft(m) for m in data.memories])
         return Response(
@@ -80,15 +87,19 @@ class MemoryController(Controller):
             headers=await index_wait.headers(user_id, memories),
         )
 
-    @get("/", summary="List memories, newest first, with cursor pagination")
+    @get(
+        "/",
+        summary="List memories, newest first, with cursor pagination",
+        responses=problems(*COMMON),
+    )
     async def list_memories(
         self,
-        user_id: str,
+        user_id: UserId,
         service: MemoryService,
         # "scope" is Litestar's reserved name for the ASGI scope, hence the alias.
         memory_scope: Annotated[Scope | None, Parameter(query="scope")] = None,
-        session_id: str | None = None,
-        category: str | None = None,
+        session_id: SessionId | None = None,
+        category: Category | None = None,
         include_superseded: bool = False,
         limit: Annotated[int, Parameter(ge=1, le=200)] = 50,
         cursor: str | None = None,
@@ -106,18 +117,21 @@ class MemoryController(Controller):
         )
         return MemoryList(items=[MemoryOut.of(m) for m in page.items], next_cursor=page.next_cursor)
 
-    @get("/{memory_id:str}", summary="Get one memory version")
-    async def get_memory(self, user_id: str, memory_id: str, service: MemoryService) -> MemoryOut:
+    @get("/{memory_id:str}", summary="Get one memory version", responses=problems(*COMMON, 404))
+    async def get_memory(
+        self, user_id: UserId, memory_id: str, service: MemoryService
+    ) -> MemoryOut:
         return MemoryOut.of(await service.get(user_id, parse_memory_id(memory_id)))
 
     @patch(
         "/{memory_id:str}",
         summary="Update: insert a new version superseding this one",
         response_headers=WRITE_WAIT_HEADERS,
+        responses=problems(*WITH_BODY, 404, 409),
     )
     async def update_memory(
         self,
-        user_id: str,
+        user_id: UserId,
         memory_id: str,
         data: MemoryUpdate,
         service: MemoryService,
@@ -131,16 +145,21 @@ class MemoryController(Controller):
         status_code=200,
         summary="Delete: end the current version (the row is kept in history)",
         response_headers=WRITE_WAIT_HEADERS,
+        responses=problems(*COMMON, 404, 409),
     )
     async def delete_memory(
-        self, user_id: str, memory_id: str, service: MemoryService, index_wait: WriteWait
+        self, user_id: UserId, memory_id: str, service: MemoryService, index_wait: WriteWait
     ) -> Response[MemoryOut]:
         memory = await service.delete(user_id, parse_memory_id(memory_id))
         return Response(MemoryOut.of(memory), headers=await index_wait.headers(user_id, [memory]))
 
-    @get("/{memory_id:str}/history", summary="Every version of this memory's chain, oldest first")
+    @get(
+        "/{memory_id:str}/history",
+        summary="Every version of this memory's chain, oldest first",
+        responses=problems(*COMMON, 404),
+    )
     async def memory_history(
-        self, user_id: str, memory_id: str, service: MemoryService
+        self, user_id: UserId, memory_id: str, service: MemoryService
     ) -> HistoryOut:
         versions = await service.history(user_id, parse_memory_id(memory_id))
         return HistoryOut(

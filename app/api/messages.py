@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 
 from litestar import Controller, Response, get, post
 from litestar.di import Provide
+from litestar.openapi.datastructures import ResponseSpec
 from litestar.status_codes import HTTP_200_OK, HTTP_202_ACCEPTED
 
 from app.api.consistency import (
@@ -15,6 +16,7 @@ from app.api.consistency import (
     WriteWait,
     provide_write_wait,
 )
+from app.api.contract import COMMON, WITH_BODY, UserId, problems
 from app.api.dependencies import provide_ingest_service
 from app.api.schemas.messages import (
     DecisionOut,
@@ -81,10 +83,19 @@ class MessageController(Controller):
         summary="Submit conversation messages: saved at once, turned into memories by a job",
         dependencies={"index_wait": Provide(provide_write_wait)},
         response_headers=WRITE_WAIT_HEADERS,
+        responses={
+            HTTP_200_OK: ResponseSpec(
+                data_container=JobOut | DryRunOut,  # type: ignore[arg-type]
+                description="wait=true and the job finished: the job with its decisions; or "
+                "dry_run=true: the decisions that would be taken, nothing written.",
+                generate_examples=False,
+            ),
+            **problems(*WITH_BODY),
+        },
     )
     async def submit_messages(
         self,
-        user_id: str,
+        user_id: UserId,
         data: MessagesIn,
         service: IngestService,
         index_wait: WriteWait,
@@ -143,6 +154,10 @@ class MessageController(Controller):
             headers=headers,
         )
 
-    @get("/jobs/{job_id:str}", summary="An ingestion job: its state and, when done, its decisions")
-    async def get_job(self, user_id: str, job_id: str, service: IngestService) -> JobOut:
+    @get(
+        "/jobs/{job_id:str}",
+        summary="An ingestion job: its state and, when done, its decisions",
+        responses=problems(*COMMON, 404),
+    )
+    async def get_job(self, user_id: UserId, job_id: str, service: IngestService) -> JobOut:
         return job_out(await service.read_job(user_id, _parse_job_id(job_id)))

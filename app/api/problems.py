@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import structlog
@@ -45,12 +46,26 @@ def on_domain_error(request: Request, exc: CognisError) -> Response[dict[str, An
     return problem(request, exc.status_code, exc.title, exc.detail, headers=headers, **exc.extra)
 
 
+_AT = re.compile(r"at `\$\.?([^`]*)`")
+
+
 def on_validation_error(request: Request, exc: ValidationException) -> Response[dict[str, Any]]:
-    errors = exc.extra if isinstance(exc.extra, list) else []
-    detail = "; ".join(
-        f"{e.get('key') or 'body'}: {e.get('message')}" for e in errors if isinstance(e, dict)
-    ) or str(exc.detail)
-    return problem(request, exc.status_code, "Invalid request", detail, errors=errors)
+    errors = [e for e in (exc.extra if isinstance(exc.extra, list) else []) if isinstance(e, dict)]
+    detail = "; ".join(f"{e.get('key') or 'body'}: {e.get('message')}" for e in errors) or str(
+        exc.detail
+    )
+    # Name the field as domain errors do: msgspec points at it (`... - at `$.memories[1].scope``),
+    # a query or path parameter is its key.
+    field = None
+    if errors:
+        first = errors[0]
+        at = _AT.search(str(first.get("message")))
+        field = (at.group(1) or None) if at else first.get("key")
+        field = None if field == "body" else field
+    extra: dict[str, Any] = {"errors": errors}
+    if field:
+        extra["field"] = field
+    return problem(request, exc.status_code, "Invalid request", detail, **extra)
 
 
 def on_http_error(request: Request, exc: HTTPException) -> Response[dict[str, Any]]:

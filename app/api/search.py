@@ -9,6 +9,7 @@ from litestar import Controller, Request, post
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.api.consistency import wait_bound_s
+from app.api.contract import WITH_BODY, UserId, problems
 from app.api.schemas.memories import MemoryOut
 from app.api.schemas.search import (
     IndexLagOut,
@@ -18,22 +19,26 @@ from app.api.schemas.search import (
     StageScoreOut,
 )
 from app.errors import InvalidInputError
-from app.memories.domain import check_user_id
+from app.memories.fields import check_instant, check_text, check_user_id
 from app.retrieval.pipeline import SearchRequest
 from app.runtime import Runtime
 from app.search_index import outbox
 from app.search_index.freshness import IndexWait, wait_until_indexed
-from app.time_expressions import as_aware
 
 
 class SearchController(Controller):
     path = "/v1/users/{user_id:str}/search"
     tags = ["search"]
 
-    @post("/", status_code=200, summary="Search a user's memories (8-stage hybrid retrieval)")
+    @post(
+        "/",
+        status_code=200,
+        summary="Search a user's memories (8-stage hybrid retrieval)",
+        responses=problems(*WITH_BODY),
+    )
     async def search(
         self,
-        user_id: str,
+        user_id: UserId,
         data: SearchBody,
         db_session: AsyncSession,
         runtime: Runtime,
@@ -48,7 +53,9 @@ class SearchController(Controller):
             )
         if not data.query.strip():
             raise InvalidInputError("query must not be empty", field="query")
-        as_of = as_aware(data.as_of) if data.as_of is not None else None
+        check_text(data.query, "query")
+        check_text(data.session_id, "session_id")
+        as_of = check_instant(data.as_of, "as_of")
         timeout_s = wait_bound_s(settings, data.wait_timeout_ms)
         waited: IndexWait | None = None
         # Waiting only matters to the BM25 leg: the vector leg reads Postgres itself.

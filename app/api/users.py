@@ -5,6 +5,7 @@ from __future__ import annotations
 from litestar import Controller, delete
 from litestar.di import Provide
 
+from app.api.contract import COMMON, UserId, problems
 from app.api.dependencies import provide_eraser
 from app.api.schemas.users import EraseOut
 from app.memories.erasure import UserEraser
@@ -15,8 +16,13 @@ class UserController(Controller):
     tags = ["users"]
     dependencies = {"eraser": Provide(provide_eraser)}
 
-    @delete("/", status_code=200, summary="Erase a user: physically remove every row and document")
-    async def erase_user(self, user_id: str, eraser: UserEraser) -> EraseOut:
+    @delete(
+        "/",
+        status_code=200,
+        summary="Erase a user: physically remove every row and document",
+        responses=problems(*COMMON),
+    )
+    async def erase_user(self, user_id: UserId, eraser: UserEraser) -> EraseOut:
         erasure = await eraser.erase(user_id)
         return EraseOut(
             user_id=user_id,

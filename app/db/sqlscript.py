@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+# The analysts' views and functions, installed by migrations.
+SQL_DIR = Path(__file__).resolve().parents[2] / "sql"
+
 
 def split_statements(script: str) -> list[str]:
     """Split on semicolons outside dollar-quoted bodies; drop full-line `--` comments."""
@@ -22,3 +27,11 @@ def split_statements(script: str) -> list[str]:
     if tail:
         statements.append(tail)
     return statements
+
+
+def run_sql_file(name: str) -> None:
+    """Run one of sql/'s scripts in a migration, statement by statement."""
+    from alembic import op
+
+    for statement in split_statements((SQL_DIR / name).read_text()):
+        op.execute(statement)

@@ -18,8 +18,8 @@ import numpy as np
 from app.config import EMBEDDING_DIM, Scope
 from app.errors import InvalidInputError
 from app.imports.mem0 import MEM0_FIELD_NAMES, MEM0_KEYS, Mem0Memory, mem0_fields
-from app.memories.domain import MemoryDraft, check_draft, check_user_id
-from app.memories.fields import SessionId, Speaker
+from app.memories.domain import MemoryDraft, check_draft
+from app.memories.fields import Metadata, SessionId, Speaker, check_text, check_user_id
 from app.time_expressions import as_aware
 
 LineFormat = Literal["auto", "jsonl", "mem0"]
@@ -40,7 +40,7 @@ class ImportLine(msgspec.Struct, forbid_unknown_fields=True):
     session_id: SessionId | None = None
     scope: Scope = "USER"
     category: str | None = None
-    metadata: dict[str, Any] | None = None
+    metadata: Metadata | None = None
     # Precomputed with the service's embedding model: 768 numbers, any length (normalised here).
     embedding: list[float] | None = None
     # Whose memory; the CLI's --user and the endpoint's path take precedence.
@@ -123,7 +123,7 @@ def _draft(number: int, fields: dict[str, Any], rules: LineRules) -> ImportDraft
         metadata=fields["metadata"] or {},
     )
     check_draft(draft, rules.max_content_chars, rules.max_metadata_bytes)
-    _reject_nul(draft, fields["external_id"])
+    check_text(fields["external_id"], "external_id")
     vector = None if fields["embedding"] is None else _vector(fields["embedding"])
     return ImportDraft(number, user_id, fields["external_id"], draft, vector)
 
@@ -153,31 +153,6 @@ def _vector(numbers: list[float]) -> np.ndarray:
             "embedding must be finite numbers with a non-zero length", field="embedding"
         )
     return vector
-
-
-def _reject_nul(draft: MemoryDraft, external_id: str) -> None:
-    """Postgres text cannot hold a NUL character: say which field has one."""
-    texts = {
-        "content": draft.content,
-        "external_id": external_id,
-        "speaker": draft.speaker,
-        "session_id": draft.session_id,
-    }
-    for name, value in {**texts, "metadata": draft.metadata}.items():
-        if _has_nul(value):
-            raise InvalidInputError(
-                "contains a NUL character, which Postgres cannot store", field=name
-            )
-
-
-def _has_nul(value: object) -> bool:
-    if isinstance(value, str):
-        return "\x00" in value
-    if isinstance(value, dict):
-        return any(_has_nul(k) or _has_nul(v) for k, v in value.items())
-    if isinstance(value, list):
-        return any(_has_nul(v) for v in value)
-    return False
 
 
 def _field_of(message: str) -> str | None:

@@ -24,7 +24,7 @@ from app.imports.lines import (
 )
 from app.imports.sources import OversizedLine, RawLine
 from app.memories.bulk import BulkMemoryWriter
-from app.memories.domain import check_user_id
+from app.memories.fields import check_user_id
 from app.memories.service import complete_drafts, new_version
 from app.ml.categories import CategoryClassifier
 from app.ml.embedder import Embedder, matryoshka

@@ -146,6 +146,8 @@ class AnswerGuard:
         return candidate
 
     def _check_content(self, content: str, where: str) -> None:
+        if "\x00" in content:
+            raise InvalidAnswer(f"{where}: content contains a NUL character")
         if len(content) > self._max_chars:
             raise InvalidAnswer(f"{where}: content longer than {self._max_chars} characters")
         if repeats_prompt(content, self._context.content):

@@ -12,9 +12,9 @@ from app.config import Settings
 from app.errors import InvalidInputError
 from app.ingest.domain import ROLES, IncomingMessage, SavedMessage
 from app.ingest.repository import IngestRepository
-from app.memories.domain import check_content, check_metadata, check_user_id
+from app.memories.domain import check_content, check_metadata
+from app.memories.fields import check_instant, check_text, check_user_id
 from app.ml.embedder import Embedder
-from app.time_expressions import as_aware
 
 MAX_KEY_CHARS = 256
 
@@ -47,7 +47,13 @@ def check_messages(messages: list[IncomingMessage], settings: Settings) -> None:
                 field=f"{where}idempotency_key",
             )
         check_metadata(message.metadata, settings.max_metadata_bytes, f"{where}metadata")
-        message.sent_at = as_aware(message.sent_at).astimezone(UTC)
+        for name in ("speaker", "session_id", "idempotency_key"):
+            check_text(getattr(message, name), f"{where}{name}")
+        # A timestamp the worker could not resolve dates against is refused here, not retried
+        # there.
+        sent_at = check_instant(message.sent_at, f"{where}timestamp")
+        assert sent_at is not None
+        message.sent_at = sent_at.astimezone(UTC)
 
 
 async def save_messages(

@@ -18,7 +18,7 @@ from app.ingest.intake import check_messages, save_messages
 from app.ingest.pipeline import IngestPipeline
 from app.ingest.repository import IngestRepository
 from app.ingest.worker import IngestWorker
-from app.memories.domain import check_user_id
+from app.memories.fields import check_user_id
 from app.ml.embedder import Embedder
 
 WAIT_POLL_S = 0.05

@@ -18,6 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.config import Settings
 from app.db.models import IngestTask
+from app.errors import InvalidInputError
 from app.ingest.context import message_context
 from app.ingest.pipeline import IngestPipeline
 from app.ingest.repository import IngestRepository
@@ -27,6 +28,8 @@ from app.wakeup import sleep_until_woken
 log = structlog.get_logger(__name__)
 
 RETRY_BACKOFF_MAX_S = 60.0
+# Failures that the same input will always meet again (a date overflow included).
+PERMANENT_ERRORS = (InvalidInputError, OverflowError)
 
 
 class LeaseLost(Exception):
@@ -102,7 +105,9 @@ class IngestWorker:
         )
 
     async def _give_back(self, task: IngestTask, token: uuid.UUID, exc: Exception) -> None:
-        final = task.attempts >= self._settings.ingest_max_attempts
+        # Bad input stays bad: retrying it only holds up the user's later messages.
+        permanent = isinstance(exc, PERMANENT_ERRORS)
+        final = permanent or task.attempts >= self._settings.ingest_max_attempts
         error = f"{type(exc).__name__}: {exc}"
         log.exception(
             "ingest.task_failed", message_id=str(task.message_id), final=final, error=error

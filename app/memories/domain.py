@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import re
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -11,9 +10,8 @@ from typing import Any
 
 from app.config import CATEGORIES, SCOPES
 from app.errors import InvalidInputError
+from app.memories.fields import check_instant, check_json_shape, check_text
 from app.ml.embedder import Embedding
-
-USER_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:@\-]{0,127}$")
 
 
 @dataclass(slots=True)
@@ -33,19 +31,10 @@ class MemoryDraft:
     embedding: Embedding | None = None
 
 
-def check_user_id(user_id: str) -> str:
-    if not USER_ID_PATTERN.match(user_id):
-        raise InvalidInputError(
-            "user_id must be 1-128 characters: letters, digits and _ . : @ -, "
-            "starting with a letter or digit",
-            field="user_id",
-        )
-    return user_id
-
-
 def check_content(content: str, max_chars: int, field: str) -> str:
     """The content stripped; a memory's and a message's text obey the same limits."""
     content = content.strip()
+    check_text(content, field)
     if not content:
         raise InvalidInputError("content must not be empty", field=field)
     if len(content) > max_chars:
@@ -56,6 +45,7 @@ def check_content(content: str, max_chars: int, field: str) -> str:
 
 
 def check_metadata(metadata: dict[str, Any], max_bytes: int, field: str) -> None:
+    check_json_shape(metadata, field)  # first: json.dumps recurses
     size = len(json.dumps(metadata, separators=(",", ":")).encode())
     if size > max_bytes:
         raise InvalidInputError(
@@ -69,6 +59,9 @@ def check_draft(
     """Normalise and validate a draft; raise InvalidInputError naming the offending field."""
     draft.content = check_content(draft.content, max_chars, f"{field_prefix}content")
     check_metadata(draft.metadata, max_metadata_bytes, f"{field_prefix}metadata")
+    check_text(draft.speaker, f"{field_prefix}speaker")
+    check_text(draft.session_id, f"{field_prefix}session_id")
+    draft.event_time = check_instant(draft.event_time, f"{field_prefix}event_time")
     if draft.category is not None and draft.category not in CATEGORIES:
         raise InvalidInputError(
             f"unknown category {draft.category!r}; expected one of: {', '.join(CATEGORIES)}",

@@ -8,7 +8,7 @@ import structlog
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.config import Settings
-from app.memories.domain import check_user_id
+from app.memories.fields import check_user_id
 from app.memories.repository import MemoryRepository
 from app.search_index import outbox
 from app.search_index.relay import OutboxRelay

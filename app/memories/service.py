@@ -13,7 +13,8 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.config import Settings
 from app.db.models import Memory
 from app.errors import ConflictError, InvalidInputError, NotFoundError
-from app.memories.domain import MemoryDraft, check_draft, check_user_id
+from app.memories.domain import MemoryDraft, check_draft
+from app.memories.fields import check_text, check_user_id
 from app.memories.repository import ListFilter, MemoryRepository
 from app.ml.categories import CategoryClassifier
 from app.ml.embedder import Embedder, Embedding
@@ -110,6 +111,7 @@ class MemoryService:
     async def list_page(
         self, user_id: str, filters: ListFilter, limit: int, cursor: str | None
     ) -> MemoryPage:
+        check_text(filters.session_id, "session_id")
         after = decode_cursor(cursor) if cursor else None
         rows = await self.repository.list_page(check_user_id(user_id), filters, limit + 1, after)
         next_cursor = encode_cursor(rows[limit - 1]) if len(rows) > limit else None

@@ -54,7 +54,11 @@ def resolve_time_expressions(text: str, reference: datetime) -> list[TimeWindow]
     found: list[tuple[int, int, Span]] = []
     for pattern, resolve in COMPILED:
         for m in pattern.finditer(text):
-            if (span := resolve(m, ref)) is not None:
+            try:
+                span = resolve(m, ref)
+            except (OverflowError, ValueError):  # "last year" in year 1: no such window
+                continue
+            if span is not None and _within_calendar(span):
                 found.append((m.start(), m.end(), span))
     chosen: list[tuple[int, int, Span]] = []
     for start, end, span in sorted(found, key=lambda f: (f[0] - f[1], f[0])):
@@ -67,6 +71,12 @@ def resolve_time_expressions(text: str, reference: datetime) -> list[TimeWindow]
         return datetime.combine(d, time(), tzinfo=tz)
 
     return [TimeWindow(at(s[0]), at(s[1]), text[a:b], s[2]) for a, b, s in chosen]
+
+
+def _within_calendar(span: Span) -> bool:
+    # Window ends are exclusive: the day after the last must exist too, with a day to spare for
+    # a time zone ahead of UTC.
+    return date.min < span[0] and span[1] < date.max
 
 
 def _join_ranges(text: str, chosen: list[tuple[int, int, Span]]) -> list[tuple[int, int, Span]]:

@@ -12,6 +12,8 @@ from alembic import op
 from pgvector.sqlalchemy import Vector
 from sqlalchemy.dialects import postgresql
 
+from app.db.migration_safety import refuse_data_loss
+
 revision: str = "0001_initial_schema"
 down_revision: str | None = None
 branch_labels: str | Sequence[str] | None = None
@@ -202,6 +204,7 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
+    refuse_data_loss("every memory, message and outbox row")
     op.execute("DROP TRIGGER IF EXISTS outbox_notify_trigger ON outbox")
     op.execute("DROP FUNCTION IF EXISTS outbox_notify()")
     op.drop_table("outbox")

@@ -11,6 +11,12 @@ import sqlalchemy as sa
 from alembic import op
 from sqlalchemy.dialects import postgresql
 
+from app.db.migration_safety import (
+    create_index_concurrently,
+    drop_index_concurrently,
+    refuse_data_loss,
+)
+
 revision: str = "0003_ingestion"
 down_revision: str | None = "0002_analyst_views"
 branch_labels: str | Sequence[str] | None = None
@@ -20,13 +26,14 @@ OPEN_TASKS = "state IN ('queued', 'running')"
 
 
 def upgrade() -> None:
+    # Nullable with no default: a catalog change only (its brief lock bounded by lock_timeout).
     op.add_column("messages", sa.Column("idempotency_key", sa.Text(), nullable=True))
-    op.create_index(
+    # CONCURRENTLY: messages take writes all the time; a plain build would block them all.
+    create_index_concurrently(
         "messages_user_idempotency_key_idx",
         "messages",
-        ["user_id", "idempotency_key"],
+        "(user_id, idempotency_key) WHERE idempotency_key IS NOT NULL",
         unique=True,
-        postgresql_where=sa.text("idempotency_key IS NOT NULL"),
     )
 
     # Check names are short: the naming convention makes them <table>_<name>_check.
@@ -108,7 +115,10 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
+    refuse_data_loss(
+        "the ingestion audit trail (ingest_decisions), the queued tasks and the messages' idempotency keys"
+    )
     op.drop_table("ingest_decisions")
     op.drop_table("ingest_tasks")
-    op.drop_index("messages_user_idempotency_key_idx", table_name="messages")
+    drop_index_concurrently("messages_user_idempotency_key_idx")
     op.drop_column("messages", "idempotency_key")

@@ -17,6 +17,12 @@ import sqlalchemy as sa
 from alembic import op
 from pgvector.sqlalchemy import Vector
 
+from app.db.migration_safety import (
+    create_index_concurrently,
+    drop_index_concurrently,
+    refuse_data_loss,
+)
+
 revision: str = "0005_write_path"
 down_revision: str | None = "0004_outbox_user_pending"
 branch_labels: str | Sequence[str] | None = None
@@ -25,16 +31,15 @@ depends_on: str | Sequence[str] | None = None
 
 def upgrade() -> None:
     op.add_column("messages", sa.Column("embedding_768d", Vector(768), nullable=True))
-    op.drop_index("memories_embedding_768d_hnsw_idx", table_name="memories")
+    drop_index_concurrently("memories_embedding_768d_hnsw_idx")
 
 
 def downgrade() -> None:
-    op.create_index(
+    refuse_data_loss("the messages' stored 768D embeddings")
+    # An HNSW build over every memory: see docs/deployment.md (maintenance_work_mem).
+    create_index_concurrently(
         "memories_embedding_768d_hnsw_idx",
         "memories",
-        ["embedding_768d"],
-        postgresql_using="hnsw",
-        postgresql_with={"m": 16, "ef_construction": 256},
-        postgresql_ops={"embedding_768d": "vector_cosine_ops"},
+        "USING hnsw (embedding_768d vector_cosine_ops) WITH (m = 16, ef_construction = 256)",
     )
     op.drop_column("messages", "embedding_768d")

@@ -10,6 +10,11 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
+from app.db.migration_safety import (
+    create_index_concurrently,
+    refuse_data_loss,
+)
+
 revision: str = "0006_memory_external_ids"
 down_revision: str | None = "0005_write_path"
 branch_labels: str | Sequence[str] | None = None
@@ -19,15 +24,15 @@ depends_on: str | Sequence[str] | None = None
 def upgrade() -> None:
     # Nullable with no default: adding it rewrites nothing, whatever the table's size.
     op.add_column("memories", sa.Column("external_id", sa.Text(), nullable=True))
-    op.create_index(
+    create_index_concurrently(
         "memories_user_external_id_idx",
         "memories",
-        ["user_id", "external_id"],
+        "(user_id, external_id) WHERE external_id IS NOT NULL AND version = 1",
         unique=True,
-        postgresql_where=sa.text("external_id IS NOT NULL AND version = 1"),
     )
 
 
 def downgrade() -> None:
-    op.drop_index("memories_user_external_id_idx", table_name="memories")
+    refuse_data_loss("the external ids of imported memories (a rerun import would duplicate them)")
+    # The unique index goes with its column.
     op.drop_column("memories", "external_id")

@@ -76,6 +76,17 @@ def test_aurora_requires_tls() -> None:
     assert load_module("ecs").locals["base_environment"]["DB_SSL"] == "require"
 
 
+def test_aurora_carries_the_dba_notes() -> None:
+    """docs/deployment.md's maintenance_work_mem and autovacuum advice is in the parameter group."""
+    group = load_module("aurora").resource("aws_rds_cluster_parameter_group", "this")
+    params = {p["name"]: p["value"] for p in group["parameter"]}
+    assert int(params["maintenance_work_mem"]) >= 1024 * 1024  # kB: at least 1 GB
+    assert float(params["autovacuum_vacuum_scale_factor"]) <= 0.05
+    assert float(params["autovacuum_analyze_scale_factor"]) <= 0.05
+    guide = (TERRAFORM.parent / "docs" / "deployment.md").read_text()
+    assert "maintenance_work_mem" in guide and "autovacuum_vacuum_scale_factor" in guide
+
+
 def test_pgvector_comes_from_the_first_migration() -> None:
     first = sorted((TERRAFORM.parent / "migrations" / "versions").glob("*.py"))[0]
     assert "CREATE EXTENSION IF NOT EXISTS vector" in first.read_text()

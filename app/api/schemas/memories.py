@@ -9,33 +9,42 @@ from uuid import UUID
 import msgspec
 
 from app.db.models import Memory
-from app.memories.fields import Content, Scope, SessionId, Speaker
+from app.memories.fields import (
+    MAX_BATCH_ITEMS,
+    Category,
+    Content,
+    Instant,
+    Metadata,
+    Scope,
+    SessionId,
+    Speaker,
+)
 
 
 class MemoryCreate(msgspec.Struct, forbid_unknown_fields=True):
     content: Content
-    category: str | None = None
+    category: Category | None = None
     scope: Scope = "USER"
     session_id: SessionId | None = None
     speaker: Speaker | None = None
-    event_time: datetime | None = None
-    metadata: dict[str, Any] = msgspec.field(default_factory=dict)
+    event_time: Instant | None = None
+    metadata: Metadata = msgspec.field(default_factory=dict)
 
 
 class MemoryBatchCreate(msgspec.Struct, forbid_unknown_fields=True):
-    memories: Annotated[list[MemoryCreate], msgspec.Meta(min_length=1)]
+    memories: Annotated[list[MemoryCreate], msgspec.Meta(min_length=1, max_length=MAX_BATCH_ITEMS)]
 
 
 class MemoryUpdate(msgspec.Struct, forbid_unknown_fields=True):
     """Fields to change; omitted fields keep their value in the new version."""
 
     content: Content | msgspec.UnsetType = msgspec.UNSET
-    category: str | msgspec.UnsetType = msgspec.UNSET
+    category: Category | msgspec.UnsetType = msgspec.UNSET
     scope: Scope | msgspec.UnsetType = msgspec.UNSET
     session_id: SessionId | msgspec.UnsetType | None = msgspec.UNSET
     speaker: Speaker | msgspec.UnsetType | None = msgspec.UNSET
-    event_time: datetime | msgspec.UnsetType | None = msgspec.UNSET
-    metadata: dict[str, Any] | msgspec.UnsetType = msgspec.UNSET
+    event_time: Instant | msgspec.UnsetType | None = msgspec.UNSET
+    metadata: Metadata | msgspec.UnsetType = msgspec.UNSET
 
 
 class MemoryOut(msgspec.Struct):

@@ -4,13 +4,21 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 import msgspec
 
 from app.db.models import IngestDecision
 from app.ingest.domain import Operation
-from app.memories.fields import Content, Scope, SessionId, Speaker
+from app.memories.fields import (
+    MAX_BATCH_ITEMS,
+    Content,
+    Instant,
+    Metadata,
+    Scope,
+    SessionId,
+    Speaker,
+)
 
 IdempotencyKey = Annotated[str, msgspec.Meta(min_length=1, max_length=256)]
 
@@ -19,15 +27,15 @@ class MessageIn(msgspec.Struct, forbid_unknown_fields=True):
     content: Content
     role: Literal["user", "assistant", "system"] = "user"
     speaker: Speaker | None = None
-    timestamp: datetime | None = None  # when it was said; back-dated imports are normal
+    timestamp: Instant | None = None  # when it was said; back-dated imports are normal
     session_id: SessionId | None = None
-    metadata: dict[str, Any] = msgspec.field(default_factory=dict)
+    metadata: Metadata = msgspec.field(default_factory=dict)
     idempotency_key: IdempotencyKey | None = None
     scope: Scope | None = None  # CONTEXT: the memories belong to this message's session
 
 
 class MessagesIn(msgspec.Struct, forbid_unknown_fields=True):
-    messages: Annotated[list[MessageIn], msgspec.Meta(min_length=1)]
+    messages: Annotated[list[MessageIn], msgspec.Meta(min_length=1, max_length=MAX_BATCH_ITEMS)]
 
 
 class DecisionOut(msgspec.Struct):

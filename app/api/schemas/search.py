@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Annotated, Any, Literal
 from uuid import UUID
 
 import msgspec
 
 from app.api.schemas.memories import MemoryOut
-from app.memories.fields import SessionId
+from app.memories.fields import MAX_CONTENT_CHARS, Instant, SessionId, TopK
 from app.retrieval.pipeline import StageSwitches
 
 
@@ -26,10 +25,18 @@ WaitTimeoutMs = Annotated[int, msgspec.Meta(ge=0, le=600_000)]
 
 
 class SearchBody(msgspec.Struct, forbid_unknown_fields=True):
-    query: Annotated[str, msgspec.Meta(min_length=1, max_length=8_000)]
-    top_k: int | None = None
+    query: Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_CONTENT_CHARS)]
+    top_k: TopK | None = None
     session_id: SessionId | None = None
-    as_of: datetime | None = None
+    as_of: Annotated[
+        Instant | None,
+        msgspec.Meta(
+            description="The query's reference time: relative phrases in the query "
+            '("last week", "yesterday") are resolved against it; default: now. It does '
+            "not filter memories by time: for what the store knew, or what was true, at a "
+            "past moment, use the analysts' SQL functions (docs/analysts.md)."
+        ),
+    ] = None
     explain: bool = False
     stages: StageSwitches = msgspec.field(default_factory=StageSwitches)
     rrf: RrfIn = msgspec.field(default_factory=RrfIn)

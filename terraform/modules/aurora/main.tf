@@ -9,7 +9,7 @@ resource "aws_db_subnet_group" "this" {
 resource "aws_rds_cluster_parameter_group" "this" {
   name        = "${var.name}-aurora-pg16"
   family      = "aurora-postgresql16"
-  description = "Cognis: TLS only, slow statements logged"
+  description = "Cognis: TLS only, slow statements logged, HNSW builds and supersede churn"
 
   parameter {
     name  = "rds.force_ssl"
@@ -24,6 +24,25 @@ resource "aws_rds_cluster_parameter_group" "this" {
   parameter {
     name  = "log_statement"
     value = "ddl"
+  }
+
+  # HNSW builds (a migration's CREATE INDEX CONCURRENTLY, a REINDEX) are minutes instead of
+  # hours when the graph fits in maintenance_work_mem (kB): see docs/deployment.md.
+  parameter {
+    name  = "maintenance_work_mem"
+    value = "2097152"
+  }
+
+  # Every update or delete of a memory supersedes a row (is_current, superseded_at), and the
+  # relay marks outbox rows processed: dead tuples pile up faster than the 20% default waits.
+  parameter {
+    name  = "autovacuum_vacuum_scale_factor"
+    value = "0.05"
+  }
+
+  parameter {
+    name  = "autovacuum_analyze_scale_factor"
+    value = "0.02"
   }
 }
 

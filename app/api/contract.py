@@ -1,0 +1,97 @@
+"""The API's published contract in one place: strict request bodies, the user id path
+parameter, and the problem+json responses each route declares in the OpenAPI document."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import msgspec
+from litestar import Request
+from litestar.exceptions import ValidationException
+from litestar.openapi.datastructures import ResponseSpec
+from litestar.params import Parameter
+from litestar.types import Empty
+
+from app.api.problems import PROBLEM_JSON
+from app.memories.fields import USER_ID_REGEX
+
+UserId = Annotated[
+    str,
+    Parameter(
+        pattern=USER_ID_REGEX,
+        min_length=1,
+        max_length=128,
+        description="1-128 characters: letters, digits and _ . : @ -, starting with a letter "
+        "or digit.",
+    ),
+]
+
+
+class Problem(msgspec.Struct, kw_only=True):
+    """RFC 9457 problem details, as every error of this API is sent."""
+
+    type: str
+    title: str
+    status: int
+    detail: Annotated[str, msgspec.Meta(description="What went wrong and how to fix it.")]
+    instance: str
+    field: Annotated[
+        str | None, msgspec.Meta(description="The offending field, when one is to blame.")
+    ] = None
+    errors: list[dict[str, Any]] | None = None
+
+
+_WHY = {
+    400: "Invalid input: the detail says what to change (and `field` names it).",
+    401: "Missing or invalid API key.",
+    404: "No such resource for this user.",
+    409: "The resource changed meanwhile (e.g. a superseded version): reread and retry.",
+    413: "The request body is too large.",
+    415: "Unsupported media type.",
+    502: "The embedding server gave an unusable answer.",
+    503: "A store or the embedder is unavailable for now: retry after Retry-After seconds.",
+}
+# What any authenticated route can answer, body or not.
+COMMON = (400, 401, 503)
+WITH_BODY = (*COMMON, 413, 502)
+
+
+def problems(*statuses: int) -> dict[int, ResponseSpec]:
+    """The problem+json responses of a route, for its `responses=`."""
+    return {
+        status: ResponseSpec(
+            data_container=Problem,
+            media_type=PROBLEM_JSON,
+            description=_WHY[status],
+            generate_examples=False,
+        )
+        for status in statuses
+    }
+
+
+class StrictRequest(Request[Any, Any, Any]):
+    """Decodes a JSON body straight into the handler's `data` type, strictly: `"top_k": "5"`
+    or `"event_time": 0` are errors, not coerced (Litestar's own conversion is lax). Too deep a
+    nesting is a 400, not a RecursionError."""
+
+    async def json(self) -> Any:
+        if self._json is Empty and self._connection_state.json is Empty:
+            data_field = self.route_handler.parsed_data_field
+            target = data_field.annotation if data_field is not None else Any
+            body = await self.body()
+            try:
+                value = msgspec.json.decode(body or b"null", type=target, strict=True)
+            except msgspec.ValidationError as exc:
+                raise _invalid(str(exc)) from exc
+            except msgspec.DecodeError as exc:
+                raise _invalid(f"the body is not valid JSON: {exc}") from exc
+            except RecursionError as exc:
+                raise _invalid("the body is nested too deeply") from exc
+            self._json = self._connection_state.json = value
+        return await super().json()
+
+
+def _invalid(message: str) -> ValidationException:
+    return ValidationException(
+        detail=message, extra=[{"key": "body", "message": message, "source": "body"}]
+    )
