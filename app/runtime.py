@@ -28,6 +28,9 @@ class Runtime:
     settings: Settings
     engine: AsyncEngine
     sessionmaker: async_sessionmaker[AsyncSession]
+    # Background work across tenants (relay, ingestion workers, reindex): the worker's role.
+    background_engine: AsyncEngine
+    background_sessionmaker: async_sessionmaker[AsyncSession]
     embedder: Embedder
     query_embedder: Embedder
     classifier: CategoryClassifier
@@ -49,6 +52,12 @@ class Runtime:
     def build(cls, settings: Settings) -> Runtime:
         engine = create_engine(settings)
         sessionmaker = create_sessionmaker(engine)
+        background_engine = engine
+        if settings.worker_database_url is not None:
+            background_engine = create_engine(
+                settings, settings.worker_database_url.get_secret_value()
+            )
+        background_sessionmaker = create_sessionmaker(background_engine)
         embedder = build_embedder(
             settings,
             settings.embedding_backend,
@@ -75,11 +84,13 @@ class Runtime:
             settings=settings,
             engine=engine,
             sessionmaker=sessionmaker,
+            background_engine=background_engine,
+            background_sessionmaker=background_sessionmaker,
             embedder=embedder,
             query_embedder=query_embedder,
             classifier=CategoryClassifier(embedder),
             index=index,
-            relay=OutboxRelay(sessionmaker, index, settings),
+            relay=OutboxRelay(background_sessionmaker, index, settings),
             retrieval=RetrievalPipeline(query_embedder, index, settings, cross_encoder),
             cross_encoder=cross_encoder,
         )
@@ -92,12 +103,12 @@ class Runtime:
     @cached_property
     def ingest_pipeline(self) -> IngestPipeline:
         return IngestPipeline(
-            self.sessionmaker, self.embedder, self.classifier, self.settings, self.llm
+            self.background_sessionmaker, self.embedder, self.classifier, self.settings, self.llm
         )
 
     @cached_property
     def ingest_worker(self) -> IngestWorker:
-        return IngestWorker(self.sessionmaker, self.ingest_pipeline, self.settings)
+        return IngestWorker(self.background_sessionmaker, self.ingest_pipeline, self.settings)
 
     @cached_property
     def importer(self) -> MemoryImporter:
@@ -108,3 +119,5 @@ class Runtime:
             await self.llm.close()  # type: ignore[union-attr]
         await self.index.close()
         await self.engine.dispose()
+        if self.background_engine is not self.engine:
+            await self.background_engine.dispose()

@@ -74,13 +74,13 @@ async def _schema(url: str) -> tuple[set[str], dict[str, str], set[str]]:
 
 
 async def test_upgrade_downgrade_upgrade_round_trip(migrated) -> None:
-    url = make_url(migrated["COGNIS_DATABASE_URL"])
+    url = make_url(migrated["COGNIS_MIGRATION_DATABASE_URL"])
     scratch = f"cognis_migrations_{uuid.uuid4().hex[:8]}"
     admin = create_async_engine(url, isolation_level="AUTOCOMMIT")
     async with admin.connect() as connection:
         await connection.execute(text(f'CREATE DATABASE "{scratch}"'))
     scratch_url = url.set(database=scratch).render_as_string(hide_password=False)
-    env = {**migrated, "COGNIS_DATABASE_URL": scratch_url}
+    env = {**migrated, "COGNIS_MIGRATION_DATABASE_URL": scratch_url}
     try:
         alembic(env, "upgrade", "head")
         tables, indexes, routines = await _schema(scratch_url)

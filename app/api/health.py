@@ -24,7 +24,8 @@ async def ready(state: State) -> Response[dict[str, Any]]:
     runtime = state.runtime
     checks: dict[str, Any] = {"model_loaded": runtime.models_loaded}
     try:
-        async with runtime.sessionmaker() as session:
+        # Every tenant's backlog: the background role sees all of it.
+        async with runtime.background_sessionmaker() as session:
             await session.execute(text("SELECT 1"))
             checks["outbox_pending"] = await pending_count(session)
             checks["outbox_oldest_pending_s"] = await oldest_pending_age_s(session)

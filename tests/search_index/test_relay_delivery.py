@@ -36,7 +36,7 @@ async def relay_parts(
     migrated: dict[str, str], service_urls, index_name: str
 ) -> AsyncIterator[RelayParts]:
     settings = Settings(
-        database_url=migrated["COGNIS_DATABASE_URL"],
+        database_url=migrated["COGNIS_WORKER_DATABASE_URL"],
         opensearch_url=service_urls.opensearch_url,
         opensearch_index=index_name,
         opensearch_bulk_max_docs=3,
