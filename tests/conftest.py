@@ -34,6 +34,7 @@ from tests import services
 
 ROOT = services.ROOT
 API_KEY = "test-key-" + uuid.uuid4().hex
+ADMIN_KEY = "test-admin-key-" + uuid.uuid4().hex
 LOG_DIR = services.LOCAL_DIR / "logs"
 DEFAULT_TENANT_SETTING = {TENANT_SETTING: str(DEFAULT_TENANT_ID)}
 
@@ -101,6 +102,7 @@ def base_env(service_urls: services.ServiceUrls, index_name: str) -> dict[str, s
             "COGNIS_OPENSEARCH_INDEX": index_name,
             "COGNIS_EMBEDDING_MODEL": services.embedding_model(),
             "COGNIS_API_KEY_HASHES": hashlib.sha256(API_KEY.encode()).hexdigest(),
+            "COGNIS_ADMIN_KEY_HASHES": hashlib.sha256(ADMIN_KEY.encode()).hexdigest(),
             "COGNIS_RELAY_POLL_INTERVAL_S": "0.5",
             "COGNIS_LOG_JSON": "true",
             "HF_HUB_OFFLINE": "1",
@@ -281,6 +283,14 @@ async def client(inprocess_api: InProcessApi) -> AsyncIterator[httpx.AsyncClient
 @pytest.fixture
 async def anonymous(inprocess_api: InProcessApi) -> AsyncIterator[httpx.AsyncClient]:
     async with inprocess_api.client() as http:
+        yield http
+
+
+@pytest.fixture
+async def admin(api: ApiProcess) -> AsyncIterator[httpx.AsyncClient]:
+    async with httpx.AsyncClient(
+        base_url=api.url, headers={"X-API-Key": ADMIN_KEY}, timeout=60
+    ) as http:
         yield http
 
 

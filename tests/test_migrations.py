@@ -24,10 +24,11 @@ EXPECTED_INDEXES = {
     "outbox_user_pending_idx": ("(user_id, id)", "WHERE (processed_at IS NULL)"),
     "memories_user_external_id_idx": (
         "UNIQUE",
-        "(user_id, external_id)",
+        "(tenant_id, user_id, external_id)",
         "(external_id IS NOT NULL)",
         "(version = 1)",
     ),
+    "messages_user_idempotency_key_idx": ("UNIQUE", "(tenant_id, user_id, idempotency_key)"),
 }
 
 
@@ -91,6 +92,12 @@ async def test_upgrade_downgrade_upgrade_round_trip(migrated) -> None:
         assert {"current_memories", "memory_versions", "memory_chain", "memories_as_of"} <= routines
         # 0005 dropped the 768D HNSW index (no query searches it); one step down brings it back.
         assert "memories_embedding_768d_hnsw_idx" not in indexes
+        assert {"tenants", "api_keys"} <= tables
+        # Before tenants, user ids were unique in the whole deployment.
+        alembic(env, "downgrade", "0006_memory_external_ids")
+        tables, indexes, _ = await _schema(scratch_url)
+        assert "tenants" not in tables
+        assert "(user_id, external_id)" in indexes["memories_user_external_id_idx"]
         alembic(env, "downgrade", "0004_outbox_user_pending")
         _, indexes, _ = await _schema(scratch_url)
         assert "ef_construction='256'" in indexes["memories_embedding_768d_hnsw_idx"]

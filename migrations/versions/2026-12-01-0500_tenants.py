@@ -28,6 +28,7 @@ branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
 DEFAULT_TENANT_ID = "00000000-0000-0000-0000-000000000001"
+# Parents first (a downgrade deletes in reverse).
 TENANT_TABLES = ("messages", "memories", "outbox", "ingest_tasks", "ingest_decisions")
 SERVICE_TABLES = (*TENANT_TABLES, "tenants", "api_keys")
 SERVICE_SEQUENCES = ("outbox_id_seq", "ingest_decisions_id_seq")
@@ -153,6 +154,11 @@ def downgrade() -> None:
         op.execute(f"DROP POLICY {table}_tenant_isolation ON {table}")
         op.execute(f"ALTER TABLE {table} NO FORCE ROW LEVEL SECURITY")
         op.execute(f"ALTER TABLE {table} DISABLE ROW LEVEL SECURITY")
+    # The old schema cannot hold tenants apart: only the default tenant's rows go back with
+    # it; the other tenants' rows are deleted (children first). Their OpenSearch documents
+    # stay until `python -m app reindex --recreate`.
+    for table in reversed(TENANT_TABLES):
+        op.execute(f"DELETE FROM {table} WHERE tenant_id <> '{DEFAULT_TENANT_ID}'")  # noqa: S608
     for name, table, columns, where in UNIQUE_PER_USER:
         op.drop_index(name, table_name=table)
         op.create_index(name, table, list(columns), unique=True, postgresql_where=sa.text(where))
