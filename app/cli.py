@@ -83,7 +83,9 @@ def _stop_on_signals() -> asyncio.Event:
 async def _check_background_role(runtime: Runtime) -> None:
     from app.db.roles import check_database_roles
 
-    await check_database_roles(runtime.engine, runtime.background_engine, background=True)
+    await check_database_roles(
+        runtime.engine, runtime.background_engine, background=True, requests=False
+    )
 
 
 def _relay(args: argparse.Namespace) -> int:

@@ -33,11 +33,12 @@ async def _role(engine: AsyncEngine) -> dict[str, object]:
 
 
 async def check_database_roles(
-    engine: AsyncEngine, background_engine: AsyncEngine, background: bool
+    engine: AsyncEngine, background_engine: AsyncEngine, background: bool, requests: bool = True
 ) -> None:
     """Refuse to serve through a role that bypasses row-level security (a superuser, or
     BYPASSRLS); warn when the request role could lift it (the owner) or sees every tenant while
-    none is set. With `background`, the background role must be in cognis_background."""
+    none is set (with `requests`: a process that serves them). With `background`, the
+    background role must be in cognis_background."""
     try:
         request_role = await _role(engine)
         background_role = (
@@ -52,7 +53,7 @@ async def check_database_roles(
             "security, so tenants would not be kept apart: connect as a member of cognis_rw "
             "(scripts/services.sh creates cognis_app)"
         )
-    if request_role["owns_tables"] or request_role["background"]:
+    if requests and (request_role["owns_tables"] or request_role["background"]):
         log.warning(
             "db.request_role_not_confined",
             role=request_role["name"],
