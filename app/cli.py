@@ -174,6 +174,7 @@ def _import(args: argparse.Namespace) -> int:
         return 2
 
     async def body() -> int:
+        from app.db.engine import create_engine
         from app.db.tenant import DEFAULT_TENANT_ID, act_as
         from app.db.vector_indexes import build_hnsw_indexes, drop_hnsw_indexes
 
@@ -182,12 +183,17 @@ def _import(args: argparse.Namespace) -> int:
         task = asyncio.current_task()
         assert task is not None
         asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
-        runtime = Runtime.build(get_settings())
+        settings = get_settings()
+        runtime = Runtime.build(settings)
         try:
             act_as(await tenant_id_of(runtime, args.tenant) if args.tenant else DEFAULT_TENANT_ID)
+            # Index DDL needs the tables' owner: the migration role, where one is configured.
+            owner = runtime.engine
+            if args.defer_index and settings.migration_database_url is not None:
+                owner = create_engine(settings, settings.migration_database_url.get_secret_value())
             if args.defer_index:
                 print("dropping the HNSW indexes of memories for the load", file=sys.stderr)
-                await drop_hnsw_indexes(runtime.engine)
+                await drop_hnsw_indexes(owner)
             try:
                 summary = await runtime.importer.run(
                     file_lines(path),
@@ -202,7 +208,9 @@ def _import(args: argparse.Namespace) -> int:
             finally:
                 if args.defer_index:
                     print("rebuilding the HNSW indexes ...", file=sys.stderr, flush=True)
-                    await build_hnsw_indexes(runtime.engine, on_built=report.index_built)
+                    await build_hnsw_indexes(owner, on_built=report.index_built)
+                    if owner is not runtime.engine:
+                        await owner.dispose()
         finally:
             await runtime.close()
         report.finish(summary)

@@ -122,6 +122,12 @@ class Settings(BaseSettings):
     admin_key_hashes: str = Field(
         default="", description="Comma-separated SHA-256 hex digests of accepted admin keys."
     )
+    # Per-key rate limit (token bucket, per process): requests/s on average, in bursts of up to
+    # rate_limit_burst (default: one second's worth). 0: no limit.
+    rate_limit_per_s: float = Field(default=0.0, ge=0.0)
+    rate_limit_burst: int | None = Field(default=None, ge=1)
+    # /metrics: open when empty, else it needs one of these keys (SHA-256 hex, comma-separated).
+    metrics_key_hashes: str = ""
     max_content_chars: int = 8000
     max_batch_size: int = 100
     max_metadata_bytes: int = 16_384
@@ -232,6 +238,10 @@ class Settings(BaseSettings):
     @property
     def admin_key_hash_list(self) -> tuple[str, ...]:
         return _hash_list(self.admin_key_hashes)
+
+    @property
+    def metrics_key_hash_list(self) -> tuple[str, ...]:
+        return _hash_list(self.metrics_key_hashes)
 
     @property
     def dev_key_enabled(self) -> bool:

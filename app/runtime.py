@@ -3,6 +3,7 @@ workers), built once, the same way for the API, the relay, the worker and the CL
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -21,6 +22,7 @@ from app.ml.embedder import Embedder, build_embedder
 from app.retrieval.pipeline import RetrievalPipeline
 from app.search_index.client import MemoryIndex
 from app.search_index.relay import OutboxRelay
+from app.tenants.rate_limit import RateLimiter
 
 
 @dataclass
@@ -38,6 +40,12 @@ class Runtime:
     relay: OutboxRelay
     retrieval: RetrievalPipeline
     cross_encoder: CrossEncoderScorer | None
+    rate_limiter: RateLimiter | None = None
+
+    def rate_limit(self, key_id: str) -> None:
+        """Count a request of this key; RateLimitedError (429) when it is over its rate."""
+        if self.rate_limiter is not None:
+            self.rate_limiter.check(key_id)
 
     def load_models(self) -> None:
         """Load the embedding model(s) now rather than on the first request (blocking)."""
@@ -93,6 +101,12 @@ class Runtime:
             relay=OutboxRelay(background_sessionmaker, index, settings),
             retrieval=RetrievalPipeline(query_embedder, index, settings, cross_encoder),
             cross_encoder=cross_encoder,
+            rate_limiter=RateLimiter(
+                settings.rate_limit_per_s,
+                settings.rate_limit_burst or math.ceil(settings.rate_limit_per_s),
+            )
+            if settings.rate_limit_per_s > 0
+            else None,
         )
 
     # Ingestion: built on first use, from the parts above.

@@ -53,11 +53,15 @@ def presented_key(connection: ASGIConnection) -> str | None:
 async def _tenant_of(key: str, runtime: Runtime) -> uuid.UUID | None:
     prefix = key_prefix(key)
     if prefix is None:
-        return DEFAULT_TENANT_ID if key_is_valid(key, runtime.settings) else None
+        if not key_is_valid(key, runtime.settings):
+            return None
+        runtime.rate_limit(hash_api_key(key))
+        return DEFAULT_TENANT_ID
     async with runtime.sessionmaker() as session:
         owner = await key_owner(session, prefix, key)
         if owner is None:
             return None
+        runtime.rate_limit(prefix)
         now = datetime.now(UTC)
         if owner.last_used_at is None or now - owner.last_used_at >= LAST_USED_RESOLUTION:
             await record_use(session, owner.key_id)
@@ -82,8 +86,19 @@ def require_admin_key(connection: ASGIConnection, _: BaseRouteHandler) -> None:
         raise NotAuthorizedException(
             "the admin API is off: set COGNIS_ADMIN_KEY_HASHES to the SHA-256 of an admin key"
         )
+    _require_one_of(connection, hashes, "admin key")
+
+
+def require_metrics_key(connection: ASGIConnection, _: BaseRouteHandler) -> None:
+    """/metrics is open unless COGNIS_METRICS_KEY_HASHES names the keys that may read it."""
+    hashes = connection.app.state.runtime.settings.metrics_key_hash_list
+    if hashes:
+        _require_one_of(connection, hashes, "metrics key")
+
+
+def _require_one_of(connection: ASGIConnection, hashes: tuple[str, ...], what: str) -> None:
     key = presented_key(connection)
     if not key or not _matches_any(key, hashes):
         raise NotAuthorizedException(
-            f"missing or invalid admin key: send it in the {API_KEY_HEADER} header"
+            f"missing or invalid {what}: send it in the {API_KEY_HEADER} header"
         )

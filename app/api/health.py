@@ -9,6 +9,7 @@ from litestar.datastructures import State
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from sqlalchemy import text
 
+from app.api.auth import require_metrics_key
 from app.metrics import REGISTRY
 from app.search_index.outbox import pending_count
 from app.search_index.relay import oldest_pending_age_s
@@ -43,6 +44,12 @@ async def ready(state: State) -> Response[dict[str, Any]]:
     return Response({"status": status, **checks}, status_code=200 if serving else 503)
 
 
-@get("/metrics", tags=["health"], summary="Prometheus metrics", media_type=MediaType.TEXT)
+@get(
+    "/metrics",
+    tags=["health"],
+    summary="Prometheus metrics (behind COGNIS_METRICS_KEY_HASHES when set)",
+    media_type=MediaType.TEXT,
+    guards=[require_metrics_key],
+)
 async def metrics_endpoint() -> Response[bytes]:
     return Response(generate_latest(REGISTRY), media_type=CONTENT_TYPE_LATEST)
