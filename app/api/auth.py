@@ -77,7 +77,6 @@ async def require_api_key(connection: ASGIConnection, _: BaseRouteHandler) -> No
             f"missing or invalid API key: send it in the {API_KEY_HEADER} header"
         )
     act_as(tenant_id)
-    connection.state.tenant_id = tenant_id
 
 
 def require_admin_key(connection: ASGIConnection, _: BaseRouteHandler) -> None:

@@ -10,8 +10,6 @@ from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError, ProgrammingError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
-from tests import services
-
 TABLES = ("messages", "memories", "outbox", "ingest_tasks", "ingest_decisions")
 VECTOR_768 = "[" + ",".join(["0.1"] * 768) + "]"
 VECTOR_256 = "[" + ",".join(["0.1"] * 256) + "]"
@@ -151,9 +149,3 @@ async def test_app_role_cannot_write_into_or_unlock_another_tenant(roles) -> Non
         with pytest.raises(ProgrammingError, match="must be owner"):
             async with app.begin() as connection:
                 await connection.execute(text(statement))
-
-
-def test_test_roles_are_distinct_logins(migrated: dict[str, str]) -> None:
-    roles = services.service_roles(migrated["COGNIS_MIGRATION_DATABASE_URL"])
-    assert migrated["COGNIS_DATABASE_URL"] == roles.app_url
-    assert roles.app != roles.worker
