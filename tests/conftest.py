@@ -287,10 +287,8 @@ async def anonymous(inprocess_api: InProcessApi) -> AsyncIterator[httpx.AsyncCli
 
 
 @pytest.fixture
-async def admin(api: ApiProcess) -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(
-        base_url=api.url, headers={"X-API-Key": ADMIN_KEY}, timeout=60
-    ) as http:
+async def admin(inprocess_api: InProcessApi) -> AsyncIterator[httpx.AsyncClient]:
+    async with inprocess_api.client({"X-API-Key": ADMIN_KEY}) as http:
         yield http
 
 

@@ -70,6 +70,9 @@ async def _tenant_of(key: str, runtime: Runtime) -> uuid.UUID | None:
 
 
 async def require_api_key(connection: ASGIConnection, _: BaseRouteHandler) -> None:
+    # A request starts bound to no tenant, whatever the task ran before (an in-process client
+    # sends every request from one task).
+    act_as(None)
     key = presented_key(connection)
     tenant_id = await _tenant_of(key, connection.app.state.runtime) if key else None
     if tenant_id is None:

@@ -29,8 +29,8 @@ def current_tenant() -> uuid.UUID | None:
     return _current.get()
 
 
-def act_as(tenant_id: uuid.UUID) -> None:
-    """Bind the rest of this task (a request) to `tenant_id`."""
+def act_as(tenant_id: uuid.UUID | None) -> None:
+    """Bind the rest of this task (a request) to `tenant_id` (None: to no tenant)."""
     _current.set(tenant_id)
 
 

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 
 import httpx
 
+from tests.conftest import InProcessApi
+
 
 @dataclass(frozen=True)
 class TenantKey:
@@ -28,5 +30,5 @@ async def new_tenant(admin: httpx.AsyncClient, label: str) -> TenantKey:
     return TenantKey(tenant_id, name, body["key"], body["details"]["prefix"])
 
 
-def tenant_client(base_url: str, key: str) -> httpx.AsyncClient:
-    return httpx.AsyncClient(base_url=base_url, headers={"X-API-Key": key}, timeout=60)
+def tenant_client(api: InProcessApi, key: str) -> httpx.AsyncClient:
+    return api.client({"X-API-Key": key})

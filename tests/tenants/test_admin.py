@@ -9,25 +9,27 @@ import uuid
 
 import httpx
 
-from tests.conftest import API_KEY, ApiProcess, run_cli
+from tests.conftest import API_KEY, InProcessApi, run_cli
 from tests.tenants.helpers import new_tenant, tenant_client
 
 
-async def _status(api: ApiProcess, key: str) -> int:
-    async with tenant_client(api.url, key) as http:
+async def _status(inprocess_api: InProcessApi, key: str) -> int:
+    async with tenant_client(inprocess_api, key) as http:
         return (await http.get("/v1/users/someone/memories")).status_code
 
 
-async def test_admin_api_needs_the_admin_key(api: ApiProcess, admin: httpx.AsyncClient) -> None:
+async def test_admin_api_needs_the_admin_key(
+    inprocess_api: InProcessApi, admin: httpx.AsyncClient
+) -> None:
     tenant = await new_tenant(admin, "guarded")
     for key in (None, API_KEY, tenant.key, "not-a-key"):
         headers = {"X-API-Key": key} if key else {}
-        async with httpx.AsyncClient(base_url=api.url, headers=headers) as http:
+        async with inprocess_api.client(headers) as http:
             response = await http.get("/admin/v1/tenants")
         assert response.status_code == 401, (key, response.text)
         assert response.headers["content-type"].startswith("application/problem+json")
     # ... and the admin key is no API key.
-    async with tenant_client(api.url, admin.headers["X-API-Key"]) as http:
+    async with tenant_client(inprocess_api, admin.headers["X-API-Key"]) as http:
         assert (await http.get("/v1/users/someone/memories")).status_code == 401
     names = [t["name"] for t in (await admin.get("/admin/v1/tenants")).json()["items"]]
     assert "default" in names and tenant.name in names
@@ -37,11 +39,11 @@ async def test_admin_api_needs_the_admin_key(api: ApiProcess, admin: httpx.Async
     assert missing.status_code == 404, missing.text
 
 
-async def test_key_lifecycle(api: ApiProcess, admin: httpx.AsyncClient) -> None:
+async def test_key_lifecycle(inprocess_api: InProcessApi, admin: httpx.AsyncClient) -> None:
     tenant = await new_tenant(admin, "lifecycle")
-    assert await _status(api, tenant.key) == 200
+    assert await _status(inprocess_api, tenant.key) == 200
     # A key with the right prefix but a wrong secret is refused.
-    assert await _status(api, tenant.key[:-4] + "AAAA") == 401
+    assert await _status(inprocess_api, tenant.key[:-4] + "AAAA") == 401
 
     listed = (await admin.get(f"/admin/v1/tenants/{tenant.tenant_id}/keys")).json()["items"]
     assert [k["prefix"] for k in listed] == [tenant.prefix]
@@ -53,20 +55,20 @@ async def test_key_lifecycle(api: ApiProcess, admin: httpx.AsyncClient) -> None:
     assert rotated.status_code == 201, rotated.text
     new_key = rotated.json()["key"]
     assert rotated.json()["replaces"]["expires_at"] is not None
-    assert await _status(api, tenant.key) == 200
-    assert await _status(api, new_key) == 200
+    assert await _status(inprocess_api, tenant.key) == 200
+    assert await _status(inprocess_api, new_key) == 200
     await asyncio.sleep(2.5)
-    assert await _status(api, tenant.key) == 401
-    assert await _status(api, new_key) == 200
+    assert await _status(inprocess_api, tenant.key) == 401
+    assert await _status(inprocess_api, new_key) == 200
 
     # Rotation without grace ends the old key at once; revocation too.
     again = (await admin.post(f"/admin/v1/keys/{new_key[4:16]}/rotate", json={})).json()
-    assert await _status(api, new_key) == 401
-    assert await _status(api, again["key"]) == 200
+    assert await _status(inprocess_api, new_key) == 401
+    assert await _status(inprocess_api, again["key"]) == 200
     revoked = await admin.delete(f"/admin/v1/keys/{again['details']['prefix']}")
     assert revoked.status_code == 200, revoked.text
     assert revoked.json()["revoked_at"] is not None
-    assert await _status(api, again["key"]) == 401
+    assert await _status(inprocess_api, again["key"]) == 401
     gone = await admin.delete(f"/admin/v1/keys/{again['details']['prefix']}")
     assert gone.status_code == 404
 
@@ -77,15 +79,15 @@ def _cli(env: dict[str, str], *args: str) -> list[dict]:
     return [json.loads(line) for line in result.stdout.splitlines()]
 
 
-async def test_admin_cli(api: ApiProcess, migrated: dict[str, str]) -> None:
+async def test_admin_cli(inprocess_api: InProcessApi, migrated: dict[str, str]) -> None:
     name = f"cli-{uuid.uuid4().hex[:8]}"
     (tenant,) = _cli(migrated, "tenant-create", name)
     (issued,) = _cli(migrated, "key-create", name, "--name", "ci")
     assert issued["details"]["tenant_id"] == tenant["id"]
-    assert await _status(api, issued["key"]) == 200
+    assert await _status(inprocess_api, issued["key"]) == 200
     listed = _cli(migrated, "keys", tenant["id"])
     assert [(k["prefix"], k["name"]) for k in listed] == [(issued["details"]["prefix"], "ci")]
     _cli(migrated, "key-revoke", issued["details"]["prefix"])
-    assert await _status(api, issued["key"]) == 401
+    assert await _status(inprocess_api, issued["key"]) == 401
     duplicate = run_cli(migrated, "app", "admin", "tenant-create", name, timeout=120)
     assert duplicate.returncode == 1 and "exists already" in duplicate.stderr

@@ -11,7 +11,7 @@ import httpx
 from app.config import Settings
 from app.db.tenant import tenant_scope
 from app.search_index.client import MemoryIndex
-from tests.conftest import API_KEY, ApiProcess
+from tests.conftest import API_KEY, InProcessApi
 from tests.factories import search, stage_rank
 from tests.imports.helpers import NDJSON, jsonl
 from tests.tenants.helpers import TenantKey, new_tenant, tenant_client
@@ -62,12 +62,12 @@ async def _write_everything(http: httpx.AsyncClient, user: str, secret: str) -> 
 
 
 async def test_two_tenants_with_the_same_users_never_meet(
-    api: ApiProcess, admin: httpx.AsyncClient, opensearch, index_name, service_urls
+    inprocess_api: InProcessApi, admin: httpx.AsyncClient, opensearch, index_name, service_urls
 ) -> None:
     tenants = {label: await new_tenant(admin, label) for label in ("ta", "tb")}
     async with AsyncExitStack() as stack:
         http = {
-            label: await stack.enter_async_context(tenant_client(api.url, t.key))
+            label: await stack.enter_async_context(tenant_client(inprocess_api, t.key))
             for label, t in tenants.items()
         }
         secrets = {(t, u): word(t, u) for t in tenants for u in USERS}
@@ -151,11 +151,11 @@ async def test_two_tenants_with_the_same_users_never_meet(
         assert survivors["count"] == 4
 
         # The default tenant (the settings' key) sees none of it either.
-        await _default_tenant_sees_nothing(api, secrets)
+        await _default_tenant_sees_nothing(inprocess_api, secrets)
 
 
-async def _default_tenant_sees_nothing(api: ApiProcess, secrets: dict) -> None:
-    async with tenant_client(api.url, API_KEY) as legacy:
+async def _default_tenant_sees_nothing(inprocess_api: InProcessApi, secrets: dict) -> None:
+    async with tenant_client(inprocess_api, API_KEY) as legacy:
         for user in USERS:
             listed = (await legacy.get(f"/v1/users/{user}/memories")).json()["items"]
             contents = " ".join(m["content"] for m in listed)
