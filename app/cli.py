@@ -1,4 +1,4 @@
-"""Command line: serve, relay, worker, reindex, import, migrate, embed-serve."""
+"""Command line: serve, relay, worker, reindex, import, admin, migrate, embed-serve."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import signal
 import sys
+import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -14,6 +15,7 @@ import structlog
 
 from app.config import get_settings
 from app.logging import configure_logging
+from app.tenants.cli import add_admin_commands
 
 if TYPE_CHECKING:
     from app.runtime import Runtime
@@ -78,8 +80,17 @@ def _stop_on_signals() -> asyncio.Event:
     return stop
 
 
+async def _check_background_role(runtime: Runtime) -> None:
+    from app.db.roles import check_database_roles
+
+    await check_database_roles(
+        runtime.engine, runtime.background_engine, background=True, requests=False
+    )
+
+
 def _relay(args: argparse.Namespace) -> int:
     async def body(runtime: Runtime) -> int:
+        await _check_background_role(runtime)
         if args.once:
             report = await runtime.relay.drain()
             print(f"delivered={report.delivered} failed={report.failed}")
@@ -90,17 +101,28 @@ def _relay(args: argparse.Namespace) -> int:
     return _with_runtime(body)
 
 
+async def tenant_id_of(runtime: Runtime, ref: str) -> uuid.UUID:
+    """A tenant's id from its id or name (a CognisError if there is none)."""
+    from app.tenants.service import TenantAdmin
+
+    async with runtime.sessionmaker() as session:
+        return (await TenantAdmin(session).tenant(ref)).id
+
+
 def _reindex(args: argparse.Namespace) -> int:
+    from app.db.tenant import act_as
     from app.search_index.reindex import requeue_memories
 
     async def body(runtime: Runtime) -> int:
+        if args.tenant is not None:  # only its rows: the background role, bound to it
+            act_as(await tenant_id_of(runtime, args.tenant))
         index, relay = runtime.index, runtime.relay
         if args.recreate:
             await index.drop_index()
             print("dropped index", index.name, flush=True)
         await index.ensure_index()
         queued = await requeue_memories(
-            runtime.sessionmaker,
+            runtime.background_sessionmaker,
             user_id=args.user,
             progress=lambda n: print(f"queued {n} memory versions", flush=True),
         )
@@ -123,6 +145,7 @@ def _worker(args: argparse.Namespace) -> int:
     """Ingestion workers outside the API (scale-out); they share work through Postgres."""
 
     async def body(runtime: Runtime) -> int:
+        await _check_background_role(runtime)
         await asyncio.to_thread(runtime.embedder.load)
         if args.once:
             processed = 0
@@ -138,7 +161,7 @@ def _worker(args: argparse.Namespace) -> int:
 
 def _import(args: argparse.Namespace) -> int:
     """Bulk import of a history file; see app.imports."""
-    from app.errors import InvalidInputError
+    from app.errors import CognisError
     from app.imports.progress import ProgressReport, summary_json
     from app.imports.service import ImportOptions
     from app.imports.sources import file_lines
@@ -151,6 +174,8 @@ def _import(args: argparse.Namespace) -> int:
         return 2
 
     async def body() -> int:
+        from app.db.engine import create_engine
+        from app.db.tenant import DEFAULT_TENANT_ID, act_as
         from app.db.vector_indexes import build_hnsw_indexes, drop_hnsw_indexes
 
         # SIGTERM stops the import as Ctrl-C does: batches committed stay, the one in flight
@@ -158,11 +183,17 @@ def _import(args: argparse.Namespace) -> int:
         task = asyncio.current_task()
         assert task is not None
         asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
-        runtime = Runtime.build(get_settings())
+        settings = get_settings()
+        runtime = Runtime.build(settings)
         try:
+            act_as(await tenant_id_of(runtime, args.tenant) if args.tenant else DEFAULT_TENANT_ID)
+            # Index DDL needs the tables' owner: the migration role, where one is configured.
+            owner = runtime.engine
+            if args.defer_index and settings.migration_database_url is not None:
+                owner = create_engine(settings, settings.migration_database_url.get_secret_value())
             if args.defer_index:
                 print("dropping the HNSW indexes of memories for the load", file=sys.stderr)
-                await drop_hnsw_indexes(runtime.engine)
+                await drop_hnsw_indexes(owner)
             try:
                 summary = await runtime.importer.run(
                     file_lines(path),
@@ -177,7 +208,9 @@ def _import(args: argparse.Namespace) -> int:
             finally:
                 if args.defer_index:
                     print("rebuilding the HNSW indexes ...", file=sys.stderr, flush=True)
-                    await build_hnsw_indexes(runtime.engine, on_built=report.index_built)
+                    await build_hnsw_indexes(owner, on_built=report.index_built)
+                    if owner is not runtime.engine:
+                        await owner.dispose()
         finally:
             await runtime.close()
         report.finish(summary)
@@ -189,7 +222,7 @@ def _import(args: argparse.Namespace) -> int:
         if args.user is not None:
             check_user_id(args.user)
         return asyncio.run(body())
-    except InvalidInputError as exc:
+    except CognisError as exc:
         print(f"cannot import {path}: {exc.detail}", file=sys.stderr)
         return 2
     except (KeyboardInterrupt, asyncio.CancelledError):
@@ -223,7 +256,8 @@ def main(argv: list[str] | None = None) -> int:
     relay.add_argument("--once", action="store_true", help="deliver what is due, then exit")
     relay.set_defaults(func=_relay)
     reindex = commands.add_parser("reindex", help="rebuild the OpenSearch index from Postgres")
-    reindex.add_argument("--user", help="only this user's memories")
+    reindex.add_argument("--tenant", help="only this tenant's memories (id or name)")
+    reindex.add_argument("--user", help="only this user's memories (with --tenant)")
     reindex.add_argument("--recreate", action="store_true", help="drop and recreate the index")
     reindex.set_defaults(func=_reindex)
     worker = commands.add_parser("worker", help="run ingestion workers on their own (scale-out)")
@@ -235,6 +269,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     bulk.add_argument("file", help="JSON Lines, or a JSON list of mem0 records")
     bulk.add_argument("--user", help="import every line as this user's (default: the lines')")
+    bulk.add_argument("--tenant", help="the tenant to import into (id or name; default: default)")
     bulk.add_argument("--format", choices=["auto", "jsonl", "mem0"], default="auto")
     bulk.add_argument("--batch-size", type=_positive, default=500)
     bulk.add_argument(
@@ -244,6 +279,7 @@ def main(argv: list[str] | None = None) -> int:
         "vector searches scan exactly meanwhile)",
     )
     bulk.set_defaults(func=_import)
+    add_admin_commands(commands)
     migrate = commands.add_parser("migrate", help="alembic upgrade")
     migrate.add_argument("revision", nargs="?", default="head")
     migrate.set_defaults(func=_migrate)

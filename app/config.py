@@ -57,6 +57,11 @@ class Settings(BaseSettings):
     database_url: SecretStr = Field(
         description="SQLAlchemy async URL, e.g. postgresql+asyncpg://user:pw@host:5432/db"
     )
+    # Background work (outbox relay, ingestion workers, reindex) claims rows of every tenant:
+    # a role in cognis_background. Unset: database_url (then that role must be in it).
+    worker_database_url: SecretStr | None = None
+    # Alembic's role, the tables' owner. Unset: database_url.
+    migration_database_url: SecretStr | None = None
     db_pool_size: int = 10
     opensearch_url: str = "http://127.0.0.1:59200"
     opensearch_username: str | None = None
@@ -114,6 +119,16 @@ class Settings(BaseSettings):
         default="",
         description="Comma-separated SHA-256 hex digests of accepted API keys.",
     )
+    # The admin API (/admin/v1: tenants and their keys) accepts these keys; none: it is off.
+    admin_key_hashes: str = Field(
+        default="", description="Comma-separated SHA-256 hex digests of accepted admin keys."
+    )
+    # Per-key rate limit (token bucket, per process): requests/s on average, in bursts of up to
+    # rate_limit_burst (default: one second's worth). 0: no limit.
+    rate_limit_per_s: float = Field(default=0.0, ge=0.0)
+    rate_limit_burst: int | None = Field(default=None, ge=1)
+    # /metrics: open when empty, else it needs one of these keys (SHA-256 hex, comma-separated).
+    metrics_key_hashes: str = ""
     max_content_chars: int = 8000
     max_batch_size: int = 100
     max_metadata_bytes: int = 16_384
@@ -235,15 +250,27 @@ class Settings(BaseSettings):
 
     @property
     def api_key_hash_list(self) -> tuple[str, ...]:
-        return tuple(h.strip().lower() for h in self.api_key_hashes.split(",") if h.strip())
+        return _hash_list(self.api_key_hashes)
+
+    @property
+    def admin_key_hash_list(self) -> tuple[str, ...]:
+        return _hash_list(self.admin_key_hashes)
+
+    @property
+    def metrics_key_hash_list(self) -> tuple[str, ...]:
+        return _hash_list(self.metrics_key_hashes)
 
     @property
     def dev_key_enabled(self) -> bool:
-        return not self.api_key_hash_list
+        return not self.api_key_hash_list and not self.admin_key_hash_list
 
     @property
     def llm_enabled(self) -> bool:
         return bool(self.llm_base_url and self.llm_model)
+
+
+def _hash_list(hashes: str) -> tuple[str, ...]:
+    return tuple(h.strip().lower() for h in hashes.split(",") if h.strip())
 
 
 @lru_cache

@@ -3,6 +3,7 @@ workers), built once, the same way for the API, the relay, the worker and the CL
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -21,6 +22,7 @@ from app.ml.embedder import Embedder, build_embedder
 from app.retrieval.pipeline import RetrievalPipeline
 from app.search_index.client import MemoryIndex
 from app.search_index.relay import OutboxRelay
+from app.tenants.rate_limit import RateLimiter
 
 
 @dataclass
@@ -28,6 +30,9 @@ class Runtime:
     settings: Settings
     engine: AsyncEngine
     sessionmaker: async_sessionmaker[AsyncSession]
+    # Background work across tenants (relay, ingestion workers, reindex): the worker's role.
+    background_engine: AsyncEngine
+    background_sessionmaker: async_sessionmaker[AsyncSession]
     embedder: Embedder
     query_embedder: Embedder
     classifier: CategoryClassifier
@@ -35,6 +40,12 @@ class Runtime:
     relay: OutboxRelay
     retrieval: RetrievalPipeline
     cross_encoder: CrossEncoderScorer | None
+    rate_limiter: RateLimiter | None = None
+
+    def rate_limit(self, key_id: str) -> None:
+        """Count a request of this key; RateLimitedError (429) when it is over its rate."""
+        if self.rate_limiter is not None:
+            self.rate_limiter.check(key_id)
 
     def load_models(self) -> None:
         """Load the embedding model(s) now rather than on the first request (blocking)."""
@@ -49,6 +60,12 @@ class Runtime:
     def build(cls, settings: Settings) -> Runtime:
         engine = create_engine(settings)
         sessionmaker = create_sessionmaker(engine)
+        background_engine = engine
+        if settings.worker_database_url is not None:
+            background_engine = create_engine(
+                settings, settings.worker_database_url.get_secret_value()
+            )
+        background_sessionmaker = create_sessionmaker(background_engine)
         embedder = build_embedder(
             settings,
             settings.embedding_backend,
@@ -75,13 +92,21 @@ class Runtime:
             settings=settings,
             engine=engine,
             sessionmaker=sessionmaker,
+            background_engine=background_engine,
+            background_sessionmaker=background_sessionmaker,
             embedder=embedder,
             query_embedder=query_embedder,
             classifier=CategoryClassifier(embedder),
             index=index,
-            relay=OutboxRelay(sessionmaker, index, settings),
+            relay=OutboxRelay(background_sessionmaker, index, settings),
             retrieval=RetrievalPipeline(query_embedder, index, settings, cross_encoder),
             cross_encoder=cross_encoder,
+            rate_limiter=RateLimiter(
+                settings.rate_limit_per_s,
+                settings.rate_limit_burst or math.ceil(settings.rate_limit_per_s),
+            )
+            if settings.rate_limit_per_s > 0
+            else None,
         )
 
     # Ingestion: built on first use, from the parts above.
@@ -92,12 +117,12 @@ class Runtime:
     @cached_property
     def ingest_pipeline(self) -> IngestPipeline:
         return IngestPipeline(
-            self.sessionmaker, self.embedder, self.classifier, self.settings, self.llm
+            self.background_sessionmaker, self.embedder, self.classifier, self.settings, self.llm
         )
 
     @cached_property
     def ingest_worker(self) -> IngestWorker:
-        return IngestWorker(self.sessionmaker, self.ingest_pipeline, self.settings)
+        return IngestWorker(self.background_sessionmaker, self.ingest_pipeline, self.settings)
 
     @cached_property
     def importer(self) -> MemoryImporter:
@@ -108,3 +133,5 @@ class Runtime:
             await self.llm.close()  # type: ignore[union-attr]
         await self.index.close()
         await self.engine.dispose()
+        if self.background_engine is not self.engine:
+            await self.background_engine.dispose()

@@ -1,4 +1,5 @@
-"""Alembic environment: async, URL from settings (or from the caller's config attributes)."""
+"""Alembic environment: async, URL from settings (COGNIS_MIGRATION_DATABASE_URL, else
+COGNIS_DATABASE_URL) or from the caller's config attributes."""
 
 from __future__ import annotations
 
@@ -25,7 +26,9 @@ def _database_url() -> str:
         return str(url)
     from app.config import get_settings
 
-    return get_settings().database_url.get_secret_value()
+    settings = get_settings()
+    # The tables' owner migrates; the service's own role may only read and write rows.
+    return (settings.migration_database_url or settings.database_url).get_secret_value()
 
 
 def _configure(connection: Connection | None = None, **kwargs: object) -> None:

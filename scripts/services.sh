@@ -21,6 +21,8 @@ OS_LOG="$OS_BASE/logs/cognis-local.log"
 OS_STDOUT="$LOG_DIR/opensearch-stdout.log"
 ENV_FILE="$LOCAL_DIR/cognis.env"
 DB_USER="cognis"
+APP_DB_USER="cognis_app"
+WORKER_DB_USER="cognis_worker"
 
 IS_ROOT=0
 [[ "$(id -u)" -eq 0 ]] && IS_ROOT=1
@@ -118,11 +120,13 @@ pg_provision() {
     fi
     chmod 600 "$PG_PWFILE"
     pw=$(pg_password)
+    # The owner (migrations) has CREATEROLE: migration 0007 creates the cognis_rw and
+    # cognis_background groups, and the tests make their own logins in them.
     # pgvector is not a trusted extension: create it (as superuser) in template1 so that every
     # new database, including cognis and cognis_test, already has it.
     pg_admin_psql -d postgres -v pw="$pw" -v u="$DB_USER" <<'SQL'
 SELECT format('CREATE ROLE %I LOGIN CREATEDB', :'u') WHERE NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = :'u') \gexec
-ALTER ROLE :"u" WITH LOGIN CREATEDB PASSWORD :'pw';
+ALTER ROLE :"u" WITH LOGIN CREATEDB CREATEROLE PASSWORD :'pw';
 \c template1
 CREATE EXTENSION IF NOT EXISTS vector;
 \c postgres
@@ -133,6 +137,20 @@ SQL
     for db in cognis cognis_test; do
         pg_admin_psql -d "$db" -c 'CREATE EXTENSION IF NOT EXISTS vector;'
     done
+    pg_provision_service_roles
+}
+
+service_password() {  # ROLE: its generated password, kept beside the owner's
+    local file="$PG_DIR/password-$1"
+    [[ -s "$file" ]] || (umask 077 && gen_password >"$file")
+    cat "$file"
+}
+
+# The service's logins (idempotent; see scripts/service-roles.sql).
+pg_provision_service_roles() {
+    pg_admin_psql -d postgres -v app="$APP_DB_USER" -v app_pw="$(service_password "$APP_DB_USER")" \
+        -v worker="$WORKER_DB_USER" -v worker_pw="$(service_password "$WORKER_DB_USER")" \
+        <"$ROOT/scripts/service-roles.sql"
 }
 
 pg_start() {
@@ -297,8 +315,12 @@ write_env() {
             if [[ -s "$PG_PWFILE" ]]; then
                 local pw
                 pw=$(pg_password)
-                echo "COGNIS_DATABASE_URL=postgresql+asyncpg://$DB_USER:$pw@127.0.0.1:$COGNIS_PG_PORT/cognis"
-                echo "COGNIS_TEST_DATABASE_URL=postgresql+asyncpg://$DB_USER:$pw@127.0.0.1:$COGNIS_PG_PORT/cognis_test"
+                local server="127.0.0.1:$COGNIS_PG_PORT"
+                # Requests, background work and migrations each connect as their own role.
+                echo "COGNIS_DATABASE_URL=postgresql+asyncpg://$APP_DB_USER:$(service_password "$APP_DB_USER")@$server/cognis"
+                echo "COGNIS_WORKER_DATABASE_URL=postgresql+asyncpg://$WORKER_DB_USER:$(service_password "$WORKER_DB_USER")@$server/cognis"
+                echo "COGNIS_MIGRATION_DATABASE_URL=postgresql+asyncpg://$DB_USER:$pw@$server/cognis"
+                echo "COGNIS_TEST_DATABASE_URL=postgresql+asyncpg://$DB_USER:$pw@$server/cognis_test"
             fi
             echo "COGNIS_OPENSEARCH_URL=http://127.0.0.1:$COGNIS_OS_PORT"
             if [[ -f "$MODELS_DIR/all-mpnet-base-v2/modules.json" ]]; then

@@ -29,11 +29,14 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from app.api.app import create_app
 from app.config import Settings
 from app.db.engine import SERVER_SETTINGS
+from app.db.tenant import DEFAULT_TENANT_ID, TENANT_SETTING
 from tests import services
 
 ROOT = services.ROOT
 API_KEY = "test-key-" + uuid.uuid4().hex
+ADMIN_KEY = "test-admin-key-" + uuid.uuid4().hex
 LOG_DIR = services.LOCAL_DIR / "logs"
+DEFAULT_TENANT_SETTING = {TENANT_SETTING: str(DEFAULT_TENANT_ID)}
 
 
 def _free_port() -> int:
@@ -87,13 +90,19 @@ def index_name() -> str:
 def base_env(service_urls: services.ServiceUrls, index_name: str) -> dict[str, str]:
     """Environment of every service process the tests start."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("COGNIS_")}
+    roles = services.service_roles(service_urls.database_url)
     env.update(
         {
-            "COGNIS_DATABASE_URL": service_urls.database_url,
+            # Requests run as a member of cognis_rw, background work as one of
+            # cognis_background, migrations as the owner (roles made in `migrated`).
+            "COGNIS_DATABASE_URL": roles.app_url,
+            "COGNIS_WORKER_DATABASE_URL": roles.worker_url,
+            "COGNIS_MIGRATION_DATABASE_URL": service_urls.database_url,
             "COGNIS_OPENSEARCH_URL": service_urls.opensearch_url,
             "COGNIS_OPENSEARCH_INDEX": index_name,
             "COGNIS_EMBEDDING_MODEL": services.embedding_model(),
             "COGNIS_API_KEY_HASHES": hashlib.sha256(API_KEY.encode()).hexdigest(),
+            "COGNIS_ADMIN_KEY_HASHES": hashlib.sha256(ADMIN_KEY.encode()).hexdigest(),
             "COGNIS_RELAY_POLL_INTERVAL_S": "0.5",
             "COGNIS_LOG_JSON": "true",
             "HF_HUB_OFFLINE": "1",
@@ -125,6 +134,7 @@ def migrated(base_env: dict[str, str]) -> dict[str, str]:
     """A fresh schema: downgrade whatever a previous run left, then upgrade to head."""
     alembic(base_env, "-x", "force=true", "downgrade", "base")
     alembic(base_env, "upgrade", "head")
+    asyncio.run(services.create_service_roles(base_env["COGNIS_MIGRATION_DATABASE_URL"]))
     return base_env
 
 
@@ -276,10 +286,18 @@ async def anonymous(inprocess_api: InProcessApi) -> AsyncIterator[httpx.AsyncCli
         yield http
 
 
+@pytest.fixture
+async def admin(inprocess_api: InProcessApi) -> AsyncIterator[httpx.AsyncClient]:
+    async with inprocess_api.client({"X-API-Key": ADMIN_KEY}) as http:
+        yield http
+
+
 @pytest.fixture(scope="session")
 async def db(migrated: dict[str, str]) -> AsyncIterator[AsyncEngine]:
+    """The owner's connection, bound to the default tenant (whose rows the API key's are)."""
     engine = create_async_engine(
-        migrated["COGNIS_DATABASE_URL"], connect_args={"server_settings": SERVER_SETTINGS}
+        migrated["COGNIS_MIGRATION_DATABASE_URL"],
+        connect_args={"server_settings": {**SERVER_SETTINGS, **DEFAULT_TENANT_SETTING}},
     )
     yield engine
     await engine.dispose()

@@ -11,6 +11,7 @@ inherit its environment) reach the same services; each worker then migrates a da
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import os
 import shutil
 import subprocess
@@ -146,3 +147,52 @@ def embedding_model() -> str:
     raise RuntimeError(
         "no embedding model found: run scripts/install-models.sh or set COGNIS_TEST_EMBEDDING_MODEL"
     )
+
+
+@dataclass(frozen=True)
+class ServiceRoles:
+    """Login roles of the test database: its name plus _app / _worker (roles are cluster-wide,
+    so each test database has its own), with passwords derived from the owner's URL."""
+
+    app: str
+    worker: str
+    password: str
+    app_url: str
+    worker_url: str
+
+
+def service_roles(owner_url: str) -> ServiceRoles:
+    from sqlalchemy.engine import make_url
+
+    url = make_url(owner_url)
+    password = hashlib.sha256(f"cognis-test-roles:{owner_url}".encode()).hexdigest()[:32]
+    app, worker = f"{url.database}_app", f"{url.database}_worker"
+
+    def login(role: str) -> str:
+        return url.set(username=role, password=password).render_as_string(hide_password=False)
+
+    return ServiceRoles(app, worker, password, login(app), login(worker))
+
+
+async def create_service_roles(owner_url: str) -> ServiceRoles:
+    """Create (or reset) the login roles; the owner needs CREATEROLE, which services.sh gives it."""
+    from sqlalchemy import text
+    from sqlalchemy.ext.asyncio import create_async_engine
+
+    roles = service_roles(owner_url)
+    engine = create_async_engine(owner_url, isolation_level="AUTOCOMMIT")
+    try:
+        async with engine.connect() as connection:
+            for role, group in ((roles.app, "cognis_rw"), (roles.worker, "cognis_background")):
+                exists = await connection.scalar(
+                    text("SELECT count(*) FROM pg_roles WHERE rolname = :r"), {"r": role}
+                )
+                if not exists:
+                    await connection.execute(text(f'CREATE ROLE "{role}" LOGIN'))
+                await connection.execute(
+                    text(f"ALTER ROLE \"{role}\" LOGIN PASSWORD '{roles.password}'")
+                )
+                await connection.execute(text(f'GRANT {group} TO "{role}"'))
+    finally:
+        await engine.dispose()
+    return roles

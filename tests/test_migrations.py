@@ -24,10 +24,11 @@ EXPECTED_INDEXES = {
     "outbox_user_pending_idx": ("(user_id, id)", "WHERE (processed_at IS NULL)"),
     "memories_user_external_id_idx": (
         "UNIQUE",
-        "(user_id, external_id)",
+        "(tenant_id, user_id, external_id)",
         "(external_id IS NOT NULL)",
         "(version = 1)",
     ),
+    "messages_user_idempotency_key_idx": ("UNIQUE", "(tenant_id, user_id, idempotency_key)"),
 }
 
 
@@ -74,13 +75,13 @@ async def _schema(url: str) -> tuple[set[str], dict[str, str], set[str]]:
 
 
 async def test_upgrade_downgrade_upgrade_round_trip(migrated) -> None:
-    url = make_url(migrated["COGNIS_DATABASE_URL"])
+    url = make_url(migrated["COGNIS_MIGRATION_DATABASE_URL"])
     scratch = f"cognis_migrations_{uuid.uuid4().hex[:8]}"
     admin = create_async_engine(url, isolation_level="AUTOCOMMIT")
     async with admin.connect() as connection:
         await connection.execute(text(f'CREATE DATABASE "{scratch}"'))
     scratch_url = url.set(database=scratch).render_as_string(hide_password=False)
-    env = {**migrated, "COGNIS_DATABASE_URL": scratch_url}
+    env = {**migrated, "COGNIS_MIGRATION_DATABASE_URL": scratch_url}
     try:
         alembic(env, "upgrade", "head")
         tables, indexes, routines = await _schema(scratch_url)
@@ -98,6 +99,13 @@ async def test_upgrade_downgrade_upgrade_round_trip(migrated) -> None:
         } <= routines
         # 0005 dropped the 768D HNSW index (no query searches it); one step down brings it back.
         assert "memories_embedding_768d_hnsw_idx" not in indexes
+        assert {"tenants", "api_keys"} <= tables
+        # Before tenants, user ids were unique in the whole deployment (a forced downgrade: it
+        # drops every other tenant's rows).
+        alembic(env, "-x", "force=true", "downgrade", "0006_memory_external_ids")
+        tables, indexes, _ = await _schema(scratch_url)
+        assert "tenants" not in tables
+        assert "(user_id, external_id)" in indexes["memories_user_external_id_idx"]
         alembic(env, "-x", "force=true", "downgrade", "0004_outbox_user_pending")
         _, indexes, _ = await _schema(scratch_url)
         assert "ef_construction='256'" in indexes["memories_embedding_768d_hnsw_idx"]

@@ -20,7 +20,8 @@ from litestar.plugins.sqlalchemy import (
 )
 
 from app import __version__
-from app.api.auth import API_KEY_HEADER, require_api_key
+from app.api.admin import TenantAdminController
+from app.api.auth import API_KEY_HEADER, require_admin_key, require_api_key
 from app.api.contract import StrictRequest
 from app.api.dependencies import provide_runtime
 from app.api.health import health, metrics_endpoint, ready
@@ -31,6 +32,7 @@ from app.api.problems import EXCEPTION_HANDLERS
 from app.api.search import SearchController
 from app.api.users import UserController
 from app.config import DEV_API_KEY, Settings, get_settings
+from app.db.roles import check_database_roles
 from app.logging import configure_logging
 from app.runtime import Runtime
 
@@ -48,6 +50,11 @@ async def _lifespan(app: Litestar) -> AsyncIterator[None]:
             f"'{DEV_API_KEY}' is accepted. Set COGNIS_API_KEY_HASHES before exposing "
             "this service.",
         )
+    await check_database_roles(
+        runtime.engine,
+        runtime.background_engine,
+        background=settings.relay_in_api or settings.ingest_worker_in_api,
+    )
     await anyio.to_thread.run_sync(runtime.load_models)
     if runtime.cross_encoder is not None:
         await anyio.to_thread.run_sync(runtime.cross_encoder.load)
@@ -107,8 +114,14 @@ def create_app(settings: Settings | None = None) -> Litestar:
         dependencies={"runtime": Provide(provide_runtime)},
         security=[{"apiKey": []}],
     )
+    admin = Router(
+        path="/",
+        route_handlers=[TenantAdminController],
+        guards=[require_admin_key],
+        security=[{"apiKey": []}],
+    )
     return Litestar(
-        route_handlers=[health, ready, metrics_endpoint, api],
+        route_handlers=[health, ready, metrics_endpoint, api, admin],
         plugins=[SQLAlchemyPlugin(config=db_config)],
         exception_handlers=EXCEPTION_HANDLERS,
         request_class=StrictRequest,

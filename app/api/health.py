@@ -10,6 +10,7 @@ from litestar.openapi.datastructures import ResponseSpec
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from sqlalchemy import text
 
+from app.api.auth import require_metrics_key
 from app.metrics import REGISTRY
 from app.search_index.outbox import pending_count
 from app.search_index.relay import oldest_pending_age_s
@@ -37,7 +38,8 @@ async def ready(state: State) -> Response[dict[str, Any]]:
     runtime = state.runtime
     checks: dict[str, Any] = {"model_loaded": runtime.models_loaded}
     try:
-        async with runtime.sessionmaker() as session:
+        # Every tenant's backlog: the background role sees all of it.
+        async with runtime.background_sessionmaker() as session:
             await session.execute(text("SELECT 1"))
             checks["outbox_pending"] = await pending_count(session)
             checks["outbox_oldest_pending_s"] = await oldest_pending_age_s(session)
@@ -55,6 +57,12 @@ async def ready(state: State) -> Response[dict[str, Any]]:
     return Response({"status": status, **checks}, status_code=200 if serving else 503)
 
 
-@get("/metrics", tags=["health"], summary="Prometheus metrics", media_type=MediaType.TEXT)
+@get(
+    "/metrics",
+    tags=["health"],
+    summary="Prometheus metrics (behind COGNIS_METRICS_KEY_HASHES when set)",
+    media_type=MediaType.TEXT,
+    guards=[require_metrics_key],
+)
 async def metrics_endpoint() -> Response[bytes]:
     return Response(generate_latest(REGISTRY), media_type=CONTENT_TYPE_LATEST)

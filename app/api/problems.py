@@ -40,8 +40,9 @@ def problem(
 
 def on_domain_error(request: Request, exc: CognisError) -> Response[dict[str, Any]]:
     headers = None
-    if exc.status_code == HTTP_503_SERVICE_UNAVAILABLE:
-        # A 503 is temporary by definition: tell clients when to come back rather than hammer.
+    if exc.status_code == HTTP_503_SERVICE_UNAVAILABLE or exc.retry_after_s is not None:
+        # A 503 (or a 429) is temporary by definition: tell clients when to come back rather
+        # than hammer.
         headers = {"Retry-After": str(exc.retry_after_s or DEFAULT_RETRY_AFTER_S)}
     return problem(request, exc.status_code, exc.title, exc.detail, headers=headers, **exc.extra)
 

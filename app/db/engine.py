@@ -5,6 +5,7 @@ from __future__ import annotations
 from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker, create_async_engine
 
 from app.config import Settings
+from app.db import tenant  # noqa: F401 (its listener sets each transaction's tenant)
 
 # Session settings for every connection the service opens (startup parameters, so they also
 # hold on managed Postgres where postgresql.conf is not ours). Measured at 10,000 memories:
@@ -16,9 +17,10 @@ from app.config import Settings
 SERVER_SETTINGS = {"plan_cache_mode": "force_custom_plan", "jit": "off"}
 
 
-def create_engine(settings: Settings) -> AsyncEngine:
+def create_engine(settings: Settings, url: str | None = None) -> AsyncEngine:
+    """An engine for `url` (default: the service's database URL) with the service's settings."""
     return create_async_engine(
-        settings.database_url.get_secret_value(),
+        url or settings.database_url.get_secret_value(),
         pool_size=settings.db_pool_size,
         pool_pre_ping=True,
         connect_args={"server_settings": SERVER_SETTINGS},

@@ -41,6 +41,11 @@ def _in_list(column: str, values: tuple[str, ...]) -> str:
     return f"{column} IN ({quoted})"
 
 
+def tenant_column() -> Mapped[uuid.UUID]:
+    """A row's tenant: the transaction's (`cognis_tenant()`, set by app.db.tenant)."""
+    return mapped_column(UUID(as_uuid=True), nullable=False, server_default=text("cognis_tenant()"))
+
+
 class Base(DeclarativeBase):
     metadata = MetaData(naming_convention=NAMING_CONVENTION)
 
@@ -49,6 +54,8 @@ class Message(Base):
     """A conversation message exactly as received, saved before any slow work."""
 
     __tablename__ = "messages"
+
+    tenant_id: Mapped[uuid.UUID] = tenant_column()
 
     id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True), primary_key=True, default=uuid.uuid4)
     user_id: Mapped[str] = mapped_column(Text, nullable=False)
@@ -74,6 +81,7 @@ class Message(Base):
         Index(None, "user_id", "sent_at"),
         Index(
             "messages_user_idempotency_key_idx",
+            "tenant_id",
             "user_id",
             "idempotency_key",
             unique=True,
@@ -86,6 +94,8 @@ class Memory(Base):
     """One *version* of a memory. Updates insert a new row; nothing is edited in place."""
 
     __tablename__ = "memories"
+
+    tenant_id: Mapped[uuid.UUID] = tenant_column()
 
     id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True), primary_key=True, default=uuid.uuid4)
     user_id: Mapped[str] = mapped_column(Text, nullable=False)
@@ -158,9 +168,10 @@ class Memory(Base):
             postgresql_where=text("is_current"),
         ),
         Index("memories_chain_version_idx", "chain_id", "version", unique=True),
-        # One import per external id and user; the chain's first version carries the id.
+        # One import per external id and user of a tenant; the chain's first version has the id.
         Index(
             "memories_user_external_id_idx",
+            "tenant_id",
             "user_id",
             "external_id",
             unique=True,
@@ -174,6 +185,8 @@ class OutboxEvent(Base):
     """A pending change for OpenSearch, written in the same transaction as the memory change."""
 
     __tablename__ = "outbox"
+
+    tenant_id: Mapped[uuid.UUID] = tenant_column()
 
     # Monotonic id: doubles as OpenSearch's external version, so a stale event never wins.
     id: Mapped[int] = mapped_column(BigInteger, Identity(always=True), primary_key=True)
@@ -220,6 +233,8 @@ class IngestTask(Base):
 
     __tablename__ = "ingest_tasks"
 
+    tenant_id: Mapped[uuid.UUID] = tenant_column()
+
     message_id: Mapped[uuid.UUID] = mapped_column(
         UUID(as_uuid=True), ForeignKey("messages.id", ondelete="CASCADE"), primary_key=True
     )
@@ -262,6 +277,8 @@ class IngestDecision(Base):
 
     __tablename__ = "ingest_decisions"
 
+    tenant_id: Mapped[uuid.UUID] = tenant_column()
+
     id: Mapped[int] = mapped_column(BigInteger, Identity(always=True), primary_key=True)
     job_id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True), nullable=False)
     message_id: Mapped[uuid.UUID] = mapped_column(
@@ -296,3 +313,40 @@ class IngestDecision(Base):
         Index(None, "job_id"),
         Index(None, "user_id", "created_at"),
     )
+
+
+class Tenant(Base):
+    """A customer of the deployment: its keys see its rows only (row-level security)."""
+
+    __tablename__ = "tenants"
+
+    id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True), primary_key=True, default=uuid.uuid4)
+    name: Mapped[str] = mapped_column(Text, nullable=False, unique=True)
+    created_at: Mapped[datetime] = mapped_column(
+        DateTime(timezone=True), nullable=False, server_default=func.now()
+    )
+
+    __table_args__ = (CheckConstraint("length(btrim(name)) > 0", name="name_not_blank"),)
+
+
+class ApiKey(Base):
+    """An API key of a tenant: only its SHA-256 is stored, found by its public prefix."""
+
+    __tablename__ = "api_keys"
+
+    id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True), primary_key=True, default=uuid.uuid4)
+    tenant_id: Mapped[uuid.UUID] = mapped_column(
+        UUID(as_uuid=True), ForeignKey("tenants.id", ondelete="CASCADE"), nullable=False
+    )
+    prefix: Mapped[str] = mapped_column(Text, nullable=False, unique=True)
+    key_hash: Mapped[str] = mapped_column(Text, nullable=False)
+    name: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(
+        DateTime(timezone=True), nullable=False, server_default=func.now()
+    )
+    last_used_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    # A rotated key stays valid until then (a grace period for clients to switch).
+    expires_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    revoked_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+    __table_args__ = (Index(None, "tenant_id"),)

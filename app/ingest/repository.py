@@ -79,7 +79,7 @@ class IngestRepository:
                 idempotency_key=message.idempotency_key,
             )
             .on_conflict_do_nothing(
-                index_elements=["user_id", "idempotency_key"],
+                index_elements=["tenant_id", "user_id", "idempotency_key"],
                 index_where=text("idempotency_key IS NOT NULL"),
             )
             .returning(Message.id)

@@ -18,6 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.config import Settings
 from app.db.models import IngestTask
+from app.db.tenant import tenant_scope
 from app.errors import InvalidInputError
 from app.ingest.context import message_context
 from app.ingest.pipeline import IngestPipeline
@@ -64,12 +65,14 @@ class IngestWorker:
             return False
         assert task.lease_token is not None
         token = task.lease_token
-        try:
-            await self._process(task, token)
-        except LeaseLost:
-            log.warning("ingest.lease_lost", message_id=str(task.message_id))
-        except Exception as exc:
-            await self._give_back(task, token, exc)
+        # Claimed across tenants; handled as its tenant's, so every read and write stays there.
+        with tenant_scope(task.tenant_id):
+            try:
+                await self._process(task, token)
+            except LeaseLost:
+                log.warning("ingest.lease_lost", message_id=str(task.message_id))
+            except Exception as exc:
+                await self._give_back(task, token, exc)
         return True
 
     async def _process(self, task: IngestTask, token: uuid.UUID) -> None:

@@ -64,7 +64,8 @@ _INSERT_NEW = text(
            now(), embedding_768d, embedding_256d, metadata, external_id
     FROM {STAGING_TABLE}
     ORDER BY position
-    ON CONFLICT (user_id, external_id) WHERE external_id IS NOT NULL AND version = 1 DO NOTHING
+    ON CONFLICT (tenant_id, user_id, external_id)
+        WHERE external_id IS NOT NULL AND version = 1 DO NOTHING
     RETURNING id
     """  # noqa: S608 (constants only)
 )

@@ -1,4 +1,4 @@
-"""The BM25 index of memory text in OpenSearch. Every query is filtered by user."""
+"""The BM25 index of memory text in OpenSearch. Every query is filtered by tenant and user."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from opensearchpy.exceptions import ConnectionError as OSConnectionError
 from opensearchpy.exceptions import ConnectionTimeout, TransportError
 
 from app.config import Settings
+from app.db.tenant import DEFAULT_TENANT_ID, current_tenant
 from app.search_index.documents import index_body
 
 log = structlog.get_logger(__name__)
@@ -34,6 +35,23 @@ class TextHit:
     score: float
 
 
+def bound_tenant() -> uuid.UUID:
+    tenant_id = current_tenant()
+    if tenant_id is None:  # a programming error: never search without a tenant
+        raise RuntimeError("no tenant is bound to this search")
+    return tenant_id
+
+
+def tenant_filter(tenant_id: uuid.UUID) -> dict[str, Any]:
+    """Documents of one tenant. Those indexed before tenants existed carry none and belong to
+    the default tenant (a reindex gives them the field)."""
+    own: dict[str, Any] = {"term": {"tenant_id": str(tenant_id)}}
+    if tenant_id != DEFAULT_TENANT_ID:
+        return own
+    untagged = {"bool": {"must_not": {"exists": {"field": "tenant_id"}}}}
+    return {"bool": {"should": [own, untagged], "minimum_should_match": 1}}
+
+
 class MemoryIndex:
     def __init__(self, settings: Settings) -> None:
         auth = None
@@ -41,6 +59,7 @@ class MemoryIndex:
             auth = (settings.opensearch_username, settings.opensearch_password.get_secret_value())
         self.name = settings.opensearch_index
         self._refresh_interval = settings.opensearch_refresh_interval
+        self._tenant_mapped = False
         self.client = AsyncOpenSearch(
             hosts=[settings.opensearch_url],
             http_auth=auth,
@@ -68,6 +87,13 @@ class MemoryIndex:
     async def ensure_index(self) -> bool:
         """Create the index with its mapping if missing. Returns True if it was created."""
         if await self.client.indices.exists(index=self.name):
+            if not self._tenant_mapped:
+                # An index made before tenants: add the field (its old documents, all of the
+                # default tenant, are matched by their lack of it; see tenant_filter).
+                await self.client.indices.put_mapping(
+                    index=self.name, body={"properties": {"tenant_id": {"type": "keyword"}}}
+                )
+                self._tenant_mapped = True
             return False
         english = await self._english_available()
         try:
@@ -113,8 +139,10 @@ class MemoryIndex:
                 outcomes.append(BulkOutcome(ok=False, error=str(result.get("error"))[:2000]))
         return outcomes
 
-    async def delete_user_documents(self, user_id: str, page_size: int = 1000) -> int:
-        """Delete every document of one user; returns how many were deleted.
+    async def delete_user_documents(
+        self, tenant_id: uuid.UUID, user_id: str, page_size: int = 1000
+    ) -> int:
+        """Delete every document of one user of a tenant; returns how many were deleted.
 
         Search-then-bulk-delete rather than _delete_by_query, which lives in the optional
         `reindex` module: this works on any OpenSearch node, the minimal local one included.
@@ -124,7 +152,15 @@ class MemoryIndex:
             await self.refresh()
             response = await self.client.search(
                 index=self.name,
-                body={"size": page_size, "_source": False, "query": {"term": {"user_id": user_id}}},
+                body={
+                    "size": page_size,
+                    "_source": False,
+                    "query": {
+                        "bool": {
+                            "filter": [tenant_filter(tenant_id), {"term": {"user_id": user_id}}]
+                        }
+                    },
+                },
             )
             ids = [hit["_id"] for hit in response["hits"]["hits"]]
             if not ids:
@@ -146,7 +182,8 @@ class MemoryIndex:
     async def search_bm25(
         self, user_id: str, query: str, size: int, session_id: str | None = None
     ) -> list[TextHit]:
-        """BM25 over current memories of one user: USER scope, plus CONTEXT of this session."""
+        """BM25 over current memories of one user of the current tenant: USER scope, plus
+        CONTEXT of this session."""
         scope_filter: dict[str, Any] = {"term": {"scope": "USER"}}
         if session_id is not None:
             scope_filter = {
@@ -172,6 +209,7 @@ class MemoryIndex:
                 "bool": {
                     "must": [{"match": {"content": {"query": query}}}],
                     "filter": [
+                        tenant_filter(bound_tenant()),
                         {"term": {"user_id": user_id}},
                         {"term": {"is_current": True}},
                         scope_filter,

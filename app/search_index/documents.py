@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 from app.db.models import Memory
@@ -24,6 +25,12 @@ def memory_document(memory: Memory) -> dict[str, Any]:
     }
 
 
+def with_tenant(document: dict[str, Any], tenant_id: uuid.UUID) -> dict[str, Any]:
+    """The document as indexed: with its tenant, taken from the outbox row (which got it in the
+    memory's own transaction), so every query can filter on it."""
+    return {**document, "tenant_id": str(tenant_id)}
+
+
 def index_body(english_analyzer: bool, refresh_interval: str = "1s") -> dict[str, Any]:
     """Mapping and settings. `english` (stemming) needs the analysis-common module."""
     analyzer: dict[str, Any] = (
@@ -41,6 +48,7 @@ def index_body(english_analyzer: bool, refresh_interval: str = "1s") -> dict[str
         "mappings": {
             "dynamic": "strict",
             "properties": {
+                "tenant_id": {"type": "keyword"},
                 "user_id": {"type": "keyword"},
                 "chain_id": {"type": "keyword"},
                 "content": {"type": "text", "analyzer": "memory_text"},

@@ -21,12 +21,15 @@ OUTBOX_CHANNEL = "cognis_outbox"
 def index_event(memory: Memory) -> dict[str, Any]:
     """The outbox row of an `index` event: the memory version's document as it is now.
     Every writer (one memory at a time or a bulk import) builds its rows here."""
-    return {
+    event: dict[str, Any] = {
         "user_id": memory.user_id,
         "op": "index",
         "memory_id": memory.id,
         "payload": memory_document(memory),
     }
+    if memory.tenant_id is not None:  # a stored row (reindex); new ones take the transaction's
+        event["tenant_id"] = memory.tenant_id
+    return event
 
 
 def enqueue_index(session: AsyncSession, memories: list[Memory]) -> list[OutboxEvent]:
@@ -67,6 +70,7 @@ def _pending_events() -> Select[Any]:
             # must not be indexed first and then deleted by the older erase.
             ~exists().where(
                 earlier_erase.op == "erase_user",
+                earlier_erase.tenant_id == OutboxEvent.tenant_id,
                 earlier_erase.user_id == OutboxEvent.user_id,
                 earlier_erase.id < OutboxEvent.id,
                 earlier_erase.processed_at.is_(None),

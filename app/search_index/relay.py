@@ -26,6 +26,7 @@ from app.config import Settings
 from app.db.models import OutboxEvent
 from app.search_index import outbox
 from app.search_index.client import UNAVAILABLE, BulkOutcome, MemoryIndex
+from app.search_index.documents import with_tenant
 from app.wakeup import sleep_until_woken
 
 log = structlog.get_logger(__name__)
@@ -107,7 +108,7 @@ class OutboxRelay:
                 if segment[0].op == "erase_user":
                     for event in segment:
                         report.erased[event.user_id] = await self._index.delete_user_documents(
-                            event.user_id
+                            event.tenant_id, event.user_id
                         )
                         delivered.append(event)
                     continue
@@ -145,7 +146,7 @@ class OutboxRelay:
         async def send(chunk: list[OutboxEvent]) -> list[BulkOutcome]:
             async with limiter:
                 return await self._index.bulk_index(
-                    [(str(e.memory_id), e.id, e.payload) for e in chunk]
+                    [(str(e.memory_id), e.id, with_tenant(e.payload, e.tenant_id)) for e in chunk]
                 )
 
         results = await asyncio.gather(*(send(chunk) for chunk in chunks))

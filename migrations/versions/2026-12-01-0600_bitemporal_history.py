@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from app.db.sqlscript import run_sql_file
 
 revision: str = "0009_bitemporal_history"
-down_revision: str | None = "0006_memory_external_ids"
+down_revision: str | None = "0007_tenants"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

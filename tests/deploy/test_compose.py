@@ -9,7 +9,7 @@ import jsonschema
 import pytest
 
 from app.config import Settings
-from tests.deploy.files import COMPOSE, load_compose
+from tests.deploy.files import COMPOSE, ROOT, load_compose
 
 APP_IMAGE_SERVICES = ("migrate", "api", "relay", "worker")
 # Variables of the cognis services that are not settings (none today; keep it that way).
@@ -96,8 +96,34 @@ def test_stores_are_the_right_images_with_health_checks_and_named_volumes() -> N
     assert "/ready" in " ".join(services["api"]["healthcheck"]["test"])
     named = set(compose["volumes"])
     for name in ("postgres", "opensearch"):
-        sources = {v.split(":", 1)[0] for v in services[name]["volumes"]}
+        # Data lives on named volumes; files of this repository are mounted read-only.
+        mounts = [v.split(":") for v in services[name]["volumes"]]
+        sources = {m[0] for m in mounts if not m[0].startswith("./")}
         assert sources <= named, f"{name} mounts {sources}, named volumes are {named}"
+        for source, *_, mode in (m for m in mounts if m[0].startswith("./")):
+            assert (ROOT / source).is_file() and mode == "ro", source
+
+
+def test_postgres_creates_the_service_logins_the_urls_name() -> None:
+    compose = load_compose()
+    env = compose["x-cognis-env"]
+    init = [v for v in compose["services"]["postgres"]["volumes"] if "initdb.d" in v]
+    assert init and init[0].startswith("./scripts/compose-postgres-roles.sh:")
+    logins = {
+        variable: env[variable].split("//", 1)[1].split(":", 1)[0]
+        for variable in (
+            "COGNIS_DATABASE_URL",
+            "COGNIS_WORKER_DATABASE_URL",
+            "COGNIS_MIGRATION_DATABASE_URL",
+        )
+    }
+    assert logins == {
+        "COGNIS_DATABASE_URL": "cognis_app",
+        "COGNIS_WORKER_DATABASE_URL": "cognis_worker",
+        "COGNIS_MIGRATION_DATABASE_URL": "cognis",
+    }
+    script = (ROOT / "scripts" / "compose-postgres-roles.sh").read_text()
+    assert "app=cognis_app" in script and "worker=cognis_worker" in script
 
 
 def test_published_ports_are_bound_to_loopback() -> None:

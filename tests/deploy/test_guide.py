@@ -31,7 +31,7 @@ def test_variables_the_guides_set_exist() -> None:
 
 def test_one_off_tasks_the_guide_runs_exist() -> None:
     used = set(re.findall(r"run_task ([a-z-]+)", _text())) - {"definition"}
-    keys = set(load_module("ecs").locals["processes"]) | {"opensearch-bootstrap"}
+    keys = set(load_module("ecs").locals["processes"]) | {"opensearch-bootstrap", "db-logins"}
     assert used and used <= keys, used - keys
 
 

@@ -210,6 +210,18 @@ def test_task_definitions_use_secrets_manager_and_awslogs() -> None:
     assert not set(secrets) & set(ecs.locals["base_environment"])
 
 
+def test_each_process_logs_in_to_postgres_as_its_own_role() -> None:
+    ecs = load_module("ecs")
+    assert ecs.locals["process_login"] == {"api": "app", "relay": "worker", "worker": "worker"}
+    assert ecs.resources["random_password"]["db_login"]["for_each"] == '${toset(["app", "worker"])}'
+    secret = ecs.resource("aws_secretsmanager_secret_version", "db_login")["secret_string"]
+    assert 'username = "cognis_${each.key}"' in secret
+    logins = ecs.resource("aws_ecs_task_definition", "db_logins")["container_definitions"]
+    assert "local.db_logins" in logins and 'logDriver = "awslogs"' in logins
+    for role in ("cognis_app", "cognis_worker", "cognis_rw", "cognis_background"):
+        assert role in ecs.locals["db_logins"]
+
+
 def test_task_environment_names_only_settings_the_service_reads() -> None:
     environment = load_module("ecs").locals["base_environment"]
     secrets = {s["name"] for s in load_module("ecs").locals["secrets"]}

@@ -13,14 +13,16 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.config import Settings
 from app.db.engine import create_engine, create_sessionmaker
+from app.db.tenant import DEFAULT_TENANT_ID
 from app.search_index.client import MemoryIndex
 from app.search_index.freshness import wait_until_indexed
 from app.search_index.relay import OutboxRelay
 
 # Held an hour: the relay loops of API processes in this test session leave these alone.
+# Written as the background role with no tenant set, so the row names its tenant itself.
 INSERT_EVENT = text(
-    "INSERT INTO outbox (user_id, op, memory_id, payload, next_attempt_at) "
-    "VALUES (:u, 'index', :m, CAST(:doc AS jsonb), now() + interval '1 hour') RETURNING id"
+    "INSERT INTO outbox (tenant_id, user_id, op, memory_id, payload, next_attempt_at) "
+    "VALUES (:t, :u, 'index', :m, CAST(:doc AS jsonb), now() + interval '1 hour') RETURNING id"
 )
 
 
@@ -36,7 +38,7 @@ async def relay_parts(
     migrated: dict[str, str], service_urls, index_name: str
 ) -> AsyncIterator[RelayParts]:
     settings = Settings(
-        database_url=migrated["COGNIS_DATABASE_URL"],
+        database_url=migrated["COGNIS_WORKER_DATABASE_URL"],
         opensearch_url=service_urls.opensearch_url,
         opensearch_index=index_name,
         opensearch_bulk_max_docs=3,
@@ -66,7 +68,12 @@ async def insert_events(engine: AsyncEngine, user_id: str, count: int) -> list[t
             event_id = (
                 await connection.execute(
                     INSERT_EVENT,
-                    {"u": user_id, "m": memory_id, "doc": document(user_id, f"note {i}")},
+                    {
+                        "t": DEFAULT_TENANT_ID,
+                        "u": user_id,
+                        "m": memory_id,
+                        "doc": document(user_id, f"note {i}"),
+                    },
                 )
             ).scalar_one()
             events.append((event_id, memory_id))

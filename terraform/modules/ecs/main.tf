@@ -44,6 +44,43 @@ locals {
     { name = "COGNIS_EMBEDDING_HTTP_API_KEY", valueFrom = var.embedding_http.api_key_secret_arn },
   ]
 
+  # Each process logs in to Postgres as its own role (README, "Tenants and their keys"): the
+  # API as cognis_app (row-level security keeps it in each request's tenant), the relay and the
+  # worker as cognis_worker (claims work of every tenant), migrations as the master user (owner).
+  process_login = { api = "app", relay = "worker", worker = "worker" }
+  process_secrets = {
+    for name, _ in local.processes : name => concat(
+      contains(keys(local.process_login), name) ? [
+        { name = "DB_USERNAME", valueFrom = "${aws_secretsmanager_secret.db_login[local.process_login[name]].arn}:username::" },
+        { name = "DB_PASSWORD", valueFrom = "${aws_secretsmanager_secret.db_login[local.process_login[name]].arn}:password::" },
+      ] : [for secret in local.secrets : secret if startswith(secret.name, "DB_")],
+      [for secret in local.secrets : secret if !startswith(secret.name, "DB_")],
+      local.embedding_secrets,
+    )
+  }
+
+  # One-off: the logins above, in the groups migration 0007 grants (as scripts/service-roles.sql
+  # does locally), with the master credentials. Idempotent: rerun it after rotating a password.
+  db_logins = <<-PY
+    import asyncio, os, asyncpg
+    e = os.environ
+    async def main():
+        c = await asyncpg.connect(host=e["DB_HOST"], port=int(e["DB_PORT"]), database=e["DB_NAME"],
+                                  user=e["DB_USERNAME"], password=e["DB_PASSWORD"], ssl=e["DB_SSL"])
+        for role in ("cognis_rw", "cognis_background", "cognis_app", "cognis_worker"):
+            if not await c.fetchval("SELECT 1 FROM pg_roles WHERE rolname = $1", role):
+                await c.execute("CREATE ROLE %s NOLOGIN" % role)
+        await c.execute("GRANT cognis_rw TO cognis_background")
+        for role, group, secret in (("cognis_app", "cognis_rw", "APP_DB_PASSWORD"),
+                                    ("cognis_worker", "cognis_background", "WORKER_DB_PASSWORD")):
+            password = await c.fetchval("SELECT quote_literal($1)", e[secret])
+            await c.execute("ALTER ROLE %s LOGIN PASSWORD %s" % (role, password))
+            await c.execute("GRANT %s TO %s" % (group, role))
+            print("login", role, "in", group, flush=True)
+        await c.close()
+    asyncio.run(main())
+  PY
+
   # The only writable path of a read-only root file system.
   tmp_mount = [{ sourceVolume = "tmp", containerPath = "/tmp", readOnly = false }]
 
@@ -86,7 +123,7 @@ resource "aws_ecs_cluster" "this" {
 }
 
 resource "aws_cloudwatch_log_group" "this" {
-  for_each = toset(["api", "relay", "worker", "migrate", "opensearch-bootstrap"])
+  for_each = toset(["api", "relay", "worker", "migrate", "opensearch-bootstrap", "db-logins"])
 
   name              = "/ecs/${var.name}/${each.key}"
   retention_in_days = var.log_retention_days
@@ -104,6 +141,31 @@ resource "aws_secretsmanager_secret" "api_key_hashes" {
 resource "aws_secretsmanager_secret_version" "api_key_hashes" {
   secret_id     = aws_secretsmanager_secret.api_key_hashes.id
   secret_string = var.api_key_hashes
+}
+
+# The service's Postgres logins (made by the db-logins one-off task).
+resource "random_password" "db_login" {
+  for_each = toset(["app", "worker"])
+
+  length  = 32
+  special = false
+}
+
+resource "aws_secretsmanager_secret" "db_login" {
+  #checkov:skip=CKV2_AWS_57:Rotated by replacing random_password.db_login, terraform apply, then the db-logins task (docs/deployment.md); no rotation Lambda.
+  for_each = random_password.db_login
+
+  name                    = "${var.name}/db-${each.key}"
+  description             = "Postgres login cognis_${each.key} of the service"
+  kms_key_id              = var.kms_key_arn
+  recovery_window_in_days = 7
+}
+
+resource "aws_secretsmanager_secret_version" "db_login" {
+  for_each = random_password.db_login
+
+  secret_id     = aws_secretsmanager_secret.db_login[each.key].id
+  secret_string = jsonencode({ username = "cognis_${each.key}", password = each.value.result })
 }
 
 # ---------------------------------------------------------------- IAM
@@ -139,6 +201,7 @@ data "aws_iam_policy_document" "execution_secrets" {
         var.opensearch.master_secret_arn,
         aws_secretsmanager_secret.api_key_hashes.arn,
       ],
+      [for secret in aws_secretsmanager_secret.db_login : secret.arn],
       [for secret in local.embedding_secrets : secret.valueFrom],
     )
   }
@@ -239,7 +302,7 @@ resource "aws_ecs_task_definition" "process" {
       command                = each.value.command
       readonlyRootFilesystem = true
       environment            = [for k, v in local.environment : { name = k, value = v }]
-      secrets                = concat(local.secrets, local.embedding_secrets)
+      secrets                = local.process_secrets[each.key]
       mountPoints            = local.tmp_mount
       portMappings           = each.key == "api" ? [{ containerPort = local.app_port, protocol = "tcp" }] : []
       healthCheck = each.key == "api" ? {
@@ -299,6 +362,47 @@ resource "aws_ecs_task_definition" "opensearch_bootstrap" {
           awslogs-group         = aws_cloudwatch_log_group.this["opensearch-bootstrap"].name
           awslogs-region        = var.region
           awslogs-stream-prefix = "bootstrap"
+        }
+      }
+    }
+  ])
+}
+
+resource "aws_ecs_task_definition" "db_logins" {
+  family                   = "${var.name}-db-logins"
+  requires_compatibilities = ["FARGATE"]
+  network_mode             = "awsvpc"
+  cpu                      = 256
+  memory                   = 512
+  execution_role_arn       = aws_iam_role.execution.arn
+  task_role_arn            = aws_iam_role.task.arn
+
+  runtime_platform {
+    operating_system_family = "LINUX"
+    cpu_architecture        = "X86_64"
+  }
+
+  container_definitions = jsonencode([
+    {
+      name                   = "db-logins"
+      image                  = var.image
+      essential              = true
+      readonlyRootFilesystem = true
+      command                = ["python", "-c", local.db_logins]
+      environment            = [for k, v in local.base_environment : { name = k, value = v } if startswith(k, "DB_")]
+      secrets = concat(
+        [for secret in local.secrets : secret if startswith(secret.name, "DB_")],
+        [
+          { name = "APP_DB_PASSWORD", valueFrom = "${aws_secretsmanager_secret.db_login["app"].arn}:password::" },
+          { name = "WORKER_DB_PASSWORD", valueFrom = "${aws_secretsmanager_secret.db_login["worker"].arn}:password::" },
+        ],
+      )
+      logConfiguration = {
+        logDriver = "awslogs"
+        options = {
+          awslogs-group         = aws_cloudwatch_log_group.this["db-logins"].name
+          awslogs-region        = var.region
+          awslogs-stream-prefix = "db-logins"
         }
       }
     }

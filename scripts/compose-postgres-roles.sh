@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# compose.yaml's Postgres, on the first start of its volume: the service's logins
+# (scripts/service-roles.sql). For a volume made before, run once:
+#   docker compose exec postgres bash /docker-entrypoint-initdb.d/10-cognis-roles.sh
+set -euo pipefail
+psql -v ON_ERROR_STOP=1 --username "$POSTGRES_USER" --dbname "$POSTGRES_DB" \
+    -v app=cognis_app -v app_pw="$COGNIS_APP_DB_PASSWORD" \
+    -v worker=cognis_worker -v worker_pw="$COGNIS_WORKER_DB_PASSWORD" \
+    -f /cognis/service-roles.sql

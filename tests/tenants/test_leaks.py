@@ -1,0 +1,185 @@
+"""The leak suite: two tenants, each with the same two user ids, over every endpoint and both
+stores. Nothing of one tenant is read, changed, found, erased or blocked by the other."""
+
+from __future__ import annotations
+
+import uuid
+from contextlib import AsyncExitStack
+
+import httpx
+
+from app.config import Settings
+from app.db.tenant import tenant_scope
+from app.search_index.client import MemoryIndex
+from tests.conftest import API_KEY, InProcessApi
+from tests.factories import search, stage_rank
+from tests.imports.helpers import NDJSON, jsonl
+from tests.tenants.helpers import TenantKey, new_tenant, tenant_client
+
+USERS = ("alice", "bob")
+
+
+def word(tenant: str, user: str) -> str:
+    """A made-up word only this tenant's user stores: a BM25 hit on it can only be theirs."""
+    return f"zq{tenant}{user}{uuid.uuid4().hex[:6]}"
+
+
+async def _write_everything(http: httpx.AsyncClient, user: str, secret: str) -> dict:
+    """One of each write: a memory, a batch, messages (ingested), an import."""
+    made = await http.post(
+        f"/v1/users/{user}/memories",
+        json={"content": f"My locker code word is {secret}", "category": "personal_details"},
+    )
+    assert made.status_code == 201, made.text
+    batch = await http.post(
+        f"/v1/users/{user}/memories/batch",
+        json={"memories": [{"content": f"I collect stamps named {secret}stamp"}]},
+    )
+    assert batch.status_code == 201, batch.text
+    # The same idempotency key in both tenants: each stores its own message.
+    submitted = await http.post(
+        f"/v1/users/{user}/messages",
+        params={"wait": "true"},
+        json={
+            "messages": [
+                {"content": f"I adopted a parrot called {secret}bird", "idempotency_key": "m-1"}
+            ]
+        },
+    )
+    assert submitted.status_code == 200, submitted.text
+    job = submitted.json()
+    assert job["state"] == "done", job
+    assert job["submitted"][0]["duplicate"] is False
+    # The same external id in both tenants: each imports its own.
+    imported = await http.post(
+        f"/v1/users/{user}/import",
+        content=jsonl([{"external_id": "ext-1", "content": f"I sail a boat named {secret}boat"}]),
+        headers=NDJSON,
+    )
+    assert imported.status_code == 200, imported.text
+    assert imported.json()["imported"] == 1, imported.text
+    return {"memory": made.json(), "job_id": job["job_id"]}
+
+
+async def test_two_tenants_with_the_same_users_never_meet(
+    inprocess_api: InProcessApi, admin: httpx.AsyncClient, opensearch, index_name, service_urls
+) -> None:
+    tenants = {label: await new_tenant(admin, label) for label in ("ta", "tb")}
+    async with AsyncExitStack() as stack:
+        http = {
+            label: await stack.enter_async_context(tenant_client(inprocess_api, t.key))
+            for label, t in tenants.items()
+        }
+        secrets = {(t, u): word(t, u) for t in tenants for u in USERS}
+        written = {
+            (t, u): await _write_everything(http[t], u, secrets[t, u])
+            for t in tenants
+            for u in USERS
+        }
+
+        for (tenant, user), mine in written.items():
+            own = http[tenant]
+            other_label = next(t for t in tenants if t != tenant)
+            other = http[other_label]
+            theirs = written[other_label, user]  # the same user id in the other tenant
+
+            # Reads: lists hold exactly this tenant's user's four memories.
+            listed = (await own.get(f"/v1/users/{user}/memories")).json()["items"]
+            contents = " ".join(m["content"] for m in listed)
+            assert len(listed) == 4, listed
+            assert secrets[tenant, user] in contents
+            assert all(secrets[k] not in contents for k in secrets if k != (tenant, user))
+
+            # By id, through the other tenant's key and the same user id: not found, unchanged.
+            path = f"/v1/users/{user}/memories/{mine['memory']['id']}"
+            for response in (
+                await other.get(path),
+                await other.get(f"{path}/history"),
+                await other.patch(path, json={"content": "hijacked"}),
+                await other.delete(path),
+                await other.get(f"/v1/users/{user}/jobs/{mine['job_id']}"),
+            ):
+                assert response.status_code == 404, response.text
+                assert response.headers["content-type"].startswith("application/problem+json")
+            history = (await own.get(f"{path}/history")).json()["versions"]
+            assert [v["is_current"] for v in history] == [True]
+            assert (await own.get(f"/v1/users/{user}/jobs/{mine['job_id']}")).status_code == 200
+            assert mine["job_id"] != theirs["job_id"]
+
+            # Search, both legs: the own word is found by BM25; the other tenant's never is.
+            found = await search(own, user, secrets[tenant, user], consistency="indexed", top_k=20)
+            assert found["results"], found
+            assert secrets[tenant, user] in found["results"][0]["memory"]["content"]
+            assert stage_rank(found["results"][0], "bm25") == 1
+            for key, secret in secrets.items():
+                if key[0] == tenant:
+                    continue
+                leaked = await search(own, user, secret, consistency="indexed", top_k=50)
+                assert all(secret not in r["memory"]["content"] for r in leaked["results"]), leaked
+
+            # The index: every document of this tenant carries it.
+            document = await opensearch.get(index=index_name, id=mine["memory"]["id"])
+            assert document["_source"]["tenant_id"] == tenants[tenant].tenant_id
+            assert document["_source"]["user_id"] == user
+
+        # OpenSearch itself filters by tenant (not only the Postgres read that follows).
+        await _bm25_filters_by_tenant(service_urls.opensearch_url, index_name, tenants, secrets)
+
+        # Erase: tenant tb erases alice; tenant ta's alice keeps everything, in both stores.
+        erased = await http["tb"].delete("/v1/users/alice")
+        assert erased.status_code == 200, erased.text
+        assert erased.json()["postgres"]["memories"] == 4, erased.text
+        assert erased.json()["opensearch_deleted"] == 4, erased.text
+        assert (await http["tb"].get("/v1/users/alice/memories")).json()["items"] == []
+        kept = (await http["ta"].get("/v1/users/alice/memories")).json()["items"]
+        assert len(kept) == 4
+        found = await search(http["ta"], "alice", secrets["ta", "alice"], consistency="indexed")
+        assert stage_rank(found["results"][0], "bm25") == 1
+        survivors = await opensearch.count(
+            index=index_name,
+            body={
+                "query": {
+                    "bool": {
+                        "filter": [
+                            {"term": {"tenant_id": tenants["ta"].tenant_id}},
+                            {"term": {"user_id": "alice"}},
+                        ]
+                    }
+                }
+            },
+        )
+        assert survivors["count"] == 4
+
+        # The default tenant (the settings' key) sees none of it either.
+        await _default_tenant_sees_nothing(inprocess_api, secrets)
+
+
+async def _default_tenant_sees_nothing(inprocess_api: InProcessApi, secrets: dict) -> None:
+    async with tenant_client(inprocess_api, API_KEY) as legacy:
+        for user in USERS:
+            listed = (await legacy.get(f"/v1/users/{user}/memories")).json()["items"]
+            contents = " ".join(m["content"] for m in listed)
+            assert all(secret not in contents for secret in secrets.values())
+            for secret in secrets.values():
+                found = await search(legacy, user, secret, consistency="indexed", top_k=50)
+                assert all(secret not in r["memory"]["content"] for r in found["results"])
+
+
+async def _bm25_filters_by_tenant(
+    opensearch_url: str, index_name: str, tenants: dict[str, TenantKey], secrets: dict
+) -> None:
+    index = MemoryIndex(
+        Settings(
+            database_url="postgresql+asyncpg://unused@127.0.0.1/unused",  # type: ignore[arg-type]
+            opensearch_url=opensearch_url,
+            opensearch_index=index_name,
+        )
+    )
+    try:
+        for (tenant, user), secret in secrets.items():
+            for label, key in tenants.items():
+                with tenant_scope(uuid.UUID(key.tenant_id)):
+                    hits = await index.search_bm25(user, secret, 10)
+                assert bool(hits) == (label == tenant), (label, tenant, user, hits)
+    finally:
+        await index.close()
