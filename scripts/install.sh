@@ -28,7 +28,7 @@ venv_install() {
         "$PY" -m venv "$VENV"
     fi
     local stamp="$VENV/.cognis-pyproject.sha256" want
-    want=$(sha256sum "$ROOT/pyproject.toml" | cut -d' ' -f1)
+    want=$(cat "$ROOT/pyproject.toml" "$ROOT/clients/python/pyproject.toml" | sha256sum | cut -d' ' -f1)
     if [[ -f "$stamp" && "$(cat "$stamp")" == "$want" ]]; then
         log "virtualenv up to date with pyproject.toml"
         return 0
@@ -37,6 +37,8 @@ venv_install() {
     "$VENV/bin/python" -m pip install -q --upgrade pip >/dev/null
     rm -f "$stamp"
     "$VENV/bin/python" -m pip install -q -e "${ROOT}[dev,onnx]"
+    # The Python client (with its LangGraph store): the MCP server talks to the API through it.
+    "$VENV/bin/python" -m pip install -q -e "${ROOT}/clients/python[langgraph]"
     printf '%s\n' "$want" >"$stamp"
     log "virtualenv ready: $VENV"
 }
