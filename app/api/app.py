@@ -31,6 +31,7 @@ from app.api.search import SearchController
 from app.api.users import UserController
 from app.config import DEV_API_KEY, Settings, get_settings
 from app.logging import configure_logging
+from app.mcp_server.mount import mcp_endpoint
 from app.runtime import Runtime
 
 log = structlog.get_logger(__name__)
@@ -93,6 +94,7 @@ def create_app(settings: Settings | None = None) -> Litestar:
         create_all=False,
         set_default_exception_handler=False,
     )
+    mcp, mcp_lifespan = mcp_endpoint()
     api = Router(
         path="/",
         route_handlers=[
@@ -107,10 +109,10 @@ def create_app(settings: Settings | None = None) -> Litestar:
         security=[{"apiKey": []}],
     )
     return Litestar(
-        route_handlers=[health, ready, metrics_endpoint, api],
+        route_handlers=[health, ready, metrics_endpoint, api, mcp],
         plugins=[SQLAlchemyPlugin(config=db_config)],
         exception_handlers=EXCEPTION_HANDLERS,
-        lifespan=[_lifespan],
+        lifespan=[_lifespan, mcp_lifespan],
         state=State({"runtime": runtime}),
         openapi_config=OpenAPIConfig(
             title="Cognis Memory",
