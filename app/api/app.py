@@ -13,6 +13,7 @@ from litestar.datastructures import State
 from litestar.di import Provide
 from litestar.openapi import OpenAPIConfig
 from litestar.openapi.spec import Components, SecurityScheme
+from litestar.plugins.prometheus import PrometheusConfig
 from litestar.plugins.sqlalchemy import (
     AsyncSessionConfig,
     SQLAlchemyAsyncConfig,
@@ -35,6 +36,12 @@ from app.mcp_server.mount import mcp_endpoint
 from app.runtime import Runtime
 
 log = structlog.get_logger(__name__)
+HTTP_METRICS = PrometheusConfig(
+    app_name="cognis",
+    prefix="cognis_http",
+    group_path=True,
+    exclude=["/metrics", "/health", "/ready"],
+)
 
 
 @contextlib.asynccontextmanager
@@ -112,6 +119,8 @@ def create_app(settings: Settings | None = None) -> Litestar:
         route_handlers=[health, ready, metrics_endpoint, api, mcp],
         plugins=[SQLAlchemyPlugin(config=db_config)],
         exception_handlers=EXCEPTION_HANDLERS,
+        # cognis_http_requests_total etc., labelled by route template (not by user id).
+        middleware=[HTTP_METRICS.middleware],
         lifespan=[_lifespan, mcp_lifespan],
         state=State({"runtime": runtime}),
         openapi_config=OpenAPIConfig(

@@ -4,14 +4,22 @@ from __future__ import annotations
 
 from typing import Any
 
+import prometheus_client
 from litestar import MediaType, Response, get
 from litestar.datastructures import State
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from sqlalchemy import text
 
-from app.metrics import REGISTRY
+from app import metrics
+from app.runtime import Runtime
 from app.search_index.outbox import pending_count
 from app.search_index.relay import oldest_pending_age_s
+
+
+async def _outbox_backlog(runtime: Runtime) -> tuple[int, float | None]:
+    """Undelivered outbox events and the age of the oldest, in seconds (None: none pending)."""
+    async with runtime.sessionmaker() as session:
+        return await pending_count(session), await oldest_pending_age_s(session)
 
 
 @get("/health", tags=["health"], summary="Liveness: the process answers")
@@ -26,8 +34,7 @@ async def ready(state: State) -> Response[dict[str, Any]]:
     try:
         async with runtime.sessionmaker() as session:
             await session.execute(text("SELECT 1"))
-            checks["outbox_pending"] = await pending_count(session)
-            checks["outbox_oldest_pending_s"] = await oldest_pending_age_s(session)
+        checks["outbox_pending"], checks["outbox_oldest_pending_s"] = await _outbox_backlog(runtime)
         checks["postgres"] = "up"
     except Exception as exc:
         checks["postgres"] = f"down: {type(exc).__name__}"
@@ -42,6 +49,27 @@ async def ready(state: State) -> Response[dict[str, Any]]:
     return Response({"status": status, **checks}, status_code=200 if serving else 503)
 
 
+async def _observe_stores(runtime: Runtime) -> None:
+    """Scrape-time gauges: the outbox backlog from Postgres, node CPU from OpenSearch."""
+    pending, oldest_s = await _outbox_backlog(runtime)
+    metrics.OUTBOX_PENDING.set(pending)
+    metrics.OUTBOX_OLDEST_PENDING_SECONDS.set(oldest_s or 0.0)
+    try:
+        stats = await runtime.index.client.nodes.stats(metric="os")
+    except Exception:
+        metrics.OPENSEARCH_UP.set(0)
+        return
+    metrics.OPENSEARCH_UP.set(1)
+    for node in stats.get("nodes", {}).values():
+        cpu = node.get("os", {}).get("cpu", {}).get("percent")
+        if cpu is not None:
+            metrics.OPENSEARCH_CPU_PERCENT.labels(node=node.get("name", "?")).set(cpu)
+
+
 @get("/metrics", tags=["health"], summary="Prometheus metrics", media_type=MediaType.TEXT)
-async def metrics_endpoint() -> Response[bytes]:
-    return Response(generate_latest(REGISTRY), media_type=CONTENT_TYPE_LATEST)
+async def metrics_endpoint(state: State) -> Response[bytes]:
+    await _observe_stores(state.runtime)
+    # The service's own registry, then the default one: HTTP requests (Litestar's middleware)
+    # and the process collectors.
+    body = generate_latest(metrics.REGISTRY) + generate_latest(prometheus_client.REGISTRY)
+    return Response(body, media_type=CONTENT_TYPE_LATEST)

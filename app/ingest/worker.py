@@ -16,6 +16,7 @@ import structlog
 from sqlalchemy import func
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from app import metrics
 from app.config import Settings
 from app.db.models import IngestTask
 from app.ingest.context import message_context
@@ -92,6 +93,11 @@ class IngestWorker:
             owned.finished_at = func.now()
             owned.lease_token = None
             owned.last_error = None
+        metrics.observe_applied_message(
+            decided.extraction.extractor,
+            decided.extraction.fallback_used,
+            [r.operation for r in rows],
+        )
         log.info(
             "ingest.message_applied",
             user_id=task.user_id,
@@ -103,6 +109,7 @@ class IngestWorker:
 
     async def _give_back(self, task: IngestTask, token: uuid.UUID, exc: Exception) -> None:
         final = task.attempts >= self._settings.ingest_max_attempts
+        metrics.INGEST_FAILURES.labels(final=str(final).lower()).inc()
         error = f"{type(exc).__name__}: {exc}"
         log.exception(
             "ingest.task_failed", message_id=str(task.message_id), final=final, error=error
