@@ -4,18 +4,22 @@ process calling the API) and over streamable HTTP at the API's /mcp, against the
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from typing import Any
 
 import httpx
+import pytest
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.types import CallToolResult
 
 from tests.conftest import API_KEY, ROOT, ApiProcess
+from tests.conftest import _free_port as free_port
 
 TOOLS = {
     "add_memory",
@@ -42,10 +46,10 @@ async def stdio_session(api: ApiProcess, user_id: str | None) -> AsyncIterator[C
 
 
 @asynccontextmanager
-async def http_session(api: ApiProcess, headers: dict[str, str]) -> AsyncIterator[ClientSession]:
+async def http_session(url: str, headers: dict[str, str]) -> AsyncIterator[ClientSession]:
     async with (
         httpx.AsyncClient(headers=headers, timeout=120) as http,
-        streamable_http_client(f"{api.url}/mcp", http_client=http) as (read, write, _),
+        streamable_http_client(f"{url}/mcp", http_client=http) as (read, write, _),
         ClientSession(read, write) as session,
     ):
         await session.initialize()
@@ -138,7 +142,7 @@ async def test_http_endpoint_in_the_api_uses_the_connection_headers(
     api: ApiProcess, client: httpx.AsyncClient, user_id: str, other_user_id: str
 ) -> None:
     headers = {"X-API-Key": API_KEY, "X-Cognis-User": user_id}
-    async with http_session(api, headers) as mcp:
+    async with http_session(api.url, headers) as mcp:
         job = payload(
             await mcp.call_tool(
                 "add_messages",
@@ -156,7 +160,7 @@ async def test_http_endpoint_in_the_api_uses_the_connection_headers(
     assert mine.status_code == 200
     theirs = await client.get(f"/v1/users/{other_user_id}/memories/{decision['memory_id']}")
     assert theirs.status_code == 404
-    async with http_session(api, {**headers, "X-Cognis-User": other_user_id}) as mcp:
+    async with http_session(api.url, {**headers, "X-Cognis-User": other_user_id}) as mcp:
         other_view = payload(await mcp.call_tool("list_memories", {}))
     assert other_view["items"] == []
 
@@ -182,3 +186,46 @@ async def test_http_endpoint_needs_an_api_key(api: ApiProcess, user_id: str) -> 
         assert refused.headers["content-type"].startswith("application/problem+json")
     assert keyed.status_code == 200, keyed.text
     assert keyed.json()["result"]["serverInfo"]["name"] == "cognis-memory"
+
+
+@pytest.fixture
+def mcp_beside(api: ApiProcess) -> Iterator[str]:
+    """`python -m app mcp --transport http`: its own process, told only the API's URL."""
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "app", "mcp", "--transport", "http", "--port", str(port)],
+        cwd=ROOT,
+        env={"COGNIS_MCP_API_URL": api.url, "PATH": "/usr/bin:/bin"},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while not _listening(url):
+            assert process.poll() is None and time.monotonic() < deadline, "MCP server not up"
+            time.sleep(0.25)
+        yield url
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+def _listening(url: str) -> bool:
+    try:
+        httpx.get(url, timeout=2)
+    except httpx.TransportError:
+        return False
+    return True
+
+
+async def test_http_server_beside_the_api_forwards_the_callers_key(
+    mcp_beside: str, user_id: str
+) -> None:
+    """Each connection's own key and user headers are what reach the API."""
+    async with http_session(mcp_beside, {"X-API-Key": API_KEY, "X-Cognis-User": user_id}) as mcp:
+        added = payload(await mcp.call_tool("add_memory", {"content": "Noor sings alto."}))
+    assert added["user_id"] == user_id
+    async with http_session(mcp_beside, {"X-API-Key": "wrong", "X-Cognis-User": user_id}) as mcp:
+        refused = await mcp.call_tool("list_memories", {})
+    assert "401" in error_text(refused)
