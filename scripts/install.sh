@@ -49,6 +49,8 @@ main() {
     step "opensearch" "$SCRIPTS/install-opensearch.sh"
     step "embedding models" "$SCRIPTS/install-models.sh" >/dev/null
     step "python virtualenv" venv_install
+    # Headless Chromium and its driver: the web console's browser tests (Selenium drives them).
+    step "chromium for console tests" ensure_debs chromium chromium-driver
     log "install complete; start the services with: scripts/services.sh start all"
 }
 

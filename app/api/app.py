@@ -31,6 +31,7 @@ from app.api.problems import EXCEPTION_HANDLERS
 from app.api.search import SearchController
 from app.api.users import UserController
 from app.config import DEV_API_KEY, Settings, get_settings
+from app.console.pages import ConsoleLogin, ConsolePages
 from app.logging import configure_logging
 from app.mcp_server.mount import mcp_endpoint
 from app.runtime import Runtime
@@ -116,7 +117,7 @@ def create_app(settings: Settings | None = None) -> Litestar:
         security=[{"apiKey": []}],
     )
     return Litestar(
-        route_handlers=[health, ready, metrics_endpoint, api, mcp],
+        route_handlers=[health, ready, metrics_endpoint, api, mcp, ConsoleLogin, ConsolePages],
         plugins=[SQLAlchemyPlugin(config=db_config)],
         exception_handlers=EXCEPTION_HANDLERS,
         # cognis_http_requests_total etc., labelled by route template (not by user id).

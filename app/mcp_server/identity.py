@@ -11,7 +11,6 @@ import contextlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
-import httpx
 from cognis_client import AsyncCognisClient
 from mcp.server.fastmcp import Context
 from mcp.server.fastmcp.exceptions import ToolError
@@ -19,10 +18,11 @@ from pydantic import SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 from starlette.requests import Request
 
+from app.api.in_process import in_process_client
+
 USER_HEADER = "X-Cognis-User"
 # Headers an HTTP caller authenticates with; forwarded as they came to the API's own key check.
 AUTH_HEADERS = ("X-API-Key", "Authorization")
-IN_PROCESS_URL = "http://cognis.in-process"
 
 
 class McpSettings(BaseSettings):
@@ -58,18 +58,13 @@ async def caller(ctx: Context, settings: McpSettings) -> AsyncIterator[Caller]:
             f"the {USER_HEADER} header from the MCP client's configuration (HTTP)"
         )
     api_key = settings.api_key.get_secret_value() if settings.api_key else None
-    base_url, transport = settings.api_url, None
-    in_process = request is not None and request.scope.get("cognis_mcp_in_process")
-    if in_process:
-        assert request is not None
-        base_url = IN_PROCESS_URL
-        transport = httpx.ASGITransport(app=request.scope["app"])
-    client = AsyncCognisClient(
-        base_url, api_key=api_key, timeout_s=settings.timeout_s, transport=transport
-    )
+    headers = {"X-API-Key": api_key} if api_key else {}
     if request is not None and api_key is None:
-        client.http.headers.update(
-            {name: request.headers[name] for name in AUTH_HEADERS if name in request.headers}
-        )
+        headers = {name: request.headers[name] for name in AUTH_HEADERS if name in request.headers}
+    if request is not None and request.scope.get("cognis_mcp_in_process"):
+        client = in_process_client(request.scope["app"], headers, settings.timeout_s)
+    else:
+        client = AsyncCognisClient(settings.api_url, timeout_s=settings.timeout_s)
+        client.http.headers.update(headers)
     async with client:
         yield Caller(client, user_id)
