@@ -16,6 +16,9 @@ from selenium.webdriver.chrome.options import Options
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
+from selenium.webdriver.remote.webelement import WebElement
+from selenium.webdriver.support.expected_conditions import staleness_of
+from selenium.webdriver.support.ui import WebDriverWait
 
 from tests.conftest import API_KEY, ROOT, ApiProcess
 
@@ -45,7 +48,17 @@ def browser() -> Iterator[WebDriver]:
 def log_in(browser: WebDriver, api: ApiProcess, key: str) -> None:
     browser.get(f"{api.url}/console/login")
     browser.find_element(By.ID, "key").send_keys(key)
+    old_page = browser.find_element(By.TAG_NAME, "html")
     browser.find_element(By.ID, "login").click()
+    WebDriverWait(browser, 30).until(staleness_of(old_page))
+
+
+def follow(browser: WebDriver, element: WebElement, url_part: str) -> None:
+    """Click (or change) and wait until the new page is loaded at a URL containing url_part."""
+    old_page = browser.find_element(By.TAG_NAME, "html")
+    element.click()
+    WebDriverWait(browser, 30).until(staleness_of(old_page))
+    WebDriverWait(browser, 30).until(lambda b: url_part in b.current_url)
 
 
 def texts(browser: WebDriver, css: str) -> list[str]:
@@ -84,18 +97,19 @@ async def test_console_end_to_end(
     assert row.split()[:3] == [user_id, "2", "3"]
 
     # Memories, with a category filter applied by the light JS (a select's change submits).
-    browser.find_element(By.LINK_TEXT, user_id).click()
+    follow(browser, browser.find_element(By.LINK_TEXT, user_id), f"/console/users/{user_id}")
     assert set(texts(browser, "a.memory")) == {
         "Mika lives in Osaka near the river.",
         "Mika is learning the shamisen.",
     }
-    browser.find_element(By.CSS_SELECTOR, "select[name=category] option[value=hobbies]").click()
-    assert "category=hobbies" in browser.current_url
+    hobbies = browser.find_element(By.CSS_SELECTOR, "select[name=category] option[value=hobbies]")
+    follow(browser, hobbies, "category=hobbies")
     assert texts(browser, "a.memory") == ["Mika is learning the shamisen."]
 
     # The chain: two versions, the second showing what changed.
     browser.get(f"{api.url}/console/users/{user_id}")
-    browser.find_element(By.LINK_TEXT, "Mika lives in Osaka near the river.").click()
+    osaka = browser.find_element(By.LINK_TEXT, "Mika lives in Osaka near the river.")
+    follow(browser, osaka, "/memories/")
     versions = browser.find_elements(By.CSS_SELECTOR, "#timeline li.version")
     assert [v.get_attribute("id") for v in versions] == ["v1", "v2"]
     assert texts(browser, "#v2 del") == ["Tokyo"] and texts(browser, "#v2 ins") == ["Osaka"]
@@ -104,7 +118,7 @@ async def test_console_end_to_end(
     # Explained search: the final rank beside every stage's rank and score.
     browser.get(f"{api.url}/console/users/{user_id}/search")
     browser.find_element(By.ID, "query").send_keys("Which city does Mika live in?")
-    browser.find_element(By.ID, "search").click()
+    follow(browser, browser.find_element(By.ID, "search"), "q=")
     first = browser.find_element(By.CSS_SELECTOR, "#results tr:nth-child(2)")
     assert "Mika lives in Osaka near the river." in first.text
     assert first.find_element(By.CSS_SELECTOR, "td.stage-final").text.startswith("#1 · ")
