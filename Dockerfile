@@ -16,10 +16,12 @@ RUN python -m venv /opt/venv
 WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY app ./app
+COPY clients/python ./clients/python
 # Install the project to resolve its dependencies, then drop the project itself: the image runs
-# the source tree under /app (alembic.ini, migrations/ and sql/ live beside app/).
+# the source tree under /app (alembic.ini, migrations/ and sql/ live beside app/). The Python
+# client stays installed: the MCP server reaches the API through it.
 # hadolint ignore=SC2086
-RUN /opt/venv/bin/pip install ${PIP_EXTRA_ARGS} . \
+RUN /opt/venv/bin/pip install ${PIP_EXTRA_ARGS} . ./clients/python \
     && /opt/venv/bin/pip uninstall -y cognis-memory
 
 # ---------------------------------------------------------------- embedding model (build time)

@@ -22,8 +22,8 @@ test: install  ## the whole suite against real Postgres, OpenSearch and HTTP
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 lint:
-	.venv/bin/ruff check app migrations tests bench
-	.venv/bin/ruff format --check app migrations tests bench
+	.venv/bin/ruff check app migrations tests bench clients/python
+	.venv/bin/ruff format --check app migrations tests bench clients/python
 
 typecheck:
 	.venv/bin/mypy app

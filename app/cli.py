@@ -1,4 +1,4 @@
-"""Command line: serve, relay, worker, reindex, import, admin, migrate, embed-serve."""
+"""Command line: serve, relay, worker, reindex, import, admin, migrate, embed-serve, mcp."""
 
 from __future__ import annotations
 
@@ -54,6 +54,19 @@ def _embed_serve(args: argparse.Namespace) -> int:
         log_level=settings.log_level.lower(),
         access_log=False,
     )
+    return 0
+
+
+def _mcp(args: argparse.Namespace) -> int:
+    from app.mcp_server.identity import McpSettings
+    from app.mcp_server.tools import build_server
+
+    server = build_server(McpSettings())
+    if args.transport == "stdio":
+        server.run("stdio")
+    else:
+        server.settings.host, server.settings.port = args.host, args.port
+        server.run("streamable-http")
     return 0
 
 
@@ -294,7 +307,17 @@ def main(argv: list[str] | None = None) -> int:
         help="how to run the model (default: COGNIS_EMBEDDING_BACKEND)",
     )
     embed_serve.set_defaults(func=_embed_serve)
+    mcp = commands.add_parser(
+        "mcp", help="MCP server (stdio, or HTTP beside the API) calling the API (COGNIS_MCP_*)"
+    )
+    mcp.add_argument("--transport", choices=("stdio", "http"), default="stdio")
+    mcp.add_argument("--host", default="127.0.0.1")
+    mcp.add_argument("--port", type=int, default=8001)
+    mcp.set_defaults(func=_mcp)
     args = parser.parse_args(argv)
+    if args.command == "mcp":  # a thin API client: no database, no models
+        configure_logging()
+        return int(args.func(args))
     if args.command == "embed-serve":
         from app.ml.embedding_server import standalone_settings
 

@@ -1,8 +1,9 @@
-"""Prometheus metrics of the process: retrieval stages and requests, embedding batches."""
+"""Prometheus metrics: retrieval stages and requests, embedding batches, the outbox backlog,
+OpenSearch CPU, ingestion and its guard. Dashboard and alerts: docs/observability/."""
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 REGISTRY = CollectorRegistry()
 BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.25, 0.5, 1.0, 2.5)
@@ -26,6 +27,7 @@ MISSING_LEG = Counter(
     ["leg"],
     registry=REGISTRY,
 )
+MISSING_LEG.labels(leg="bm25")  # from the start, so rate() and alerts have a series
 
 
 def observe(durations_ms: dict[str, float], total_ms: float, missing_legs: list[str]) -> None:
@@ -66,3 +68,62 @@ def batch_observer(embedder: str):
         EMBEDDING_BATCH_SECONDS.labels(embedder=embedder).observe(seconds)
 
     return observe_batch
+
+
+# Read from Postgres and OpenSearch when /metrics is scraped (app/api/health.py): the same
+# values on every replica, so dashboards and alerts take max() across them.
+OUTBOX_PENDING = Gauge(
+    "cognis_outbox_pending",
+    "Outbox events (memory changes) not yet delivered to the BM25 index, all users.",
+    registry=REGISTRY,
+)
+OUTBOX_OLDEST_PENDING_SECONDS = Gauge(
+    "cognis_outbox_oldest_pending_seconds",
+    "Age of the oldest undelivered outbox event (the relay's lag); 0 when none is pending.",
+    registry=REGISTRY,
+)
+OPENSEARCH_UP = Gauge(
+    "cognis_opensearch_up",
+    "1 when OpenSearch answered this scrape's node-stats call, else 0.",
+    registry=REGISTRY,
+)
+OPENSEARCH_CPU_PERCENT = Gauge(
+    "cognis_opensearch_cpu_percent",
+    "CPU use of each OpenSearch node, from its node stats at scrape time.",
+    ["node"],
+    registry=REGISTRY,
+)
+
+INGESTED_MESSAGES = Counter(
+    "cognis_ingest_messages_total",
+    "Messages whose decisions were applied, by extractor (llm, deterministic) and fallback.",
+    ["extractor", "fallback"],
+    registry=REGISTRY,
+)
+INGEST_DECISIONS = Counter(
+    "cognis_ingest_decisions_total",
+    "Applied ingestion decisions, by operation.",
+    ["operation"],
+    registry=REGISTRY,
+)
+for _operation in ("ADD", "UPDATE", "DELETE", "NONE"):
+    INGEST_DECISIONS.labels(operation=_operation)
+INGEST_FAILURES = Counter(
+    "cognis_ingest_task_failures_total",
+    "Ingestion attempts that failed; final=true when no attempt is left.",
+    ["final"],
+    registry=REGISTRY,
+)
+for _final in ("true", "false"):
+    INGEST_FAILURES.labels(final=_final)
+GUARD_REJECTIONS = Counter(
+    "cognis_ingest_guard_rejections_total",
+    "LLM answers the guard rejected (bad JSON or schema, unknown ids, invented categories...).",
+    registry=REGISTRY,
+)
+
+
+def observe_applied_message(extractor: str, fallback_used: bool, operations: list[str]) -> None:
+    INGESTED_MESSAGES.labels(extractor=extractor, fallback=str(fallback_used).lower()).inc()
+    for operation in operations:
+        INGEST_DECISIONS.labels(operation=operation).inc()

@@ -28,7 +28,7 @@ venv_install() {
         "$PY" -m venv "$VENV"
     fi
     local stamp="$VENV/.cognis-pyproject.sha256" want
-    want=$(sha256sum "$ROOT/pyproject.toml" | cut -d' ' -f1)
+    want=$(cat "$ROOT/pyproject.toml" "$ROOT/clients/python/pyproject.toml" | sha256sum | cut -d' ' -f1)
     if [[ -f "$stamp" && "$(cat "$stamp")" == "$want" ]]; then
         log "virtualenv up to date with pyproject.toml"
         return 0
@@ -37,6 +37,8 @@ venv_install() {
     "$VENV/bin/python" -m pip install -q --upgrade pip >/dev/null
     rm -f "$stamp"
     "$VENV/bin/python" -m pip install -q -e "${ROOT}[dev,onnx]"
+    # The Python client (with its LangGraph store): the MCP server talks to the API through it.
+    "$VENV/bin/python" -m pip install -q -e "${ROOT}/clients/python[langgraph]"
     printf '%s\n' "$want" >"$stamp"
     log "virtualenv ready: $VENV"
 }
@@ -47,6 +49,8 @@ main() {
     step "opensearch" "$SCRIPTS/install-opensearch.sh"
     step "embedding models" "$SCRIPTS/install-models.sh" >/dev/null
     step "python virtualenv" venv_install
+    # Headless Chromium and its driver: the web console's browser tests (Selenium drives them).
+    step "chromium for console tests" ensure_debs chromium chromium-driver
     log "install complete; start the services with: scripts/services.sh start all"
 }
 

@@ -13,6 +13,7 @@ from litestar.datastructures import State
 from litestar.di import Provide
 from litestar.openapi import OpenAPIConfig
 from litestar.openapi.spec import Components, SecurityScheme
+from litestar.plugins.prometheus import PrometheusConfig
 from litestar.plugins.sqlalchemy import (
     AsyncSessionConfig,
     SQLAlchemyAsyncConfig,
@@ -32,11 +33,19 @@ from app.api.problems import EXCEPTION_HANDLERS
 from app.api.search import SearchController
 from app.api.users import UserController
 from app.config import DEV_API_KEY, Settings, get_settings
+from app.console.pages import ConsoleLogin, ConsolePages
 from app.db.roles import check_database_roles
 from app.logging import configure_logging
+from app.mcp_server.mount import mcp_endpoint
 from app.runtime import Runtime
 
 log = structlog.get_logger(__name__)
+HTTP_METRICS = PrometheusConfig(
+    app_name="cognis",
+    prefix="cognis_http",
+    group_path=True,
+    exclude=["/metrics", "/health", "/ready"],
+)
 
 
 @contextlib.asynccontextmanager
@@ -101,6 +110,7 @@ def create_app(settings: Settings | None = None) -> Litestar:
         create_all=False,
         set_default_exception_handler=False,
     )
+    mcp, mcp_lifespan = mcp_endpoint()
     api = Router(
         path="/",
         route_handlers=[
@@ -121,11 +131,22 @@ def create_app(settings: Settings | None = None) -> Litestar:
         security=[{"apiKey": []}],
     )
     return Litestar(
-        route_handlers=[health, ready, metrics_endpoint, api, admin],
+        route_handlers=[
+            health,
+            ready,
+            metrics_endpoint,
+            api,
+            admin,
+            mcp,
+            ConsoleLogin,
+            ConsolePages,
+        ],
         plugins=[SQLAlchemyPlugin(config=db_config)],
         exception_handlers=EXCEPTION_HANDLERS,
         request_class=StrictRequest,
-        lifespan=[_lifespan],
+        # cognis_http_requests_total etc., labelled by route template (not by user id).
+        middleware=[HTTP_METRICS.middleware],
+        lifespan=[_lifespan, mcp_lifespan],
         state=State({"runtime": runtime}),
         openapi_config=OpenAPIConfig(
             title="Cognis Memory",

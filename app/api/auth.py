@@ -50,7 +50,8 @@ def presented_key(connection: ASGIConnection) -> str | None:
     return key or None
 
 
-async def _tenant_of(key: str, runtime: Runtime) -> uuid.UUID | None:
+async def tenant_of_key(key: str, runtime: Runtime) -> uuid.UUID | None:
+    """The tenant a key belongs to (None: not a valid key); counts the use for rate limits."""
     prefix = key_prefix(key)
     if prefix is None:
         if not key_is_valid(key, runtime.settings):
@@ -74,7 +75,7 @@ async def require_api_key(connection: ASGIConnection, _: BaseRouteHandler) -> No
     # sends every request from one task).
     act_as(None)
     key = presented_key(connection)
-    tenant_id = await _tenant_of(key, connection.app.state.runtime) if key else None
+    tenant_id = await tenant_of_key(key, connection.app.state.runtime) if key else None
     if tenant_id is None:
         raise NotAuthorizedException(
             f"missing or invalid API key: send it in the {API_KEY_HEADER} header"

@@ -4,16 +4,25 @@ from __future__ import annotations
 
 from typing import Any
 
+import prometheus_client
 from litestar import MediaType, Response, get
 from litestar.datastructures import State
 from litestar.openapi.datastructures import ResponseSpec
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from sqlalchemy import text
 
+from app import metrics
 from app.api.auth import require_metrics_key
-from app.metrics import REGISTRY
+from app.runtime import Runtime
 from app.search_index.outbox import pending_count
 from app.search_index.relay import oldest_pending_age_s
+
+
+async def _outbox_backlog(runtime: Runtime) -> tuple[int, float | None]:
+    """Undelivered outbox events and the age of the oldest, in seconds (None: none pending):
+    every tenant's backlog, which the background role sees."""
+    async with runtime.background_sessionmaker() as session:
+        return await pending_count(session), await oldest_pending_age_s(session)
 
 
 @get("/health", tags=["health"], summary="Liveness: the process answers")
@@ -38,11 +47,9 @@ async def ready(state: State) -> Response[dict[str, Any]]:
     runtime = state.runtime
     checks: dict[str, Any] = {"model_loaded": runtime.models_loaded}
     try:
-        # Every tenant's backlog: the background role sees all of it.
-        async with runtime.background_sessionmaker() as session:
+        async with runtime.sessionmaker() as session:
             await session.execute(text("SELECT 1"))
-            checks["outbox_pending"] = await pending_count(session)
-            checks["outbox_oldest_pending_s"] = await oldest_pending_age_s(session)
+        checks["outbox_pending"], checks["outbox_oldest_pending_s"] = await _outbox_backlog(runtime)
         checks["postgres"] = "up"
     except Exception as exc:
         checks["postgres"] = f"down: {type(exc).__name__}"
@@ -57,6 +64,23 @@ async def ready(state: State) -> Response[dict[str, Any]]:
     return Response({"status": status, **checks}, status_code=200 if serving else 503)
 
 
+async def _observe_stores(runtime: Runtime) -> None:
+    """Scrape-time gauges: the outbox backlog from Postgres, node CPU from OpenSearch."""
+    pending, oldest_s = await _outbox_backlog(runtime)
+    metrics.OUTBOX_PENDING.set(pending)
+    metrics.OUTBOX_OLDEST_PENDING_SECONDS.set(oldest_s or 0.0)
+    try:
+        stats = await runtime.index.client.nodes.stats(metric="os")
+    except Exception:
+        metrics.OPENSEARCH_UP.set(0)
+        return
+    metrics.OPENSEARCH_UP.set(1)
+    for node in stats.get("nodes", {}).values():
+        cpu = node.get("os", {}).get("cpu", {}).get("percent")
+        if cpu is not None:
+            metrics.OPENSEARCH_CPU_PERCENT.labels(node=node.get("name", "?")).set(cpu)
+
+
 @get(
     "/metrics",
     tags=["health"],
@@ -64,5 +88,9 @@ async def ready(state: State) -> Response[dict[str, Any]]:
     media_type=MediaType.TEXT,
     guards=[require_metrics_key],
 )
-async def metrics_endpoint() -> Response[bytes]:
-    return Response(generate_latest(REGISTRY), media_type=CONTENT_TYPE_LATEST)
+async def metrics_endpoint(state: State) -> Response[bytes]:
+    await _observe_stores(state.runtime)
+    # The service's own registry, then the default one: HTTP requests (Litestar's middleware)
+    # and the process collectors.
+    body = generate_latest(metrics.REGISTRY) + generate_latest(prometheus_client.REGISTRY)
+    return Response(body, media_type=CONTENT_TYPE_LATEST)

@@ -11,6 +11,7 @@ from collections.abc import Awaitable, Callable
 
 import structlog
 
+from app import metrics
 from app.ingest.domain import Candidate, Extraction, MessageContext
 from app.ingest.guard import AnswerGuard, InvalidAnswer
 from app.ingest.prompt import chat_messages, operation_schema
@@ -52,6 +53,7 @@ async def extract_with_llm(
         try:
             operations = guard.parse(completion.content)
         except InvalidAnswer as exc:
+            metrics.GUARD_REJECTIONS.inc()
             failures.append(f"attempt {attempt}: invalid answer: {exc}")
             messages = [
                 *messages,

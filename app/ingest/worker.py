@@ -16,6 +16,7 @@ import structlog
 from sqlalchemy import func
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from app import metrics
 from app.config import Settings
 from app.db.models import IngestTask
 from app.db.tenant import tenant_scope
@@ -98,6 +99,11 @@ class IngestWorker:
             owned.finished_at = func.now()
             owned.lease_token = None
             owned.last_error = None
+        metrics.observe_applied_message(
+            decided.extraction.extractor,
+            decided.extraction.fallback_used,
+            [r.operation for r in rows],
+        )
         log.info(
             "ingest.message_applied",
             user_id=task.user_id,
@@ -111,6 +117,7 @@ class IngestWorker:
         # Bad input stays bad: retrying it only holds up the user's later messages.
         permanent = isinstance(exc, PERMANENT_ERRORS)
         final = permanent or task.attempts >= self._settings.ingest_max_attempts
+        metrics.INGEST_FAILURES.labels(final=str(final).lower()).inc()
         error = f"{type(exc).__name__}: {exc}"
         log.exception(
             "ingest.task_failed", message_id=str(task.message_id), final=final, error=error

@@ -1,0 +1,70 @@
+"""Who an MCP tool call acts for, and the API client it acts through.
+
+Over stdio the server's own settings name the user and the key. Over HTTP they may come from the
+connection's headers, which the MCP client's configuration sets; the model only ever fills tool
+arguments, and no tool takes a user id, so it cannot reach another user's memories.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+from cognis_client import AsyncCognisClient
+from mcp.server.fastmcp import Context
+from mcp.server.fastmcp.exceptions import ToolError
+from pydantic import SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+from starlette.requests import Request
+
+from app.api.in_process import in_process_client
+
+USER_HEADER = "X-Cognis-User"
+# Headers an HTTP caller authenticates with; forwarded as they came to the API's own key check.
+AUTH_HEADERS = ("X-API-Key", "Authorization")
+
+
+class McpSettings(BaseSettings):
+    """COGNIS_MCP_*: where the API is, and (for stdio) whose memories the tools work on."""
+
+    model_config = SettingsConfigDict(env_prefix="COGNIS_MCP_", extra="ignore")
+
+    api_url: str = "http://127.0.0.1:8000"
+    api_key: SecretStr | None = None
+    user_id: str | None = None
+    timeout_s: float = 60.0
+
+
+@dataclass(frozen=True)
+class Caller:
+    client: AsyncCognisClient
+    user_id: str
+
+
+def _http_request(ctx: Context) -> Request | None:
+    request = ctx.request_context.request
+    return request if isinstance(request, Request) else None
+
+
+@contextlib.asynccontextmanager
+async def caller(ctx: Context, settings: McpSettings) -> AsyncIterator[Caller]:
+    """The user and API client for one tool call; a served-in-process call stays in process."""
+    request = _http_request(ctx)
+    user_id = settings.user_id or (request.headers.get(USER_HEADER) if request else None)
+    if not user_id:
+        raise ToolError(
+            "no user configured for this MCP server: set COGNIS_MCP_USER_ID (stdio) or send "
+            f"the {USER_HEADER} header from the MCP client's configuration (HTTP)"
+        )
+    api_key = settings.api_key.get_secret_value() if settings.api_key else None
+    headers = {"X-API-Key": api_key} if api_key else {}
+    if request is not None and api_key is None:
+        headers = {name: request.headers[name] for name in AUTH_HEADERS if name in request.headers}
+    if request is not None and request.scope.get("cognis_mcp_in_process"):
+        client = in_process_client(request.scope["app"], headers, settings.timeout_s)
+    else:
+        client = AsyncCognisClient(settings.api_url, timeout_s=settings.timeout_s)
+        client.http.headers.update(headers)
+    async with client:
+        yield Caller(client, user_id)

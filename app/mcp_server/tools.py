@@ -1,0 +1,204 @@
+"""The MCP tools: add, search, get (with history), update, delete and list memories."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+import msgspec
+from cognis_client import CognisError, MemoryInput, Message
+from mcp.server.fastmcp import Context, FastMCP
+from mcp.server.fastmcp.exceptions import ToolError
+from mcp.server.transport_security import TransportSecuritySettings
+from pydantic import BaseModel, Field
+
+from app.mcp_server.identity import Caller, McpSettings, caller
+
+INSTRUCTIONS = (
+    "Long-term memory of the user you are talking to. Search it before answering questions "
+    "about the user; add facts the user tells you (add_messages lets the service decide what "
+    "is new, what updates an older memory and what is already known). Memories are versioned: "
+    "an update keeps the earlier version in the memory's history."
+)
+
+
+class ChatMessage(BaseModel):
+    content: Annotated[str, Field(description="What was said.")]
+    role: Literal["user", "assistant", "system"] = "user"
+    speaker: Annotated[str | None, Field(description="Name of who said it.")] = None
+    timestamp: Annotated[
+        datetime | None, Field(description="When it was said (ISO 8601); default: now.")
+    ] = None
+
+
+def _plain(value: Any) -> Any:
+    return msgspec.to_builtins(value)
+
+
+def _unset_if_none(**fields: Any) -> dict[str, Any]:
+    return {name: value for name, value in fields.items() if value is not None}
+
+
+def build_server(settings: McpSettings, *, http_path: str = "/mcp") -> FastMCP:
+    """The tools, bound to a way of finding each call's user and API client."""
+    server = FastMCP(
+        "cognis-memory",
+        instructions=INSTRUCTIONS,
+        streamable_http_path=http_path,
+        # Every call carries an API key checked by the API itself, so a page that rebinds DNS
+        # cannot use the endpoint; deployments behind a load balancer see arbitrary Host names.
+        transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+        stateless_http=True,
+        json_response=True,
+    )
+
+    @contextlib.asynccontextmanager
+    async def api(ctx: Context) -> AsyncIterator[Caller]:
+        try:
+            async with caller(ctx, settings) as who:
+                yield who
+        except CognisError as exc:
+            # The API's own explanation, e.g. "404 Not found: memory ... does not exist".
+            raise ToolError(str(exc)) from exc
+
+    @server.tool()
+    async def add_memory(
+        ctx: Context,
+        content: Annotated[str, Field(description="The fact to remember, in one sentence.")],
+        category: Annotated[
+            str | None, Field(description="e.g. preferences, health; default: classified.")
+        ] = None,
+        scope: Annotated[
+            Literal["USER", "CONTEXT"],
+            Field(description="USER: kept across sessions; CONTEXT: only for session_id."),
+        ] = "USER",
+        session_id: str | None = None,
+        event_time: Annotated[
+            datetime | None, Field(description="When the fact happened (ISO 8601).")
+        ] = None,
+    ) -> dict[str, Any]:
+        """Store one memory as given (no extraction). Returns the new memory."""
+        draft = MemoryInput(
+            **_unset_if_none(
+                content=content,
+                category=category,
+                scope=scope,
+                session_id=session_id,
+                event_time=event_time,
+            )
+        )
+        async with api(ctx) as who:
+            return _plain(await who.client.add_memory(who.user_id, draft))
+
+    @server.tool()
+    async def add_messages(
+        ctx: Context,
+        messages: list[ChatMessage],
+        session_id: str | None = None,
+        wait: Annotated[
+            bool, Field(description="Wait for the memories to be written (default).")
+        ] = True,
+    ) -> dict[str, Any]:
+        """Send conversation messages; the service extracts memories from them and decides for
+        each fact whether it is new (ADD), changes a memory (UPDATE), ends one (DELETE) or is
+        known (NONE). Returns the ingestion job with its decisions."""
+        batch = [
+            Message(
+                **_unset_if_none(
+                    content=m.content,
+                    role=m.role,
+                    speaker=m.speaker,
+                    timestamp=m.timestamp,
+                    session_id=session_id,
+                )
+            )
+            for m in messages
+        ]
+        async with api(ctx) as who:
+            return _plain(await who.client.add_messages(who.user_id, batch, wait=wait))
+
+    @server.tool()
+    async def search_memories(
+        ctx: Context,
+        query: str,
+        top_k: Annotated[int, Field(ge=1, le=100)] = 5,
+        session_id: Annotated[
+            str | None, Field(description="Also search this session's CONTEXT memories.")
+        ] = None,
+        explain: Annotated[
+            bool, Field(description="Add each result's rank and score at every stage.")
+        ] = False,
+    ) -> dict[str, Any]:
+        """Search the user's memories (hybrid vector + BM25 retrieval, best first)."""
+        options = _unset_if_none(top_k=top_k, session_id=session_id, explain=explain)
+        async with api(ctx) as who:
+            # "indexed": an agent that just added a memory finds it (a bounded wait).
+            found = await who.client.search(who.user_id, query, consistency="indexed", **options)
+        return {
+            "results": _plain(found.results),
+            "query_analysis": found.query_analysis,
+            "missing_legs": found.missing_legs,
+        }
+
+    @server.tool()
+    async def get_memory(
+        ctx: Context,
+        memory_id: str,
+        with_history: Annotated[
+            bool, Field(description="Also return every version of its chain, oldest first.")
+        ] = True,
+    ) -> dict[str, Any]:
+        """One memory version, and the history of its chain."""
+        async with api(ctx) as who:
+            memory = await who.client.get_memory(who.user_id, memory_id)
+            history = await who.client.history(who.user_id, memory_id) if with_history else None
+        return {"memory": _plain(memory), "history": _plain(history.versions) if history else None}
+
+    @server.tool()
+    async def update_memory(
+        ctx: Context,
+        memory_id: str,
+        content: str | None = None,
+        category: str | None = None,
+        event_time: datetime | None = None,
+    ) -> dict[str, Any]:
+        """Change a current memory: a new version replaces it (the old one stays in history)."""
+        changes = _unset_if_none(content=content, category=category, event_time=event_time)
+        if not changes:
+            raise ToolError("nothing to change: give content, category or event_time")
+        async with api(ctx) as who:
+            return _plain(await who.client.update_memory(who.user_id, memory_id, **changes))
+
+    @server.tool()
+    async def delete_memory(ctx: Context, memory_id: str) -> dict[str, Any]:
+        """End a memory: it is no longer returned, but stays in its chain's history."""
+        async with api(ctx) as who:
+            return _plain(await who.client.delete_memory(who.user_id, memory_id))
+
+    @server.tool()
+    async def list_memories(
+        ctx: Context,
+        category: str | None = None,
+        scope: Literal["USER", "CONTEXT"] | None = None,
+        session_id: str | None = None,
+        include_superseded: bool = False,
+        limit: Annotated[int, Field(ge=1, le=200)] = 20,
+        cursor: Annotated[
+            str | None, Field(description="next_cursor of the previous page.")
+        ] = None,
+    ) -> dict[str, Any]:
+        """The user's memories, newest first, a page at a time."""
+        options = _unset_if_none(
+            category=category,
+            scope=scope,
+            session_id=session_id,
+            include_superseded=include_superseded,
+            limit=limit,
+            cursor=cursor,
+        )
+        async with api(ctx) as who:
+            return _plain(await who.client.list_memories(who.user_id, **options))
+
+    return server

@@ -1,0 +1,174 @@
+"""What each API operation sends and what it decodes: shared by the sync and async clients."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Generic, TypedDict, TypeVar
+from urllib.parse import quote
+
+import httpx
+import msgspec
+
+from cognis_client.models import (
+    Consistency,
+    Erasure,
+    History,
+    Job,
+    Memory,
+    MemoryChanges,
+    MemoryInput,
+    MemoryPage,
+    Message,
+    Scope,
+    SearchResult,
+)
+
+T = TypeVar("T")
+RETRYABLE_STATUS = 503
+
+
+@dataclass(frozen=True)
+class Call(Generic[T]):
+    method: str
+    path: str
+    result: type[T]
+    params: dict[str, Any] = field(default_factory=dict)
+    body: Any = None
+
+    def request(self, http: httpx.Client | httpx.AsyncClient) -> httpx.Request:
+        params = {k: _param(v) for k, v in self.params.items() if v is not None}
+        content = msgspec.json.encode(self.body) if self.body is not None else None
+        headers = {"Content-Type": "application/json"} if content is not None else None
+        return http.build_request(
+            self.method, self.path, params=params, content=content, headers=headers
+        )
+
+    def decode(self, response: httpx.Response) -> T:
+        return msgspec.json.decode(response.content, type=self.result)
+
+
+def _param(value: Any) -> str:
+    return ("true" if value else "false") if isinstance(value, bool) else str(value)
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Retries of 503 answers: the server's Retry-After when it sends one, else exponential
+    backoff with jitter. A wait longer than `max_delay_s` is not made: the error is raised."""
+
+    max_retries: int = 3
+    backoff_base_s: float = 0.5
+    max_delay_s: float = 30.0
+
+    def delay_s(self, attempt: int, retry_after_s: float | None) -> float:
+        if retry_after_s is not None:
+            return retry_after_s
+        return self.backoff_base_s * 2**attempt * (0.5 + random.random() / 2)
+
+
+def _user(user_id: str) -> str:
+    return f"/v1/users/{quote(user_id, safe='')}"
+
+
+def _memory(user_id: str, memory_id: Any) -> str:
+    return f"{_user(user_id)}/memories/{quote(str(memory_id), safe='')}"
+
+
+def add_memory(user_id: str, memory: MemoryInput) -> Call[Memory]:
+    return Call("POST", f"{_user(user_id)}/memories", Memory, body=memory)
+
+
+class _Batch(msgspec.Struct):
+    items: list[Memory]
+
+
+def add_memories(user_id: str, memories: list[MemoryInput]) -> Call[_Batch]:
+    return Call("POST", f"{_user(user_id)}/memories/batch", _Batch, body={"memories": memories})
+
+
+def get_memory(user_id: str, memory_id: Any) -> Call[Memory]:
+    return Call("GET", _memory(user_id, memory_id), Memory)
+
+
+class MemoryFilters(TypedDict, total=False):
+    """Which memories `list_memories` and `iter_memories` return (all optional)."""
+
+    scope: Scope
+    session_id: str
+    category: str
+    include_superseded: bool
+
+
+class ListOptions(MemoryFilters, total=False):
+    limit: int
+    cursor: str | None
+
+
+def list_memories(user_id: str, options: ListOptions) -> Call[MemoryPage]:
+    return Call("GET", f"{_user(user_id)}/memories", MemoryPage, params=dict(options))
+
+
+def update_memory(user_id: str, memory_id: Any, changes: MemoryChanges) -> Call[Memory]:
+    return Call("PATCH", _memory(user_id, memory_id), Memory, body=changes)
+
+
+def delete_memory(user_id: str, memory_id: Any) -> Call[Memory]:
+    return Call("DELETE", _memory(user_id, memory_id), Memory)
+
+
+def history(user_id: str, memory_id: Any) -> Call[History]:
+    return Call("GET", f"{_memory(user_id, memory_id)}/history", History)
+
+
+class SearchOptions(TypedDict, total=False):
+    """Options of `search` (all optional; the server's defaults apply)."""
+
+    top_k: int
+    session_id: str
+    as_of: datetime
+    explain: bool
+    consistency: Consistency
+    stages: dict[str, bool]
+
+
+def search(user_id: str, query: str, options: SearchOptions) -> Call[SearchResult]:
+    return Call("POST", f"{_user(user_id)}/search", SearchResult, body={"query": query, **options})
+
+
+def add_messages(user_id: str, messages: list[Message], *, wait: bool) -> Call[Job]:
+    return Call(
+        "POST",
+        f"{_user(user_id)}/messages",
+        Job,
+        params={"wait": wait},
+        body={"messages": messages},
+    )
+
+
+def get_job(user_id: str, job_id: Any) -> Call[Job]:
+    return Call("GET", f"{_user(user_id)}/jobs/{quote(str(job_id), safe='')}", Job)
+
+
+def erase_user(user_id: str) -> Call[Erasure]:
+    return Call("DELETE", _user(user_id), Erasure)
+
+
+def as_messages(messages: list[Message | str | dict[str, Any]]) -> list[Message]:
+    return [
+        m
+        if isinstance(m, Message)
+        else Message(content=m)
+        if isinstance(m, str)
+        else msgspec.convert(m, Message)
+        for m in messages
+    ]
+
+
+def as_memory_input(memory: MemoryInput | str | dict[str, Any]) -> MemoryInput:
+    if isinstance(memory, MemoryInput):
+        return memory
+    if isinstance(memory, str):
+        return MemoryInput(content=memory)
+    return msgspec.convert(memory, MemoryInput)

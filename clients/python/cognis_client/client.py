@@ -1,0 +1,235 @@
+"""CognisClient (sync) and AsyncCognisClient: the Cognis Memory REST API over httpx."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
+from typing import Any, TypeVar, Unpack
+
+import httpx
+
+from cognis_client import _calls as calls
+from cognis_client._calls import Call, ListOptions, MemoryFilters, RetryPolicy, SearchOptions
+from cognis_client.errors import ServiceUnavailableError, error_from_response
+from cognis_client.models import (
+    Erasure,
+    History,
+    Job,
+    Memory,
+    MemoryChanges,
+    MemoryInput,
+    MemoryPage,
+    Message,
+    SearchResult,
+)
+
+T = TypeVar("T")
+DEFAULT_TIMEOUT_S = 60.0
+# Called before each retry with (attempt number from 1, seconds about to be waited, the error).
+OnRetry = Callable[[int, float, ServiceUnavailableError], None]
+
+
+def _headers(api_key: str | None) -> dict[str, str]:
+    return {"X-API-Key": api_key} if api_key else {}
+
+
+class _Retrying:
+    def __init__(self, retry: RetryPolicy, on_retry: OnRetry | None) -> None:
+        self.retry = retry
+        self.on_retry = on_retry
+
+    def next_delay(self, attempt: int, response: httpx.Response) -> float:
+        """Seconds to wait before retrying this answer; raises when it must not be retried."""
+        error = error_from_response(response)
+        if not isinstance(error, ServiceUnavailableError) or attempt >= self.retry.max_retries:
+            raise error
+        delay = self.retry.delay_s(attempt, error.retry_after_s)
+        if delay > self.retry.max_delay_s:
+            raise error
+        if self.on_retry is not None:
+            self.on_retry(attempt + 1, delay, error)
+        return delay
+
+
+class CognisClient(_Retrying):
+    """Blocking client. `with CognisClient(url, api_key=...) as cognis: cognis.search(...)`."""
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        api_key: str | None = None,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+        retry: RetryPolicy | None = None,
+        on_retry: OnRetry | None = None,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        super().__init__(retry or RetryPolicy(), on_retry)
+        self.http = httpx.Client(
+            base_url=base_url, headers=_headers(api_key), timeout=timeout_s, transport=transport
+        )
+
+    def __enter__(self) -> CognisClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.http.close()
+
+    def _send(self, call: Call[T]) -> T:
+        attempt = 0
+        while True:
+            response = self.http.send(call.request(self.http))
+            if response.is_success:
+                return call.decode(response)
+            time.sleep(self.next_delay(attempt, response))
+            attempt += 1
+
+    def add_memory(self, user_id: str, memory: MemoryInput | str | dict[str, Any]) -> Memory:
+        return self._send(calls.add_memory(user_id, calls.as_memory_input(memory)))
+
+    def add_memories(
+        self, user_id: str, memories: list[MemoryInput | str | dict[str, Any]]
+    ) -> list[Memory]:
+        batch = [calls.as_memory_input(m) for m in memories]
+        return self._send(calls.add_memories(user_id, batch)).items
+
+    def get_memory(self, user_id: str, memory_id: Any) -> Memory:
+        return self._send(calls.get_memory(user_id, memory_id))
+
+    def list_memories(self, user_id: str, **options: Unpack[ListOptions]) -> MemoryPage:
+        """One page of memories, newest first; `next_cursor` leads to the next."""
+        return self._send(calls.list_memories(user_id, options))
+
+    def iter_memories(
+        self, user_id: str, *, page_size: int = 100, **filters: Unpack[MemoryFilters]
+    ) -> Iterator[Memory]:
+        """Every memory matching the filters of `list_memories`, page after page."""
+        cursor = None
+        while True:
+            page = self.list_memories(user_id, limit=page_size, cursor=cursor, **filters)
+            yield from page.items
+            if page.next_cursor is None:
+                return
+            cursor = page.next_cursor
+
+    def update_memory(self, user_id: str, memory_id: Any, **changes: Any) -> Memory:
+        """A new version superseding `memory_id`; fields of `MemoryChanges` as keywords."""
+        return self._send(calls.update_memory(user_id, memory_id, MemoryChanges(**changes)))
+
+    def delete_memory(self, user_id: str, memory_id: Any) -> Memory:
+        return self._send(calls.delete_memory(user_id, memory_id))
+
+    def history(self, user_id: str, memory_id: Any) -> History:
+        return self._send(calls.history(user_id, memory_id))
+
+    def search(self, user_id: str, query: str, **options: Unpack[SearchOptions]) -> SearchResult:
+        """The 8-stage retrieval; `explain=True` adds every stage's rank and score per hit."""
+        return self._send(calls.search(user_id, query, options))
+
+    def add_messages(
+        self, user_id: str, messages: list[Message | str | dict[str, Any]], *, wait: bool = False
+    ) -> Job:
+        return self._send(calls.add_messages(user_id, calls.as_messages(messages), wait=wait))
+
+    def get_job(self, user_id: str, job_id: Any) -> Job:
+        return self._send(calls.get_job(user_id, job_id))
+
+    def erase_user(self, user_id: str) -> Erasure:
+        return self._send(calls.erase_user(user_id))
+
+
+class AsyncCognisClient(_Retrying):
+    """Asyncio client with the same methods as `CognisClient`, awaited."""
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        api_key: str | None = None,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+        retry: RetryPolicy | None = None,
+        on_retry: OnRetry | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        super().__init__(retry or RetryPolicy(), on_retry)
+        self.http = httpx.AsyncClient(
+            base_url=base_url, headers=_headers(api_key), timeout=timeout_s, transport=transport
+        )
+
+    async def __aenter__(self) -> AsyncCognisClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        await self.http.aclose()
+
+    async def _send(self, call: Call[T]) -> T:
+        attempt = 0
+        while True:
+            response = await self.http.send(call.request(self.http))
+            if response.is_success:
+                return call.decode(response)
+            await asyncio.sleep(self.next_delay(attempt, response))
+            attempt += 1
+
+    async def add_memory(self, user_id: str, memory: MemoryInput | str | dict[str, Any]) -> Memory:
+        return await self._send(calls.add_memory(user_id, calls.as_memory_input(memory)))
+
+    async def add_memories(
+        self, user_id: str, memories: list[MemoryInput | str | dict[str, Any]]
+    ) -> list[Memory]:
+        batch = [calls.as_memory_input(m) for m in memories]
+        return (await self._send(calls.add_memories(user_id, batch))).items
+
+    async def get_memory(self, user_id: str, memory_id: Any) -> Memory:
+        return await self._send(calls.get_memory(user_id, memory_id))
+
+    async def list_memories(self, user_id: str, **options: Unpack[ListOptions]) -> MemoryPage:
+        """One page of memories, newest first; `next_cursor` leads to the next."""
+        return await self._send(calls.list_memories(user_id, options))
+
+    async def iter_memories(
+        self, user_id: str, *, page_size: int = 100, **filters: Unpack[MemoryFilters]
+    ) -> AsyncIterator[Memory]:
+        """Every memory matching the filters of `list_memories`, page after page."""
+        cursor = None
+        while True:
+            page = await self.list_memories(user_id, limit=page_size, cursor=cursor, **filters)
+            for memory in page.items:
+                yield memory
+            if page.next_cursor is None:
+                return
+            cursor = page.next_cursor
+
+    async def update_memory(self, user_id: str, memory_id: Any, **changes: Any) -> Memory:
+        """A new version superseding `memory_id`; fields of `MemoryChanges` as keywords."""
+        return await self._send(calls.update_memory(user_id, memory_id, MemoryChanges(**changes)))
+
+    async def delete_memory(self, user_id: str, memory_id: Any) -> Memory:
+        return await self._send(calls.delete_memory(user_id, memory_id))
+
+    async def history(self, user_id: str, memory_id: Any) -> History:
+        return await self._send(calls.history(user_id, memory_id))
+
+    async def search(
+        self, user_id: str, query: str, **options: Unpack[SearchOptions]
+    ) -> SearchResult:
+        """The 8-stage retrieval; `explain=True` adds every stage's rank and score per hit."""
+        return await self._send(calls.search(user_id, query, options))
+
+    async def add_messages(
+        self, user_id: str, messages: list[Message | str | dict[str, Any]], *, wait: bool = False
+    ) -> Job:
+        return await self._send(calls.add_messages(user_id, calls.as_messages(messages), wait=wait))
+
+    async def get_job(self, user_id: str, job_id: Any) -> Job:
+        return await self._send(calls.get_job(user_id, job_id))
+
+    async def erase_user(self, user_id: str) -> Erasure:
+        return await self._send(calls.erase_user(user_id))

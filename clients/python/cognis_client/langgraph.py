@@ -1,0 +1,242 @@
+"""CognisStore: LangGraph's long-term memory store (BaseStore) over the Cognis Memory API.
+
+Namespaces map to users and scopes: `prefix + (user_id,)` holds the user's USER memories (kept
+across sessions), `prefix + (user_id, session_id)` that session's CONTEXT memories. An item is one
+memory chain: its text is `value["content"]` (or `value["text"]`, else the value as JSON), its
+key and value ride in the memory's metadata, and a put on an existing key writes a new version
+(the earlier one stays in the chain's history). Memories written by other means (messages, REST)
+appear as items too, keyed by their memory id, with `{"content", "category"}` as value.
+
+Needs the `langgraph` extra: `pip install 'cognis-client[langgraph]'`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from collections.abc import Iterable
+from typing import Any
+
+import msgspec
+from langgraph.store.base import (
+    BaseStore,
+    GetOp,
+    InvalidNamespaceError,
+    ListNamespacesOp,
+    Op,
+    PutOp,
+    Result,
+    SearchItem,
+    SearchOp,
+)
+
+from cognis_client._calls import MemoryFilters, RetryPolicy, SearchOptions
+from cognis_client.client import AsyncCognisClient
+from cognis_client.errors import NotFoundError
+from cognis_client.models import Memory, MemoryInput
+
+METADATA_KEY = "langgraph"
+MAX_TOP_K = 100  # the API's default bound on one search
+
+
+def _scope_filters(session_id: str | None) -> MemoryFilters:
+    """A user's namespace holds its USER memories, a session's its CONTEXT memories."""
+    if session_id:
+        return {"scope": "CONTEXT", "session_id": session_id}
+    return {"scope": "USER"}
+
+
+def memory_text(value: dict[str, Any]) -> str:
+    for field in ("content", "text"):
+        if isinstance(value.get(field), str) and value[field].strip():
+            return value[field]
+    return json.dumps(value, sort_keys=True, default=str)
+
+
+class CognisStore(BaseStore):
+    """`CognisStore("http://127.0.0.1:8000", api_key=...)`; `prefix=("memories",)` to use
+    LangGraph's usual `("memories", user_id)` namespaces."""
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        api_key: str | None = None,
+        prefix: tuple[str, ...] = (),
+        retry: RetryPolicy | None = None,
+        timeout_s: float = 60.0,
+    ) -> None:
+        self.prefix = tuple(prefix)
+        self._client_options: dict[str, Any] = {
+            "api_key": api_key,
+            "retry": retry,
+            "timeout_s": timeout_s,
+        }
+        self._base_url = base_url
+        self._client: AsyncCognisClient | None = None
+
+    async def aclose(self) -> None:
+        if self._client is not None:
+            await self._client.close()
+            self._client = None
+
+    def _new_client(self) -> AsyncCognisClient:
+        return AsyncCognisClient(self._base_url, **self._client_options)
+
+    # --- BaseStore ---------------------------------------------------------------------------
+
+    async def abatch(self, ops: Iterable[Op]) -> list[Result]:
+        if self._client is None:
+            self._client = self._new_client()
+        return [await self._run(self._client, op) for op in ops]
+
+    def batch(self, ops: Iterable[Op]) -> list[Result]:
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            pass
+        else:
+            raise asyncio.InvalidStateError(
+                "CognisStore's synchronous methods cannot run inside an event loop: "
+                "use the async ones (aget, aput, asearch, adelete)"
+            )
+        ops = list(ops)
+
+        async def run() -> list[Result]:
+            async with self._new_client() as client:
+                return [await self._run(client, op) for op in ops]
+
+        return asyncio.run(run())
+
+    # --- operations --------------------------------------------------------------------------
+
+    async def _run(self, client: AsyncCognisClient, op: Op) -> Result:
+        if isinstance(op, GetOp):
+            memory = await self._find(client, op.namespace, op.key)
+            return None if memory is None else self._item(memory)
+        if isinstance(op, PutOp):
+            await self._put(client, op)
+            return None
+        if isinstance(op, SearchOp):
+            return await self._search(client, op)
+        if isinstance(op, ListNamespacesOp):
+            raise NotImplementedError(
+                "CognisStore cannot list namespaces: the API does not enumerate users or sessions"
+            )
+        raise TypeError(f"unknown store operation {op!r}")
+
+    def _locate(self, namespace: tuple[str, ...]) -> tuple[str, str | None]:
+        """(user_id, session_id or None) of a namespace; anything else is not ours."""
+        n = len(self.prefix)
+        rest = tuple(namespace[n:])
+        if tuple(namespace[:n]) != self.prefix or len(rest) not in (1, 2):
+            raise InvalidNamespaceError(
+                f"namespace {namespace!r} is not {(*self.prefix, '<user_id>')!r} or "
+                f"{(*self.prefix, '<user_id>', '<session_id>')!r}"
+            )
+        return rest[0], (rest[1] if len(rest) == 2 else None)
+
+    def _namespace(self, memory: Memory) -> tuple[str, ...]:
+        if memory.scope == "CONTEXT" and memory.session_id is not None:
+            return (*self.prefix, memory.user_id, memory.session_id)
+        return (*self.prefix, memory.user_id)
+
+    @staticmethod
+    def _stored(memory: Memory) -> dict[str, Any] | None:
+        stored = memory.metadata.get(METADATA_KEY)
+        return stored if isinstance(stored, dict) and "key" in stored else None
+
+    def _item(self, memory: Memory, score: float | None = None) -> SearchItem:
+        stored = self._stored(memory)
+        if stored is None:
+            key, value = str(memory.id), {"content": memory.content, "category": memory.category}
+            created_at = memory.created_at
+        else:
+            key, value = stored["key"], stored["value"]
+            created_at = memory.created_at
+            if isinstance(stored.get("created_at"), str):
+                created_at = type(created_at).fromisoformat(stored["created_at"])
+        return SearchItem(
+            namespace=self._namespace(memory),
+            key=key,
+            value=value,
+            created_at=created_at,
+            updated_at=memory.created_at,
+            score=score,
+        )
+
+    async def _find(
+        self, client: AsyncCognisClient, namespace: tuple[str, ...], key: str
+    ) -> Memory | None:
+        user_id, session_id = self._locate(namespace)
+        filters = _scope_filters(session_id)
+        scope = filters["scope"]
+        # No lookup by metadata in the API: walk the namespace's current memories.
+        async for memory in client.iter_memories(user_id, page_size=200, **filters):
+            stored = self._stored(memory)
+            if stored is not None and stored["key"] == key:
+                return memory
+        try:  # a memory written by other means, named by its id
+            memory = await client.get_memory(user_id, str(uuid.UUID(key)))
+        except (ValueError, NotFoundError):
+            return None
+        in_namespace = memory.scope == scope and memory.session_id == session_id
+        return memory if memory.is_current and in_namespace else None
+
+    async def _put(self, client: AsyncCognisClient, op: PutOp) -> None:
+        user_id, session_id = self._locate(op.namespace)
+        existing = await self._find(client, op.namespace, op.key)
+        if op.value is None:
+            if existing is not None:
+                await client.delete_memory(user_id, existing.id)
+            return
+        value = dict(op.value)
+        stored = self._stored(existing) if existing is not None else None
+        if stored is not None and stored["value"] == value:
+            return  # no new version for an unchanged value
+        # The item's creation time: its first version's, carried along the chain.
+        created_at = None
+        if existing is not None:
+            created_at = (stored or {}).get("created_at") or existing.created_at.isoformat()
+        metadata = {METADATA_KEY: {"key": op.key, "value": value, "created_at": created_at}}
+        if existing is not None:
+            await client.update_memory(
+                user_id, existing.id, content=memory_text(value), metadata=metadata
+            )
+            return
+        draft = MemoryInput(content=memory_text(value), metadata=metadata)
+        if session_id:
+            draft = msgspec.structs.replace(draft, scope="CONTEXT", session_id=session_id)
+        await client.add_memory(user_id, draft)
+
+    async def _search(self, client: AsyncCognisClient, op: SearchOp) -> list[SearchItem]:
+        """A query runs the API's retrieval; without one, the namespace's memories, newest
+        first. `filter` matches value fields by equality. A user's namespace covers its USER
+        memories, a session's namespace that session's CONTEXT memories."""
+        user_id, session_id = self._locate(op.namespace_prefix)
+        filters = _scope_filters(session_id)
+        scope = filters["scope"]
+        wanted = op.offset + op.limit
+        items: list[SearchItem] = []
+        hits: list[tuple[Memory, float | None]]
+        if op.query:
+            options: SearchOptions = {
+                "top_k": MAX_TOP_K if op.filter else min(MAX_TOP_K, wanted),
+                "consistency": "indexed",
+            }
+            if session_id:
+                options["session_id"] = session_id
+            found = await client.search(user_id, op.query, **options)
+            hits = [(h.memory, h.score) for h in found.results if h.history_of is None]
+        else:
+            hits = [(m, None) async for m in client.iter_memories(user_id, **filters)]
+        for memory, score in hits:
+            if memory.scope != scope or memory.session_id != session_id:
+                continue
+            item = self._item(memory, score)
+            if all(item.value.get(k) == v for k, v in (op.filter or {}).items()):
+                items.append(item)
+            if len(items) >= wanted:
+                break
+        return items[op.offset : wanted]

@@ -1,0 +1,182 @@
+"""Typed results: the API's JSON bodies decoded into frozen structs."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+from uuid import UUID
+
+import msgspec
+
+Scope = Literal["USER", "CONTEXT"]
+Consistency = Literal["eventual", "indexed"]
+
+
+class Memory(msgspec.Struct, frozen=True):
+    """One version of a memory; `chain_id` names the whole chain of versions."""
+
+    id: UUID
+    user_id: str
+    chain_id: UUID
+    version: int
+    content: str
+    category: str
+    scope: str
+    session_id: str | None
+    is_current: bool
+    replaces_id: UUID | None
+    speaker: str | None
+    event_time: datetime | None
+    created_at: datetime
+    superseded_at: datetime | None
+    metadata: dict[str, Any]
+    source_message_id: UUID | None
+    external_id: str | None = None
+
+
+class MemoryPage(msgspec.Struct, frozen=True):
+    items: list[Memory]
+    next_cursor: str | None
+
+
+class History(msgspec.Struct, frozen=True):
+    """Every version of a chain, oldest first."""
+
+    chain_id: UUID
+    versions: list[Memory]
+
+    @property
+    def current(self) -> Memory | None:
+        return next((v for v in self.versions if v.is_current), None)
+
+
+class StageScore(msgspec.Struct, frozen=True):
+    """A result's rank and score at one retrieval stage (None where the stage did not see it)."""
+
+    rank: int | None
+    score: float | None
+
+
+class SearchHit(msgspec.Struct, frozen=True):
+    memory: Memory
+    rank: int
+    score: float
+    superseded: bool
+    history_of: UUID | None = None
+    explanation: dict[str, StageScore] | None = None
+
+    def stage(self, name: str) -> StageScore | None:
+        """This hit at one stage (e.g. "vector_768d", "bm25", "rrf_fusion"), when explained."""
+        return (self.explanation or {}).get(name)
+
+
+class IndexLag(msgspec.Struct, frozen=True):
+    pending: int
+    oldest_pending_age_ms: float | None
+    consistency: str
+    stale: bool
+    waited_ms: float | None = None
+
+
+class SearchResult(msgspec.Struct, frozen=True):
+    results: list[SearchHit]
+    missing_legs: list[str]
+    stages: dict[str, str]
+    stage_durations_ms: dict[str, float]
+    duration_ms: float
+    index_lag: IndexLag
+    query_analysis: dict[str, Any] | None = None
+
+    @property
+    def memories(self) -> list[Memory]:
+        return [hit.memory for hit in self.results]
+
+
+class Decision(msgspec.Struct, frozen=True):
+    """What ingestion decided for one fact of a message (ADD, UPDATE, DELETE or NONE)."""
+
+    operation: str
+    target_memory_id: UUID | None
+    memory_id: UUID | None
+    content: str | None
+    category: str | None
+    reason: str | None
+    event_time: datetime | None = None
+    extractor: str | None = None
+    model: str | None = None
+    fallback_used: bool = False
+    failure: str | None = None
+    raw_answer_sha256: str | None = None
+    latency_ms: float | None = None
+
+
+class MessageResult(msgspec.Struct, frozen=True):
+    message_id: UUID
+    sent_at: datetime
+    state: str
+    attempts: int
+    last_error: str | None
+    decisions: list[Decision]
+
+
+class SubmittedMessage(msgspec.Struct, frozen=True):
+    message_id: UUID
+    job_id: UUID
+    duplicate: bool
+
+
+class Job(msgspec.Struct, frozen=True):
+    """An ingestion job: queued | running | done | failed."""
+
+    job_id: UUID
+    user_id: str
+    state: str
+    messages: list[MessageResult]
+    submitted: list[SubmittedMessage] | None = None
+
+    @property
+    def decisions(self) -> list[Decision]:
+        return [d for m in self.messages for d in m.decisions]
+
+
+class Erasure(msgspec.Struct, frozen=True):
+    user_id: str
+    postgres: dict[str, int]
+    opensearch_deleted: int | None
+    opensearch_pending: bool
+
+
+# Request bodies: fields left at UNSET are not sent, so the server's defaults apply.
+
+
+class MemoryInput(msgspec.Struct, omit_defaults=True, forbid_unknown_fields=True):
+    content: str
+    category: str | msgspec.UnsetType = msgspec.UNSET
+    scope: Scope | msgspec.UnsetType = msgspec.UNSET
+    session_id: str | msgspec.UnsetType = msgspec.UNSET
+    speaker: str | msgspec.UnsetType = msgspec.UNSET
+    event_time: datetime | msgspec.UnsetType = msgspec.UNSET
+    metadata: dict[str, Any] | msgspec.UnsetType = msgspec.UNSET
+
+
+class MemoryChanges(msgspec.Struct, omit_defaults=True, forbid_unknown_fields=True):
+    """The fields an update changes; the new version keeps every other one."""
+
+    content: str | msgspec.UnsetType = msgspec.UNSET
+    category: str | msgspec.UnsetType = msgspec.UNSET
+    scope: Scope | msgspec.UnsetType = msgspec.UNSET
+    session_id: str | msgspec.UnsetType | None = msgspec.UNSET
+    speaker: str | msgspec.UnsetType | None = msgspec.UNSET
+    event_time: datetime | msgspec.UnsetType | None = msgspec.UNSET
+    metadata: dict[str, Any] | msgspec.UnsetType = msgspec.UNSET
+
+
+class Message(msgspec.Struct, omit_defaults=True, forbid_unknown_fields=True):
+    content: str
+    role: Literal["user", "assistant", "system"] = "user"
+    speaker: str | msgspec.UnsetType = msgspec.UNSET
+    timestamp: datetime | msgspec.UnsetType = msgspec.UNSET
+    session_id: str | msgspec.UnsetType = msgspec.UNSET
+    metadata: dict[str, Any] | msgspec.UnsetType = msgspec.UNSET
+    idempotency_key: str | msgspec.UnsetType = msgspec.UNSET
+    scope: Scope | msgspec.UnsetType = msgspec.UNSET

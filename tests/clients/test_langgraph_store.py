@@ -1,0 +1,152 @@
+"""CognisStore (cognis_client.langgraph) against the real API: LangGraph's BaseStore operations,
+and a small graph that stores a fact in one run and recalls it in another (no LLM)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+from typing import TypedDict
+
+import httpx
+import pytest
+from cognis_client.langgraph import CognisStore
+from langgraph.graph import END, START, StateGraph
+from langgraph.runtime import Runtime
+from langgraph.store.base import InvalidNamespaceError
+
+from tests.conftest import API_KEY, ApiProcess
+
+
+@pytest.fixture
+async def store(api: ApiProcess) -> AsyncIterator[CognisStore]:
+    cognis = CognisStore(api.url, api_key=API_KEY, prefix=("memories",))
+    yield cognis
+    await cognis.aclose()
+
+
+class Turn(TypedDict, total=False):
+    user_id: str
+    message: str
+    recalled: list[str]
+
+
+async def remember_or_recall(state: Turn, runtime: Runtime) -> Turn:
+    """A deterministic agent: "Remember: <fact>" stores the fact; anything else recalls."""
+    assert runtime.store is not None
+    namespace = ("memories", state["user_id"])
+    message = state["message"]
+    if message.startswith("Remember: "):
+        fact = message.removeprefix("Remember: ")
+        await runtime.store.aput(namespace, uuid.uuid4().hex, {"content": fact})
+        return {"recalled": []}
+    found = await runtime.store.asearch(namespace, query=message, limit=1)
+    return {"recalled": [item.value["content"] for item in found]}
+
+
+def agent(store: CognisStore):
+    graph = StateGraph(Turn)
+    graph.add_node("memory", remember_or_recall)
+    graph.add_edge(START, "memory")
+    graph.add_edge("memory", END)
+    return graph.compile(store=store)
+
+
+async def test_a_graph_recalls_in_a_later_run_what_it_stored(
+    store: CognisStore, client: httpx.AsyncClient, user_id: str, other_user_id: str
+) -> None:
+    app = agent(store)
+    await app.ainvoke({"user_id": user_id, "message": "Remember: My sister Maja is a pilot."})
+    await app.ainvoke({"user_id": user_id, "message": "Remember: I drink my coffee black."})
+
+    later = await app.ainvoke({"user_id": user_id, "message": "What does my sister do?"})
+    assert later["recalled"] == ["My sister Maja is a pilot."]
+    stranger = await app.ainvoke({"user_id": other_user_id, "message": "What does my sister do?"})
+    assert stranger["recalled"] == []
+
+    # Stored as ordinary memories of that user, with the item's key in their metadata.
+    listed = (await client.get(f"/v1/users/{user_id}/memories")).json()["items"]
+    assert sorted(m["content"] for m in listed) == [
+        "I drink my coffee black.",
+        "My sister Maja is a pilot.",
+    ]
+    assert all(len(m["metadata"]["langgraph"]["key"]) == 32 for m in listed)
+
+
+async def test_put_get_update_delete_keep_a_version_chain(
+    store: CognisStore, client: httpx.AsyncClient, user_id: str
+) -> None:
+    ns = ("memories", user_id)
+    await store.aput(ns, "diet", {"content": "Ana eats no meat.", "kind": "diet"})
+    first = await store.aget(ns, "diet")
+    assert first is not None and first.value == {"content": "Ana eats no meat.", "kind": "diet"}
+    assert first.namespace == ns and first.key == "diet"
+
+    await store.aput(ns, "diet", {"content": "Ana eats no meat.", "kind": "diet"})  # unchanged
+    await store.aput(ns, "diet", {"content": "Ana is vegan now.", "kind": "diet"})
+    second = await store.aget(ns, "diet")
+    assert second is not None and second.value["content"] == "Ana is vegan now."
+    assert second.created_at == first.created_at and second.updated_at > first.updated_at
+
+    only_diet = await store.asearch(ns, filter={"kind": "diet"})
+    assert [i.key for i in only_diet] == ["diet"] and only_diet[0].score is None
+    assert await store.asearch(ns, filter={"kind": "travel"}) == []
+
+    memories = (await client.get(f"/v1/users/{user_id}/memories")).json()["items"]
+    (current,) = memories
+    history = (await client.get(f"/v1/users/{user_id}/memories/{current['id']}/history")).json()
+    assert [v["content"] for v in history["versions"]] == ["Ana eats no meat.", "Ana is vegan now."]
+
+    await store.adelete(ns, "diet")
+    assert await store.aget(ns, "diet") is None
+    ended = (await client.get(f"/v1/users/{user_id}/memories/{current['id']}")).json()
+    assert ended["is_current"] is False
+
+
+async def test_session_namespaces_are_context_memories(
+    store: CognisStore, client: httpx.AsyncClient, user_id: str
+) -> None:
+    await store.aput(
+        ("memories", user_id, "trip-1"), "hotel", {"content": "Room 412 at Hotel Ora."}
+    )
+    await store.aput(("memories", user_id), "home", {"content": "Ana lives in Porto."})
+
+    (saved,) = (
+        await client.get(f"/v1/users/{user_id}/memories", params={"scope": "CONTEXT"})
+    ).json()["items"]
+    assert saved["session_id"] == "trip-1" and saved["content"] == "Room 412 at Hotel Ora."
+    in_session = await store.asearch(("memories", user_id, "trip-1"), query="hotel room number")
+    assert [(i.key, i.namespace) for i in in_session] == [
+        ("hotel", ("memories", user_id, "trip-1"))
+    ]
+    assert in_session[0].score is not None
+    user_wide = await store.asearch(("memories", user_id), query="hotel room number")
+    assert [i.key for i in user_wide] == ["home"]
+
+
+async def test_memories_from_other_paths_are_items_keyed_by_id(
+    store: CognisStore, client: httpx.AsyncClient, user_id: str
+) -> None:
+    created = await client.post(
+        f"/v1/users/{user_id}/memories",
+        json={"content": "Ana plays the oboe.", "category": "hobbies"},
+    )
+    memory = created.json()
+    (item,) = await store.asearch(("memories", user_id), query="musical instrument")
+    assert item.key == memory["id"]
+    assert item.value == {"content": "Ana plays the oboe.", "category": "hobbies"}
+    fetched = await store.aget(("memories", user_id), memory["id"])
+    assert fetched is not None and fetched.value == item.value
+    # The id of a memory in another namespace (a session's) is not found in this one.
+    assert await store.aget(("memories", user_id, "s9"), memory["id"]) is None
+
+
+def test_sync_methods_and_refusals(api: ApiProcess, user_id: str) -> None:
+    store = CognisStore(api.url, api_key=API_KEY)
+    store.put((user_id,), "tea", {"content": "Ana likes green tea."})
+    item = store.get((user_id,), "tea")
+    assert item is not None and item.value == {"content": "Ana likes green tea."}
+    assert item.namespace == (user_id,)
+    with pytest.raises(InvalidNamespaceError):
+        store.get(("a", "b", "c"), "tea")
+    with pytest.raises(NotImplementedError, match="namespaces"):
+        store.list_namespaces()

@@ -1,0 +1,176 @@
+"""The Python client (clients/python, `cognis_client`) against the real API process."""
+
+from __future__ import annotations
+
+import pytest
+from cognis_client import (
+    AsyncCognisClient,
+    AuthenticationError,
+    CognisClient,
+    InvalidRequestError,
+    MemoryInput,
+    NotFoundError,
+    RetryPolicy,
+    ServiceUnavailableError,
+    StageScore,
+)
+
+from tests.api.test_embedder_outage import api_without_embedder, dead_embedder_url  # noqa: F401
+from tests.conftest import API_KEY, ApiProcess
+
+
+@pytest.fixture
+def cognis(api: ApiProcess):
+    with CognisClient(api.url, api_key=API_KEY) as client:
+        yield client
+
+
+def test_a_memory_chain_through_the_sync_client(cognis: CognisClient, user_id: str) -> None:
+    first = cognis.add_memory(
+        user_id, MemoryInput(content="Ines lives in Tokyo.", category="personal_details")
+    )
+    assert (first.user_id, first.version, first.is_current) == (user_id, 1, True)
+    assert cognis.get_memory(user_id, first.id) == first
+
+    moved = cognis.update_memory(user_id, first.id, content="Ines lives in Osaka.")
+    assert moved.replaces_id == first.id and moved.chain_id == first.chain_id
+    assert moved.category == "personal_details"  # kept from the version it replaces
+
+    ended = cognis.delete_memory(user_id, moved.id)
+    assert ended.is_current is False and ended.superseded_at is not None
+    chain = cognis.history(user_id, first.id)
+    assert [v.content for v in chain.versions] == ["Ines lives in Tokyo.", "Ines lives in Osaka."]
+    assert chain.current is None  # the delete ended the chain
+
+
+def test_pagination_helper_walks_every_page(cognis: CognisClient, user_id: str) -> None:
+    created = cognis.add_memories(
+        user_id,
+        [{"content": f"Ines owns {n} bicycles.", "category": "hobbies"} for n in range(5)],
+    )
+    first_page = cognis.list_memories(user_id, limit=2)
+    assert len(first_page.items) == 2 and first_page.next_cursor is not None
+    walked = list(cognis.iter_memories(user_id, page_size=2))
+    assert sorted(m.id for m in walked) == sorted(m.id for m in created)
+    assert len(walked) == 5
+    assert list(cognis.iter_memories(user_id, category="travel")) == []
+
+
+def test_explained_search_gives_stage_objects(cognis: CognisClient, user_id: str) -> None:
+    cognis.add_memories(
+        user_id,
+        [
+            "Ines is allergic to shellfish.",
+            "Ines plays the cello on Sundays.",
+            "Ines works as a tram driver in Lisbon.",
+        ],
+    )
+    result = cognis.search(
+        user_id, "what instrument does Ines play", explain=True, consistency="indexed", top_k=3
+    )
+    top = result.results[0]
+    assert top.memory.content == "Ines plays the cello on Sundays."
+    assert top.rank == 1 and result.index_lag.stale is False
+    vector = top.stage("768d")
+    assert isinstance(vector, StageScore) and vector.rank is not None
+    assert top.stage("final") == StageScore(rank=1, score=top.score)
+    assert result.query_analysis is not None and "history_intent" in result.query_analysis
+    plain = cognis.search(user_id, "what instrument does Ines play", top_k=3)
+    assert all(hit.explanation is None for hit in plain.results)
+
+
+def test_problem_json_becomes_typed_errors(
+    api: ApiProcess, cognis: CognisClient, user_id: str, other_user_id: str
+) -> None:
+    mine = cognis.add_memory(user_id, "Ines keeps a diary.")
+    with pytest.raises(NotFoundError) as not_found:
+        cognis.get_memory(other_user_id, mine.id)  # not yours looks like not there
+    assert not_found.value.status == 404 and str(mine.id) in not_found.value.detail
+
+    with pytest.raises(InvalidRequestError) as invalid:
+        cognis.add_memory(user_id, {"content": "x", "scope": "CONTEXT"})  # no session_id
+    assert invalid.value.status == 400 and "session_id" in invalid.value.detail
+    with pytest.raises(InvalidRequestError) as bad_top_k:
+        cognis.search(user_id, "diary", top_k=10_000)
+    assert "top_k" in bad_top_k.value.detail
+
+    stranger = CognisClient(api.url, api_key="not-" + API_KEY)
+    with stranger, pytest.raises(AuthenticationError) as denied:
+        stranger.list_memories(user_id)
+    assert denied.value.status == 401 and "X-API-Key" in denied.value.detail
+
+
+async def test_async_client_ingests_messages_and_finds_them(api: ApiProcess, user_id: str) -> None:
+    async with AsyncCognisClient(api.url, api_key=API_KEY) as cognis:
+        job = await cognis.add_messages(
+            user_id,
+            [{"content": "I started learning Finnish last month.", "speaker": "Ines"}],
+            wait=True,
+        )
+        assert job.state == "done"
+        (decision,) = job.decisions
+        assert decision.operation == "ADD" and decision.memory_id is not None
+        assert (await cognis.get_job(user_id, job.job_id)).decisions == job.decisions
+
+        found = await cognis.search(user_id, "Finnish lessons", consistency="indexed")
+        assert found.results[0].memory.id == decision.memory_id
+        walked = [m async for m in cognis.iter_memories(user_id, page_size=1)]
+        assert [m.id for m in walked] == [decision.memory_id]
+
+        erased = await cognis.erase_user(user_id)
+        assert erased.postgres["memories"] == 1
+        with pytest.raises(NotFoundError):
+            await cognis.get_memory(user_id, decision.memory_id)
+
+
+def _counting(client: CognisClient) -> list[int]:
+    statuses: list[int] = []
+    client.http.event_hooks["response"].append(lambda r: statuses.append(r.status_code))
+    return statuses
+
+
+def test_503_is_retried_after_retry_after_then_raised(
+    api_without_embedder: ApiProcess,  # noqa: F811
+    dead_embedder_url: str,  # noqa: F811
+    user_id: str,
+) -> None:
+    waits: list[tuple[int, float]] = []
+    with CognisClient(
+        api_without_embedder.url,
+        api_key=API_KEY,
+        retry=RetryPolicy(max_retries=1, max_delay_s=10),
+        on_retry=lambda attempt, delay, _error: waits.append((attempt, delay)),
+    ) as cognis:
+        statuses = _counting(cognis)
+        with pytest.raises(ServiceUnavailableError) as unavailable:
+            cognis.add_memory(user_id, "Ines keeps bees.")
+    assert statuses == [503, 503]
+    # The server asks for 5 s; the client waits exactly that, not its own backoff.
+    assert waits == [(1, unavailable.value.retry_after_s)] and waits[0][1] == 5
+    assert f"{dead_embedder_url}/embeddings" in unavailable.value.detail
+
+    # A Retry-After beyond what the caller accepts is not waited for.
+    with CognisClient(
+        api_without_embedder.url,
+        api_key=API_KEY,
+        retry=RetryPolicy(max_retries=3, max_delay_s=1),
+    ) as impatient:
+        statuses = _counting(impatient)
+        with pytest.raises(ServiceUnavailableError):
+            impatient.search(user_id, "bees")
+    assert statuses == [503]
+
+
+def test_backoff_without_retry_after_grows() -> None:
+    policy = RetryPolicy(backoff_base_s=1.0)
+    delays = [policy.delay_s(attempt, None) for attempt in range(4)]
+    assert all(0.5 * 2**n <= d <= 2**n for n, d in enumerate(delays))
+    assert policy.delay_s(0, 7.0) == 7.0
+
+
+def test_user_ids_are_path_encoded(cognis: CognisClient) -> None:
+    # Unencoded, "?" would end the path and the memory would go to user "ines".
+    with pytest.raises(InvalidRequestError) as refused:
+        cognis.add_memory("ines?x=1", "Ines")
+    assert refused.value.problem["instance"].endswith("/memories")
+    assert "user_id must be" in refused.value.detail

@@ -1,0 +1,152 @@
+"""The web console in a real headless Chromium (Debian's chromium + chromium-driver, driven by
+Selenium) against the real API: log in with a key, see memories written through the API, follow
+a version chain, run an explained search, read ingestion decisions and the outbox."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from selenium import webdriver
+from selenium.webdriver.chrome.options import Options
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.remote.webdriver import WebDriver
+from selenium.webdriver.remote.webelement import WebElement
+from selenium.webdriver.support.expected_conditions import staleness_of
+from selenium.webdriver.support.ui import WebDriverWait
+
+from tests.conftest import API_KEY, ROOT, ApiProcess
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+CHROMEDRIVER = shutil.which("chromedriver")
+pytestmark = pytest.mark.skipif(
+    CHROMIUM is None or CHROMEDRIVER is None,
+    reason="needs Debian's chromium and chromium-driver (scripts/install.sh installs them)",
+)
+# Set to a path to refresh the README's screenshot: COGNIS_CONSOLE_SCREENSHOT=docs/console.png
+SCREENSHOT = os.environ.get("COGNIS_CONSOLE_SCREENSHOT")
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[WebDriver]:
+    options = Options()
+    options.binary_location = str(CHROMIUM)
+    for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu"):
+        options.add_argument(flag)
+    options.add_argument("--window-size=1400,900")
+    driver = webdriver.Chrome(service=Service(executable_path=str(CHROMEDRIVER)), options=options)
+    driver.implicitly_wait(5)
+    yield driver
+    driver.quit()
+
+
+def log_in(browser: WebDriver, api: ApiProcess, key: str) -> None:
+    browser.get(f"{api.url}/console/login")
+    browser.find_element(By.ID, "key").send_keys(key)
+    old_page = browser.find_element(By.TAG_NAME, "html")
+    browser.find_element(By.ID, "login").click()
+    WebDriverWait(browser, 30).until(staleness_of(old_page))
+
+
+def follow(browser: WebDriver, element: WebElement, url_part: str) -> None:
+    """Click (or change) and wait until the new page is loaded at a URL containing url_part."""
+    old_page = browser.find_element(By.TAG_NAME, "html")
+    element.click()
+    WebDriverWait(browser, 30).until(staleness_of(old_page))
+    WebDriverWait(browser, 30).until(lambda b: url_part in b.current_url)
+
+
+def texts(browser: WebDriver, css: str) -> list[str]:
+    return [element.text for element in browser.find_elements(By.CSS_SELECTOR, css)]
+
+
+async def test_console_end_to_end(
+    browser: WebDriver, api: ApiProcess, client: httpx.AsyncClient, user_id: str
+) -> None:
+    browser.get(f"{api.url}/console/users/{user_id}")
+    assert browser.current_url.endswith("/console/login")  # not logged in: sent to log in
+    log_in(browser, api, "not-" + API_KEY)
+    assert "not accepted" in browser.find_element(By.ID, "login-error").text
+    log_in(browser, api, API_KEY)
+    assert browser.current_url.endswith("/console")
+
+    tokyo = (
+        await client.post(
+            f"/v1/users/{user_id}/memories",
+            json={"content": "Mika lives in Tokyo near the river.", "category": "personal_details"},
+        )
+    ).json()
+    moved = await client.patch(
+        f"/v1/users/{user_id}/memories/{tokyo['id']}",
+        json={"content": "Mika lives in Osaka near the river."},
+    )
+    assert moved.status_code == 200, moved.text
+    await client.post(
+        f"/v1/users/{user_id}/memories",
+        json={"content": "Mika is learning the shamisen.", "category": "hobbies"},
+    )
+
+    # Users: this user is listed with 2 current memories and 3 versions.
+    browser.get(f"{api.url}/console?prefix={user_id}")
+    (row,) = texts(browser, "#users tr:not(:first-child)")
+    assert row.split()[:3] == [user_id, "2", "3"]
+
+    # Memories, with a category filter applied by the light JS (a select's change submits).
+    follow(browser, browser.find_element(By.LINK_TEXT, user_id), f"/console/users/{user_id}")
+    assert set(texts(browser, "a.memory")) == {
+        "Mika lives in Osaka near the river.",
+        "Mika is learning the shamisen.",
+    }
+    hobbies = browser.find_element(By.CSS_SELECTOR, "select[name=category] option[value=hobbies]")
+    follow(browser, hobbies, "category=hobbies")
+    assert texts(browser, "a.memory") == ["Mika is learning the shamisen."]
+
+    # The chain: two versions, the second showing what changed.
+    browser.get(f"{api.url}/console/users/{user_id}")
+    osaka = browser.find_element(By.LINK_TEXT, "Mika lives in Osaka near the river.")
+    follow(browser, osaka, "/memories/")
+    versions = browser.find_elements(By.CSS_SELECTOR, "#timeline li.version")
+    assert [v.get_attribute("id") for v in versions] == ["v1", "v2"]
+    assert texts(browser, "#v2 del") == ["Tokyo"] and texts(browser, "#v2 ins") == ["Osaka"]
+    assert "Tokyo" not in texts(browser, "#v1 del")
+
+    # Explained search: the final rank beside every stage's rank and score.
+    browser.get(f"{api.url}/console/users/{user_id}/search")
+    browser.find_element(By.ID, "query").send_keys("Which city does Mika live in?")
+    follow(browser, browser.find_element(By.ID, "search"), "q=")
+    first = browser.find_element(By.CSS_SELECTOR, "#results tr:nth-child(2)")
+    assert "Mika lives in Osaka near the river." in first.text
+    assert first.find_element(By.CSS_SELECTOR, "td.stage-final").text.startswith("#1 · ")
+    assert first.find_element(By.CSS_SELECTOR, "td.stage-768d").text.startswith("#")
+    if SCREENSHOT:
+        browser.save_screenshot(str(Path(ROOT, SCREENSHOT)))
+
+    # Ingestion: a message's job with its decision and extractor.
+    job = await client.post(
+        f"/v1/users/{user_id}/messages",
+        params={"wait": "true"},
+        json={"messages": [{"content": "I just adopted a beagle named Toffee."}]},
+    )
+    assert job.json()["state"] == "done", job.text
+    browser.get(f"{api.url}/console/users/{user_id}/jobs")
+    decisions = texts(browser, "table.decisions tr:not(:first-child)")
+    assert len(decisions) == 1 and decisions[0].startswith("ADD")
+    assert "I just adopted a beagle named Toffee." in decisions[0]
+    assert "deterministic" in decisions[0]
+
+    # Outbox: the backlog figure is the database's.
+    browser.get(f"{api.url}/console/outbox")
+    assert browser.find_element(By.ID, "pending").text.isdigit()
+
+    # An API error shows as the problem's detail, not a stack trace.
+    browser.get(f"{api.url}/console/users/{user_id}/memories/not-a-uuid")
+    assert "not-a-uuid" in browser.find_element(By.ID, "problem-detail").text
+
+    browser.get(f"{api.url}/console/logout")
+    browser.get(f"{api.url}/console/outbox")
+    assert browser.current_url.endswith("/console/login")

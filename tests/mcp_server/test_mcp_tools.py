@@ -1,0 +1,231 @@
+"""The MCP server driven by the MCP SDK's own client: over stdio (`python -m app mcp`, a separate
+process calling the API) and over streamable HTTP at the API's /mcp, against the real service."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import httpx
+import pytest
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.types import CallToolResult
+
+from tests.conftest import API_KEY, ROOT, ApiProcess
+from tests.conftest import _free_port as free_port
+
+TOOLS = {
+    "add_memory",
+    "add_messages",
+    "search_memories",
+    "get_memory",
+    "update_memory",
+    "delete_memory",
+    "list_memories",
+}
+
+
+@asynccontextmanager
+async def stdio_session(api: ApiProcess, user_id: str | None) -> AsyncIterator[ClientSession]:
+    env = {"COGNIS_MCP_API_URL": api.url, "COGNIS_MCP_API_KEY": API_KEY, "PATH": "/usr/bin:/bin"}
+    if user_id is not None:
+        env["COGNIS_MCP_USER_ID"] = user_id
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "app", "mcp"], env=env, cwd=str(ROOT)
+    )
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+        await session.initialize()
+        yield session
+
+
+@asynccontextmanager
+async def http_session(url: str, headers: dict[str, str]) -> AsyncIterator[ClientSession]:
+    async with (
+        httpx.AsyncClient(headers=headers, timeout=120) as http,
+        streamable_http_client(f"{url}/mcp", http_client=http) as (read, write, _),
+        ClientSession(read, write) as session,
+    ):
+        await session.initialize()
+        yield session
+
+
+def payload(result: CallToolResult) -> Any:
+    assert not result.isError, result.content
+    if result.structuredContent is not None:
+        return result.structuredContent
+    return json.loads(result.content[0].text)  # type: ignore[union-attr]
+
+
+def error_text(result: CallToolResult) -> str:
+    assert result.isError
+    return " ".join(getattr(c, "text", "") for c in result.content)
+
+
+async def test_stdio_tools_act_only_for_the_configured_user(
+    api: ApiProcess, client: httpx.AsyncClient, user_id: str, other_user_id: str
+) -> None:
+    theirs = await client.post(
+        f"/v1/users/{other_user_id}/memories", json={"content": "Omar hides a spare key."}
+    )
+    assert theirs.status_code == 201, theirs.text
+    async with stdio_session(api, user_id) as mcp:
+        tools = (await mcp.list_tools()).tools
+        assert {t.name for t in tools} == TOOLS
+        # No tool lets the model name a user.
+        assert all("user_id" not in t.inputSchema.get("properties", {}) for t in tools)
+
+        tokyo = payload(
+            await mcp.call_tool(
+                "add_memory",
+                {"content": "Noor lives in Tokyo.", "category": "personal_details"},
+            )
+        )
+        assert tokyo["user_id"] == user_id and tokyo["version"] == 1
+        # A user id smuggled into the arguments is ignored: the memory is the configured user's.
+        smuggled = await mcp.call_tool(
+            "add_memory", {"content": "Noor collects stamps.", "user_id": other_user_id}
+        )
+        assert payload(smuggled)["user_id"] == user_id
+
+        osaka = payload(
+            await mcp.call_tool(
+                "update_memory", {"memory_id": tokyo["id"], "content": "Noor lives in Osaka."}
+            )
+        )
+        assert osaka["replaces_id"] == tokyo["id"]
+        chain = payload(await mcp.call_tool("get_memory", {"memory_id": osaka["id"]}))
+        assert [v["content"] for v in chain["history"]] == [
+            "Noor lives in Tokyo.",
+            "Noor lives in Osaka.",
+        ]
+        assert chain["memory"]["is_current"] is True
+
+        found = payload(
+            await mcp.call_tool(
+                "search_memories", {"query": "Where does Noor live?", "explain": True}
+            )
+        )
+        top = found["results"][0]
+        assert top["memory"]["content"] == "Noor lives in Osaka."
+        assert top["explanation"]["final"]["rank"] == 1
+        assert "768d" in top["explanation"]
+
+        listed = payload(await mcp.call_tool("list_memories", {"limit": 50}))
+        assert {m["user_id"] for m in listed["items"]} == {user_id}
+        assert "Noor lives in Osaka." in {m["content"] for m in listed["items"]}
+
+        ended = payload(await mcp.call_tool("delete_memory", {"memory_id": osaka["id"]}))
+        assert ended["is_current"] is False
+
+        # Another user's memory, named by its id: the API's 404, as a tool error.
+        refused = await mcp.call_tool("get_memory", {"memory_id": theirs.json()["id"]})
+        assert "404" in error_text(refused) and "Not found" in error_text(refused)
+
+    others = (await client.get(f"/v1/users/{other_user_id}/memories")).json()["items"]
+    assert [m["content"] for m in others] == ["Omar hides a spare key."]
+
+
+async def test_stdio_without_a_configured_user_refuses(api: ApiProcess) -> None:
+    async with stdio_session(api, None) as mcp:
+        refused = await mcp.call_tool("list_memories", {})
+    assert "COGNIS_MCP_USER_ID" in error_text(refused)
+
+
+async def test_http_endpoint_in_the_api_uses_the_connection_headers(
+    api: ApiProcess, client: httpx.AsyncClient, user_id: str, other_user_id: str
+) -> None:
+    headers = {"X-API-Key": API_KEY, "X-Cognis-User": user_id}
+    async with http_session(api.url, headers) as mcp:
+        job = payload(
+            await mcp.call_tool(
+                "add_messages",
+                {"messages": [{"content": "I adopted a grey cat called Pixel.", "speaker": "Lea"}]},
+            )
+        )
+        assert job["state"] == "done" and job["user_id"] == user_id
+        (decision,) = [d for m in job["messages"] for d in m["decisions"]]
+        assert decision["operation"] == "ADD"
+        found = payload(await mcp.call_tool("search_memories", {"query": "Lea's cat"}))
+        assert found["results"][0]["memory"]["id"] == decision["memory_id"]
+
+    # The same memory through REST: it was written for the header's user, and only for them.
+    mine = await client.get(f"/v1/users/{user_id}/memories/{decision['memory_id']}")
+    assert mine.status_code == 200
+    theirs = await client.get(f"/v1/users/{other_user_id}/memories/{decision['memory_id']}")
+    assert theirs.status_code == 404
+    async with http_session(api.url, {**headers, "X-Cognis-User": other_user_id}) as mcp:
+        other_view = payload(await mcp.call_tool("list_memories", {}))
+    assert other_view["items"] == []
+
+
+async def test_http_endpoint_needs_an_api_key(api: ApiProcess, user_id: str) -> None:
+    initialize = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "test", "version": "0"},
+        },
+    }
+    accept = {"Accept": "application/json, text/event-stream", "X-Cognis-User": user_id}
+    async with httpx.AsyncClient(base_url=api.url, timeout=30) as http:
+        anonymous = await http.post("/mcp", json=initialize, headers=accept)
+        wrong = await http.post("/mcp", json=initialize, headers={**accept, "X-API-Key": "nope"})
+        keyed = await http.post("/mcp", json=initialize, headers={**accept, "X-API-Key": API_KEY})
+    for refused in (anonymous, wrong):
+        assert refused.status_code == 401
+        assert refused.headers["content-type"].startswith("application/problem+json")
+    assert keyed.status_code == 200, keyed.text
+    assert keyed.json()["result"]["serverInfo"]["name"] == "cognis-memory"
+
+
+@pytest.fixture
+def mcp_beside(api: ApiProcess) -> Iterator[str]:
+    """`python -m app mcp --transport http`: its own process, told only the API's URL."""
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "app", "mcp", "--transport", "http", "--port", str(port)],
+        cwd=ROOT,
+        env={"COGNIS_MCP_API_URL": api.url, "PATH": "/usr/bin:/bin"},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while not _listening(url):
+            assert process.poll() is None and time.monotonic() < deadline, "MCP server not up"
+            time.sleep(0.25)
+        yield url
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+def _listening(url: str) -> bool:
+    try:
+        httpx.get(url, timeout=2)
+    except httpx.TransportError:
+        return False
+    return True
+
+
+async def test_http_server_beside_the_api_forwards_the_callers_key(
+    mcp_beside: str, user_id: str
+) -> None:
+    """Each connection's own key and user headers are what reach the API."""
+    async with http_session(mcp_beside, {"X-API-Key": API_KEY, "X-Cognis-User": user_id}) as mcp:
+        added = payload(await mcp.call_tool("add_memory", {"content": "Noor sings alto."}))
+    assert added["user_id"] == user_id
+    async with http_session(mcp_beside, {"X-API-Key": "wrong", "X-Cognis-User": user_id}) as mcp:
+        refused = await mcp.call_tool("list_memories", {})
+    assert "401" in error_text(refused)
