@@ -28,20 +28,38 @@ from typing import Any
 import httpx
 
 ROOT = Path(__file__).resolve().parent.parent
-LOCOMO = ROOT.parent / "shared" / "data" / "locomo" / "locomo10.json"
+# The data lies beside the checkout (../shared/data); COGNIS_LOCOMO_DATA names another place
+# (a git worktree sits one level deeper).
+LOCOMO = Path(
+    os.environ.get(
+        "COGNIS_LOCOMO_DATA", ROOT.parent / "shared" / "data" / "locomo" / "locomo10.json"
+    )
+)
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
 OFF = {"temporal": False, "dedup": False, "rerank": False, "history": False}
 
-# name -> (stage switches, rrf overrides): the ablation table of the issue, in order.
-CONFIGS: dict[str, tuple[dict[str, bool], dict[str, float]]] = {
-    "256D only": ({**OFF, "rescore_768d": False, "bm25": False}, {}),
-    "two-stage vector": ({**OFF, "bm25": False}, {}),
-    "BM25 only": ({**OFF, "vector": False}, {}),
-    "RRF 70/30 k=10": (dict(OFF), {}),
-    "RRF 50/50 k=60": (dict(OFF), {"k": 60, "weight_vector": 0.5, "weight_bm25": 0.5}),
-    "+ temporal boost": ({**OFF, "temporal": True}, {}),
-    "+ de-duplication": ({**OFF, "temporal": True, "dedup": True}, {}),
-    "full pipeline": ({}, {}),
+PAPER: dict[str, Any] = {"profile": "paper"}
+# name -> the search body's switches: the ablation table, in order. The first rows take the
+# paper's stages one by one; the lever rows add one lever each to the paper's full pipeline;
+# "default profile" is the service's default (every lever that earned its place).
+CONFIGS: dict[str, dict[str, Any]] = {
+    "256D only": {**PAPER, "stages": {**OFF, "rescore_768d": False, "bm25": False}},
+    "two-stage vector": {**PAPER, "stages": {**OFF, "bm25": False}},
+    "BM25 only": {**PAPER, "stages": {**OFF, "vector": False}},
+    "RRF 70/30 k=10": {**PAPER, "stages": dict(OFF)},
+    "RRF 50/50 k=60": {
+        **PAPER,
+        "stages": dict(OFF),
+        "rrf": {"k": 60, "weight_vector": 0.5, "weight_bm25": 0.5},
+    },
+    "+ temporal boost": {**PAPER, "stages": {**OFF, "temporal": True}},
+    "+ de-duplication": {**PAPER, "stages": {**OFF, "temporal": True, "dedup": True}},
+    "full pipeline": dict(PAPER),
+    "+ context (vector)": {**PAPER, "levers": {"context_vector": True}},
+    "+ context (BM25)": {**PAPER, "levers": {"context_bm25": True}},
+    "+ speaker": {**PAPER, "levers": {"speaker": True}},
+    "+ neighbours": {**PAPER, "levers": {"neighbours": True}},
+    "default profile": {"profile": "default"},
 }
 TOP_K = 20
 
@@ -75,6 +93,7 @@ def load_conversations(limit: int | None) -> list[Conversation]:
         turns, last = [], None
         for _, key in sessions:
             when = parse_session_time(talk[f"{key}_date_time"])
+            session = f"{sample['sample_id']}:{key}"
             last = when if last is None or when > last else last
             for turn in talk[key]:
                 text = f"{turn['speaker']}: {turn['text']}"
@@ -85,6 +104,9 @@ def load_conversations(limit: int | None) -> list[Conversation]:
                         "content": text,
                         "speaker": turn["speaker"],
                         "event_time": when.isoformat(),
+                        # USER scope: every turn stays visible everywhere; the session only
+                        # orders the conversation (context, neighbours).
+                        "session_id": session,
                         "metadata": {"dia_id": turn["dia_id"]},
                     }
                 )
@@ -149,7 +171,7 @@ def run(args: argparse.Namespace) -> int:
     run_id = args.reuse or uuid.uuid4().hex[:6]
     out = Path(args.out or ROOT / "results" / f"locomo-{datetime.now(UTC):%Y%m%d-%H%M%S}")
     out.mkdir(parents=True, exist_ok=True)
-    api = httpx.Client(base_url=args.api, headers={"X-API-Key": args.key}, timeout=120)
+    api = httpx.Client(base_url=args.api, headers={"X-API-Key": args.key}, timeout=900)
     conversations = load_conversations(args.conversations)
     configs = {name: CONFIGS[name] for name in (args.configs or CONFIGS)}
     users = {c.sample_id: f"locomo-{run_id}-{c.sample_id}" for c in conversations}
@@ -177,13 +199,12 @@ def run(args: argparse.Namespace) -> int:
             for question in conversation.questions:
                 evidence = evidence_ids(question["evidence"])
                 # All configurations per question in a row: the query embedding is cached.
-                for name, (stages, rrf) in configs.items():
+                for name, switches in configs.items():
                     body = {
                         "query": question["question"],
                         "top_k": TOP_K,
                         "as_of": conversation.as_of.isoformat(),
-                        "stages": stages,
-                        "rrf": rrf,
+                        **switches,
                     }
                     t0 = time.perf_counter()
                     response = api.post(f"/v1/users/{user}/search", json=body)

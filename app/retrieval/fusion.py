@@ -6,8 +6,12 @@ A document missing from a list contributes nothing for that list.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
+
+from app.retrieval.candidates import Candidate
+from app.search_index.client import TextHit
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,3 +42,32 @@ def fuse_rrf(lists: Sequence[RankedList], k: int) -> list[FusedScore]:
             ranks.setdefault(doc_id, {})[ranked.name] = position
     order = sorted(scores, key=lambda d: -scores[d])  # stable: ties keep insertion order
     return [FusedScore(id=d, score=scores[d], ranks=ranks[d]) for d in order]
+
+
+def fuse_legs(
+    vector_hits: list[Candidate],
+    text_hits: Sequence[TextHit],
+    k: int,
+    weight_vector: float,
+    weight_bm25: float,
+) -> list[Candidate]:
+    """Stage 4 over the two legs' candidates: one candidate per memory, scored and ranked by
+    weighted RRF, with each leg's rank kept for the explanation."""
+    by_id = {c.memory_id: c for c in vector_hits}
+    for rank, hit in enumerate(text_hits, start=1):
+        candidate = by_id.setdefault(hit.memory_id, Candidate(memory_id=hit.memory_id))
+        candidate.record("bm25", rank, hit.score)
+    fused = fuse_rrf(
+        [
+            RankedList("vector", [c.memory_id for c in vector_hits], weight_vector),
+            RankedList("bm25", [h.memory_id for h in text_hits], weight_bm25),
+        ],
+        k,
+    )
+    ranked: list[Candidate] = []
+    for position, item in enumerate(fused, start=1):
+        candidate = by_id[uuid.UUID(str(item.id))]
+        candidate.score = item.score
+        candidate.record("rrf", position, item.score)
+        ranked.append(candidate)
+    return ranked

@@ -12,7 +12,7 @@ from opensearchpy.exceptions import ConnectionError as OSConnectionError
 from opensearchpy.exceptions import ConnectionTimeout, TransportError
 
 from app.config import Settings
-from app.search_index.documents import index_body
+from app.search_index.documents import added_fields, index_body
 
 log = structlog.get_logger(__name__)
 
@@ -32,6 +32,19 @@ class BulkOutcome:
 class TextHit:
     memory_id: uuid.UUID
     score: float
+
+
+def text_match(query: str, context_boost: float) -> dict[str, Any]:
+    if context_boost <= 0:
+        return {"match": {"content": {"query": query}}}
+    return {
+        "multi_match": {
+            "query": query,
+            "fields": ["content", f"context^{context_boost}"],
+            "type": "best_fields",
+            "tie_breaker": 0.3,
+        }
+    }
 
 
 class MemoryIndex:
@@ -68,6 +81,10 @@ class MemoryIndex:
     async def ensure_index(self) -> bool:
         """Create the index with its mapping if missing. Returns True if it was created."""
         if await self.client.indices.exists(index=self.name):
+            # Adding a field to a mapping is allowed in place; documents gain it when reindexed.
+            await self.client.indices.put_mapping(
+                index=self.name, body=added_fields(await self._english_available())
+            )
             return False
         english = await self._english_available()
         try:
@@ -144,9 +161,16 @@ class MemoryIndex:
         await self.client.indices.refresh(index=self.name)
 
     async def search_bm25(
-        self, user_id: str, query: str, size: int, session_id: str | None = None
+        self,
+        user_id: str,
+        query: str,
+        size: int,
+        session_id: str | None = None,
+        context_boost: float = 0.0,
     ) -> list[TextHit]:
-        """BM25 over current memories of one user: USER scope, plus CONTEXT of this session."""
+        """BM25 over current memories of one user: USER scope, plus CONTEXT of this session.
+        With `context_boost` > 0 the context field counts too, at that weight beside the
+        content's 1.0 (best field plus the other's share: a tie-breaker, not a sum)."""
         scope_filter: dict[str, Any] = {"term": {"scope": "USER"}}
         if session_id is not None:
             scope_filter = {
@@ -170,7 +194,7 @@ class MemoryIndex:
             "_source": False,
             "query": {
                 "bool": {
-                    "must": [{"match": {"content": {"query": query}}}],
+                    "must": [text_match(query, context_boost)],
                     "filter": [
                         {"term": {"user_id": user_id}},
                         {"term": {"is_current": True}},

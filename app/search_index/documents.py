@@ -13,6 +13,7 @@ def memory_document(memory: Memory) -> dict[str, Any]:
         "user_id": memory.user_id,
         "chain_id": str(memory.chain_id),
         "content": memory.content,
+        "context": memory.context,
         "category": memory.category,
         "scope": memory.scope,
         "session_id": memory.session_id,
@@ -22,6 +23,12 @@ def memory_document(memory: Memory) -> dict[str, Any]:
         "created_at": memory.created_at.isoformat() if memory.created_at else None,
         "superseded_at": memory.superseded_at.isoformat() if memory.superseded_at else None,
     }
+
+
+def added_fields(english_analyzer: bool) -> dict[str, Any]:
+    """Fields later versions added to the mapping: put into an older index on start-up."""
+    properties = index_body(english_analyzer)["mappings"]["properties"]
+    return {"properties": {"context": properties["context"]}}
 
 
 def index_body(english_analyzer: bool, refresh_interval: str = "1s") -> dict[str, Any]:
@@ -44,6 +51,7 @@ def index_body(english_analyzer: bool, refresh_interval: str = "1s") -> dict[str
                 "user_id": {"type": "keyword"},
                 "chain_id": {"type": "keyword"},
                 "content": {"type": "text", "analyzer": "memory_text"},
+                "context": {"type": "text", "analyzer": "memory_text"},
                 "category": {"type": "keyword"},
                 "scope": {"type": "keyword"},
                 "session_id": {"type": "keyword"},

@@ -20,6 +20,9 @@ class MemoryCreate(msgspec.Struct, forbid_unknown_fields=True):
     speaker: Speaker | None = None
     event_time: datetime | None = None
     metadata: dict[str, Any] = msgspec.field(default_factory=dict)
+    # The conversation around the memory (e.g. the previous turns); derived from the session's
+    # earlier memories when omitted. Stored beside the content, never inside it.
+    context: Content | None = None
 
 
 class MemoryBatchCreate(msgspec.Struct, forbid_unknown_fields=True):
@@ -56,6 +59,7 @@ class MemoryOut(msgspec.Struct):
     metadata: dict[str, Any]
     source_message_id: UUID | None
     external_id: str | None = None
+    context: str | None = None
 
     @classmethod
     def of(cls, m: Memory) -> MemoryOut:
@@ -77,6 +81,7 @@ class MemoryOut(msgspec.Struct):
             metadata=m.metadata_,
             source_message_id=m.source_message_id,
             external_id=m.external_id,
+            context=m.context,
         )
 
 
