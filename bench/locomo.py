@@ -59,8 +59,11 @@ CONFIGS: dict[str, dict[str, Any]] = {
     "+ context (BM25)": {**PAPER, "levers": {"context_bm25": True}},
     "+ speaker": {**PAPER, "levers": {"speaker": True}},
     "+ neighbours": {**PAPER, "levers": {"neighbours": True}},
+    "+ score fusion": {**PAPER, "levers": {"score_fusion": True}},
     "default profile": {"profile": "default"},
 }
+# The two profiles: every metric per category and latency per stage are reported for both.
+PROFILE_ROWS = {"full pipeline": "paper", "default profile": "default"}
 TOP_K = 20
 
 
@@ -177,7 +180,7 @@ def run(args: argparse.Namespace) -> int:
     users = {c.sample_id: f"locomo-{run_id}-{c.sample_id}" for c in conversations}
     scores = {name: Scores() for name in configs}
     latency: dict[str, list[float]] = defaultdict(list)
-    stage_ms: dict[str, list[float]] = defaultdict(list)
+    stage_ms: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     total_questions = sum(len(c.questions) for c in conversations)
     try:
         started = time.perf_counter()
@@ -218,10 +221,10 @@ def run(args: argparse.Namespace) -> int:
                     ]
                     score_question(ranked, evidence, scores[name], question["category"])
                     latency[name].append(elapsed)
-                    if name == "full pipeline":
+                    if name in PROFILE_ROWS:
                         for stage, ms in result["stage_durations_ms"].items():
-                            stage_ms[stage].append(ms)
-                        stage_ms["server_total_ms"].append(result["duration_ms"])
+                            stage_ms[name][stage].append(ms)
+                        stage_ms[name]["server_total_ms"].append(result["duration_ms"])
                 asked += 1
                 if asked % 100 == 0 or asked == total_questions:
                     rate = asked / (time.perf_counter() - started)
@@ -246,7 +249,7 @@ def write_report(
     out: Path,
     scores: dict[str, Scores],
     latency: dict[str, list[float]],
-    stage_ms: dict[str, list[float]],
+    stage_ms: dict[str, dict[str, list[float]]],
     conversations: list[Conversation],
     ingest_s: float,
     args: argparse.Namespace,
@@ -284,26 +287,28 @@ def write_report(
     for name, s in scores.items():
         cells = " | ".join(f"{s.mean('recall@10', (c,)):.3f}" for c in CATEGORIES)
         lines.append(f"| {name} | {cells} |")
-    final = scores.get("full pipeline")
-    if final is not None:
-        lines += ["", "## Full pipeline, every metric per category", ""]
+    for row, profile in PROFILE_ROWS.items():
+        final = scores.get(row)
+        if final is None:
+            continue
+        lines += ["", f"## Profile `{profile}` ({row}), every metric per category", ""]
         metrics = ("recall@5", "recall@10", "recall@20", "recall_all@10", "mrr", "ndcg@10")
         lines += ["| category | " + " | ".join(metrics) + " |", "|---" * (len(metrics) + 1) + "|"]
         groups = [(f"{c} {n}", (c,)) for c, n in CATEGORIES.items()] + [("1-4", main)]
         for label, cats in groups:
             cells = " | ".join(f"{final.mean(m, cats):.3f}" for m in metrics)
             lines.append(f"| {label} | {cells} |")
-    if stage_ms:
-        lines += ["", "## Latency of the full pipeline (server side, per stage)", ""]
+    for row, by_stage in stage_ms.items():
+        lines += ["", f"## Latency of profile `{PROFILE_ROWS[row]}` (server side, per stage)", ""]
         lines += ["| stage | n | p50 ms | p95 ms | p99 ms |", "|---|---|---|---|---|"]
-        for stage, values in sorted(stage_ms.items()):
+        for stage, values in sorted(by_stage.items()):
             lines.append(
                 f"| {stage} | {len(values)} | {percentile(values, 50):.2f} | "
                 f"{percentile(values, 95):.2f} | {percentile(values, 99):.2f} |"
             )
-        http = latency["full pipeline"]
+        http = latency[row]
         lines.append(
-            f"\nHTTP round trip, full pipeline: p50 {percentile(http, 50):.1f} ms, "
+            f"\nHTTP round trip, {row}: p50 {percentile(http, 50):.1f} ms, "
             f"p95 {percentile(http, 95):.1f} ms, p99 {percentile(http, 99):.1f} ms. "
             "The query embedding is cached after the first configuration of each question, "
             "so per-configuration latencies after the first are without it."
@@ -322,7 +327,9 @@ def write_report(
     return report
 
 
-def charts(out: Path, scores: dict[str, Scores], stage_ms: dict[str, list[float]]) -> None:
+def charts(
+    out: Path, scores: dict[str, Scores], all_stage_ms: dict[str, dict[str, list[float]]]
+) -> None:
     try:
         import matplotlib
 
@@ -350,6 +357,7 @@ def charts(out: Path, scores: dict[str, Scores], stage_ms: dict[str, list[float]
     fig.tight_layout()
     fig.savefig(out / "recall.png", dpi=120)
     plt.close(fig)
+    stage_ms = all_stage_ms.get("default profile") or all_stage_ms.get("full pipeline")
     if stage_ms:
         stages = [s for s in sorted(stage_ms) if s != "server_total_ms"]
         fig, ax = plt.subplots(figsize=(8, 4))

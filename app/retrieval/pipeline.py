@@ -27,7 +27,7 @@ from app.ml.embedder import Embedder
 from app.retrieval.bm25_leg import bm25_leg
 from app.retrieval.candidates import Candidate
 from app.retrieval.dedup import dedup_head
-from app.retrieval.fusion import fuse_legs
+from app.retrieval.fusion import fuse_legs, fuse_scores
 from app.retrieval.history import with_history
 from app.retrieval.neighbours import links, spread_to_neighbours
 from app.retrieval.profiles import Levers
@@ -159,19 +159,27 @@ class RetrievalPipeline:
         if missing:
             status["bm25"] = "unavailable"
 
-        # Stage 4: weighted RRF. An item absent from a list gets nothing from that list.
+        # Stage 4: weighted RRF (or, with the score_fusion lever, normalised score sums).
+        # An item absent from a list gets nothing from that list.
+        weight_vector = (
+            request.weight_vector
+            if request.weight_vector is not None
+            else settings.rrf_weight_vector
+        )
+        weight_bm25 = (
+            request.weight_bm25 if request.weight_bm25 is not None else settings.rrf_weight_bm25
+        )
         with timer.stage("rrf_fusion_ms"):
-            ranked = fuse_legs(
-                vector_hits,
-                text_hits or [],
-                request.rrf_k if request.rrf_k is not None else settings.rrf_k,
-                request.weight_vector
-                if request.weight_vector is not None
-                else settings.rrf_weight_vector,
-                request.weight_bm25
-                if request.weight_bm25 is not None
-                else settings.rrf_weight_bm25,
-            )
+            if levers.score_fusion:
+                ranked = fuse_scores(vector_hits, text_hits or [], weight_vector, weight_bm25)
+            else:
+                ranked = fuse_legs(
+                    vector_hits,
+                    text_hits or [],
+                    request.rrf_k if request.rrf_k is not None else settings.rrf_k,
+                    weight_vector,
+                    weight_bm25,
+                )
 
         with timer.stage("load_ms"):
             rows = await repository.get_many(request.user_id, [c.memory_id for c in ranked])

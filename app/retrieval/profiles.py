@@ -25,6 +25,8 @@ class Levers(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     speaker: bool = False
     # Adjacent turns of a high-ranked memory share a decayed part of its score.
     neighbours: bool = False
+    # Fusion by min-max normalised scores instead of RRF ranks (app/retrieval/fusion.py).
+    score_fusion: bool = False
 
 
 PROFILES: dict[str, Levers] = {
@@ -40,6 +42,7 @@ class LeverOverrides(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     context_bm25: bool | None = None
     speaker: bool | None = None
     neighbours: bool | None = None
+    score_fusion: bool | None = None
 
 
 def resolve_levers(profile: str, overrides: LeverOverrides | None = None) -> Levers:

@@ -10,7 +10,7 @@ import pytest
 from app.memories.context import Turn, context_after, contextual_text, link_session_turns
 from app.memories.domain import MemoryDraft
 from app.retrieval.candidates import Candidate
-from app.retrieval.fusion import fuse_legs
+from app.retrieval.fusion import fuse_legs, fuse_scores, min_max
 from app.retrieval.neighbours import links, spread_to_neighbours
 from app.retrieval.profiles import PROFILES, LeverOverrides, Levers, resolve_levers
 from app.retrieval.speakers import boost_named_speakers, named_speakers
@@ -174,6 +174,18 @@ class TestFusionOfLegs:
         assert ranked[0].score == pytest.approx(0.7 / 12 + 0.3 / 11)
         assert ranked[0].stages["bm25"].rank == 1 and ranked[2].stages["bm25"].rank == 2
         assert ranked[2].stages["rrf"].rank == 3
+
+    def test_score_fusion_keeps_the_gaps_between_scores(self) -> None:
+        a, b, c = make(0.80), make(0.79), make(0.40)  # cosines: a and b close, c far
+        ranked = fuse_scores(
+            [a, b, c], [TextHit(c.memory_id, 9.0), TextHit(b.memory_id, 1.0)], 0.7, 0.3
+        )
+        scores = {x.memory_id: x.score for x in ranked}
+        assert scores[a.memory_id] == pytest.approx(0.7)
+        assert scores[b.memory_id] == pytest.approx(0.7 * 0.975 + 0.0)
+        assert scores[c.memory_id] == pytest.approx(0.3)
+        assert [x.memory_id for x in ranked] == [a.memory_id, b.memory_id, c.memory_id]
+        assert min_max([2.0, 2.0]) == [1.0, 1.0] and min_max([]) == []
 
 
 class TestProfiles:
