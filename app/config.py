@@ -152,6 +152,8 @@ class Settings(BaseSettings):
     # the turns just before and after them in their session.
     neighbour_top_n: int = Field(default=10, ge=0, le=100)
     neighbour_decay: float = Field(default=0.5, ge=0.0, le=1.0)
+    # Time-mention lever: score factor (1 + boost) for memories naming a time, on "when" queries.
+    time_mention_boost: float = Field(default=0.2, ge=0.0, le=10.0)
 
     # Outbox relay. One batch is claimed in one transaction and sent as bulk requests of at
     # most opensearch_bulk_max_docs documents / opensearch_bulk_max_bytes of payload each.

@@ -60,6 +60,7 @@ CONFIGS: dict[str, dict[str, Any]] = {
     "+ speaker": {**PAPER, "levers": {"speaker": True}},
     "+ neighbours": {**PAPER, "levers": {"neighbours": True}},
     "+ score fusion": {**PAPER, "levers": {"score_fusion": True}},
+    "+ time mentions": {**PAPER, "levers": {"time_mentions": True}},
     "default profile": {"profile": "default"},
 }
 # The two profiles: every metric per category and latency per stage are reported for both.

@@ -122,6 +122,9 @@ class Memory(Base):
     context: Mapped[str | None] = mapped_column(Text)
     context_embedding_768d: Mapped[Any | None] = mapped_column(Vector(EMBEDDING_DIM))
     follows_chain_id: Mapped[uuid.UUID | None] = mapped_column(UUID(as_uuid=True))
+    # The time the content itself names ("yesterday" said on 8 May: 7 May), resolved against
+    # the event time when written; None when it names none.
+    mentioned_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
 
     __table_args__ = (
         CheckConstraint(_in_list("scope", SCOPES), name="scope"),

@@ -12,8 +12,10 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 from app.memories.domain import MemoryDraft
+from app.time_expressions import primary_window
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,3 +78,10 @@ def link_session_turns(
         previous[draft.session_id] = Turn(
             chain_id, turn_line(draft.content, draft.speaker), draft.context, draft.scope
         )
+
+
+def mentioned_time(content: str, reference: datetime | None) -> datetime | None:
+    """The centre of the first time the content names, resolved against `reference` (the
+    memory's event time; the wall clock where it has none)."""
+    window = primary_window(content, reference or datetime.now(UTC))
+    return window.center if window is not None else None

@@ -36,6 +36,7 @@ class MemoryDraft:
     context: str | None = None
     context_embedding: Any = None  # the 768D vector of the contextual text
     follows_chain_id: Any = None
+    mentioned_at: datetime | None = None  # the time the content names (context.mentioned_time)
 
 
 def check_user_id(user_id: str) -> str:

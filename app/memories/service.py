@@ -13,7 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.config import Settings
 from app.db.models import Memory
 from app.errors import ConflictError, InvalidInputError, NotFoundError
-from app.memories.context import contextual_text, link_session_turns
+from app.memories.context import contextual_text, link_session_turns, mentioned_time
 from app.memories.domain import MemoryDraft, check_draft, check_user_id
 from app.memories.repository import ListFilter, MemoryRepository
 from app.ml.categories import CategoryClassifier
@@ -102,6 +102,8 @@ class MemoryService:
         # Embedding is slow CPU work: done before the first write.
         await complete_drafts(drafts, self._embedder, self._classifier)
         now = await self.repository.now()
+        for draft in drafts:
+            draft.mentioned_at = mentioned_time(draft.content, draft.event_time or now)
         memories = [
             new_version(user_id, draft, now, memory_id=memory_id)
             for draft, memory_id in zip(drafts, ids, strict=True)
@@ -176,6 +178,7 @@ class MemoryService:
         # Lock after embedding, so the row lock is held only for the short write.
         old = await self._lock_current(user_id, memory_id)
         now = await self.repository.now()
+        draft.mentioned_at = mentioned_time(draft.content, draft.event_time or now)
         old.is_current = False
         old.superseded_at = now
         # Flush the old row first: the "one current version per chain" index must see it end.
@@ -261,4 +264,5 @@ def new_version(
         context=draft.context,
         context_embedding_768d=draft.context_embedding,
         follows_chain_id=draft.follows_chain_id,
+        mentioned_at=draft.mentioned_at,
     )

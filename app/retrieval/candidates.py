@@ -10,7 +10,18 @@ from typing import Any
 from app.db.models import Memory
 
 # Stage names, in pipeline order, as they appear in explanations.
-STAGES = ("256d", "768d", "bm25", "rrf", "speaker", "neighbours", "temporal", "rerank", "final")
+STAGES = (
+    "256d",
+    "768d",
+    "bm25",
+    "rrf",
+    "speaker",
+    "neighbours",
+    "time_mention",
+    "temporal",
+    "rerank",
+    "final",
+)
 
 
 @dataclass(slots=True)
@@ -34,6 +45,7 @@ class Candidate:
     follows_chain_id: uuid.UUID | None = None
     speaker: str | None = None
     when: datetime | None = None  # event_time, else the time the memory was learned
+    mentioned_at: datetime | None = None  # the time its content names, if any
 
     def load(self, memory: Memory) -> Candidate:
         self.memory = memory
@@ -41,6 +53,7 @@ class Candidate:
         self.follows_chain_id = memory.follows_chain_id
         self.speaker = memory.speaker
         self.when = memory.event_time or memory.created_at
+        self.mentioned_at = memory.mentioned_at
         return self
 
     def record(self, stage: str, rank: int | None, score: float | None) -> None:

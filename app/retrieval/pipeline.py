@@ -35,6 +35,7 @@ from app.retrieval.query_analysis import QueryAnalysis, analyze_query
 from app.retrieval.rerank import rerank
 from app.retrieval.speakers import boost_named_speakers
 from app.retrieval.temporal import apply_temporal_boost
+from app.retrieval.time_mentions import boost_time_mentions, use_mentioned_times
 from app.retrieval.timing import StageTimer
 from app.retrieval.vector_leg import VectorLegSettings, vector_leg
 from app.retrieval.visibility import load_visible
@@ -201,6 +202,15 @@ class RetrievalPipeline:
                     ranked, found, settings.neighbour_decay, settings.neighbour_top_n
                 )
             status["neighbours"] = f"{joined} joined"
+
+        if levers.time_mentions:
+            with timer.stage("time_mentions_ms"):
+                use_mentioned_times(ranked)
+                if analysis.asks_when:
+                    ranked, naming = boost_time_mentions(ranked, settings.time_mention_boost)
+                    status["time_mentions"] = f"boosted {naming} naming a time"
+                else:
+                    status["time_mentions"] = "not a when-question"
 
         # Stage 5: temporal boost, only for queries with a resolved window.
         if analysis.window is not None and switches.temporal:

@@ -25,6 +25,9 @@ class Levers(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     speaker: bool = False
     # Adjacent turns of a high-ranked memory share a decayed part of its score.
     neighbours: bool = False
+    # "When" questions prefer memories that name a time; the temporal boost uses the named
+    # time where there is one (app/retrieval/time_mentions.py).
+    time_mentions: bool = False
     # Fusion by min-max normalised scores instead of RRF ranks (app/retrieval/fusion.py).
     score_fusion: bool = False
 
@@ -43,6 +46,7 @@ class LeverOverrides(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     speaker: bool | None = None
     neighbours: bool | None = None
     score_fusion: bool | None = None
+    time_mentions: bool | None = None
 
 
 def resolve_levers(profile: str, overrides: LeverOverrides | None = None) -> Levers:

@@ -3,7 +3,8 @@
 `context` holds the previous turn(s) of the memory's session; `context_embedding_768d` embeds
 the memory *with* that context (the stored content stays unchanged), so retrieval can use
 either; `follows_chain_id` is the chain of the previous turn in the same session, which
-neighbour expansion follows in both directions.
+neighbour expansion follows in both directions; `mentioned_at` is the time the content itself
+names ("yesterday", "last May"), resolved against the memory's event time.
 
 Revision ID: 0010_memory_context
 Revises: 0006_memory_external_ids
@@ -28,6 +29,7 @@ def upgrade() -> None:
     op.add_column("memories", sa.Column("context", sa.Text(), nullable=True))
     op.add_column("memories", sa.Column("context_embedding_768d", Vector(768), nullable=True))
     op.add_column("memories", sa.Column("follows_chain_id", UUID(as_uuid=True), nullable=True))
+    op.add_column("memories", sa.Column("mentioned_at", sa.DateTime(timezone=True), nullable=True))
     op.create_index(
         "memories_user_follows_chain_id_idx",
         "memories",
@@ -38,6 +40,7 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     op.drop_index("memories_user_follows_chain_id_idx", table_name="memories")
+    op.drop_column("memories", "mentioned_at")
     op.drop_column("memories", "follows_chain_id")
     op.drop_column("memories", "context_embedding_768d")
     op.drop_column("memories", "context")

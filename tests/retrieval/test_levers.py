@@ -4,20 +4,29 @@ on plain candidates: no services needed."""
 from __future__ import annotations
 
 import uuid
+from datetime import UTC, date, datetime
 
 import pytest
 
-from app.memories.context import Turn, context_after, contextual_text, link_session_turns
+from app.memories.context import (
+    Turn,
+    context_after,
+    contextual_text,
+    link_session_turns,
+    mentioned_time,
+)
 from app.memories.domain import MemoryDraft
 from app.retrieval.candidates import Candidate
 from app.retrieval.fusion import fuse_legs, fuse_scores, min_max
 from app.retrieval.neighbours import links, spread_to_neighbours
 from app.retrieval.profiles import PROFILES, LeverOverrides, Levers, resolve_levers
+from app.retrieval.query_analysis import analyze_query
 from app.retrieval.speakers import boost_named_speakers, named_speakers
+from app.retrieval.time_mentions import boost_time_mentions, use_mentioned_times
 from app.retrieval.timing import StageTimer
 from app.retrieval.visibility import load_visible
 from app.search_index.client import TextHit
-from tests.retrieval.test_stages import make, row
+from tests.retrieval.test_stages import AS_OF, make, row
 
 
 class TestContext:
@@ -186,6 +195,29 @@ class TestFusionOfLegs:
         assert scores[c.memory_id] == pytest.approx(0.3)
         assert [x.memory_id for x in ranked] == [a.memory_id, b.memory_id, c.memory_id]
         assert min_max([2.0, 2.0]) == [1.0, 1.0] and min_max([]) == []
+
+
+class TestTimeMentions:
+    def test_a_memory_names_a_time_relative_to_when_it_was_said(self) -> None:
+        said = datetime(2023, 5, 8, 13, 0, tzinfo=UTC)
+        yesterday = mentioned_time("I went to the support group yesterday.", said)
+        assert yesterday is not None and yesterday.date() == date(2023, 5, 7)
+        assert mentioned_time("The support group was lovely.", said) is None
+
+    def test_when_questions_are_recognised(self) -> None:
+        assert analyze_query("When did you move to Berlin?", AS_OF).asks_when
+        assert analyze_query("In what year did she graduate?", AS_OF).asks_when
+        assert not analyze_query("Whenever I cook, what do I use?", AS_OF).asks_when
+        assert not analyze_query("What did I eat?", AS_OF).asks_when
+
+    def test_memories_naming_a_time_move_up_and_keep_their_time(self) -> None:
+        named = datetime(2023, 5, 7, tzinfo=UTC)
+        plain, naming = make(0.10), make(0.09, mentioned_at=named)
+        ranked, count = boost_time_mentions([plain, naming], 0.2)
+        assert count == 1 and ranked == [naming, plain]
+        assert naming.score == pytest.approx(0.108) and plain.score == 0.10
+        use_mentioned_times(ranked)
+        assert naming.when == named and plain.when == AS_OF
 
 
 class TestProfiles:

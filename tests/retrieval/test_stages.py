@@ -27,6 +27,7 @@ def row(**fields: object) -> SimpleNamespace:
         "chain_id": uuid.uuid4(),
         "follows_chain_id": None,
         "speaker": None,
+        "mentioned_at": None,
     }
     return SimpleNamespace(**{**defaults, **fields})
 
