@@ -62,6 +62,13 @@ CONFIGS: dict[str, dict[str, Any]] = {
     "+ score fusion": {**PAPER, "levers": {"score_fusion": True}},
     "+ time mentions": {**PAPER, "levers": {"time_mentions": True}},
     "default profile": {"profile": "default"},
+    # Leave-one-out: what each lever adds on top of the others.
+    "default - context (vector)": {"profile": "default", "levers": {"context_vector": False}},
+    "default - context (BM25)": {"profile": "default", "levers": {"context_bm25": False}},
+    "default - speaker": {"profile": "default", "levers": {"speaker": False}},
+    "default - neighbours": {"profile": "default", "levers": {"neighbours": False}},
+    "default - time mentions": {"profile": "default", "levers": {"time_mentions": False}},
+    "default + score fusion": {"profile": "default", "levers": {"score_fusion": True}},
 }
 # The two profiles: every metric per category and latency per stage are reported for both.
 PROFILE_ROWS = {"full pipeline": "paper", "default profile": "default"}

@@ -34,7 +34,9 @@ class Levers(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 
 PROFILES: dict[str, Levers] = {
     "paper": Levers(),
-    "default": Levers(context_vector=True, context_bm25=True, speaker=True, neighbours=True),
+    "default": Levers(
+        context_vector=True, context_bm25=True, speaker=True, neighbours=True, time_mentions=True
+    ),
 }
 
 
