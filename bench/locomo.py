@@ -62,11 +62,11 @@ CONFIGS: dict[str, dict[str, Any]] = {
     "+ score fusion": {**PAPER, "levers": {"score_fusion": True}},
     "+ time mentions": {**PAPER, "levers": {"time_mentions": True}},
     "default profile": {"profile": "default"},
-    # Leave-one-out: what each lever adds on top of the others.
+    # Leave-one-out: what each lever adds on top of the others (and the two left out, added).
     "default - context (vector)": {"profile": "default", "levers": {"context_vector": False}},
     "default - context (BM25)": {"profile": "default", "levers": {"context_bm25": False}},
     "default - speaker": {"profile": "default", "levers": {"speaker": False}},
-    "default - neighbours": {"profile": "default", "levers": {"neighbours": False}},
+    "default + neighbours": {"profile": "default", "levers": {"neighbours": True}},
     "default - time mentions": {"profile": "default", "levers": {"time_mentions": False}},
     "default + score fusion": {"profile": "default", "levers": {"score_fusion": True}},
 }

@@ -34,9 +34,9 @@ class Levers(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 
 PROFILES: dict[str, Levers] = {
     "paper": Levers(),
-    "default": Levers(
-        context_vector=True, context_bm25=True, speaker=True, neighbours=True, time_mentions=True
-    ),
+    # Neighbours earned their place alone but added nothing beside context (whose vector
+    # already carries the previous turn) and cost temporal recall: measured, kept off.
+    "default": Levers(context_vector=True, context_bm25=True, speaker=True, time_mentions=True),
 }
 
 

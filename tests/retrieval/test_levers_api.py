@@ -7,7 +7,8 @@ from tests.factories import search, stage_rank
 from tests.retrieval.test_pipeline_api import _load
 
 AS_OF = "2023-05-08T10:00:00Z"
-DEFAULT = {"profile": "default"}
+# The default profile with neighbours on too: every lever that reads other rows.
+ALL_LEVERS = {"profile": "default", "levers": {"neighbours": True}}
 
 
 def turn(content: str, speaker: str, session: str, scope: str = "USER") -> dict:
@@ -69,7 +70,7 @@ async def test_neighbours_join_and_speaker_boost(client, opensearch, index_name,
         "Which city is Ann visiting on holiday in Lisbon?",
         top_k=4,
         as_of=AS_OF,
-        **DEFAULT,
+        **ALL_LEVERS,
     )
     ids = [r["memory"]["id"] for r in found["results"]]
     assert ids[0] == created[1]["id"]
@@ -85,6 +86,7 @@ async def test_neighbours_join_and_speaker_boost(client, opensearch, index_name,
         profile="paper",
     )
     assert "speaker" not in paper["stages"] and "neighbours" not in paper["stages"]
+    assert found["stages"]["neighbours"].endswith("joined")
 
 
 async def test_levers_never_cross_users_or_invisible_sessions(
@@ -115,15 +117,15 @@ async def test_levers_never_cross_users_or_invisible_sessions(
     assert mine[2]["context"] is None
     for session in (None, "s2"):
         body = {"session_id": session} if session else {}
-        found = await search(client, user_id, "vault code", top_k=10, **DEFAULT, **body)
+        found = await search(client, user_id, "vault code", top_k=10, **ALL_LEVERS, **body)
         contents = [r["memory"]["content"] for r in found["results"]]
         assert "The vault code is otter-lily-7" not in contents  # not even as a neighbour
         assert not any("walrus" in c for c in contents)
         assert all("otter" not in (r["memory"]["context"] or "") for r in found["results"])
         assert mine[0]["id"] in [r["memory"]["id"] for r in found["results"]]
-    inside = await search(client, user_id, "vault code", top_k=10, session_id="s1", **DEFAULT)
+    inside = await search(client, user_id, "vault code", top_k=10, session_id="s1", **ALL_LEVERS)
     assert "The vault code is otter-lily-7" in [r["memory"]["content"] for r in inside["results"]]
-    theirs = await search(client, other_user_id, "vault code talk noted", top_k=10, **DEFAULT)
+    theirs = await search(client, other_user_id, "vault code talk noted", top_k=10, **ALL_LEVERS)
     assert [r["memory"]["content"] for r in theirs["results"]] == [
         "The vault code is walrus-tulip-42"
     ]
