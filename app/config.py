@@ -154,6 +154,22 @@ class Settings(BaseSettings):
     )
     rerank_top_n: int = 20
     history_max_versions: int = 20
+    # Conversational context (app/memories/context.py): how many previous turns of a session
+    # a memory's context holds; 0 stores none (and so embeds nothing extra).
+    memory_context_turns: int = Field(default=1, ge=0, le=10)
+    # Retrieval profile when a request names none: "paper" (SPEC's 8 stages exactly) or
+    # "default" (plus the levers measured in docs/benchmarks/locomo.md).
+    retrieval_profile: Literal["paper", "default"] = "default"
+    # BM25 weight of a memory's context field beside its content's 1.0 (lever context_bm25).
+    bm25_context_boost: float = Field(default=0.5, ge=0.0, le=10.0)
+    # Speaker lever: score factor (1 + boost) for memories of a speaker the query names.
+    speaker_boost: float = Field(default=0.2, ge=0.0, le=10.0)
+    # Neighbour lever: the first neighbour_top_n hits lend neighbour_decay of their score to
+    # the turns just before and after them in their session.
+    neighbour_top_n: int = Field(default=10, ge=0, le=100)
+    neighbour_decay: float = Field(default=0.5, ge=0.0, le=1.0)
+    # Time-mention lever: score factor (1 + boost) for memories naming a time, on "when" queries.
+    time_mention_boost: float = Field(default=0.2, ge=0.0, le=10.0)
 
     # Outbox relay. One batch is claimed in one transaction and sent as bulk requests of at
     # most opensearch_bulk_max_docs documents / opensearch_bulk_max_bytes of payload each.

@@ -28,21 +28,50 @@ from typing import Any
 import httpx
 
 ROOT = Path(__file__).resolve().parent.parent
-LOCOMO = ROOT.parent / "shared" / "data" / "locomo" / "locomo10.json"
+# The data lies beside the checkout (../shared/data); COGNIS_LOCOMO_DATA names another place
+# (a git worktree sits one level deeper).
+LOCOMO = Path(
+    os.environ.get(
+        "COGNIS_LOCOMO_DATA", ROOT.parent / "shared" / "data" / "locomo" / "locomo10.json"
+    )
+)
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
 OFF = {"temporal": False, "dedup": False, "rerank": False, "history": False}
 
-# name -> (stage switches, rrf overrides): the ablation table of the issue, in order.
-CONFIGS: dict[str, tuple[dict[str, bool], dict[str, float]]] = {
-    "256D only": ({**OFF, "rescore_768d": False, "bm25": False}, {}),
-    "two-stage vector": ({**OFF, "bm25": False}, {}),
-    "BM25 only": ({**OFF, "vector": False}, {}),
-    "RRF 70/30 k=10": (dict(OFF), {}),
-    "RRF 50/50 k=60": (dict(OFF), {"k": 60, "weight_vector": 0.5, "weight_bm25": 0.5}),
-    "+ temporal boost": ({**OFF, "temporal": True}, {}),
-    "+ de-duplication": ({**OFF, "temporal": True, "dedup": True}, {}),
-    "full pipeline": ({}, {}),
+PAPER: dict[str, Any] = {"profile": "paper"}
+# name -> the search body's switches: the ablation table, in order. The first rows take the
+# paper's stages one by one; the lever rows add one lever each to the paper's full pipeline;
+# "default profile" is the service's default (every lever that earned its place).
+CONFIGS: dict[str, dict[str, Any]] = {
+    "256D only": {**PAPER, "stages": {**OFF, "rescore_768d": False, "bm25": False}},
+    "two-stage vector": {**PAPER, "stages": {**OFF, "bm25": False}},
+    "BM25 only": {**PAPER, "stages": {**OFF, "vector": False}},
+    "RRF 70/30 k=10": {**PAPER, "stages": dict(OFF)},
+    "RRF 50/50 k=60": {
+        **PAPER,
+        "stages": dict(OFF),
+        "rrf": {"k": 60, "weight_vector": 0.5, "weight_bm25": 0.5},
+    },
+    "+ temporal boost": {**PAPER, "stages": {**OFF, "temporal": True}},
+    "+ de-duplication": {**PAPER, "stages": {**OFF, "temporal": True, "dedup": True}},
+    "full pipeline": dict(PAPER),
+    "+ context (vector)": {**PAPER, "levers": {"context_vector": True}},
+    "+ context (BM25)": {**PAPER, "levers": {"context_bm25": True}},
+    "+ speaker": {**PAPER, "levers": {"speaker": True}},
+    "+ neighbours": {**PAPER, "levers": {"neighbours": True}},
+    "+ score fusion": {**PAPER, "levers": {"score_fusion": True}},
+    "+ time mentions": {**PAPER, "levers": {"time_mentions": True}},
+    "default profile": {"profile": "default"},
+    # Leave-one-out: what each lever adds on top of the others (and the two left out, added).
+    "default - context (vector)": {"profile": "default", "levers": {"context_vector": False}},
+    "default - context (BM25)": {"profile": "default", "levers": {"context_bm25": False}},
+    "default - speaker": {"profile": "default", "levers": {"speaker": False}},
+    "default + neighbours": {"profile": "default", "levers": {"neighbours": True}},
+    "default - time mentions": {"profile": "default", "levers": {"time_mentions": False}},
+    "default + score fusion": {"profile": "default", "levers": {"score_fusion": True}},
 }
+# The two profiles: every metric per category and latency per stage are reported for both.
+PROFILE_ROWS = {"full pipeline": "paper", "default profile": "default"}
 TOP_K = 20
 
 
@@ -75,6 +104,7 @@ def load_conversations(limit: int | None) -> list[Conversation]:
         turns, last = [], None
         for _, key in sessions:
             when = parse_session_time(talk[f"{key}_date_time"])
+            session = f"{sample['sample_id']}:{key}"
             last = when if last is None or when > last else last
             for turn in talk[key]:
                 text = f"{turn['speaker']}: {turn['text']}"
@@ -85,6 +115,9 @@ def load_conversations(limit: int | None) -> list[Conversation]:
                         "content": text,
                         "speaker": turn["speaker"],
                         "event_time": when.isoformat(),
+                        # USER scope: every turn stays visible everywhere; the session only
+                        # orders the conversation (context, neighbours).
+                        "session_id": session,
                         "metadata": {"dia_id": turn["dia_id"]},
                     }
                 )
@@ -149,13 +182,13 @@ def run(args: argparse.Namespace) -> int:
     run_id = args.reuse or uuid.uuid4().hex[:6]
     out = Path(args.out or ROOT / "results" / f"locomo-{datetime.now(UTC):%Y%m%d-%H%M%S}")
     out.mkdir(parents=True, exist_ok=True)
-    api = httpx.Client(base_url=args.api, headers={"X-API-Key": args.key}, timeout=120)
+    api = httpx.Client(base_url=args.api, headers={"X-API-Key": args.key}, timeout=900)
     conversations = load_conversations(args.conversations)
     configs = {name: CONFIGS[name] for name in (args.configs or CONFIGS)}
     users = {c.sample_id: f"locomo-{run_id}-{c.sample_id}" for c in conversations}
     scores = {name: Scores() for name in configs}
     latency: dict[str, list[float]] = defaultdict(list)
-    stage_ms: dict[str, list[float]] = defaultdict(list)
+    stage_ms: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     total_questions = sum(len(c.questions) for c in conversations)
     try:
         started = time.perf_counter()
@@ -177,13 +210,12 @@ def run(args: argparse.Namespace) -> int:
             for question in conversation.questions:
                 evidence = evidence_ids(question["evidence"])
                 # All configurations per question in a row: the query embedding is cached.
-                for name, (stages, rrf) in configs.items():
+                for name, switches in configs.items():
                     body = {
                         "query": question["question"],
                         "top_k": TOP_K,
                         "as_of": conversation.as_of.isoformat(),
-                        "stages": stages,
-                        "rrf": rrf,
+                        **switches,
                     }
                     t0 = time.perf_counter()
                     response = api.post(f"/v1/users/{user}/search", json=body)
@@ -197,10 +229,10 @@ def run(args: argparse.Namespace) -> int:
                     ]
                     score_question(ranked, evidence, scores[name], question["category"])
                     latency[name].append(elapsed)
-                    if name == "full pipeline":
+                    if name in PROFILE_ROWS:
                         for stage, ms in result["stage_durations_ms"].items():
-                            stage_ms[stage].append(ms)
-                        stage_ms["server_total_ms"].append(result["duration_ms"])
+                            stage_ms[name][stage].append(ms)
+                        stage_ms[name]["server_total_ms"].append(result["duration_ms"])
                 asked += 1
                 if asked % 100 == 0 or asked == total_questions:
                     rate = asked / (time.perf_counter() - started)
@@ -225,7 +257,7 @@ def write_report(
     out: Path,
     scores: dict[str, Scores],
     latency: dict[str, list[float]],
-    stage_ms: dict[str, list[float]],
+    stage_ms: dict[str, dict[str, list[float]]],
     conversations: list[Conversation],
     ingest_s: float,
     args: argparse.Namespace,
@@ -263,26 +295,28 @@ def write_report(
     for name, s in scores.items():
         cells = " | ".join(f"{s.mean('recall@10', (c,)):.3f}" for c in CATEGORIES)
         lines.append(f"| {name} | {cells} |")
-    final = scores.get("full pipeline")
-    if final is not None:
-        lines += ["", "## Full pipeline, every metric per category", ""]
+    for row, profile in PROFILE_ROWS.items():
+        final = scores.get(row)
+        if final is None:
+            continue
+        lines += ["", f"## Profile `{profile}` ({row}), every metric per category", ""]
         metrics = ("recall@5", "recall@10", "recall@20", "recall_all@10", "mrr", "ndcg@10")
         lines += ["| category | " + " | ".join(metrics) + " |", "|---" * (len(metrics) + 1) + "|"]
         groups = [(f"{c} {n}", (c,)) for c, n in CATEGORIES.items()] + [("1-4", main)]
         for label, cats in groups:
             cells = " | ".join(f"{final.mean(m, cats):.3f}" for m in metrics)
             lines.append(f"| {label} | {cells} |")
-    if stage_ms:
-        lines += ["", "## Latency of the full pipeline (server side, per stage)", ""]
+    for row, by_stage in stage_ms.items():
+        lines += ["", f"## Latency of profile `{PROFILE_ROWS[row]}` (server side, per stage)", ""]
         lines += ["| stage | n | p50 ms | p95 ms | p99 ms |", "|---|---|---|---|---|"]
-        for stage, values in sorted(stage_ms.items()):
+        for stage, values in sorted(by_stage.items()):
             lines.append(
                 f"| {stage} | {len(values)} | {percentile(values, 50):.2f} | "
                 f"{percentile(values, 95):.2f} | {percentile(values, 99):.2f} |"
             )
-        http = latency["full pipeline"]
+        http = latency[row]
         lines.append(
-            f"\nHTTP round trip, full pipeline: p50 {percentile(http, 50):.1f} ms, "
+            f"\nHTTP round trip, {row}: p50 {percentile(http, 50):.1f} ms, "
             f"p95 {percentile(http, 95):.1f} ms, p99 {percentile(http, 99):.1f} ms. "
             "The query embedding is cached after the first configuration of each question, "
             "so per-configuration latencies after the first are without it."
@@ -301,7 +335,9 @@ def write_report(
     return report
 
 
-def charts(out: Path, scores: dict[str, Scores], stage_ms: dict[str, list[float]]) -> None:
+def charts(
+    out: Path, scores: dict[str, Scores], all_stage_ms: dict[str, dict[str, list[float]]]
+) -> None:
     try:
         import matplotlib
 
@@ -329,6 +365,7 @@ def charts(out: Path, scores: dict[str, Scores], stage_ms: dict[str, list[float]
     fig.tight_layout()
     fig.savefig(out / "recall.png", dpi=120)
     plt.close(fig)
+    stage_ms = all_stage_ms.get("default profile") or all_stage_ms.get("full pipeline")
     if stage_ms:
         stages = [s for s in sorted(stage_ms) if s != "server_total_ms"]
         fig, ax = plt.subplots(figsize=(8, 4))

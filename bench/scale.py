@@ -211,9 +211,11 @@ def wait_for_outbox(api: httpx.Client, timeout_s: float = 1800) -> None:
     raise RuntimeError("the outbox did not drain in time")
 
 
-def measure(api: httpx.Client, user: str, queries: list[str]) -> dict[str, list[float]]:
+def measure(
+    api: httpx.Client, user: str, queries: list[str], profile: str | None = None
+) -> dict[str, list[float]]:
     timings: dict[str, list[float]] = defaultdict(list)
-    body_base = {"top_k": 10, "stages": {"rerank": False}}
+    body_base = {"top_k": 10, "stages": {"rerank": False}, "profile": profile}
     for query in queries:
         t0 = time.perf_counter()
         response = api.post(f"/v1/users/{user}/search", json={"query": query, **body_base})
@@ -274,15 +276,19 @@ async def main_async(args: argparse.Namespace) -> int:
             # rows while the first queries are timed.
             await vacuum_analyze(engine)
             measure(api, target, [f"warm-up {n} {rng.choice(WORDS)}" for n in range(10)])
-            unique = [
-                " ".join(rng.choice(WORDS) for _ in range(8)) + "?" for _ in range(args.queries)
-            ]
             print(
                 f"== {size} memories for the queried user, {len(others)} other users x "
                 f"{args.other_size}"
             )
-            show("unique queries (embedding computed)", measure(api, target, unique))
-            show("repeated queries (embedding cached)", measure(api, target, unique))
+            for profile in args.profiles.split(","):
+                # New queries per profile: the second must not find the first's embeddings.
+                unique = [
+                    " ".join(rng.choice(WORDS) for _ in range(8)) + "?" for _ in range(args.queries)
+                ]
+                timed = measure(api, target, unique, profile)
+                show(f"profile {profile}, unique queries (embedding computed)", timed)
+                timed = measure(api, target, unique, profile)
+                show(f"profile {profile}, repeated queries (embedding cached)", timed)
     finally:
         # Erasing 100,000 rows under live HNSW indexes leaves their VACUUM minutes of graph
         # repair; with --bulk-load the indexes are rebuilt on what remains instead.
@@ -306,6 +312,9 @@ def main() -> int:
     parser.add_argument("--other-users", type=int, default=99)
     parser.add_argument("--other-size", type=int, default=100)
     parser.add_argument("--queries", type=int, default=100)
+    parser.add_argument(
+        "--profiles", default="paper,default", help="retrieval profiles timed, in turn"
+    )
     parser.add_argument(
         "--bulk-load",
         action="store_true",

@@ -36,6 +36,7 @@ def _draft(body: MemoryCreate) -> MemoryDraft:
         speaker=body.speaker,
         event_time=body.event_time,
         metadata=body.metadata,
+        context=body.context,
     )
 
 

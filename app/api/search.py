@@ -21,6 +21,7 @@ from app.api.schemas.search import (
 from app.errors import InvalidInputError
 from app.memories.fields import check_instant, check_text, check_user_id
 from app.retrieval.pipeline import SearchRequest
+from app.retrieval.profiles import resolve_levers
 from app.runtime import Runtime
 from app.search_index import outbox
 from app.search_index.freshness import IndexWait, wait_until_indexed
@@ -83,6 +84,7 @@ class SearchController(Controller):
                 session_id=data.session_id,
                 as_of=as_of,
                 switches=data.stages,
+                levers=resolve_levers(data.profile or settings.retrieval_profile, data.levers),
                 rrf_k=data.rrf.k,
                 weight_vector=data.rrf.weight_vector,
                 weight_bm25=data.rrf.weight_bm25,

@@ -126,6 +126,15 @@ class Memory(Base):
     )
     # The id the memory had where it came from (a bulk import): a rerun skips what it finds.
     external_id: Mapped[str | None] = mapped_column(Text)
+    # Conversational context (migration 0010): the previous turn(s) of the session, the memory
+    # embedded together with them, and the chain of the turn it follows. The content itself
+    # stays as given; retrieval uses these only where its profile asks for them.
+    context: Mapped[str | None] = mapped_column(Text)
+    context_embedding_768d: Mapped[Any | None] = mapped_column(Vector(EMBEDDING_DIM))
+    follows_chain_id: Mapped[uuid.UUID | None] = mapped_column(UUID(as_uuid=True))
+    # The time the content itself names ("yesterday" said on 8 May: 7 May), resolved against
+    # the event time when written; None when it names none.
+    mentioned_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
 
     __table_args__ = (
         CheckConstraint(_in_list("scope", SCOPES), name="scope"),
@@ -178,6 +187,12 @@ class Memory(Base):
             postgresql_where=text("external_id IS NOT NULL AND version = 1"),
         ),
         Index("memories_user_created_idx", "user_id", "created_at", "id"),
+        Index(
+            "memories_user_follows_chain_id_idx",
+            "user_id",
+            "follows_chain_id",
+            postgresql_where=text("follows_chain_id IS NOT NULL"),
+        ),
     )
 
 

@@ -29,6 +29,12 @@ class MemoryDraft:
     # The content's embedding when the caller already has it (ingestion computed it at step 1):
     # the store embeds only drafts without one, so no text goes through the model twice.
     embedding: Embedding | None = None
+    # Conversational context (app/memories/context.py): the previous turn(s) of the session,
+    # given by the caller or derived by the store; the memory embedded with it; its predecessor.
+    context: str | None = None
+    context_embedding: Any = None  # the 768D vector of the contextual text
+    follows_chain_id: Any = None
+    mentioned_at: datetime | None = None  # the time the content names (context.mentioned_time)
 
 
 def check_content(content: str, max_chars: int, field: str) -> str:

@@ -8,13 +8,27 @@ from datetime import datetime
 from typing import Any
 
 import numpy as np
-from sqlalchemy import ColumnElement, and_, any_, bindparam, delete, func, or_, select, text, tuple_
+from sqlalchemy import (
+    ColumnElement,
+    Text,
+    and_,
+    any_,
+    bindparam,
+    delete,
+    exists,
+    func,
+    or_,
+    select,
+    text,
+    tuple_,
+)
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.ext.asyncio import AsyncSession
-from sqlalchemy.orm import defer
+from sqlalchemy.orm import aliased, defer
 from sqlalchemy.sql.elements import CollectionAggregate
 
 from app.db.models import Memory, Message, OutboxEvent
+from app.memories.context import Turn, turn_line
 from app.ml.embedder import Embedding
 
 _UUID_ARRAY = ARRAY(Memory.id.type)
@@ -62,6 +76,15 @@ _EXACT_768D = select(
         bindparam("query", type_=Memory.embedding_768d.type)
     ).label("distance"),
 ).where(_memories.c.user_id == bindparam("user_id"), _memories.c.id == any_(_ids))
+_EXACT_768D_WITH_CONTEXT = select(
+    _memories.c.id,
+    _memories.c.embedding_768d.cosine_distance(
+        bindparam("query", type_=Memory.embedding_768d.type)
+    ).label("distance"),
+    _memories.c.context_embedding_768d.cosine_distance(
+        bindparam("query", type_=Memory.embedding_768d.type)
+    ).label("context_distance"),
+).where(_memories.c.user_id == bindparam("user_id"), _memories.c.id == any_(_ids))
 _a, _b = _memories.alias("a"), _memories.alias("b")
 _NEAR_DUPLICATE_PAIRS = select(_a.c.id, _b.c.id).where(
     _a.c.user_id == bindparam("user_id"),
@@ -70,6 +93,13 @@ _NEAR_DUPLICATE_PAIRS = select(_a.c.id, _b.c.id).where(
     _b.c.id == any_(_ids),
     _a.c.id < _b.c.id,
     _a.c.embedding_768d.cosine_distance(_b.c.embedding_768d) <= bindparam("max_distance"),
+)
+
+
+_NO_VECTORS = (
+    defer(Memory.embedding_768d),
+    defer(Memory.embedding_256d),
+    defer(Memory.context_embedding_768d),
 )
 
 
@@ -122,7 +152,7 @@ class MemoryRepository:
         rows = await self.session.scalars(
             select(Memory)
             .where(Memory.user_id == user_id, Memory.id == one_of(memory_ids))
-            .options(defer(Memory.embedding_768d), defer(Memory.embedding_256d))
+            .options(*_NO_VECTORS)
         )
         return {m.id: m for m in rows}
 
@@ -152,7 +182,7 @@ class MemoryRepository:
             .where(
                 Memory.user_id == user_id, Memory.chain_id == one_of(chain_ids), ~Memory.is_current
             )
-            .options(defer(Memory.embedding_768d), defer(Memory.embedding_256d))
+            .options(*_NO_VECTORS)
             .order_by(Memory.chain_id, Memory.version.desc())
         )
         by_chain: dict[uuid.UUID, list[Memory]] = {}
@@ -213,6 +243,48 @@ class MemoryRepository:
         )
         return {r.id: 1.0 - float(r.distance) for r in rows}
 
+    async def exact_768d_scores_with_context(
+        self, user_id: str, memory_ids: list[uuid.UUID], query_768d: np.ndarray
+    ) -> dict[uuid.UUID, float]:
+        """Stage 2b with context: the better of the content's and the contextual text's
+        exact 768D cosine (the content's alone where a memory has no context)."""
+        if not memory_ids:
+            return {}
+        rows = await self.session.execute(
+            _EXACT_768D_WITH_CONTEXT,
+            {"user_id": user_id, "ids": memory_ids, "query": query_768d},
+        )
+        return {
+            r.id: 1.0 - min(float(r.distance), float(r.context_distance or r.distance))
+            for r in rows
+        }
+
+    async def neighbours(
+        self,
+        user_id: str,
+        chain_ids: list[uuid.UUID],
+        followed_chain_ids: list[uuid.UUID],
+        session_id: str | None,
+    ) -> list[Memory]:
+        """Current memories visible to the caller that follow one of `chain_ids` or are one of
+        `followed_chain_ids`: the adjacent turns of the given hits."""
+        if not chain_ids and not followed_chain_ids:
+            return []
+        rows = await self.session.scalars(
+            select(Memory)
+            .where(
+                Memory.user_id == user_id,
+                Memory.is_current,
+                visible_in_session(session_id),
+                or_(
+                    Memory.chain_id == one_of(followed_chain_ids),
+                    Memory.follows_chain_id == one_of(chain_ids),
+                ),
+            )
+            .options(*_NO_VECTORS)
+        )
+        return list(rows)
+
     async def nearest_current(
         self,
         user_id: str,
@@ -243,6 +315,37 @@ class MemoryRepository:
             {"user_id": user_id, "ids": memory_ids, "max_distance": 1.0 - threshold},
         )
         return [(row[0], row[1]) for row in rows]
+
+    async def last_turns(self, user_id: str, session_ids: list[str]) -> dict[str, Turn]:
+        """Per session, its current memory that no other memory follows (the turn a new one
+        continues): the newest such, should a caller have broken the chain."""
+        if not session_ids:
+            return {}
+        follower = aliased(Memory)
+        rows = await self.session.execute(
+            select(
+                Memory.session_id,
+                Memory.chain_id,
+                Memory.content,
+                Memory.speaker,
+                Memory.context,
+                Memory.scope,
+            )
+            .where(
+                Memory.user_id == user_id,
+                Memory.session_id == any_(bindparam(None, session_ids, type_=ARRAY(Text))),
+                Memory.is_current,
+                ~exists().where(
+                    follower.user_id == user_id, follower.follows_chain_id == Memory.chain_id
+                ),
+            )
+            .order_by(Memory.session_id, Memory.created_at.desc(), Memory.id)
+            .distinct(Memory.session_id)
+        )
+        return {
+            r.session_id: Turn(r.chain_id, turn_line(r.content, r.speaker), r.context, r.scope)
+            for r in rows
+        }
 
     async def erase_user(self, user_id: str) -> dict[str, int]:
         """Physically delete every row of this user. The only path that removes rows."""

@@ -13,6 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.config import Settings
 from app.db.models import Memory
 from app.errors import ConflictError, InvalidInputError, NotFoundError
+from app.memories.context import contextual_text, link_session_turns, mentioned_time
 from app.memories.domain import MemoryDraft, check_draft
 from app.memories.fields import check_text, check_user_id
 from app.memories.repository import ListFilter, MemoryRepository
@@ -93,10 +94,21 @@ class MemoryService:
                 self._settings.max_metadata_bytes,
                 f"memories[{i}]." if many else "",
             )
-        # Embedding is slow CPU work: done before the first statement opens the transaction.
+        ids = [uuid.uuid4() for _ in drafts]
+        sessions = {d.session_id for d in drafts if d.session_id is not None}
+        if sessions:
+            # The one read before embedding: the turn each session's first draft follows.
+            last = await self.repository.last_turns(user_id, sorted(sessions))
+            link_session_turns(drafts, ids, last, self._settings.memory_context_turns)
+        # Embedding is slow CPU work: done before the first write.
         await complete_drafts(drafts, self._embedder, self._classifier)
         now = await self.repository.now()
-        memories = [new_version(user_id, draft, now) for draft in drafts]
+        for draft in drafts:
+            draft.mentioned_at = mentioned_time(draft.content, draft.event_time or now)
+        memories = [
+            new_version(user_id, draft, now, memory_id=memory_id)
+            for draft, memory_id in zip(drafts, ids, strict=True)
+        ]
         self.repository.add(memories)
         outbox.enqueue_index(self.repository.session, memories)
         await self.repository.session.flush()
@@ -153,16 +165,22 @@ class MemoryService:
             event_time=old.event_time if patch.event_time is UNSET else patch.event_time,
             metadata=old.metadata_ if patch.metadata is UNSET else patch.metadata,
             source_message_id=old.source_message_id,
+            # A new version keeps its place in the conversation.
+            context=old.context,
+            follows_chain_id=old.follows_chain_id,
         )
         check_draft(draft, self._settings.max_content_chars, self._settings.max_metadata_bytes)
         if draft.content == old.content:
             draft.embedding = Embedding(full=old.embedding_768d, coarse=old.embedding_256d)
+            if old.context_embedding_768d is not None:
+                draft.context_embedding = old.context_embedding_768d
         else:
             draft.embedding = patch.embedding
             await embed_drafts([draft], self._embedder)
         # Lock after embedding, so the row lock is held only for the short write.
         old = await self._lock_current(user_id, memory_id)
         now = await self.repository.now()
+        draft.mentioned_at = mentioned_time(draft.content, draft.event_time or now)
         old.is_current = False
         old.superseded_at = now
         # Flush the old row first: the "one current version per chain" index must see it end.
@@ -185,11 +203,21 @@ class MemoryService:
 
 
 async def embed_drafts(drafts: list[MemoryDraft], embedder: Embedder) -> None:
-    """Embed the drafts that have no embedding yet, in one call."""
+    """Embed the drafts that have no embedding yet, and the contextual text of those with a
+    context (app/memories/context.py), in one call."""
     missing = [d for d in drafts if d.embedding is None]
-    embeddings = await embedder.embed([d.content for d in missing])
-    for draft, embedding in zip(missing, embeddings, strict=True):
+    with_context = [
+        (d, text)
+        for d in drafts
+        if d.context_embedding is None and (text := contextual_text(d)) is not None
+    ]
+    embeddings = await embedder.embed(
+        [d.content for d in missing] + [text for _, text in with_context]
+    )
+    for draft, embedding in zip(missing, embeddings[: len(missing)], strict=True):
         draft.embedding = embedding
+    for (draft, _), embedding in zip(with_context, embeddings[len(missing) :], strict=True):
+        draft.context_embedding = embedding.full
 
 
 async def complete_drafts(
@@ -207,12 +235,16 @@ async def complete_drafts(
 
 
 def new_version(
-    user_id: str, draft: MemoryDraft, now: datetime | None, replaces: Memory | None = None
+    user_id: str,
+    draft: MemoryDraft,
+    now: datetime | None,
+    replaces: Memory | None = None,
+    memory_id: uuid.UUID | None = None,
 ) -> Memory:
     """The row of a new version: version 1 of a new chain, or the successor of `replaces`.
     `now` is the transaction's time (None: the bulk writer sets it when it inserts)."""
     assert draft.embedding is not None
-    memory_id = uuid.uuid4()
+    memory_id = memory_id or uuid.uuid4()
     return Memory(
         id=memory_id,
         user_id=user_id,
@@ -231,4 +263,8 @@ def new_version(
         embedding_256d=draft.embedding.coarse,
         metadata_=draft.metadata,
         source_message_id=draft.source_message_id,
+        context=draft.context,
+        context_embedding_768d=draft.context_embedding,
+        follows_chain_id=draft.follows_chain_id,
+        mentioned_at=draft.mentioned_at,
     )

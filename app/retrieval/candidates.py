@@ -4,12 +4,24 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from app.db.models import Memory
 
 # Stage names, in pipeline order, as they appear in explanations.
-STAGES = ("256d", "768d", "bm25", "rrf", "temporal", "rerank", "final")
+STAGES = (
+    "256d",
+    "768d",
+    "bm25",
+    "rrf",
+    "speaker",
+    "neighbours",
+    "time_mention",
+    "temporal",
+    "rerank",
+    "final",
+)
 
 
 @dataclass(slots=True)
@@ -28,6 +40,21 @@ class Candidate:
     memory: Memory | None = None
     # For history results: the current hit whose chain this earlier version belongs to.
     history_of: uuid.UUID | None = None
+    # Plain fields the stages after loading use (set by `load`), so they need no ORM row.
+    chain_id: uuid.UUID | None = None
+    follows_chain_id: uuid.UUID | None = None
+    speaker: str | None = None
+    when: datetime | None = None  # event_time, else the time the memory was learned
+    mentioned_at: datetime | None = None  # the time its content names, if any
+
+    def load(self, memory: Memory) -> Candidate:
+        self.memory = memory
+        self.chain_id = memory.chain_id
+        self.follows_chain_id = memory.follows_chain_id
+        self.speaker = memory.speaker
+        self.when = memory.event_time or memory.created_at
+        self.mentioned_at = memory.mentioned_at
+        return self
 
     def record(self, stage: str, rank: int | None, score: float | None) -> None:
         self.stages[stage] = StageScore(rank=rank, score=score)

@@ -6,8 +6,12 @@ A document missing from a list contributes nothing for that list.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
+
+from app.retrieval.candidates import Candidate, rank_by_score
+from app.search_index.client import TextHit
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,3 +42,66 @@ def fuse_rrf(lists: Sequence[RankedList], k: int) -> list[FusedScore]:
             ranks.setdefault(doc_id, {})[ranked.name] = position
     order = sorted(scores, key=lambda d: -scores[d])  # stable: ties keep insertion order
     return [FusedScore(id=d, score=scores[d], ranks=ranks[d]) for d in order]
+
+
+def fuse_legs(
+    vector_hits: list[Candidate],
+    text_hits: Sequence[TextHit],
+    k: int,
+    weight_vector: float,
+    weight_bm25: float,
+) -> list[Candidate]:
+    """Stage 4 over the two legs' candidates: one candidate per memory, scored and ranked by
+    weighted RRF, with each leg's rank kept for the explanation."""
+    by_id = {c.memory_id: c for c in vector_hits}
+    for rank, hit in enumerate(text_hits, start=1):
+        candidate = by_id.setdefault(hit.memory_id, Candidate(memory_id=hit.memory_id))
+        candidate.record("bm25", rank, hit.score)
+    fused = fuse_rrf(
+        [
+            RankedList("vector", [c.memory_id for c in vector_hits], weight_vector),
+            RankedList("bm25", [h.memory_id for h in text_hits], weight_bm25),
+        ],
+        k,
+    )
+    ranked: list[Candidate] = []
+    for position, item in enumerate(fused, start=1):
+        candidate = by_id[uuid.UUID(str(item.id))]
+        candidate.score = item.score
+        candidate.record("rrf", position, item.score)
+        ranked.append(candidate)
+    return ranked
+
+
+def min_max(values: Sequence[float]) -> list[float]:
+    """Scale to [0, 1] within one list (all 1.0 when every value is the same)."""
+    if not values:
+        return []
+    low, high = min(values), max(values)
+    if high - low <= 1e-12:
+        return [1.0 for _ in values]
+    return [(v - low) / (high - low) for v in values]
+
+
+def fuse_scores(
+    vector_hits: list[Candidate],
+    text_hits: Sequence[TextHit],
+    weight_vector: float,
+    weight_bm25: float,
+) -> list[Candidate]:
+    """Score-based fusion (lever score_fusion), beside RRF: each leg's scores min-max
+    normalised within the leg, then summed with the legs' weights. Unlike RRF it keeps how
+    far apart two hits are, not just their order; a missing leg contributes 0."""
+    by_id = {c.memory_id: c for c in vector_hits}
+    fused = dict.fromkeys(by_id, 0.0)
+    for candidate, value in zip(vector_hits, min_max([c.score for c in vector_hits]), strict=True):
+        fused[candidate.memory_id] += weight_vector * value
+    for rank, (hit, value) in enumerate(
+        zip(text_hits, min_max([h.score for h in text_hits]), strict=True), start=1
+    ):
+        candidate = by_id.setdefault(hit.memory_id, Candidate(memory_id=hit.memory_id))
+        candidate.record("bm25", rank, hit.score)
+        fused[hit.memory_id] = fused.get(hit.memory_id, 0.0) + weight_bm25 * value
+    for memory_id, score in fused.items():
+        by_id[memory_id].score = score
+    return rank_by_score(list(by_id.values()), "rrf")

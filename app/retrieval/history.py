@@ -13,12 +13,11 @@ def with_history(results: list[Candidate], earlier: dict, max_versions: int) -> 
     combined: list[Candidate] = []
     for hit in results:
         combined.append(hit)
-        assert hit.memory is not None
-        versions: list[Memory] = earlier.get(hit.memory.chain_id, [])[:max_versions]
+        versions: list[Memory] = earlier.get(hit.chain_id, [])[:max_versions]
         for version in versions:
             combined.append(
-                Candidate(
-                    memory_id=version.id, score=hit.score, memory=version, history_of=hit.memory_id
+                Candidate(memory_id=version.id, score=hit.score, history_of=hit.memory_id).load(
+                    version
                 )
             )
     return combined

@@ -1,22 +1,22 @@
 """The 8-stage retrieval pipeline, composed from small stages that pass plain candidates.
 
 1 query analysis · 2 Matryoshka vector search (256D HNSW → exact 768D) · 3 BM25 ·
-4 weighted RRF · 5 temporal boost · 6 de-duplication · 7 cross-encoder · 8 history.
-Every stage can be switched off per request; each one's duration is measured and logged.
+4 weighted RRF · load and visibility · [speaker boost · neighbour expansion] ·
+5 temporal boost · 6 de-duplication · 7 cross-encoder · 8 history.
+The bracketed stages and the context legs are levers of the `default` profile
+(app/retrieval/profiles.py); `paper` runs SPEC's 8 stages exactly. Every stage can be
+switched off per request; each one's duration is measured and logged.
 """
 
 from __future__ import annotations
 
 import asyncio
-import time
-import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 import msgspec
 import structlog
-from opensearchpy.exceptions import TransportError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app import metrics
@@ -24,14 +24,22 @@ from app.config import Settings
 from app.memories.repository import MemoryRepository
 from app.ml.cross_encoder import CrossEncoderScorer
 from app.ml.embedder import Embedder
-from app.retrieval.candidates import Candidate, rank_by_score
+from app.retrieval.bm25_leg import bm25_leg
+from app.retrieval.candidates import Candidate
 from app.retrieval.dedup import dedup_head
-from app.retrieval.fusion import RankedList, fuse_rrf
+from app.retrieval.fusion import fuse_legs, fuse_scores
 from app.retrieval.history import with_history
+from app.retrieval.neighbours import links, spread_to_neighbours
+from app.retrieval.profiles import Levers
 from app.retrieval.query_analysis import QueryAnalysis, analyze_query
 from app.retrieval.rerank import rerank
+from app.retrieval.speakers import boost_named_speakers
 from app.retrieval.temporal import apply_temporal_boost
-from app.search_index.client import UNAVAILABLE, MemoryIndex, TextHit
+from app.retrieval.time_mentions import boost_time_mentions, use_mentioned_times
+from app.retrieval.timing import StageTimer
+from app.retrieval.vector_leg import VectorLegSettings, vector_leg
+from app.retrieval.visibility import load_visible
+from app.search_index.client import MemoryIndex, TextHit
 
 log = structlog.get_logger(__name__)
 
@@ -57,6 +65,7 @@ class SearchRequest:
     session_id: str | None = None
     as_of: datetime | None = None
     switches: StageSwitches = field(default_factory=StageSwitches)
+    levers: Levers = field(default_factory=Levers)
     rrf_k: int | None = None
     weight_vector: float | None = None
     weight_bm25: float | None = None
@@ -75,17 +84,6 @@ class SearchResponse:
     duration_ms: float
 
 
-class _Timer:
-    def __init__(self) -> None:
-        self.durations: dict[str, float] = {}
-
-    def start(self) -> float:
-        return time.perf_counter()
-
-    def stop(self, name: str, started: float) -> None:
-        self.durations[name] = round((time.perf_counter() - started) * 1000, 3)
-
-
 class RetrievalPipeline:
     def __init__(
         self,
@@ -99,63 +97,17 @@ class RetrievalPipeline:
         self._settings = settings
         self._cross_encoder = cross_encoder
 
-    async def _vector_leg(
-        self,
-        repository: MemoryRepository,
-        request: SearchRequest,
-        embedding: Any,
-        timer: _Timer,
-    ) -> tuple[list[Candidate], int]:
-        """Stage 2: 256D HNSW shortlist, then exact 768D cosine for every shortlisted one.
-        Returns the best candidates and how many the 256D stage shortlisted."""
-        settings = self._settings
-        started = timer.start()
-        coarse = await repository.coarse_candidates(
-            request.user_id,
-            embedding.coarse,
-            request.session_id,
-            settings.candidates_256d,
-            settings.hnsw_ef_search,
-        )
-        timer.stop("vector_256d_ms", started)
-        candidates = []
-        for rank, (memory_id, score) in enumerate(coarse, start=1):
-            candidate = Candidate(memory_id=memory_id, score=score)
-            candidate.record("256d", rank, score)
-            candidates.append(candidate)
-        if not request.switches.rescore_768d:
-            return candidates[: settings.candidates_768d], len(coarse)
-        started = timer.start()
-        exact = await repository.exact_768d_scores(
-            request.user_id, [c.memory_id for c in candidates], embedding.full
-        )
-        for candidate in candidates:
-            candidate.score = exact.get(candidate.memory_id, -1.0)
-        ranked = rank_by_score(candidates, "768d")[: settings.candidates_768d]
-        timer.stop("vector_768d_ms", started)
-        return ranked, len(coarse)
-
-    async def _bm25_leg(self, request: SearchRequest, timer: _Timer) -> list[TextHit] | None:
-        """Stage 3: BM25 from OpenSearch; None when OpenSearch cannot answer."""
-        started = timer.start()
-        try:
-            return await self._index.search_bm25(
-                request.user_id, request.query, self._settings.bm25_candidates, request.session_id
-            )
-        except (*UNAVAILABLE, TransportError) as exc:
-            log.warning("retrieval.bm25_unavailable", error=str(exc))
-            return None
-        finally:
-            timer.stop("bm25_ms", started)
-
     async def search(self, session: AsyncSession, request: SearchRequest) -> SearchResponse:
-        settings, switches, timer = self._settings, request.switches, _Timer()
+        settings, switches, levers, timer = (
+            self._settings,
+            request.switches,
+            request.levers,
+            StageTimer(),
+        )
         status: dict[str, str] = {}
-        request_started = timer.start()
 
-        started = timer.start()
-        analysis = analyze_query(request.query, request.as_of or datetime.now(UTC))
-        timer.stop("query_analysis_ms", started)
+        with timer.stage("query_analysis_ms"):
+            analysis = analyze_query(request.query, request.as_of or datetime.now(UTC))
 
         repository = MemoryRepository(session)
         vector_hits: list[Candidate] = []
@@ -163,10 +115,18 @@ class RetrievalPipeline:
         text_hits: list[TextHit] | None = []
 
         async def vector_path() -> tuple[list[Candidate], int]:
-            started = timer.start()
-            embedding = await self._embedder.embed_query(request.query)
-            timer.stop("query_embedding_ms", started)
-            return await self._vector_leg(repository, request, embedding, timer)
+            with timer.stage("query_embedding_ms"):
+                embedding = await self._embedder.embed_query(request.query)
+            options = VectorLegSettings(
+                shortlist=settings.candidates_256d,
+                keep=settings.candidates_768d,
+                ef_search=settings.hnsw_ef_search,
+                rescore_768d=switches.rescore_768d,
+                with_context=levers.context_vector,
+            )
+            return await vector_leg(
+                repository, request.user_id, request.session_id, embedding, options, timer
+            )
 
         # BM25 needs no embedding: it runs while the query is embedded and the vectors are
         # searched. A task group cancels the other leg when one fails.
@@ -174,7 +134,19 @@ class RetrievalPipeline:
             async with asyncio.TaskGroup() as legs:
                 vector_task = legs.create_task(vector_path()) if switches.vector else None
                 bm25_task = (
-                    legs.create_task(self._bm25_leg(request, timer)) if switches.bm25 else None
+                    legs.create_task(
+                        bm25_leg(
+                            self._index,
+                            request.user_id,
+                            request.query,
+                            settings.bm25_candidates,
+                            request.session_id,
+                            settings.bm25_context_boost if levers.context_bm25 else 0.0,
+                            timer,
+                        )
+                    )
+                    if switches.bm25
+                    else None
                 )
         except ExceptionGroup as failed:  # the error handlers expect the leg's own exception
             raise failed.exceptions[0] from None
@@ -188,91 +160,93 @@ class RetrievalPipeline:
         if missing:
             status["bm25"] = "unavailable"
 
-        # Stage 4: weighted RRF. An item absent from a list gets nothing from that list.
-        started = timer.start()
-        by_id = {c.memory_id: c for c in vector_hits}
-        for rank, hit in enumerate(text_hits or [], start=1):
-            candidate = by_id.setdefault(hit.memory_id, Candidate(memory_id=hit.memory_id))
-            candidate.record("bm25", rank, hit.score)
-        fused = fuse_rrf(
-            [
-                RankedList(
-                    "vector",
-                    [c.memory_id for c in vector_hits],
-                    request.weight_vector
-                    if request.weight_vector is not None
-                    else settings.rrf_weight_vector,
-                ),
-                RankedList(
-                    "bm25",
-                    [h.memory_id for h in text_hits or []],
-                    request.weight_bm25
-                    if request.weight_bm25 is not None
-                    else settings.rrf_weight_bm25,
-                ),
-            ],
-            request.rrf_k if request.rrf_k is not None else settings.rrf_k,
+        # Stage 4: weighted RRF (or, with the score_fusion lever, normalised score sums).
+        # An item absent from a list gets nothing from that list.
+        weight_vector = (
+            request.weight_vector
+            if request.weight_vector is not None
+            else settings.rrf_weight_vector
         )
-        ranked: list[Candidate] = []
-        for position, item in enumerate(fused, start=1):
-            candidate = by_id[uuid.UUID(str(item.id))]
-            candidate.score = item.score
-            candidate.record("rrf", position, item.score)
-            ranked.append(candidate)
-        timer.stop("rrf_fusion_ms", started)
+        weight_bm25 = (
+            request.weight_bm25 if request.weight_bm25 is not None else settings.rrf_weight_bm25
+        )
+        with timer.stage("rrf_fusion_ms"):
+            if levers.score_fusion:
+                ranked = fuse_scores(vector_hits, text_hits or [], weight_vector, weight_bm25)
+            else:
+                ranked = fuse_legs(
+                    vector_hits,
+                    text_hits or [],
+                    request.rrf_k if request.rrf_k is not None else settings.rrf_k,
+                    weight_vector,
+                    weight_bm25,
+                )
 
-        # Rows are re-read from Postgres by id *and user*: the index is never the only guard,
-        # and a document whose row is gone, superseded or of another session is dropped.
-        started = timer.start()
-        rows = await repository.get_many(request.user_id, [c.memory_id for c in ranked])
-        visible = []
-        for candidate in ranked:
-            memory = rows.get(candidate.memory_id)
-            if memory is None or not memory.is_current:
-                continue
-            if memory.scope == "CONTEXT" and memory.session_id != request.session_id:
-                continue
-            candidate.memory = memory
-            visible.append(candidate)
-        ranked = visible
-        timer.stop("load_ms", started)
+        with timer.stage("load_ms"):
+            rows = await repository.get_many(request.user_id, [c.memory_id for c in ranked])
+            ranked = load_visible(ranked, rows, request.user_id, request.session_id)
+
+        if levers.speaker:
+            with timer.stage("speaker_ms"):
+                ranked, named = boost_named_speakers(request.query, ranked, settings.speaker_boost)
+            status["speaker"] = f"boosted {', '.join(sorted(named))}" if named else "none named"
+
+        if levers.neighbours:
+            with timer.stage("neighbours_ms"):
+                head = ranked[: settings.neighbour_top_n]
+                chains, follows = links(head)
+                found = await repository.neighbours(
+                    request.user_id, chains, follows, request.session_id
+                )
+                ranked, joined = spread_to_neighbours(
+                    ranked, found, settings.neighbour_decay, settings.neighbour_top_n
+                )
+            status["neighbours"] = f"{joined} joined"
+
+        if levers.time_mentions:
+            with timer.stage("time_mentions_ms"):
+                use_mentioned_times(ranked)
+                if analysis.asks_when:
+                    ranked, naming = boost_time_mentions(ranked, settings.time_mention_boost)
+                    status["time_mentions"] = f"boosted {naming} naming a time"
+                else:
+                    status["time_mentions"] = "not a when-question"
 
         # Stage 5: temporal boost, only for queries with a resolved window.
         if analysis.window is not None and switches.temporal:
-            started = timer.start()
-            ranked = apply_temporal_boost(
-                ranked,
-                analysis.window,
-                settings.temporal_weight_fused,
-                settings.temporal_weight_time,
-                settings.temporal_min_score,
-            )
-            timer.stop("temporal_boost_ms", started)
+            with timer.stage("temporal_boost_ms"):
+                ranked = apply_temporal_boost(
+                    ranked,
+                    analysis.window,
+                    settings.temporal_weight_fused,
+                    settings.temporal_weight_time,
+                    settings.temporal_min_score,
+                )
             status["temporal"] = "applied"
         else:
             status["temporal"] = "off" if not switches.temporal else "no time window in query"
 
         # Stage 6: de-duplication over the head of the list (what can still be shown).
         if switches.dedup:
-            started = timer.start()
-            ranked, dropped = await dedup_head(
-                ranked,
-                request.top_k,
-                max(request.top_k * 2, settings.rerank_top_n),
-                lambda ids: repository.near_duplicate_pairs(
-                    request.user_id, ids, settings.dedup_threshold
-                ),
-            )
-            timer.stop("dedup_ms", started)
+            with timer.stage("dedup_ms"):
+                ranked, dropped = await dedup_head(
+                    ranked,
+                    request.top_k,
+                    max(request.top_k * 2, settings.rerank_top_n),
+                    lambda ids: repository.near_duplicate_pairs(
+                        request.user_id, ids, settings.dedup_threshold
+                    ),
+                )
             status["dedup"] = f"dropped {len(dropped)}"
         else:
             status["dedup"] = "off"
 
         # Stage 7: cross-encoder re-ranking, skipped visibly when no model is configured.
         if switches.rerank and self._cross_encoder is not None:
-            started = timer.start()
-            ranked = await rerank(request.query, ranked, self._cross_encoder, settings.rerank_top_n)
-            timer.stop("cross_encoder_ms", started)
+            with timer.stage("cross_encoder_ms"):
+                ranked = await rerank(
+                    request.query, ranked, self._cross_encoder, settings.rerank_top_n
+                )
             status["rerank"] = "applied"
         else:
             status["rerank"] = (
@@ -285,17 +259,16 @@ class RetrievalPipeline:
 
         # Stage 8: history, for queries that ask about earlier states.
         if analysis.history and switches.history and results:
-            started = timer.start()
-            earlier = await repository.superseded_versions(
-                request.user_id, list({c.memory.chain_id for c in results if c.memory})
-            )
-            results = with_history(results, earlier, settings.history_max_versions)
-            timer.stop("version_chain_ms", started)
+            with timer.stage("version_chain_ms"):
+                earlier = await repository.superseded_versions(
+                    request.user_id, list({c.chain_id for c in results if c.chain_id})
+                )
+                results = with_history(results, earlier, settings.history_max_versions)
             status["history"] = "applied"
         else:
             status["history"] = "off" if not switches.history else "no history intent"
 
-        total_ms = round((time.perf_counter() - request_started) * 1000, 3)
+        total_ms = timer.total_ms()
         log.info(
             "memory_retrieval",
             request_id=request.request_id,
@@ -310,6 +283,7 @@ class RetrievalPipeline:
             history_query=analysis.history,
             missing_legs=missing,
             stages=status,
+            levers=msgspec.structs.asdict(levers),
             index_lag=request.index_lag,
         )
         metrics.observe(timer.durations, total_ms, missing)

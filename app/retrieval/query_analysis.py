@@ -34,11 +34,20 @@ HISTORY_PATTERNS = tuple(
 )
 
 
+# Questions whose answer is a time: the memory that answers them usually names one.
+WHEN_QUESTION = re.compile(
+    r"^\s*(?:when\b|(?:in |on |at )?what (?:year|month|date|day|time|week)\b)"
+    r"|\bhow long ago\b|\bsince when\b",
+    re.IGNORECASE,
+)
+
+
 @dataclass(frozen=True, slots=True)
 class QueryAnalysis:
     as_of: datetime
     window: TimeWindow | None
     history_terms: tuple[str, ...]
+    asks_when: bool = False
 
     @property
     def temporal(self) -> bool:
@@ -63,6 +72,7 @@ class QueryAnalysis:
             },
             "history_intent": self.history,
             "history_terms": list(self.history_terms),
+            "asks_when": self.asks_when,
         }
 
 
@@ -70,4 +80,9 @@ def analyze_query(query: str, as_of: datetime) -> QueryAnalysis:
     """Resolve the query's first time expression against `as_of`; find history phrases."""
     windows = resolve_time_expressions(query, as_of)
     terms = tuple(m.group(0).lower() for p in HISTORY_PATTERNS if (m := p.search(query)))
-    return QueryAnalysis(as_of=as_of, window=windows[0] if windows else None, history_terms=terms)
+    return QueryAnalysis(
+        as_of=as_of,
+        window=windows[0] if windows else None,
+        history_terms=terms,
+        asks_when=WHEN_QUESTION.search(query) is not None,
+    )

@@ -40,8 +40,7 @@ def apply_temporal_boost(
         return []
     best = max(c.score for c in candidates) or 1.0
     for candidate in candidates:
-        assert candidate.memory is not None, "temporal boost needs loaded memories"
-        when = candidate.memory.event_time or candidate.memory.created_at
-        time_part = temporal_score(when, window, floor)
+        assert candidate.when is not None, "temporal boost needs loaded memories"
+        time_part = temporal_score(candidate.when, window, floor)
         candidate.score = weight_fused * (candidate.score / best) + weight_time * time_part
     return rank_by_score(candidates, "temporal")

@@ -13,7 +13,7 @@ from opensearchpy.exceptions import ConnectionTimeout, TransportError
 
 from app.config import Settings
 from app.db.tenant import DEFAULT_TENANT_ID, current_tenant
-from app.search_index.documents import index_body
+from app.search_index.documents import added_fields, index_body
 
 log = structlog.get_logger(__name__)
 
@@ -52,6 +52,19 @@ def tenant_filter(tenant_id: uuid.UUID) -> dict[str, Any]:
     return {"bool": {"should": [own, untagged], "minimum_should_match": 1}}
 
 
+def text_match(query: str, context_boost: float) -> dict[str, Any]:
+    if context_boost <= 0:
+        return {"match": {"content": {"query": query}}}
+    return {
+        "multi_match": {
+            "query": query,
+            "fields": ["content", f"context^{context_boost}"],
+            "type": "best_fields",
+            "tie_breaker": 0.3,
+        }
+    }
+
+
 class MemoryIndex:
     def __init__(self, settings: Settings) -> None:
         auth = None
@@ -59,7 +72,7 @@ class MemoryIndex:
             auth = (settings.opensearch_username, settings.opensearch_password.get_secret_value())
         self.name = settings.opensearch_index
         self._refresh_interval = settings.opensearch_refresh_interval
-        self._tenant_mapped = False
+        self._fields_added = False
         self.client = AsyncOpenSearch(
             hosts=[settings.opensearch_url],
             http_auth=auth,
@@ -87,13 +100,13 @@ class MemoryIndex:
     async def ensure_index(self) -> bool:
         """Create the index with its mapping if missing. Returns True if it was created."""
         if await self.client.indices.exists(index=self.name):
-            if not self._tenant_mapped:
-                # An index made before tenants: add the field (its old documents, all of the
-                # default tenant, are matched by their lack of it; see tenant_filter).
+            if not self._fields_added:
+                # An index made by an earlier version: add the fields it lacks (allowed in place;
+                # old documents gain them when reindexed; see tenant_filter for the tenant).
                 await self.client.indices.put_mapping(
-                    index=self.name, body={"properties": {"tenant_id": {"type": "keyword"}}}
+                    index=self.name, body=added_fields(await self._english_available())
                 )
-                self._tenant_mapped = True
+                self._fields_added = True
             return False
         english = await self._english_available()
         try:
@@ -180,10 +193,17 @@ class MemoryIndex:
         await self.client.indices.refresh(index=self.name)
 
     async def search_bm25(
-        self, user_id: str, query: str, size: int, session_id: str | None = None
+        self,
+        user_id: str,
+        query: str,
+        size: int,
+        session_id: str | None = None,
+        context_boost: float = 0.0,
     ) -> list[TextHit]:
         """BM25 over current memories of one user of the current tenant: USER scope, plus
-        CONTEXT of this session."""
+        CONTEXT of this session. With `context_boost` > 0 the context field counts too, at that
+        weight beside the content's 1.0 (best field plus the other's share: a tie-breaker, not a
+        sum)."""
         scope_filter: dict[str, Any] = {"term": {"scope": "USER"}}
         if session_id is not None:
             scope_filter = {
@@ -207,7 +227,7 @@ class MemoryIndex:
             "_source": False,
             "query": {
                 "bool": {
-                    "must": [{"match": {"content": {"query": query}}}],
+                    "must": [text_match(query, context_boost)],
                     "filter": [
                         tenant_filter(bound_tenant()),
                         {"term": {"user_id": user_id}},

@@ -14,6 +14,7 @@ def memory_document(memory: Memory) -> dict[str, Any]:
         "user_id": memory.user_id,
         "chain_id": str(memory.chain_id),
         "content": memory.content,
+        "context": memory.context,
         "category": memory.category,
         "scope": memory.scope,
         "session_id": memory.session_id,
@@ -29,6 +30,12 @@ def with_tenant(document: dict[str, Any], tenant_id: uuid.UUID) -> dict[str, Any
     """The document as indexed: with its tenant, taken from the outbox row (which got it in the
     memory's own transaction), so every query can filter on it."""
     return {**document, "tenant_id": str(tenant_id)}
+
+
+def added_fields(english_analyzer: bool) -> dict[str, Any]:
+    """Fields later versions added to the mapping: put into an older index on start-up."""
+    properties = index_body(english_analyzer)["mappings"]["properties"]
+    return {"properties": {name: properties[name] for name in ("context", "tenant_id")}}
 
 
 def index_body(english_analyzer: bool, refresh_interval: str = "1s") -> dict[str, Any]:
@@ -52,6 +59,7 @@ def index_body(english_analyzer: bool, refresh_interval: str = "1s") -> dict[str
                 "user_id": {"type": "keyword"},
                 "chain_id": {"type": "keyword"},
                 "content": {"type": "text", "analyzer": "memory_text"},
+                "context": {"type": "text", "analyzer": "memory_text"},
                 "category": {"type": "keyword"},
                 "scope": {"type": "keyword"},
                 "session_id": {"type": "keyword"},

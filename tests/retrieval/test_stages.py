@@ -18,11 +18,25 @@ from app.time_expressions import TimeWindow
 AS_OF = datetime(2023, 5, 8, 10, 0, tzinfo=UTC)
 
 
+def row(**fields: object) -> SimpleNamespace:
+    """A stand-in for a memory row: the fields the stages after loading read."""
+    defaults: dict[str, object] = {
+        "id": uuid.uuid4(),
+        "event_time": None,
+        "created_at": AS_OF,
+        "chain_id": uuid.uuid4(),
+        "follows_chain_id": None,
+        "speaker": None,
+        "mentioned_at": None,
+    }
+    return SimpleNamespace(**{**defaults, **fields})
+
+
 def make(
-    score: float, event_time: datetime | None = None, created_at: datetime = AS_OF
+    score: float, event_time: datetime | None = None, created_at: datetime = AS_OF, **fields: object
 ) -> Candidate:
-    memory = SimpleNamespace(event_time=event_time, created_at=created_at, chain_id=uuid.uuid4())
-    return Candidate(memory_id=uuid.uuid4(), score=score, memory=memory)  # type: ignore[arg-type]
+    memory = row(event_time=event_time, created_at=created_at, **fields)
+    return Candidate(memory_id=memory.id, score=score).load(memory)  # type: ignore[arg-type]
 
 
 def window(start: datetime, days: int) -> TimeWindow:
@@ -124,8 +138,7 @@ class TestRanking:
 class TestHistory:
     def test_earlier_versions_follow_their_hit(self) -> None:
         hit, other = make(0.9), make(0.8)
-        old1 = SimpleNamespace(id=uuid.uuid4())
-        old2 = SimpleNamespace(id=uuid.uuid4())
+        old1, old2 = row(), row()
         earlier = {hit.memory.chain_id: [old1, old2]}
         combined = with_history([hit, other], earlier, max_versions=1)
         assert [c.memory_id for c in combined] == [hit.memory_id, old1.id, other.memory_id]

@@ -29,6 +29,9 @@ class MemoryCreate(msgspec.Struct, forbid_unknown_fields=True):
     speaker: Speaker | None = None
     event_time: Instant | None = None
     metadata: Metadata = msgspec.field(default_factory=dict)
+    # The conversation around the memory (e.g. the previous turns); derived from the session's
+    # earlier memories when omitted. Stored beside the content, never inside it.
+    context: Content | None = None
 
 
 class MemoryBatchCreate(msgspec.Struct, forbid_unknown_fields=True):
@@ -65,6 +68,7 @@ class MemoryOut(msgspec.Struct):
     metadata: dict[str, Any]
     source_message_id: UUID | None
     external_id: str | None = None
+    context: str | None = None
 
     @classmethod
     def of(cls, m: Memory) -> MemoryOut:
@@ -86,6 +90,7 @@ class MemoryOut(msgspec.Struct):
             metadata=m.metadata_,
             source_message_id=m.source_message_id,
             external_id=m.external_id,
+            context=m.context,
         )
 
 

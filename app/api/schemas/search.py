@@ -10,6 +10,7 @@ import msgspec
 from app.api.schemas.memories import MemoryOut
 from app.memories.fields import MAX_CONTENT_CHARS, Instant, SessionId, TopK
 from app.retrieval.pipeline import StageSwitches
+from app.retrieval.profiles import LeverOverrides, ProfileName
 
 
 class RrfIn(msgspec.Struct, forbid_unknown_fields=True):
@@ -40,6 +41,14 @@ class SearchBody(msgspec.Struct, forbid_unknown_fields=True):
     explain: bool = False
     stages: StageSwitches = msgspec.field(default_factory=StageSwitches)
     rrf: RrfIn = msgspec.field(default_factory=RrfIn)
+    profile: Annotated[
+        ProfileName | None,
+        msgspec.Meta(
+            description='"paper": SPEC\'s 8 stages exactly; "default": plus the measured levers '
+            "(context, speaker, neighbours). Null: COGNIS_RETRIEVAL_PROFILE."
+        ),
+    ] = None
+    levers: LeverOverrides = msgspec.field(default_factory=LeverOverrides)
     consistency: Annotated[
         Consistency,
         msgspec.Meta(

@@ -1,0 +1,29 @@
+"""Stage 3: BM25 from OpenSearch, always filtered by user; None when OpenSearch cannot answer
+(the pipeline then reports the leg missing and fuses what it has)."""
+
+from __future__ import annotations
+
+import structlog
+from opensearchpy.exceptions import TransportError
+
+from app.retrieval.timing import StageTimer
+from app.search_index.client import UNAVAILABLE, MemoryIndex, TextHit
+
+log = structlog.get_logger(__name__)
+
+
+async def bm25_leg(
+    index: MemoryIndex,
+    user_id: str,
+    query: str,
+    size: int,
+    session_id: str | None,
+    context_boost: float,
+    timer: StageTimer,
+) -> list[TextHit] | None:
+    with timer.stage("bm25_ms"):
+        try:
+            return await index.search_bm25(user_id, query, size, session_id, context_boost)
+        except (*UNAVAILABLE, TransportError) as exc:
+            log.warning("retrieval.bm25_unavailable", error=str(exc))
+            return None

@@ -1,0 +1,63 @@
+"""Retrieval profiles: which levers beyond the paper's 8 stages a search uses.
+
+`paper` is SPEC's pipeline exactly. `default` adds the levers that earned their place on the
+LoCoMo ablation (docs/benchmarks/locomo.md). A request names a profile and may switch single
+levers on or off on top of it; the settings name the profile used when a request names none.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import msgspec
+
+ProfileName = Literal["paper", "default"]
+
+
+class Levers(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    # Vector leg: a memory's score is the better of its content's and its contextual text's
+    # cosine (app/memories/context.py).
+    context_vector: bool = False
+    # BM25 leg: the context field is searched too, at settings.bm25_context_boost.
+    context_bm25: bool = False
+    # Speaker-aware: when the query names a speaker of the candidates, that speaker's
+    # memories are boosted (app/retrieval/speakers.py).
+    speaker: bool = False
+    # Adjacent turns of a high-ranked memory share a decayed part of its score.
+    neighbours: bool = False
+    # "When" questions prefer memories that name a time; the temporal boost uses the named
+    # time where there is one (app/retrieval/time_mentions.py).
+    time_mentions: bool = False
+    # Fusion by min-max normalised scores instead of RRF ranks (app/retrieval/fusion.py).
+    score_fusion: bool = False
+
+
+PROFILES: dict[str, Levers] = {
+    "paper": Levers(),
+    # Neighbours earned their place alone but added nothing beside context (whose vector
+    # already carries the previous turn) and cost temporal recall: measured, kept off.
+    "default": Levers(context_vector=True, context_bm25=True, speaker=True, time_mentions=True),
+}
+
+
+class LeverOverrides(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """A request's changes to its profile's levers; null keeps the profile's value."""
+
+    context_vector: bool | None = None
+    context_bm25: bool | None = None
+    speaker: bool | None = None
+    neighbours: bool | None = None
+    score_fusion: bool | None = None
+    time_mentions: bool | None = None
+
+
+def resolve_levers(profile: str, overrides: LeverOverrides | None = None) -> Levers:
+    base = PROFILES[profile]
+    if overrides is None:
+        return base
+    changes = {
+        name: value
+        for name in overrides.__struct_fields__
+        if (value := getattr(overrides, name)) is not None
+    }
+    return msgspec.structs.replace(base, **changes)
