@@ -115,16 +115,27 @@ class MemoryRepository:
             .execution_options(populate_existing=True)
         )
 
-    async def get_many(self, user_id: str, memory_ids: list[uuid.UUID]) -> dict[uuid.UUID, Memory]:
+    async def get_many(
+        self, user_id: str, memory_ids: list[uuid.UUID], *conditions: ColumnElement[bool]
+    ) -> dict[uuid.UUID, Memory]:
         """Rows to show, without their embeddings (1,024 floats a row: most of the bytes)."""
         if not memory_ids:
             return {}
         rows = await self.session.scalars(
             select(Memory)
-            .where(Memory.user_id == user_id, Memory.id == one_of(memory_ids))
+            .where(Memory.user_id == user_id, Memory.id == one_of(memory_ids), *conditions)
             .options(defer(Memory.embedding_768d), defer(Memory.embedding_256d))
         )
         return {m.id: m for m in rows}
+
+    async def visible_current(
+        self, user_id: str, memory_ids: list[uuid.UUID], session_id: str | None
+    ) -> dict[uuid.UUID, Memory]:
+        """The current versions among `memory_ids` that a query of `session_id` may see (the
+        index is never the only guard): `get_many` under `visible_in_session`."""
+        return await self.get_many(
+            user_id, memory_ids, Memory.is_current, visible_in_session(session_id)
+        )
 
     async def current_in_chain(self, user_id: str, chain_id: uuid.UUID) -> Memory | None:
         return await self.session.scalar(
@@ -142,15 +153,20 @@ class MemoryRepository:
         return list(rows)
 
     async def superseded_versions(
-        self, user_id: str, chain_ids: list[uuid.UUID]
+        self, user_id: str, chain_ids: list[uuid.UUID], session_id: str | None
     ) -> dict[uuid.UUID, list[Memory]]:
-        """Earlier (non-current) versions of the given chains, newest first per chain."""
+        """Earlier (non-current) versions of the given chains, newest first per chain, that a
+        query of `session_id` may see: the same rule as current results (a chain can change
+        scope, so an earlier CONTEXT version stays inside its session)."""
         if not chain_ids:
             return {}
         rows = await self.session.scalars(
             select(Memory)
             .where(
-                Memory.user_id == user_id, Memory.chain_id == one_of(chain_ids), ~Memory.is_current
+                Memory.user_id == user_id,
+                Memory.chain_id == one_of(chain_ids),
+                ~Memory.is_current,
+                visible_in_session(session_id),
             )
             .options(defer(Memory.embedding_768d), defer(Memory.embedding_256d))
             .order_by(Memory.chain_id, Memory.version.desc())

@@ -224,13 +224,13 @@ class RetrievalPipeline:
         # Rows are re-read from Postgres by id *and user*: the index is never the only guard,
         # and a document whose row is gone, superseded or of another session is dropped.
         started = timer.start()
-        rows = await repository.get_many(request.user_id, [c.memory_id for c in ranked])
+        rows = await repository.visible_current(
+            request.user_id, [c.memory_id for c in ranked], request.session_id
+        )
         visible = []
         for candidate in ranked:
             memory = rows.get(candidate.memory_id)
-            if memory is None or not memory.is_current:
-                continue
-            if memory.scope == "CONTEXT" and memory.session_id != request.session_id:
+            if memory is None:
                 continue
             candidate.memory = memory
             visible.append(candidate)
@@ -287,7 +287,9 @@ class RetrievalPipeline:
         if analysis.history and switches.history and results:
             started = timer.start()
             earlier = await repository.superseded_versions(
-                request.user_id, list({c.memory.chain_id for c in results if c.memory})
+                request.user_id,
+                list({c.memory.chain_id for c in results if c.memory}),
+                request.session_id,
             )
             results = with_history(results, earlier, settings.history_max_versions)
             timer.stop("version_chain_ms", started)

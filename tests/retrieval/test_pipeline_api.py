@@ -289,3 +289,31 @@ async def test_every_stage_stays_inside_the_user(
         assert found["results"], query
         assert {r["memory"]["user_id"] for r in found["results"]} == {other_user_id}, query
         assert mine["id"] not in {r["memory"]["id"] for r in found["results"]}
+
+
+async def test_history_keeps_context_versions_inside_their_session(
+    client, opensearch, index_name, user_id
+) -> None:
+    """A CONTEXT draft later made USER: its superseded CONTEXT version is history only for
+    queries of its own session, by the same rule as current results."""
+    (draft,) = await _load(
+        client,
+        opensearch,
+        index_name,
+        user_id,
+        [{"content": "draft: my salary is 90k", "scope": "CONTEXT", "session_id": "s1"}],
+    )
+    response = await client.patch(
+        f"/v1/users/{user_id}/memories/{draft['id']}", json={"scope": "USER"}
+    )
+    assert response.status_code == 200, response.text
+    promoted = response.json()
+    assert promoted["scope"] == "USER"
+
+    outside = await search(client, user_id, "salary previously")
+    assert outside["query_analysis"]["history_intent"] is True
+    assert [r["memory"]["id"] for r in outside["results"]] == [promoted["id"]]
+
+    inside = await search(client, user_id, "salary previously", session_id="s1")
+    assert [r["memory"]["id"] for r in inside["results"]] == [promoted["id"], draft["id"]]
+    assert inside["results"][1]["history_of"] == promoted["id"]
