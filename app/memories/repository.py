@@ -134,7 +134,7 @@ class MemoryRepository:
         """The current versions among `memory_ids` that a query of `session_id` may see (the
         index is never the only guard): `get_many` under `visible_in_session`."""
         return await self.get_many(
-            user_id, memory_ids, Memory.is_current, visible_in_session(session_id)
+            user_id, memory_ids, _memories.c.is_current, visible_in_session(session_id)
         )
 
     async def current_in_chain(self, user_id: str, chain_id: uuid.UUID) -> Memory | None:
