@@ -154,6 +154,10 @@ class Settings(BaseSettings):
     outbox_retention_hours: float = 24.0
     # How long background relays leave a user erasure to the request that made it.
     erase_handoff_s: float = 30.0
+    # After an erase, every write of that user is refused (409) for this long, so a write that
+    # was in flight when the erase ran cannot commit after it and bring the user back. Longer
+    # than any write request can take; the id is free again afterwards.
+    erase_write_block_s: float = 60.0
     # Read-your-writes: the longest a request may wait for its user's outbox rows to reach
     # OpenSearch (consistency="indexed" searches, ?wait_for=indexed writes).
     index_wait_max_ms: int = 5000

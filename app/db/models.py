@@ -209,6 +209,18 @@ class OutboxEvent(Base):
     )
 
 
+class UserErasure(Base):
+    """The tombstone an erase leaves: until `writes_refused_until`, every write of the user
+    is refused, so a write in flight when the erase ran cannot bring the user back. Holds
+    only the id and two times; removed once the window has passed."""
+
+    __tablename__ = "user_erasures"
+
+    user_id: Mapped[str] = mapped_column(Text, primary_key=True)
+    erased_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False)
+    writes_refused_until: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False)
+
+
 TASK_STATES = ("queued", "running", "done", "failed")
 EXTRACTORS = ("llm", "deterministic")
 

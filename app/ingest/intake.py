@@ -13,6 +13,7 @@ from app.errors import InvalidInputError
 from app.ingest.domain import ROLES, IncomingMessage, SavedMessage
 from app.ingest.repository import IngestRepository
 from app.memories.domain import check_content, check_metadata, check_user_id
+from app.memories.repository import MemoryRepository
 from app.ml.embedder import Embedder
 from app.time_expressions import as_aware
 
@@ -62,6 +63,7 @@ async def save_messages(
     check_messages(messages, settings)
     # Embedding is CPU work: before the first statement opens the transaction.
     embeddings = await embedder.embed([m.content for m in messages])
+    await MemoryRepository(repository.session).hold_for_write(user_id)
     job_id = uuid.uuid4()
     settle = timedelta(milliseconds=settings.ingest_settle_ms)
     saved: list[SavedMessage] = []

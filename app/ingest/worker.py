@@ -18,9 +18,11 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.config import Settings
 from app.db.models import IngestTask
+from app.errors import UserErasedError
 from app.ingest.context import message_context
 from app.ingest.pipeline import IngestPipeline
 from app.ingest.repository import IngestRepository
+from app.memories.repository import MemoryRepository
 from app.ml.embedder import Embedding
 from app.wakeup import sleep_until_woken
 
@@ -65,6 +67,8 @@ class IngestWorker:
             await self._process(task, token)
         except LeaseLost:
             log.warning("ingest.lease_lost", message_id=str(task.message_id))
+        except UserErasedError:  # its message and task went with the user
+            log.info("ingest.user_erased", message_id=str(task.message_id))
         except Exception as exc:
             await self._give_back(task, token, exc)
         return True
@@ -82,6 +86,9 @@ class IngestWorker:
         context = message_context(message.user_id, message.id, message, task.scope, embedding)
         decided = await self._pipeline.decide(context)
         async with self._sessionmaker() as session, session.begin():
+            # The user's write lock first (an erase takes it before the task rows): an erase
+            # that ran meanwhile either removed the task or refuses this write.
+            await MemoryRepository(session).hold_for_write(task.user_id)
             repository = IngestRepository(session)
             owned = await repository.lock_owned_task(task.message_id, token)
             if owned is None:
