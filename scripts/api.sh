@@ -33,6 +33,7 @@ start() {
     fi
     load_env
     mkdir -p "$(dirname "$PID_FILE")" "$(dirname "$LOG_FILE")"
+    private_log "$LOG_FILE"
     log "migrating the database (alembic upgrade head)"
     (cd "$ROOT" && "$VENV/bin/alembic" upgrade head) >>"$LOG_FILE" 2>&1 \
         || { tail -n 30 "$LOG_FILE" >&2; die "alembic upgrade head failed"; }
