@@ -1,13 +1,15 @@
 """Ingestion workers: take queued messages from Postgres (FOR UPDATE SKIP LOCKED, no broker),
 run the pipeline, write the result in one transaction.
 
-A task is leased: if its worker dies mid-job, the lease runs out and another worker takes it
-again. Nothing is written before the final transaction, so a crash leaves the store as it was.
+A task is leased, and the lease renewed by a heartbeat while the worker works on it: if the
+worker dies mid-job, the short lease runs out and another worker takes the task again within
+seconds. Nothing is written before the final transaction, so a crash leaves the store as it was.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import uuid
 from datetime import timedelta
 
@@ -63,6 +65,7 @@ class IngestWorker:
             return False
         assert task.lease_token is not None
         token = task.lease_token
+        heartbeat = asyncio.create_task(self._keep_lease(task.message_id, token))
         try:
             await self._process(task, token)
         except LeaseLost:
@@ -71,7 +74,30 @@ class IngestWorker:
             log.info("ingest.user_erased", message_id=str(task.message_id))
         except Exception as exc:
             await self._give_back(task, token, exc)
+        finally:
+            heartbeat.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await heartbeat
         return True
+
+    async def _keep_lease(self, message_id: uuid.UUID, token: uuid.UUID) -> None:
+        """Heartbeat: renew the lease while the task is worked on. Stops when it is no longer
+        ours; a failed renewal (the database away) is retried at the next beat, and the final
+        write checks ownership anyway."""
+        lease = timedelta(seconds=self._settings.ingest_lease_s)
+        while True:
+            await asyncio.sleep(self._settings.ingest_heartbeat_s)
+            try:
+                async with self._sessionmaker() as session, session.begin():
+                    renewed = await IngestRepository(session).renew_lease(message_id, token, lease)
+            except Exception as exc:
+                log.warning(
+                    "ingest.lease_renewal_failed", message_id=str(message_id), error=str(exc)
+                )
+                continue
+            if not renewed:
+                log.warning("ingest.lease_not_renewed", message_id=str(message_id))
+                return
 
     async def _process(self, task: IngestTask, token: uuid.UUID) -> None:
         async with self._sessionmaker() as session:
