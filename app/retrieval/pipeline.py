@@ -193,7 +193,10 @@ class RetrievalPipeline:
         by_id = {c.memory_id: c for c in vector_hits}
         for rank, hit in enumerate(text_hits or [], start=1):
             candidate = by_id.setdefault(hit.memory_id, Candidate(memory_id=hit.memory_id))
-            candidate.record("bm25", rank, hit.score)
+            # The rank only: a BM25 score carries index-wide term statistics (IDF over every
+            # user's documents), so showing it would tell a user whether others store a word.
+            # Fusion uses ranks anyway.
+            candidate.record("bm25", rank, None)
         fused = fuse_rrf(
             [
                 RankedList(

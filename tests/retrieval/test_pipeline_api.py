@@ -317,3 +317,37 @@ async def test_history_keeps_context_versions_inside_their_session(
     inside = await search(client, user_id, "salary previously", session_id="s1")
     assert [r["memory"]["id"] for r in inside["results"]] == [promoted["id"], draft["id"]]
     assert inside["results"][1]["history_of"] == promoted["id"]
+
+
+async def test_explanation_does_not_depend_on_other_users_documents(
+    client, opensearch, index_name, user_id, other_user_id
+) -> None:
+    """BM25 scores use index-wide term statistics: if the explanation showed them, a user
+    could tell whether other users store a word. What the user sees must not change."""
+    word = f"quokka{uuid.uuid4().hex[:6]}"
+    await _load(
+        client,
+        opensearch,
+        index_name,
+        user_id,
+        [
+            {"content": f"I saw a {word} on holiday"},
+            {"content": f"My sister wants a {word} plush for her birthday"},
+            {"content": "I prefer tea to coffee"},
+        ],
+    )
+
+    def seen(found: dict) -> list:
+        return [(r["memory"]["id"], r["rank"], r["explanation"]) for r in found["results"]]
+
+    before = seen(await search(client, user_id, word, stages={"rerank": False}))
+    assert any("bm25" in explanation for _, _, explanation in before)
+    await _load(
+        client,
+        opensearch,
+        index_name,
+        other_user_id,
+        [{"content": f"{word} fact number {i}: the {word} is a marsupial"} for i in range(40)],
+    )
+    after = seen(await search(client, user_id, word, stages={"rerank": False}))
+    assert after == before
