@@ -1,5 +1,5 @@
 # The commands the README names. `make up` serves the API; `make test` runs the suite.
-.PHONY: up down status install test lint typecheck relay reindex bench-foundation bench-locomo bench-scale bench-ingest bench-hnsw bench-relay bench-import check-deploy bench-embedding
+.PHONY: up down status install test lint typecheck relay reindex bench-foundation bench-locomo bench-scale bench-ingest bench-hnsw bench-relay bench-import check-deploy bench-embedding bench-faults
 
 PY := .venv/bin/python
 
@@ -56,6 +56,9 @@ bench-relay:  ## outbox relay: documents/s delivered and time until searchable (
 
 bench-import:  ## bulk import: memories/s with precomputed vectors, with and without --defer-index
 	set -a && . .local/cognis.env && set +a && $(PY) -m bench.imports $(BENCH_ARGS)
+
+bench-faults:  ## kill -9 OpenSearch, the API, Postgres (a throwaway stack) under write load; compare the stores
+	set -a && { [ ! -f .local/cognis.env ] || . .local/cognis.env; } && set +a && $(PY) -m bench.faults $(BENCH_ARGS)
 
 bench-embedding:  ## embedding backends (torch threads, ONNX, ONNX int8): latency, throughput, quality
 	$(PY) -m bench.embedding $(BENCH_ARGS)
