@@ -1,5 +1,5 @@
 # The commands the README names. `make up` serves the API; `make test` runs the suite.
-.PHONY: up down status install test lint typecheck relay reindex bench-foundation bench-locomo bench-scale bench-ingest bench-hnsw bench-relay bench-import check-deploy bench-embedding bench-tenants
+.PHONY: up down status install test lint typecheck relay reindex bench-foundation bench-locomo bench-scale bench-ingest bench-hnsw bench-relay bench-import check-deploy bench-embedding bench-tenants bench-faults
 
 PY := .venv/bin/python
 TEST_WORKERS ?= 2  # pytest-xdist workers; each has its own database, index and in-process API
@@ -60,6 +60,9 @@ bench-import:  ## bulk import: memories/s with precomputed vectors, with and wit
 
 bench-tenants:  ## OpenSearch: one index filtered by tenant against an index per tenant (scratch indexes)
 	set -a && . .local/cognis.env && set +a && $(PY) -m bench.tenant_index $(BENCH_ARGS)
+
+bench-faults:  ## kill -9 OpenSearch, the API, Postgres (a throwaway stack) under write load; compare the stores
+	set -a && { [ ! -f .local/cognis.env ] || . .local/cognis.env; } && set +a && $(PY) -m bench.faults $(BENCH_ARGS)
 
 bench-embedding:  ## embedding backends (torch threads, ONNX, ONNX int8): latency, throughput, quality
 	$(PY) -m bench.embedding $(BENCH_ARGS)

@@ -186,6 +186,10 @@ class Settings(BaseSettings):
     outbox_retention_hours: float = 24.0
     # How long background relays leave a user erasure to the request that made it.
     erase_handoff_s: float = 30.0
+    # After an erase, every write of that user is refused (409) for this long, so a write that
+    # was in flight when the erase ran cannot commit after it and bring the user back. Longer
+    # than any write request can take; the id is free again afterwards.
+    erase_write_block_s: float = 60.0
     # Read-your-writes: the longest a request may wait for its user's outbox rows to reach
     # OpenSearch (consistency="indexed" searches, ?wait_for=indexed writes).
     index_wait_max_ms: int = 5000
@@ -213,8 +217,11 @@ class Settings(BaseSettings):
     # Workers take only jobs of their queue: separate pools (e.g. per LLM) share one database.
     ingest_queue: str = "default"
     ingest_poll_interval_s: float = 0.5
-    # A job whose worker vanished is taken again once its lease has run out.
-    ingest_lease_s: float = 300.0
+    # A job whose worker vanished is taken again once its lease has run out. The working
+    # worker renews the lease every `ingest_heartbeat_s`, so the lease can be short: a crashed
+    # process's jobs are taken over within seconds, however long an LLM call takes.
+    ingest_lease_s: float = 15.0
+    ingest_heartbeat_s: float = 5.0
     ingest_max_attempts: int = 5
     # Jobs wait this long before a worker takes them, so near-simultaneous submissions of one
     # user are applied in timestamp order rather than arrival order.
@@ -251,6 +258,15 @@ class Settings(BaseSettings):
     def _empty_is_unset(cls, value: object) -> object:
         # Compose passes `${VAR:-}` as an empty string: an empty key must not become "Bearer ".
         return None if value == "" else value
+
+    @model_validator(mode="after")
+    def _heartbeat_within_lease(self) -> Settings:
+        if not 0 < self.ingest_heartbeat_s < self.ingest_lease_s / 2:
+            raise ValueError(
+                "COGNIS_INGEST_HEARTBEAT_S must be positive and under half of "
+                "COGNIS_INGEST_LEASE_S, so one late renewal does not lose the lease"
+            )
+        return self
 
     @model_validator(mode="after")
     def _http_backend_has_an_endpoint(self) -> Settings:

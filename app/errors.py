@@ -34,6 +34,13 @@ class ConflictError(CognisError):
     title = "Conflict"
 
 
+class UserErasedError(ConflictError):
+    """A write of a user erased moments ago: it was in flight when the erase ran, or came
+    within the erase's window (see UserErasure), and is refused so the erase stays final."""
+
+    title = "User erased"
+
+
 class EmbedderUnavailableError(CognisError):
     """The embedding server could not be reached (after retries). Nothing was written: texts are
     embedded before any transaction opens, so the same request can simply be sent again."""

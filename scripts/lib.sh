@@ -44,6 +44,14 @@ die() {
     exit 1
 }
 
+# private_log FILE: create FILE if missing and make it readable by its owner only (0600):
+# logs can carry user content (a request path, an error's text), so no other local user reads
+# them. Run before the first write; ownership may be handed on afterwards.
+private_log() {
+    (umask 077 && touch "$1")
+    chmod 600 "$1"
+}
+
 # ensure_traversable USER PATH
 # The service users (postgres, opensearch) reach their files under $LOCAL_DIR, so every folder
 # above PATH must be traversable by USER (o+x: entering it, not listing it). A folder of the

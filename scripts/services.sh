@@ -156,7 +156,7 @@ pg_provision_service_roles() {
 pg_start() {
     pg_init
     pg_write_conf
-    touch "$PG_LOG"
+    private_log "$PG_LOG"
     own "$PG_OS_USER" "$PG_LOG"
     if pg_running; then
         log "postgres: already running (127.0.0.1:$COGNIS_PG_PORT, pid $(pg_pid))"
@@ -250,6 +250,7 @@ os_start() {
         sed -i -e "s/^http.port:.*/http.port: $COGNIS_OS_PORT/" \
             -e "s/^transport.port:.*/transport.port: $COGNIS_OS_TRANSPORT_PORT/" "$OS_BASE/config/opensearch.yml"
         log "opensearch: starting on 127.0.0.1:$COGNIS_OS_PORT as user $OS_RUN_USER"
+        private_log "$OS_STDOUT"
         : >"$OS_STDOUT"
         as_user "$OS_RUN_USER" env \
             JAVA_HOME="$COGNIS_JAVA_HOME" OPENSEARCH_JAVA_HOME="$COGNIS_JAVA_HOME" \

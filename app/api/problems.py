@@ -11,6 +11,7 @@ from litestar.exceptions import HTTPException, ValidationException
 from litestar.status_codes import HTTP_500_INTERNAL_SERVER_ERROR, HTTP_503_SERVICE_UNAVAILABLE
 
 from app.errors import CognisError
+from app.outages import unavailable_store
 
 log = structlog.get_logger(__name__)
 
@@ -77,6 +78,20 @@ def on_http_error(request: Request, exc: HTTPException) -> Response[dict[str, An
 
 
 def on_unexpected_error(request: Request, exc: Exception) -> Response[dict[str, Any]]:
+    """The last handler: a store outage is a 503 the client may retry; anything else a 500."""
+    store = unavailable_store(exc)
+    if store is not None:
+        log.warning(
+            "api.store_unavailable", path=request.url.path, store=store, error=type(exc).__name__
+        )
+        return problem(
+            request,
+            HTTP_503_SERVICE_UNAVAILABLE,
+            "Store unavailable",
+            f"{store} cannot be reached; the request was not completed, send it again later",
+            headers={"Retry-After": str(DEFAULT_RETRY_AFTER_S)},
+            store=store,
+        )
     log.exception("api.unhandled_error", path=request.url.path, error=str(exc))
     return problem(
         request,

@@ -29,4 +29,7 @@ class UserController(Controller):
             postgres=erasure.postgres,
             opensearch_deleted=erasure.opensearch_deleted,
             opensearch_pending=erasure.opensearch_deleted is None,
+            erased_at=erasure.erased_at,
+            writes_refused_until=erasure.window.writes_refused_until,
+            guarantee=erasure.guarantee,
         )

@@ -23,6 +23,9 @@ def create_engine(settings: Settings, url: str | None = None) -> AsyncEngine:
         url or settings.database_url.get_secret_value(),
         pool_size=settings.db_pool_size,
         pool_pre_ping=True,
+        # Parameters are user content (memory text, metadata, embeddings): an error's message
+        # must not carry them into logs.
+        hide_parameters=True,
         connect_args={"server_settings": SERVER_SETTINGS},
     )
 

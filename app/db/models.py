@@ -41,9 +41,14 @@ def _in_list(column: str, values: tuple[str, ...]) -> str:
     return f"{column} IN ({quoted})"
 
 
-def tenant_column() -> Mapped[uuid.UUID]:
+def tenant_column(*, primary_key: bool = False) -> Mapped[uuid.UUID]:
     """A row's tenant: the transaction's (`cognis_tenant()`, set by app.db.tenant)."""
-    return mapped_column(UUID(as_uuid=True), nullable=False, server_default=text("cognis_tenant()"))
+    return mapped_column(
+        UUID(as_uuid=True),
+        nullable=False,
+        primary_key=primary_key,
+        server_default=text("cognis_tenant()"),
+    )
 
 
 class Base(DeclarativeBase):
@@ -235,6 +240,19 @@ class OutboxEvent(Base):
         ),
         Index("outbox_user_id_idx", "user_id"),
     )
+
+
+class UserErasure(Base):
+    """The tombstone an erase leaves: until `writes_refused_until`, every write of the user
+    is refused, so a write in flight when the erase ran cannot bring the user back. Holds
+    only the id and two times; removed once the window has passed."""
+
+    __tablename__ = "user_erasures"
+
+    tenant_id: Mapped[uuid.UUID] = tenant_column(primary_key=True)
+    user_id: Mapped[str] = mapped_column(Text, primary_key=True)
+    erased_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False)
+    writes_refused_until: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False)
 
 
 TASK_STATES = ("queued", "running", "done", "failed")

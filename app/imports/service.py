@@ -14,6 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.config import Settings
 from app.db.models import Memory
+from app.errors import UserErasedError
 from app.imports.lines import (
     ImportDraft,
     LineError,
@@ -25,6 +26,7 @@ from app.imports.lines import (
 from app.imports.sources import OversizedLine, RawLine
 from app.memories.bulk import BulkMemoryWriter
 from app.memories.fields import check_user_id
+from app.memories.repository import MemoryRepository
 from app.memories.service import complete_drafts, new_version
 from app.ml.categories import CategoryClassifier
 from app.ml.embedder import Embedder, matryoshka
@@ -45,8 +47,8 @@ class ImportSummary:
     failed: int = 0
     errors: list[LineError] = field(default_factory=list)
 
-    def fail(self, error: LineError) -> None:
-        self.failed += 1
+    def fail(self, error: LineError, lines: int = 1) -> None:
+        self.failed += lines
         if len(self.errors) < MAX_REPORTED_ERRORS:
             self.errors.append(error)
 
@@ -155,10 +157,26 @@ class MemoryImporter:
         if not memories:
             return
         async with self._sessionmaker() as session, session.begin():
-            inserted = await BulkMemoryWriter(session).insert_new(memories)
+            memories = await self._writable(MemoryRepository(session), memories, summary)
+            inserted = await BulkMemoryWriter(session).insert_new(memories) if memories else []
         summary.imported += len(inserted)
         # Imported by a concurrent run (or an earlier batch of this one) since the check.
         summary.skipped += len(memories) - len(inserted)
+
+    async def _writable(
+        self, repository: MemoryRepository, memories: list[Memory], summary: ImportSummary
+    ) -> list[Memory]:
+        """The memories whose user may be written now (each user's write lock taken, in a
+        fixed order); those of a user erased moments ago are failed, not written."""
+        refused: set[str] = set()
+        for user_id in sorted({m.user_id for m in memories}):
+            try:
+                await repository.hold_for_write(user_id)
+            except UserErasedError as exc:
+                refused.add(user_id)
+                dropped = sum(1 for m in memories if m.user_id == user_id)
+                summary.fail(LineError(0, "user_id", f"{dropped} lines: {exc.detail}"), dropped)
+        return [m for m in memories if m.user_id not in refused]
 
     async def _not_yet_imported(self, batch: list[ImportDraft]) -> list[ImportDraft]:
         """Drop the lines already imported, and repeats of an external id within the batch

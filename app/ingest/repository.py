@@ -138,6 +138,19 @@ class IngestRepository:
         await self.session.flush()
         return claimed
 
+    async def renew_lease(self, message_id: uuid.UUID, token: uuid.UUID, lease: timedelta) -> bool:
+        """Extend a running task's lease (the worker's heartbeat); False once it is not ours."""
+        result = await self.session.execute(
+            update(IngestTask)
+            .where(
+                IngestTask.message_id == message_id,
+                IngestTask.lease_token == token,
+                IngestTask.state == "running",
+            )
+            .values(lease_expires_at=func.now() + lease)
+        )
+        return bool(result.rowcount)  # type: ignore[attr-defined]
+
     async def lock_owned_task(self, message_id: uuid.UUID, token: uuid.UUID) -> IngestTask | None:
         """Re-lock a task for the final write; None if another worker has taken it over."""
         return await self.session.scalar(

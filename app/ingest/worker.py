@@ -1,13 +1,15 @@
 """Ingestion workers: take queued messages from Postgres (FOR UPDATE SKIP LOCKED, no broker),
 run the pipeline, write the result in one transaction.
 
-A task is leased: if its worker dies mid-job, the lease runs out and another worker takes it
-again. Nothing is written before the final transaction, so a crash leaves the store as it was.
+A task is leased, and the lease renewed by a heartbeat while the worker works on it: if the
+worker dies mid-job, the short lease runs out and another worker takes the task again within
+seconds. Nothing is written before the final transaction, so a crash leaves the store as it was.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import uuid
 from datetime import timedelta
 
@@ -20,10 +22,11 @@ from app import metrics
 from app.config import Settings
 from app.db.models import IngestTask
 from app.db.tenant import tenant_scope
-from app.errors import InvalidInputError
+from app.errors import InvalidInputError, UserErasedError
 from app.ingest.context import message_context
 from app.ingest.pipeline import IngestPipeline
 from app.ingest.repository import IngestRepository
+from app.memories.repository import MemoryRepository
 from app.ml.embedder import Embedding
 from app.wakeup import sleep_until_woken
 
@@ -66,15 +69,41 @@ class IngestWorker:
             return False
         assert task.lease_token is not None
         token = task.lease_token
+        heartbeat = asyncio.create_task(self._keep_lease(task.message_id, token))
         # Claimed across tenants; handled as its tenant's, so every read and write stays there.
         with tenant_scope(task.tenant_id):
             try:
                 await self._process(task, token)
             except LeaseLost:
                 log.warning("ingest.lease_lost", message_id=str(task.message_id))
+            except UserErasedError:  # its message and task went with the user
+                log.info("ingest.user_erased", message_id=str(task.message_id))
             except Exception as exc:
                 await self._give_back(task, token, exc)
+            finally:
+                heartbeat.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await heartbeat
         return True
+
+    async def _keep_lease(self, message_id: uuid.UUID, token: uuid.UUID) -> None:
+        """Heartbeat: renew the lease while the task is worked on. Stops when it is no longer
+        ours; a failed renewal (the database away) is retried at the next beat, and the final
+        write checks ownership anyway."""
+        lease = timedelta(seconds=self._settings.ingest_lease_s)
+        while True:
+            await asyncio.sleep(self._settings.ingest_heartbeat_s)
+            try:
+                async with self._sessionmaker() as session, session.begin():
+                    renewed = await IngestRepository(session).renew_lease(message_id, token, lease)
+            except Exception as exc:
+                log.warning(
+                    "ingest.lease_renewal_failed", message_id=str(message_id), error=str(exc)
+                )
+                continue
+            if not renewed:
+                log.warning("ingest.lease_not_renewed", message_id=str(message_id))
+                return
 
     async def _process(self, task: IngestTask, token: uuid.UUID) -> None:
         async with self._sessionmaker() as session:
@@ -89,6 +118,9 @@ class IngestWorker:
         context = message_context(message.user_id, message.id, message, task.scope, embedding)
         decided = await self._pipeline.decide(context)
         async with self._sessionmaker() as session, session.begin():
+            # The user's write lock first (an erase takes it before the task rows): an erase
+            # that ran meanwhile either removed the task or refuses this write.
+            await MemoryRepository(session).hold_for_write(task.user_id)
             repository = IngestRepository(session)
             owned = await repository.lock_owned_task(task.message_id, token)
             if owned is None:

@@ -23,11 +23,14 @@ from sqlalchemy import (
     tuple_,
 )
 from sqlalchemy.dialects.postgresql import ARRAY
+from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import aliased, defer
 from sqlalchemy.sql.elements import CollectionAggregate
 
-from app.db.models import Memory, Message, OutboxEvent
+from app.db.models import Memory, Message, OutboxEvent, UserErasure
+from app.db.tenant import current_tenant
+from app.errors import UserErasedError
 from app.memories.context import Turn, turn_line
 from app.ml.embedder import Embedding
 
@@ -103,6 +106,22 @@ _NO_VECTORS = (
 )
 
 
+# One lock per user, transaction-scoped: writers hold it shared, an erase exclusive. So an
+# erase waits for the writes already in their transaction and no write starts during it.
+_USER_WRITE_LOCK = text("SELECT pg_advisory_xact_lock_shared(hashtextextended(:key, 0))")
+_USER_ERASE_LOCK = text("SELECT pg_advisory_xact_lock(hashtextextended(:key, 0))")
+
+
+def _user_lock_key(user_id: str) -> str:
+    return f"cognis-user:{current_tenant()}:{user_id}"
+
+
+@dataclass(frozen=True, slots=True)
+class ErasedWindow:
+    erased_at: datetime
+    writes_refused_until: datetime
+
+
 @dataclass(frozen=True, slots=True)
 class ListFilter:
     scope: str | None = None
@@ -145,16 +164,27 @@ class MemoryRepository:
             .execution_options(populate_existing=True)
         )
 
-    async def get_many(self, user_id: str, memory_ids: list[uuid.UUID]) -> dict[uuid.UUID, Memory]:
+    async def get_many(
+        self, user_id: str, memory_ids: list[uuid.UUID], *conditions: ColumnElement[bool]
+    ) -> dict[uuid.UUID, Memory]:
         """Rows to show, without their embeddings (1,024 floats a row: most of the bytes)."""
         if not memory_ids:
             return {}
         rows = await self.session.scalars(
             select(Memory)
-            .where(Memory.user_id == user_id, Memory.id == one_of(memory_ids))
+            .where(Memory.user_id == user_id, Memory.id == one_of(memory_ids), *conditions)
             .options(*_NO_VECTORS)
         )
         return {m.id: m for m in rows}
+
+    async def visible_current(
+        self, user_id: str, memory_ids: list[uuid.UUID], session_id: str | None
+    ) -> dict[uuid.UUID, Memory]:
+        """The current versions among `memory_ids` that a query of `session_id` may see (the
+        index is never the only guard): `get_many` under `visible_in_session`."""
+        return await self.get_many(
+            user_id, memory_ids, _memories.c.is_current, visible_in_session(session_id)
+        )
 
     async def current_in_chain(self, user_id: str, chain_id: uuid.UUID) -> Memory | None:
         return await self.session.scalar(
@@ -172,15 +202,20 @@ class MemoryRepository:
         return list(rows)
 
     async def superseded_versions(
-        self, user_id: str, chain_ids: list[uuid.UUID]
+        self, user_id: str, chain_ids: list[uuid.UUID], session_id: str | None
     ) -> dict[uuid.UUID, list[Memory]]:
-        """Earlier (non-current) versions of the given chains, newest first per chain."""
+        """Earlier (non-current) versions of the given chains, newest first per chain, that a
+        query of `session_id` may see: the same rule as current results (a chain can change
+        scope, so an earlier CONTEXT version stays inside its session)."""
         if not chain_ids:
             return {}
         rows = await self.session.scalars(
             select(Memory)
             .where(
-                Memory.user_id == user_id, Memory.chain_id == one_of(chain_ids), ~Memory.is_current
+                Memory.user_id == user_id,
+                Memory.chain_id == one_of(chain_ids),
+                ~Memory.is_current,
+                visible_in_session(session_id),
             )
             .options(*_NO_VECTORS)
             .order_by(Memory.chain_id, Memory.version.desc())
@@ -347,10 +382,56 @@ class MemoryRepository:
             for r in rows
         }
 
-    async def erase_user(self, user_id: str) -> dict[str, int]:
-        """Physically delete every row of this user. The only path that removes rows."""
+    async def hold_for_write(self, user_id: str) -> None:
+        """Before a transaction writes anything of the user: take the user's write lock (shared,
+        until commit) and refuse with UserErasedError while an erase's tombstone blocks writes.
+
+        The tombstone is read in a statement after the lock is granted, so under READ
+        COMMITTED it sees an erase that committed while this transaction waited for it."""
+        session = self.session
+        transaction = session.get_transaction()
+        held = session.info.get("write_holds")
+        if held is not None and held[0] is transaction and user_id in held[1]:
+            return
+        await session.execute(_USER_WRITE_LOCK, {"key": _user_lock_key(user_id)})
+        refused_until = await session.scalar(
+            select(UserErasure.writes_refused_until).where(
+                UserErasure.user_id == user_id,
+                UserErasure.writes_refused_until > func.clock_timestamp(),
+            )
+        )
+        if refused_until is not None:
+            raise UserErasedError(
+                f"user {user_id} was erased while this write was in flight or moments before; "
+                f"writes to this user id are refused until {refused_until.isoformat()}",
+                writes_refused_until=refused_until.isoformat(),
+            )
+        if held is None or held[0] is not transaction:
+            held = (transaction, set[str]())
+            session.info["write_holds"] = held
+        held[1].add(user_id)
+
+    async def erase_user(
+        self, user_id: str, block_writes_s: float
+    ) -> tuple[dict[str, int], ErasedWindow]:
+        """Physically delete every row of this user (the only path that removes rows), under
+        the user's lock taken exclusively, and leave a tombstone that refuses the user's
+        writes for `block_writes_s` seconds after this transaction."""
+        await self.session.execute(_USER_ERASE_LOCK, {"key": _user_lock_key(user_id)})
         counts: dict[str, int] = {}
         for name, model in (("memories", Memory), ("messages", Message), ("outbox", OutboxEvent)):
             result = await self.session.execute(delete(model).where(model.user_id == user_id))
             counts[name] = int(result.rowcount or 0)  # type: ignore[attr-defined]
-        return counts
+        erased_at = func.clock_timestamp()
+        until = erased_at + func.make_interval(0, 0, 0, 0, 0, 0, block_writes_s)
+        statement = (
+            pg_insert(UserErasure)
+            .values(user_id=user_id, erased_at=erased_at, writes_refused_until=until)
+            .on_conflict_do_update(
+                index_elements=[UserErasure.tenant_id, UserErasure.user_id],
+                set_={"erased_at": erased_at, "writes_refused_until": until},
+            )
+            .returning(UserErasure.erased_at, UserErasure.writes_refused_until)
+        )
+        row = (await self.session.execute(statement)).one()
+        return counts, ErasedWindow(erased_at=row[0], writes_refused_until=row[1])

@@ -102,6 +102,7 @@ class MemoryService:
             link_session_turns(drafts, ids, last, self._settings.memory_context_turns)
         # Embedding is slow CPU work: done before the first write.
         await complete_drafts(drafts, self._embedder, self._classifier)
+        await self.repository.hold_for_write(user_id)
         now = await self.repository.now()
         for draft in drafts:
             draft.mentioned_at = mentioned_time(draft.content, draft.event_time or now)
@@ -136,6 +137,8 @@ class MemoryService:
 
     async def _lock_current(self, user_id: str, memory_id: uuid.UUID) -> Memory:
         check_user_id(user_id)
+        # The user's write lock before the row lock: the order an erase takes them in.
+        await self.repository.hold_for_write(user_id)
         memory = await self.repository.get_for_update(user_id, memory_id)
         if memory is None:
             raise NotFoundError(f"memory {memory_id} not found for user {user_id}")

@@ -44,6 +44,12 @@ def fuse_rrf(lists: Sequence[RankedList], k: int) -> list[FusedScore]:
     return [FusedScore(id=d, score=scores[d], ranks=ranks[d]) for d in order]
 
 
+def record_bm25_rank(candidate: Candidate, rank: int) -> None:
+    """The rank only: a BM25 score carries index-wide term statistics (IDF over every user's
+    documents), so showing it would tell a user whether others store a word."""
+    candidate.record("bm25", rank, None)
+
+
 def fuse_legs(
     vector_hits: list[Candidate],
     text_hits: Sequence[TextHit],
@@ -56,7 +62,7 @@ def fuse_legs(
     by_id = {c.memory_id: c for c in vector_hits}
     for rank, hit in enumerate(text_hits, start=1):
         candidate = by_id.setdefault(hit.memory_id, Candidate(memory_id=hit.memory_id))
-        candidate.record("bm25", rank, hit.score)
+        record_bm25_rank(candidate, rank)
     fused = fuse_rrf(
         [
             RankedList("vector", [c.memory_id for c in vector_hits], weight_vector),
@@ -100,7 +106,7 @@ def fuse_scores(
         zip(text_hits, min_max([h.score for h in text_hits]), strict=True), start=1
     ):
         candidate = by_id.setdefault(hit.memory_id, Candidate(memory_id=hit.memory_id))
-        candidate.record("bm25", rank, hit.score)
+        record_bm25_rank(candidate, rank)
         fused[hit.memory_id] = fused.get(hit.memory_id, 0.0) + weight_bm25 * value
     for memory_id, score in fused.items():
         by_id[memory_id].score = score

@@ -183,8 +183,12 @@ class RetrievalPipeline:
                 )
 
         with timer.stage("load_ms"):
-            rows = await repository.get_many(request.user_id, [c.memory_id for c in ranked])
-            ranked = load_visible(ranked, rows, request.user_id, request.session_id)
+            # Rows are re-read from Postgres by id *and user* under the visibility rule: the
+            # index is never the only guard.
+            rows = await repository.visible_current(
+                request.user_id, [c.memory_id for c in ranked], request.session_id
+            )
+            ranked = load_visible(ranked, rows)
 
         if levers.speaker:
             with timer.stage("speaker_ms"):
@@ -261,7 +265,9 @@ class RetrievalPipeline:
         if analysis.history and switches.history and results:
             with timer.stage("version_chain_ms"):
                 earlier = await repository.superseded_versions(
-                    request.user_id, list({c.chain_id for c in results if c.chain_id})
+                    request.user_id,
+                    list({c.chain_id for c in results if c.chain_id}),
+                    request.session_id,
                 )
                 results = with_history(results, earlier, settings.history_max_versions)
             status["history"] = "applied"

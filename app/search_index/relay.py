@@ -210,8 +210,9 @@ class OutboxRelay:
         cutoff = now - timedelta(hours=self._settings.outbox_retention_hours)
         async with self._sessionmaker() as session, session.begin():
             purged = await outbox.purge_processed(session, cutoff)
-        if purged:
-            log.info("outbox.purged", count=purged)
+            tombstones = await outbox.purge_erasures(session)
+        if purged or tombstones:
+            log.info("outbox.purged", count=purged, erase_tombstones=tombstones)
 
     async def _listen(self) -> asyncpg.Connection | None:
         try:

@@ -292,3 +292,65 @@ async def test_every_stage_stays_inside_the_user(
         assert found["results"], query
         assert {r["memory"]["user_id"] for r in found["results"]} == {other_user_id}, query
         assert mine["id"] not in {r["memory"]["id"] for r in found["results"]}
+
+
+async def test_history_keeps_context_versions_inside_their_session(
+    client, opensearch, index_name, user_id
+) -> None:
+    """A CONTEXT draft later made USER: its superseded CONTEXT version is history only for
+    queries of its own session, by the same rule as current results."""
+    (draft,) = await _load(
+        client,
+        opensearch,
+        index_name,
+        user_id,
+        [{"content": "draft: my salary is 90k", "scope": "CONTEXT", "session_id": "s1"}],
+    )
+    response = await client.patch(
+        f"/v1/users/{user_id}/memories/{draft['id']}", json={"scope": "USER"}
+    )
+    assert response.status_code == 200, response.text
+    promoted = response.json()
+    assert promoted["scope"] == "USER"
+
+    outside = await search(client, user_id, "salary previously")
+    assert outside["query_analysis"]["history_intent"] is True
+    assert [r["memory"]["id"] for r in outside["results"]] == [promoted["id"]]
+
+    inside = await search(client, user_id, "salary previously", session_id="s1")
+    assert [r["memory"]["id"] for r in inside["results"]] == [promoted["id"], draft["id"]]
+    assert inside["results"][1]["history_of"] == promoted["id"]
+
+
+async def test_explanation_does_not_depend_on_other_users_documents(
+    client, opensearch, index_name, user_id, other_user_id
+) -> None:
+    """BM25 scores use index-wide term statistics: if the explanation showed them, a user
+    could tell whether other users store a word. What the user sees must not change."""
+    word = f"quokka{uuid.uuid4().hex[:6]}"
+    await _load(
+        client,
+        opensearch,
+        index_name,
+        user_id,
+        [
+            {"content": f"I saw a {word} on holiday"},
+            {"content": f"My sister wants a {word} plush for her birthday"},
+            {"content": "I prefer tea to coffee"},
+        ],
+    )
+
+    def seen(found: dict) -> list:
+        return [(r["memory"]["id"], r["rank"], r["explanation"]) for r in found["results"]]
+
+    before = seen(await search(client, user_id, word, stages={"rerank": False}))
+    assert any("bm25" in explanation for _, _, explanation in before)
+    await _load(
+        client,
+        opensearch,
+        index_name,
+        other_user_id,
+        [{"content": f"{word} fact number {i}: the {word} is a marsupial"} for i in range(40)],
+    )
+    after = seen(await search(client, user_id, word, stages={"rerank": False}))
+    assert after == before
