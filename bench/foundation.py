@@ -22,7 +22,10 @@ from pathlib import Path
 import httpx
 
 ROOT = Path(__file__).resolve().parent.parent
-LOCOMO = ROOT.parent / "shared" / "data" / "locomo" / "locomo10.json"
+# The shared benchmark data, next to the main checkout; COGNIS_BENCH_DATA names it from
+# elsewhere (a git worktree).
+DATA = Path(os.environ.get("COGNIS_BENCH_DATA", ROOT.parent / "shared" / "data"))
+LOCOMO = DATA / "locomo" / "locomo10.json"
 
 
 def percentile(values: list[float], q: float) -> float:

@@ -27,8 +27,9 @@ from typing import Any
 
 import httpx
 
+from bench.foundation import LOCOMO
+
 ROOT = Path(__file__).resolve().parent.parent
-LOCOMO = ROOT.parent / "shared" / "data" / "locomo" / "locomo10.json"
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
 OFF = {"temporal": False, "dedup": False, "rerank": False, "history": False}
 
