@@ -1,6 +1,7 @@
 """Which HNSW indexes earn their cost: insert time per row and recall@10 for three layouts.
 
-On a scratch table (dropped afterwards) holding N LoCoMo turns embedded by the configured model:
+On a scratch table (created as the tables' owner, COGNIS_MIGRATION_DATABASE_URL, and dropped
+afterwards) holding N LoCoMo turns embedded by the configured model:
 - 256d:           the 256D HNSW index only (what the service has since migration 0005);
 - 256d+768d:      plus a 768D HNSW index (the paper's second index, the service before 0004);
 - 256d+768d-half: plus a 768D HNSW index on halfvec (half the index size).
@@ -24,6 +25,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, create_async_engine
 
 from app.config import get_settings
 from app.ml.embedder import Embedder
+from bench.database import owner_url
 from bench.foundation import locomo_turns_and_questions
 
 TABLE = "bench_hnsw_scratch"
@@ -78,7 +80,7 @@ async def run(args: argparse.Namespace) -> None:
     queries = embedder.embed_sync(questions[: args.queries])
     e256 = [_literal(d.coarse) for d in docs]
     e768 = [_literal(d.full) for d in docs]
-    engine = create_async_engine(settings.database_url.get_secret_value())
+    engine = create_async_engine(owner_url(settings))  # creates its own table
     try:
         async with engine.connect() as connection:
             await connection.execution_options(isolation_level="AUTOCOMMIT")

@@ -3,10 +3,11 @@
 
 Writes N synthetic JSON Lines (random unit vectors, categories given, so no model runs) to a
 temporary file and imports them through the same code as `python -m app import`, each run
-as a new user. `--defer-index` drops the memories table's HNSW indexes for the load and
-rebuilds them after it over the *whole* table: benchmark databases only (every search scans
-exactly meanwhile), and its rebuild time grows with everything already stored. Erases its
-users at the end. Prints numbers; asserts nothing.
+as a new user of the default tenant. `--defer-index` drops the memories table's HNSW indexes
+for the load and rebuilds them after it over the *whole* table, as the tables' owner
+(COGNIS_MIGRATION_DATABASE_URL): benchmark databases only (every search scans exactly
+meanwhile), and its rebuild time grows with everything already stored. Erases its users at
+the end. Prints numbers; asserts nothing.
 """
 
 from __future__ import annotations
@@ -24,11 +25,13 @@ import numpy as np
 from sqlalchemy import text
 
 from app.config import CATEGORIES, get_settings
+from app.db.tenant import DEFAULT_TENANT_ID, act_as
 from app.db.vector_indexes import build_hnsw_indexes, drop_hnsw_indexes
 from app.imports.service import ImportOptions, ImportSummary
 from app.imports.sources import file_lines
 from app.memories.erasure import UserEraser
 from app.runtime import Runtime
+from bench.database import owner_engine
 
 
 def write_lines(path: Path, count: int, seed: int = 11) -> None:
@@ -72,6 +75,8 @@ def show(label: str, summary: ImportSummary, seconds: float) -> None:
 
 async def main_async(args: argparse.Namespace) -> int:
     runtime = Runtime.build(get_settings())
+    act_as(DEFAULT_TENANT_ID)  # as `python -m app import` without --tenant
+    owner = owner_engine(runtime.settings)  # index DDL needs the tables' owner
     run = uuid.uuid4().hex[:6]
     users = [f"import-{run}-indexed", f"import-{run}-deferred"]
     with tempfile.TemporaryDirectory() as folder:
@@ -82,7 +87,7 @@ async def main_async(args: argparse.Namespace) -> int:
             f"wrote {args.lines} lines ({path.stat().st_size / 1e6:.0f} MB) in "
             f"{time.perf_counter() - started:.1f} s"
         )
-        async with runtime.engine.connect() as connection:
+        async with owner.connect() as connection:  # every tenant's: the rebuild indexes all
             stored = (await connection.execute(text("SELECT count(*) FROM memories"))).scalar_one()
         print(f"== import of {args.lines} lines, batch size {args.batch_size}; {stored} stored")
         try:
@@ -90,12 +95,12 @@ async def main_async(args: argparse.Namespace) -> int:
             show("HNSW indexes maintained", summary, seconds)
 
             started = time.perf_counter()
-            await drop_hnsw_indexes(runtime.engine)
+            await drop_hnsw_indexes(owner)
             try:
                 summary, seconds = await timed_import(runtime, path, users[1], args.batch_size)
             finally:
                 load_done = time.perf_counter()
-                await build_hnsw_indexes(runtime.engine)
+                await build_hnsw_indexes(owner)
             total = time.perf_counter() - started
             show("--defer-index: the load", summary, seconds)
             show("--defer-index: load + drop + rebuild", summary, total)
@@ -108,6 +113,7 @@ async def main_async(args: argparse.Namespace) -> int:
             for user in users:
                 await eraser.erase(user)
             await runtime.close()
+            await owner.dispose()
     return 0
 
 

@@ -13,9 +13,10 @@
 5. optionally (--modes ...,llm) the message path with a scripted OpenAI-compatible LLM.
 
 The bench starts its own API process (own job queue, so a running `make up` service does not
-take its jobs) against COGNIS_DATABASE_URL / COGNIS_OPENSEARCH_URL. LoCoMo turns are read
-from ../shared/data (each tagged with a unique token). Bench users are erased at the end.
-Prints numbers; asserts nothing. Not a test.
+take its jobs) with the environment's database URLs (request, worker and migration roles) and
+COGNIS_OPENSEARCH_URL; its users are the default tenant's (the development key). LoCoMo turns
+are read from ../shared/data (each tagged with a unique token). Bench users are erased at the
+end. Prints numbers; asserts nothing. Not a test.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from sqlalchemy.ext.asyncio import create_async_engine
 
 from app.config import get_settings
 from app.ml.embedder import Embedder
+from bench.database import default_tenant
 from bench.foundation import locomo_turns_and_questions, percentile, summary
 from bench.scripted_llm import RecordedRequest, Reply, ScriptedLLM
 
@@ -135,10 +137,10 @@ async def _watch(probes: list[Probe], env: dict[str, str], index: str, timeout_s
                 return
             ids = [p.message_id for p in waiting if not p.in_postgres]
             if ids:
-                async with engine.connect() as connection:
+                async with default_tenant(engine) as session:
                     found = {
                         str(row[0])
-                        for row in await connection.execute(
+                        for row in await session.execute(
                             text(
                                 "SELECT source_message_id FROM memories WHERE is_current "
                                 "AND source_message_id = ANY(CAST(:ids AS uuid[]))"

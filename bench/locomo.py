@@ -27,14 +27,9 @@ from typing import Any
 
 import httpx
 
+from bench.foundation import LOCOMO
+
 ROOT = Path(__file__).resolve().parent.parent
-# The data lies beside the checkout (../shared/data); COGNIS_LOCOMO_DATA names another place
-# (a git worktree sits one level deeper).
-LOCOMO = Path(
-    os.environ.get(
-        "COGNIS_LOCOMO_DATA", ROOT.parent / "shared" / "data" / "locomo" / "locomo10.json"
-    )
-)
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
 OFF = {"temporal": False, "dedup": False, "rerank": False, "history": False}
 

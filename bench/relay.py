@@ -1,10 +1,11 @@
 """Relay benchmark: how fast committed memory changes reach OpenSearch at import rates.
 
-Runs in a scratch database (created on the server of COGNIS_DATABASE_URL, migrated with
-Alembic, dropped at the end) and a scratch OpenSearch index, so no other relay takes its
-events and nothing of it stays behind. Memories are written directly with their outbox
-events, as the memory service writes them, but with synthetic unit vectors (no embedding):
-what is measured is the relay, not the model.
+Runs in a scratch database (created by the owner, COGNIS_MIGRATION_DATABASE_URL, on its
+server, migrated with Alembic, dropped at the end) and a scratch OpenSearch index, so no other
+relay takes its events and nothing of it stays behind. Memories are written directly with their
+outbox events, as the memory service writes them (as the default tenant), but with synthetic
+unit vectors (no embedding): what is measured is the relay, which runs as the worker role
+(COGNIS_WORKER_DATABASE_URL) as the service's does, not the model.
 
 - backlog: N memories committed while no relay runs, then one relay drains them:
   documents/s delivered, and time until all are BM25-searchable (refresh included);
@@ -30,9 +31,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
+from pydantic import SecretStr
 from sqlalchemy import func, select, text
-from sqlalchemy.engine import make_url
-from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker, create_async_engine
+from sqlalchemy.ext.asyncio import (
+    AsyncEngine,
+    AsyncSession,
+    async_sessionmaker,
+    create_async_engine,
+)
 
 from app.config import Settings
 from app.db.engine import create_engine, create_sessionmaker
@@ -41,6 +47,7 @@ from app.logging import configure_logging
 from app.search_index import outbox
 from app.search_index.client import MemoryIndex
 from app.search_index.relay import OutboxRelay
+from bench.database import default_tenant, environment, owner_engine, owner_url, urls_on
 
 ROOT = Path(__file__).resolve().parent.parent
 WORDS = [
@@ -100,7 +107,7 @@ def synthetic_memory(user_id: str, rng: np.random.Generator, now: datetime) -> M
 
 
 async def write_memories(
-    sessionmaker: async_sessionmaker[AsyncSession],
+    engine: AsyncEngine,
     users: list[str],
     count: int,
     per_transaction: int,
@@ -114,7 +121,7 @@ async def write_memories(
             synthetic_memory(users[i % len(users)], rng, now)
             for i in range(offset, min(offset + per_transaction, count))
         ]
-        async with sessionmaker() as session, session.begin():
+        async with default_tenant(engine) as session:
             session.add_all(batch)
             outbox.enqueue_index(session, batch)
     return time.perf_counter() - started
@@ -142,7 +149,9 @@ async def searchable(index: MemoryIndex, expected: int) -> bool:
 
 
 async def run_phases(settings: Settings, args: argparse.Namespace) -> None:
-    engine = create_engine(settings)
+    owner = owner_engine(settings)  # writes as the service would, in the default tenant
+    assert settings.worker_database_url is not None  # main() sets all three URLs
+    engine = create_engine(settings, settings.worker_database_url.get_secret_value())
     sessionmaker = create_sessionmaker(engine)
     index = MemoryIndex(settings)
     relay = OutboxRelay(sessionmaker, index, settings)
@@ -160,7 +169,7 @@ async def run_phases(settings: Settings, args: argparse.Namespace) -> None:
         )
 
         # Backlog: everything committed first, then one relay drains it.
-        wrote_s = await write_memories(sessionmaker, users, args.memories, args.per_tx, rng)
+        wrote_s = await write_memories(owner, users, args.memories, args.per_tx, rng)
         print(f"backlog: wrote {args.memories} memories in {wrote_s:.1f} s", flush=True)
         stop = asyncio.Event()
         started = time.perf_counter()
@@ -186,7 +195,7 @@ async def run_phases(settings: Settings, args: argparse.Namespace) -> None:
             )
 
         # Live: the relay runs while an import writes.
-        wrote_s = await write_memories(sessionmaker, users, args.memories, args.per_tx, rng)
+        wrote_s = await write_memories(owner, users, args.memories, args.per_tx, rng)
 
         async def all_live_searchable() -> bool:
             return await searchable(index, 2 * args.memories)
@@ -212,6 +221,7 @@ async def run_phases(settings: Settings, args: argparse.Namespace) -> None:
         await index.drop_index()
         await index.close()
         await engine.dispose()
+        await owner.dispose()
 
 
 async def scratch_database(url: str, name: str, create: bool) -> None:
@@ -250,24 +260,23 @@ def main() -> int:
     }
     base = Settings()
     configure_logging("WARNING", False)  # one line per relay batch would drown the numbers
-    url = make_url(base.database_url.get_secret_value())
     scratch = f"cognis_bench_relay_{uuid.uuid4().hex[:8]}"
-    scratch_url = url.set(database=scratch).render_as_string(hide_password=False)
+    scratch_urls = urls_on(base, scratch)
     settings = base.model_copy(
         update={
             **overrides,
-            "database_url": type(base.database_url)(scratch_url),
+            **{field: SecretStr(url) for field, url in scratch_urls.items()},
             "opensearch_index": scratch.replace("_", "-"),
             "relay_poll_interval_s": 0.5,
         }
     )
-    admin_url = url.render_as_string(hide_password=False)
+    admin_url = owner_url(base)
     asyncio.run(scratch_database(admin_url, scratch, create=True))
     try:
         migrated = subprocess.run(
             [sys.executable, "-m", "alembic", "upgrade", "head"],
             cwd=ROOT,
-            env={**os.environ, "COGNIS_DATABASE_URL": scratch_url},
+            env={**os.environ, **environment(scratch_urls)},
             capture_output=True,
             text=True,
             check=False,

@@ -2,10 +2,12 @@
 
 Builds synthetic memories in Postgres (sentences drawn from a small vocabulary, each with a
 vector made from its words' embeddings: see SyntheticMemories) together with their outbox
-rows, lets the running service's relay index them, then times /search over HTTP for unique
-queries (query embedding included) and for repeated ones (served by the query-embedding
-cache). Grows the queried user through the sizes given (e.g. 1000,10000,100000). Needs
-`make up`; erases its users at the end. Prints numbers; asserts nothing.
+rows, as the tables' owner (COGNIS_MIGRATION_DATABASE_URL) in the default tenant (the one the
+API's development key and COGNIS_API_KEY_HASHES act for), lets the running service's relay
+index them, then times /search over HTTP for unique queries (query embedding included) and
+for repeated ones (served by the query-embedding cache). Grows the queried user through the
+sizes given (e.g. 1000,10000,100000). Needs `make up`; erases its users at the end. Prints
+numbers; asserts nothing.
 
 Maintaining the HNSW indexes row by row cost about 45 ms a memory here while memories had two
 (100,000 memories: over an hour). `--bulk-load` drops the HNSW indexes before each load and
@@ -27,11 +29,11 @@ from collections import defaultdict
 import httpx
 import numpy as np
 from sqlalchemy import text
-from sqlalchemy.ext.asyncio import create_async_engine
 
 from app.config import Settings
 from app.db.vector_indexes import build_hnsw_indexes, drop_hnsw_indexes
 from app.ml.embedder import Embedder
+from bench.database import default_tenant, owner_engine
 from bench.foundation import percentile
 
 WORDS = [
@@ -172,8 +174,8 @@ async def grow(
     for first in range(have + 1, want + 1, chunk):
         count = min(want, first + chunk - 1) - first + 1
         contents, vectors = memories.batch(first, count)
-        async with engine.begin() as connection:
-            await connection.execute(
+        async with default_tenant(engine) as session:
+            await session.execute(
                 INSERT,
                 {
                     "ids": [uuid.uuid4() for _ in range(count)],
@@ -243,7 +245,7 @@ def show(label: str, timings: dict[str, list[float]]) -> None:
 
 
 async def main_async(args: argparse.Namespace) -> int:
-    engine = create_async_engine(os.environ["COGNIS_DATABASE_URL"])
+    engine = owner_engine(Settings())  # loads rows, drops and builds indexes, vacuums
     api = httpx.Client(base_url=args.api, headers={"X-API-Key": args.key}, timeout=120)
     run = uuid.uuid4().hex[:6]
     target = f"scale-{run}-target"
