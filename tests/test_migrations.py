@@ -197,6 +197,16 @@ async def test_a_migration_gives_up_on_a_held_lock(migrated, db) -> None:
         version = (
             await connection.execute(text("SELECT version_num FROM alembic_version"))
         ).scalar_one()
-    # The step that needed the lock (0006's) was rolled back; the one before it may have gone.
-    assert version in ("0006_memory_external_ids", "0009_bitemporal_history")
+        external_id = (
+            await connection.execute(
+                text(
+                    "SELECT count(*) FROM information_schema.columns "
+                    "WHERE table_name = 'memories' AND column_name = 'external_id'"
+                )
+            )
+        ).scalar_one()
+    # The first step that needed the lock on memories was rolled back, so the downgrade stopped
+    # short: steps above it that touch no memories lock may have gone, 0006's never ran.
+    assert version != "0005_write_path"
+    assert external_id == 1
     alembic(migrated, "upgrade", "head")

@@ -45,15 +45,20 @@ _WHY = {
     400: "Invalid input: the detail says what to change (and `field` names it).",
     401: "Missing or invalid API key.",
     404: "No such resource for this user.",
-    409: "The resource changed meanwhile (e.g. a superseded version): reread and retry.",
+    409: "A conflict: the resource changed meanwhile (e.g. a superseded version: reread and "
+    "retry), the name is taken, or the user was erased moments ago (retry after "
+    "`writes_refused_until`).",
     413: "The request body is too large.",
     415: "Unsupported media type.",
+    429: "Over this key's rate limit: retry after Retry-After seconds.",
     502: "The embedding server gave an unusable answer.",
     503: "A store or the embedder is unavailable for now: retry after Retry-After seconds.",
 }
-# What any authenticated route can answer, body or not.
-COMMON = (400, 401, 503)
+# What any authenticated route can answer, body or not (429 only with rate limits set).
+COMMON = (400, 401, 429, 503)
 WITH_BODY = (*COMMON, 413, 502)
+# A write of a user's data: refused (409) for a while after the user's erase.
+USER_WRITE = (*WITH_BODY, 409)
 
 
 def problems(*statuses: int) -> dict[int, ResponseSpec]:

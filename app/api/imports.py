@@ -13,7 +13,7 @@ from litestar.openapi.spec import Operation, RequestBody, Schema
 from litestar.openapi.spec.enums import OpenAPIFormat, OpenAPIType
 from litestar.params import Parameter
 
-from app.api.contract import WITH_BODY, UserId, problems
+from app.api.contract import USER_WRITE, UserId, problems
 from app.api.schemas.imports import ImportSummaryOut
 from app.config import CATEGORIES, EMBEDDING_DIM, SCOPES
 from app.errors import UnsupportedMediaTypeError
@@ -88,7 +88,7 @@ class ImportController(Controller):
         "reported (line, field, detail) while the good ones land, and a rerun skips what an "
         "earlier run imported. The first 100 errors are listed; `failed` counts them all.",
         operation_class=ImportOperation,
-        responses=problems(*WITH_BODY, 415),
+        responses=problems(*USER_WRITE, 415),
         request_max_body_size=None,
     )
     async def import_memories(

@@ -10,7 +10,7 @@ from litestar.di import Provide
 from litestar.params import Parameter
 
 from app.api.consistency import WRITE_WAIT_HEADERS, WriteWait, provide_write_wait
-from app.api.contract import COMMON, WITH_BODY, UserId, problems
+from app.api.contract import COMMON, USER_WRITE, WITH_BODY, UserId, problems
 from app.api.dependencies import provide_memory_service
 from app.api.schemas.memories import (
     HistoryOut,
@@ -61,7 +61,7 @@ class MemoryController(Controller):
         "/",
         summary="Create a memory (version 1 of a new chain)",
         response_headers=WRITE_WAIT_HEADERS,
-        responses=problems(*WITH_BODY),
+        responses=problems(*USER_WRITE),
     )
     async def create_memory(
         self, user_id: UserId, data: MemoryCreate, service: MemoryService, index_wait: WriteWait
@@ -73,7 +73,7 @@ class MemoryController(Controller):
         "/batch",
         summary="Create several memories in one transaction",
         response_headers=WRITE_WAIT_HEADERS,
-        responses=problems(*WITH_BODY),
+        responses=problems(*USER_WRITE),
     )
     async def create_memories(
         self,

@@ -16,7 +16,7 @@ from app.api.consistency import (
     WriteWait,
     provide_write_wait,
 )
-from app.api.contract import COMMON, WITH_BODY, UserId, problems
+from app.api.contract import COMMON, USER_WRITE, UserId, problems
 from app.api.dependencies import provide_ingest_service
 from app.api.schemas.messages import (
     DecisionOut,
@@ -90,7 +90,7 @@ class MessageController(Controller):
                 "dry_run=true: the decisions that would be taken, nothing written.",
                 generate_examples=False,
             ),
-            **problems(*WITH_BODY),
+            **problems(*USER_WRITE),
         },
     )
     async def submit_messages(

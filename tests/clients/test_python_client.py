@@ -173,4 +173,4 @@ def test_user_ids_are_path_encoded(cognis: CognisClient) -> None:
     with pytest.raises(InvalidRequestError) as refused:
         cognis.add_memory("ines?x=1", "Ines")
     assert refused.value.problem["instance"].endswith("/memories")
-    assert "user_id must be" in refused.value.detail
+    assert refused.value.detail.startswith("user_id")  # the id itself was refused, not "ines"
