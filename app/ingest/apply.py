@@ -75,12 +75,16 @@ def audit_rows(
             content=op.content,
             category=op.category,
             reason=op.reason,
+            event_time=op.event_time if op.op in ("ADD", "UPDATE") else None,
             extractor=extraction.extractor,
             model=extraction.model,
             raw_answer_sha256=extraction.raw_answer_sha256,
             latency_ms=extraction.latency_ms,
             fallback_used=extraction.fallback_used,
             failure=extraction.failure,
+            prompt_version=extraction.prompt_version,
+            llm_gate=extraction.llm_gate,
+            gate_similarity=extraction.gate_similarity,
         )
         for position, op in enumerate(operations)
     ]

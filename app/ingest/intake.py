@@ -6,7 +6,7 @@ instead of a second one."""
 from __future__ import annotations
 
 import uuid
-from datetime import UTC, timedelta
+from datetime import timedelta
 
 from app.config import Settings
 from app.errors import InvalidInputError
@@ -47,7 +47,9 @@ def check_messages(messages: list[IncomingMessage], settings: Settings) -> None:
                 field=f"{where}idempotency_key",
             )
         check_metadata(message.metadata, settings.max_metadata_bytes, f"{where}metadata")
-        message.sent_at = as_aware(message.sent_at).astimezone(UTC)
+        # Kept in the sender's offset: step 2 resolves "yesterday" there (Postgres stores the
+        # instant in UTC, the offset beside it).
+        message.sent_at = as_aware(message.sent_at)
 
 
 async def save_messages(

@@ -36,6 +36,21 @@ class MemoryPatch:
     # The new content's embedding when the caller already has it; else it is computed here.
     embedding: Embedding | None = None
 
+    @property
+    def changes_nothing(self) -> bool:
+        return all(getattr(self, name) is UNSET for name in PATCH_FIELDS)
+
+
+PATCH_FIELDS = (
+    "content",
+    "category",
+    "scope",
+    "session_id",
+    "speaker",
+    "event_time",
+    "metadata",
+)
+
 
 @dataclass(frozen=True, slots=True)
 class MemoryPage:
@@ -141,6 +156,12 @@ class MemoryService:
 
     async def update(self, user_id: str, memory_id: uuid.UUID, patch: MemoryPatch) -> Memory:
         """Supersede the current version with a new one (git-like: nothing edited in place)."""
+        if patch.changes_nothing:
+            raise InvalidInputError(
+                f"give at least one field to change ({', '.join(PATCH_FIELDS)}); an empty "
+                "update would only copy the current version",
+                field="body",
+            )
         old = await self.get(user_id, memory_id)
         draft = MemoryDraft(
             content=old.content if patch.content is UNSET else patch.content,
