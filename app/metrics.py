@@ -1,4 +1,5 @@
-"""Prometheus metrics of the process: retrieval stages and requests, embedding batches."""
+"""Prometheus metrics of the process: retrieval stages and requests, embedding batches,
+ingestion's LLM gate and the guard's verdicts on LLM answers."""
 
 from __future__ import annotations
 
@@ -66,3 +67,23 @@ def batch_observer(embedder: str):
         EMBEDDING_BATCH_SECONDS.labels(embedder=embedder).observe(seconds)
 
     return observe_batch
+
+
+LLM_GATE = Counter(
+    "cognis_ingest_llm_gate_total",
+    "Messages by the LLM gate's verdict: call (a current memory is close) or skip.",
+    ["verdict"],
+    registry=REGISTRY,
+)
+LLM_ANSWERS = Counter(
+    "cognis_ingest_llm_answers_total",
+    "LLM answers by the guard's verdict: accepted, or rejected (then retried or fallen back).",
+    ["verdict"],
+    registry=REGISTRY,
+)
+LLM_FALLBACKS = Counter(
+    "cognis_ingest_llm_fallbacks_total",
+    "Messages decided by the extractor without an LLM after the LLM failed, by cause.",
+    ["cause"],
+    registry=REGISTRY,
+)

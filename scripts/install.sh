@@ -33,10 +33,10 @@ venv_install() {
         log "virtualenv up to date with pyproject.toml"
         return 0
     fi
-    log "pip install -e '.[dev,onnx]' into $VENV (first run downloads torch etc.; can take minutes)"
+    log "pip install -e '.[dev,onnx,local-llm]' into $VENV (first run downloads torch etc.; can take minutes)"
     "$VENV/bin/python" -m pip install -q --upgrade pip >/dev/null
     rm -f "$stamp"
-    "$VENV/bin/python" -m pip install -q -e "${ROOT}[dev,onnx]"
+    "$VENV/bin/python" -m pip install -q -e "${ROOT}[dev,onnx,local-llm]"
     printf '%s\n' "$want" >"$stamp"
     log "virtualenv ready: $VENV"
 }
@@ -47,6 +47,7 @@ main() {
     step "opensearch" "$SCRIPTS/install-opensearch.sh"
     step "embedding models" "$SCRIPTS/install-models.sh" >/dev/null
     step "python virtualenv" venv_install
+    step "local LLM (xllamacpp + SmolLM2-135M test model)" "$SCRIPTS/install-llm.sh" >/dev/null
     log "install complete; start the services with: scripts/services.sh start all"
 }
 

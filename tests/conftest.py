@@ -95,6 +95,7 @@ class ApiProcess:
     running: list[ApiProcess] = []  # every API subprocess of this session, for outage tests
 
     def __init__(self, env: dict[str, str], name: str) -> None:
+        self.env = env
         self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         LOG_DIR.mkdir(parents=True, exist_ok=True)

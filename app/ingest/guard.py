@@ -124,8 +124,6 @@ class AnswerGuard:
             raise InvalidAnswer(f"{where}: scope must be USER or CONTEXT")
         if scope == "CONTEXT" and not self._context.session_id:
             raise InvalidAnswer(f"{where}: CONTEXT scope needs a session, and the message has none")
-        if op == "UPDATE" and target is not None:
-            category = category or target.category
         return Operation(
             op=op,
             content=content if op in ("ADD", "UPDATE") else None,

@@ -64,14 +64,18 @@ def check_metadata(metadata: dict[str, Any], max_bytes: int, field: str) -> None
 
 
 def check_draft(
-    draft: MemoryDraft, max_chars: int, max_metadata_bytes: int, field_prefix: str = ""
+    draft: MemoryDraft,
+    max_chars: int,
+    max_metadata_bytes: int,
+    field_prefix: str = "",
+    categories: tuple[str, ...] = CATEGORIES,
 ) -> MemoryDraft:
     """Normalise and validate a draft; raise InvalidInputError naming the offending field."""
     draft.content = check_content(draft.content, max_chars, f"{field_prefix}content")
     check_metadata(draft.metadata, max_metadata_bytes, f"{field_prefix}metadata")
-    if draft.category is not None and draft.category not in CATEGORIES:
+    if draft.category is not None and draft.category not in categories:
         raise InvalidInputError(
-            f"unknown category {draft.category!r}; expected one of: {', '.join(CATEGORIES)}",
+            f"unknown category {draft.category!r}; expected one of: {', '.join(categories)}",
             field=f"{field_prefix}category",
         )
     if draft.scope not in SCOPES:

@@ -100,12 +100,14 @@ class MemoryService:
                 field="memories",
             )
         many = len(drafts) > 1
+        categories = await self._classifier.names()
         for i, draft in enumerate(drafts):
             check_draft(
                 draft,
                 self._settings.max_content_chars,
                 self._settings.max_metadata_bytes,
                 f"memories[{i}]." if many else "",
+                categories,
             )
         # Embedding is slow CPU work: done before the first statement opens the transaction.
         await complete_drafts(drafts, self._embedder, self._classifier)
@@ -173,12 +175,20 @@ class MemoryService:
             metadata=old.metadata_ if patch.metadata is UNSET else patch.metadata,
             source_message_id=old.source_message_id,
         )
-        check_draft(draft, self._settings.max_content_chars, self._settings.max_metadata_bytes)
+        check_draft(
+            draft,
+            self._settings.max_content_chars,
+            self._settings.max_metadata_bytes,
+            categories=await self._classifier.names(),
+        )
         if draft.content == old.content:
             draft.embedding = Embedding(full=old.embedding_768d, coarse=old.embedding_256d)
         else:
             draft.embedding = patch.embedding
-            await embed_drafts([draft], self._embedder)
+            if patch.category is UNSET:
+                # New content and no category given: the old one may no longer fit.
+                draft.category = None
+            await complete_drafts([draft], self._embedder, self._classifier)
         # Lock after embedding, so the row lock is held only for the short write.
         old = await self._lock_current(user_id, memory_id)
         now = await self.repository.now()
@@ -219,7 +229,8 @@ async def complete_drafts(
     await embed_drafts(drafts, embedder)
     unlabelled = [d for d in drafts if d.category is None]
     guessed = await classifier.classify(
-        [d.embedding.full for d in unlabelled if d.embedding is not None]
+        [d.embedding.full for d in unlabelled if d.embedding is not None],
+        [d.content for d in unlabelled],
     )
     for draft, category in zip(unlabelled, guessed, strict=True):
         draft.category = category

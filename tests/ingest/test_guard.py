@@ -37,10 +37,11 @@ def _answer(*ops: dict) -> str:
     return json.dumps({"operations": list(ops)})
 
 
-def test_a_valid_update_resolves_its_target_and_keeps_the_category() -> None:
+def test_a_valid_update_resolves_its_target_and_leaves_the_category_to_the_store() -> None:
     (op,) = _guard().parse(_answer({"op": "update", "target": "m1", "content": "Lives in Osaka"}))
     assert op.op == "UPDATE" and op.target is TOKYO
-    assert op.category == "personal_details" and op.scope == "USER"
+    # No category in the answer: the store re-categorises the new content.
+    assert op.category is None and op.scope == "USER"
 
 
 def test_a_target_may_be_the_shown_memory_id_and_fences_are_tolerated() -> None:
