@@ -48,6 +48,8 @@ async def _lifespan(app: Litestar) -> AsyncIterator[None]:
             "this service.",
         )
     await anyio.to_thread.run_sync(runtime.load_models)
+    # Before readiness: the first memory without a category must not wait for training.
+    await runtime.classifier.prepare()
     if runtime.cross_encoder is not None:
         await anyio.to_thread.run_sync(runtime.cross_encoder.load)
     else:

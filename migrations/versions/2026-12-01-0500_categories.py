@@ -92,7 +92,9 @@ def downgrade() -> None:
         op.drop_column("ingest_decisions", column)
     op.drop_column("messages", "utc_offset_minutes")
     op.drop_constraint(op.f("memories_category_fkey"), "memories", type_="foreignkey")
-    # Memories filed under a custom category cannot satisfy the old CHECK: downgrading
-    # such a deployment fails here, loudly, rather than relabelling them.
-    op.create_check_constraint(op.f("memories_category_check"), "memories", OLD_CHECK)
+    # NOT VALID: memories filed under a deployment's own category stay as they are (nothing is
+    # relabelled or lost); every new or changed row must be one of the 15 again.
+    op.execute(
+        f"ALTER TABLE memories ADD CONSTRAINT memories_category_check CHECK ({OLD_CHECK}) NOT VALID"
+    )
     op.drop_table("categories")

@@ -112,7 +112,16 @@ async def test_a_deployment_files_memories_under_its_own_category(db) -> None:
     assert seeded >= 16  # the paper's 15 seed rows and this one
     values = row(category=name, user_id=f"ok-{uuid.uuid4().hex[:6]}")
     await _insert(db, values)
-    # A category in use cannot be dropped from under its memories.
-    with pytest.raises(IntegrityError, match="memories_category_fkey"):
+    try:
+        # A category in use cannot be dropped from under its memories.
+        with pytest.raises(IntegrityError, match="memories_category_fkey"):
+            async with db.begin() as connection:
+                await connection.execute(
+                    text("DELETE FROM categories WHERE name = :n"), {"n": name}
+                )
+    finally:  # the next session's schema reset downgrades past the table
         async with db.begin() as connection:
+            await connection.execute(
+                text("DELETE FROM memories WHERE id = :id"), {"id": values["id"]}
+            )
             await connection.execute(text("DELETE FROM categories WHERE name = :n"), {"n": name})

@@ -47,6 +47,9 @@ def llm_api(migrated: dict[str, str], scripted_llm: ScriptedLLM) -> Iterator[Api
         "COGNIS_INGEST_POLL_INTERVAL_S": "0.2",
         # The gate open: these tests script what the LLM answers for every message.
         "COGNIS_INGEST_LLM_GATE_THRESHOLD": "0",
+        # No category questions to the LLM: the requests seen are the decisions scripted here
+        # (the judge is tested in tests/ml/test_categories.py and with the real local model).
+        "COGNIS_CATEGORY_UNCERTAIN_MARGIN": "0",
     }
     process = ApiProcess(env, "api-llm")
     process.wait_ready()

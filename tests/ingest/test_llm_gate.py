@@ -12,6 +12,11 @@ from bench.scripted_llm import Reply, ScriptedLLM
 from tests.ingest.helpers import current_memories, decisions, ingest, message
 
 
+def _decision_requests(llm: ScriptedLLM, text: str) -> list:
+    """Requests for an ADD/UPDATE/DELETE/NONE decision about `text`."""
+    return [r for r in llm.requests_for(text) if "Existing memories:" in r.text]
+
+
 async def _counter(client: httpx.AsyncClient, name: str, label: str) -> float:
     text = (await client.get("/metrics")).text
     match = re.search(rf"^{name}\{{[^}}]*{label}[^}}]*\}} (\S+)$", text, re.MULTILINE)
@@ -24,7 +29,7 @@ async def test_a_message_with_no_close_memory_is_decided_without_a_call(
     skipped_before = await _counter(gated_client, "cognis_ingest_llm_gate_total", 'verdict="skip"')
     job = await ingest(gated_client, user_id, message("I keep bees on my roof"))
     (decision,) = decisions(job)
-    assert llm.requests_for("I keep bees") == []
+    assert _decision_requests(llm, "I keep bees") == []
     assert decision["operation"] == "ADD" and decision["extractor"] == "deterministic"
     assert decision["llm_gate"] == "skip" and decision["gate_similarity"] is None
     assert decision["prompt_version"] is None  # no prompt was shown
@@ -34,7 +39,7 @@ async def test_a_message_with_no_close_memory_is_decided_without_a_call(
     job = await ingest(gated_client, user_id, message("My sister works in a bank in Lima"))
     (far,) = decisions(job)
     assert far["llm_gate"] == "skip" and far["gate_similarity"] < 0.3
-    assert llm.requests_for("My sister") == []
+    assert _decision_requests(llm, "My sister") == []
     skipped_after = await _counter(gated_client, "cognis_ingest_llm_gate_total", 'verdict="skip"')
     assert skipped_after - skipped_before == 2
 
@@ -49,7 +54,7 @@ async def test_a_close_memory_opens_the_gate_and_the_prompt_version_is_recorded(
     )
     job = await ingest(gated_client, user_id, message("I moved to Osaka", "2023-05-08T10:00:00Z"))
     (decision,) = decisions(job)
-    assert len(llm.requests_for("I moved to Osaka")) == 1
+    assert len(_decision_requests(llm, "I moved to Osaka")) == 1
     assert decision["operation"] == "UPDATE" and decision["extractor"] == "llm"
     assert decision["llm_gate"] == "call" and decision["gate_similarity"] >= 0.3
     assert decision["prompt_version"] == PROMPT_VERSION

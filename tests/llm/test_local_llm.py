@@ -37,7 +37,7 @@ GGUF = Path(
 )
 # A tiny model on a shared CPU: generous, and short answers.
 TIMEOUT_S = 180
-MAX_TOKENS = 200
+MAX_TOKENS = 150
 
 
 def _free_port() -> int:
