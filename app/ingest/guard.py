@@ -138,7 +138,8 @@ class AnswerGuard:
         ref = _text(item, "target", where, required=required)
         if ref is None:
             return None
-        candidate = self._shown.get(ref.strip("[]"))
+        # Small models write "M1" or "[m1]" for m1.
+        candidate = self._shown.get(ref.strip("[]")) or self._shown.get(ref.strip("[]").lower())
         if candidate is None:
             raise InvalidAnswer(f"{where}: target {ref[:40]!r} is not one of the memories shown")
         return candidate

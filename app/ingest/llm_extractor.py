@@ -53,6 +53,13 @@ async def extract_with_llm(
         latency_ms += completion.latency_ms
         raw_hash = _sha256(completion.content)
         try:
+            if completion.finish_reason == "length":
+                # Seen with small local models: a repetition loop runs into max_tokens, and the
+                # schema grammar cannot close what was cut off.
+                raise InvalidAnswer(
+                    "the answer was cut off at the token limit; keep each content to one short "
+                    "sentence and give no more operations than the message needs"
+                )
             operations = guard.parse(completion.content)
         except InvalidAnswer as exc:
             LLM_ANSWERS.labels(verdict="rejected").inc()

@@ -115,3 +115,9 @@ def test_speaker_comes_from_the_field_or_an_inline_prefix() -> None:
     assert identify_speaker(None, "Caroline: I went to a support group") == "Caroline"
     assert identify_speaker(None, "note: buy milk") is None
     assert identify_speaker(None, "I went home") is None
+
+
+def test_a_reference_in_capitals_or_brackets_names_the_memory_shown() -> None:
+    for ref in ("M1", "[m1]", "[M1]"):
+        (op,) = _guard().parse(_answer({"op": "DELETE", "target": ref, "reason": "moved"}))
+        assert op.target is TOKYO
