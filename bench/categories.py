@@ -33,6 +33,19 @@ def load_eval(path: Path = EVAL_PATH) -> list[tuple[str, str]]:
     return [(c, s) for c, sentences in load_bank(path).items() for s in sentences]
 
 
+def eval_slices(path: Path = EVAL_PATH) -> dict[str, set[str]]:
+    """Sentences per slice: "first-person", then each "# slice: <name> ..." section."""
+    slices: dict[str, set[str]] = {"first-person": set()}
+    current = "first-person"
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.startswith("# slice:"):
+            current = line.removeprefix("# slice:").split("(")[0].strip()
+            slices[current] = set()
+        elif line.strip() and not line.startswith("#"):
+            slices[current].add(line.split("\t", 1)[1].strip())
+    return slices
+
+
 def confusion_markdown(pairs: list[tuple[str, str]]) -> str:
     """Rows: the true category; columns: the predicted one."""
     counts = Counter(pairs)
@@ -62,6 +75,9 @@ async def run(model: str, margin: float, cross_validate: bool) -> None:
     print(f"model: {model}")
     print(f"bank: {len(bank)} sentences; evaluation set: {len(rows)} sentences, overlap {overlap}")
     print(f"accuracy: {correct.mean():.3f} ({correct.sum()}/{len(rows)})")
+    for name, members in eval_slices().items():
+        hits = [ok for ok, (_, s) in zip(correct, rows, strict=True) if s in members]
+        print(f"  {name}: {np.mean(hits):.3f} ({sum(hits)}/{len(hits)})")
     print(
         f"uncertain (margin < {margin}): {(~certain).mean():.3f} of sentences; accuracy where "
         f"certain {correct[certain].mean():.3f}, where uncertain "

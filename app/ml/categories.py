@@ -1,9 +1,10 @@
 """Pick a memory's category: a logistic regression over the embeddings of labelled examples.
 
 The examples are a bank of everyday sentences per category (category_bank.tsv, written for this
-project), plus whatever examples a deployment stores in the `categories` table for its own
-categories. Measured on a separate labelled set in docs/benchmarks/categories.md (the former
-nearest-description rule scored about half of it).
+project: first person, and the third-person style of LLM-written facts), plus whatever examples
+a deployment stores in the `categories` table for its own categories. Measured on a separate
+labelled set in docs/benchmarks/categories.md (the former nearest-description rule scored about
+half of it).
 
 When the best and second-best probabilities are closer than `uncertain_margin`, the answer is
 "uncertain": an LLM, when one is configured, chooses among the three most likely categories;
