@@ -1,5 +1,5 @@
 # The commands the README names. `make up` serves the API; `make test` runs the suite.
-.PHONY: up down status install test lint typecheck relay reindex bench-foundation bench-locomo bench-scale bench-ingest bench-hnsw bench-relay bench-import check-deploy bench-embedding bench-tenants bench-faults
+.PHONY: up down status install test lint typecheck relay reindex bench-foundation bench-locomo bench-scale bench-ingest bench-hnsw bench-relay bench-import check-deploy bench-embedding bench-tenants bench-faults bench-categories bench-llm-gate bench-local-llm llm
 
 PY := .venv/bin/python
 TEST_WORKERS ?= 2  # pytest-xdist workers; each has its own database, index and in-process API
@@ -7,12 +7,14 @@ TEST_WORKERS ?= 2  # pytest-xdist workers; each has its own database, index and 
 up:  ## install what is missing, start Postgres + OpenSearch, migrate, start the API
 	bash scripts/up.sh
 
-down:  ## stop the API, OpenSearch and Postgres (by pid)
+down:  ## stop the API, the local LLM, OpenSearch and Postgres (by pid)
 	bash scripts/api.sh stop
+	bash scripts/llm.sh stop
 	bash scripts/services.sh stop all
 
 status:
 	-bash scripts/api.sh status
+	-bash scripts/llm.sh status
 	-bash scripts/services.sh status
 
 install:
@@ -66,3 +68,12 @@ bench-faults:  ## kill -9 OpenSearch, the API, Postgres (a throwaway stack) unde
 
 bench-embedding:  ## embedding backends (torch threads, ONNX, ONNX int8): latency, throughput, quality
 	$(PY) -m bench.embedding $(BENCH_ARGS)
+
+bench-categories:  ## category classifier: accuracy and confusion matrix on bench/data/category_eval.tsv
+	$(PY) -m bench.categories $(BENCH_ARGS)
+
+bench-llm-gate:  ## LLM gate: share of LoCoMo turns decided without a call, update pairs let through
+	$(PY) -m bench.llm_gate $(BENCH_ARGS)
+
+bench-local-llm:  ## local LLM (xllamacpp + GGUF): start-up, tokens/s, seconds per decision by threads
+	$(PY) -m bench.local_llm $(BENCH_ARGS)

@@ -70,6 +70,22 @@ def _mcp(args: argparse.Namespace) -> int:
     return 0
 
 
+def _llm_serve(args: argparse.Namespace) -> int:
+    from app.llm.local_server import serve_gguf
+    from app.ml.embedding_server import standalone_settings
+
+    updates = {
+        name: value
+        for name, value in (
+            ("llm_gguf_path", args.gguf),
+            ("llm_local_port", args.port),
+            ("llm_local_threads", args.threads),
+        )
+        if value is not None
+    }
+    return serve_gguf(standalone_settings().model_copy(update=updates))
+
+
 def _with_runtime(body: Callable[[Runtime], Awaitable[int]]) -> int:
     """Run `body` with this process's runtime (the composition root), closed afterwards."""
     from app.runtime import Runtime
@@ -314,11 +330,18 @@ def main(argv: list[str] | None = None) -> int:
     mcp.add_argument("--host", default="127.0.0.1")
     mcp.add_argument("--port", type=int, default=8001)
     mcp.set_defaults(func=_mcp)
+    llm_serve = commands.add_parser(
+        "llm-serve", help="serve a local GGUF model over an OpenAI-compatible API (xllamacpp)"
+    )
+    llm_serve.add_argument("--gguf", help="the GGUF file (default: COGNIS_LLM_GGUF_PATH)")
+    llm_serve.add_argument("--port", type=int, help="default: COGNIS_LLM_LOCAL_PORT")
+    llm_serve.add_argument("--threads", type=_positive, help="default: COGNIS_LLM_LOCAL_THREADS")
+    llm_serve.set_defaults(func=_llm_serve)
     args = parser.parse_args(argv)
     if args.command == "mcp":  # a thin API client: no database, no models
         configure_logging()
         return int(args.func(args))
-    if args.command == "embed-serve":
+    if args.command in ("embed-serve", "llm-serve"):
         from app.ml.embedding_server import standalone_settings
 
         settings = standalone_settings()  # needs no database URL

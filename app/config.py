@@ -8,6 +8,8 @@ from typing import Literal, get_args
 from pydantic import Field, SecretStr, ValidationInfo, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+# The 15 categories of the paper: the seed rows of the `categories` table (a deployment may add
+# its own there; memories.category is a foreign key to it).
 # How the embedding model runs: sentence-transformers on torch, exported to ONNX (fp32 or
 # dynamic int8) and run by ONNX Runtime, or on another server behind an OpenAI-compatible
 # /embeddings endpoint ("http", e.g. `python -m app embed-serve`).
@@ -43,6 +45,9 @@ SCOPES: tuple[str, ...] = get_args(Scope)
 
 # What ingestion's extractor may decide for a fact (SPEC section 3).
 OPERATIONS: tuple[str, ...] = ("ADD", "UPDATE", "DELETE", "NONE")
+
+# The name the local LLM server answers to (COGNIS_LLM_GGUF_PATH without COGNIS_LLM_MODEL).
+LOCAL_LLM_ALIAS = "local"
 
 # The development key is accepted only while no key hashes are configured; start-up warns loudly.
 DEV_API_KEY = "cognis-dev-key"
@@ -209,7 +214,19 @@ class Settings(BaseSettings):
     llm_backoff_base_s: float = 0.5
     llm_response_format: Literal["auto", "json_schema", "json_object", "none"] = "auto"
     llm_max_tokens: int = 1024
+    # A local model (app/llm/local_server.py): with a GGUF file named here, `make up` starts an
+    # xllamacpp server on 127.0.0.1:llm_local_port, and the service talks to it unless
+    # llm_base_url names another endpoint. One thread by default: on a shared CPU, llama.cpp
+    # with more threads than free cores slows down many times (docs/benchmarks/local-llm.md).
+    llm_gguf_path: str | None = None
+    llm_local_port: int = 8089
+    llm_local_threads: int = 1
+    llm_local_context: int = 4096
     ingest_candidates: int = 10
+    # The LLM gate (app/ingest/gate.py): the LLM is asked only when a current memory is at least
+    # this cosine-similar to the message; otherwise the extractor without an LLM decides.
+    # 0 asks it for every message. Chosen in docs/benchmarks/llm-gate.md.
+    ingest_llm_gate_threshold: float = 0.3
     ingest_duplicate_threshold: float = 0.99
     ingest_max_messages: int = 100
     ingest_worker_in_api: bool = True
@@ -227,6 +244,11 @@ class Settings(BaseSettings):
     # user are applied in timestamp order rather than arrival order.
     ingest_settle_ms: int = 0
     ingest_wait_timeout_s: float = 60.0
+    # Categories (app/ml/categories.py): below this gap between the two most likely categories
+    # the classifier is "uncertain" and the LLM, when configured, chooses among the top three.
+    category_uncertain_margin: float = 0.1
+    # Where the example bank's embeddings are cached (default ~/.cache/cognis-memory/categories).
+    category_cache_dir: str | None = None
 
     @field_validator("max_content_chars", "max_batch_size", "max_top_k", "ingest_max_messages")
     @classmethod
@@ -252,7 +274,11 @@ class Settings(BaseSettings):
         return value
 
     @field_validator(
-        "embedding_http_url", "embedding_http_model", "embedding_http_api_key", mode="before"
+        "embedding_http_url",
+        "embedding_http_model",
+        "embedding_http_api_key",
+        "llm_gguf_path",
+        mode="before",
     )
     @classmethod
     def _empty_is_unset(cls, value: object) -> object:
@@ -266,6 +292,13 @@ class Settings(BaseSettings):
                 "COGNIS_INGEST_HEARTBEAT_S must be positive and under half of "
                 "COGNIS_INGEST_LEASE_S, so one late renewal does not lose the lease"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _local_llm_is_the_default_endpoint(self) -> Settings:
+        if self.llm_gguf_path and not self.llm_base_url:
+            self.llm_base_url = f"http://127.0.0.1:{self.llm_local_port}/v1"
+            self.llm_model = self.llm_model or LOCAL_LLM_ALIAS
         return self
 
     @model_validator(mode="after")

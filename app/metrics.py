@@ -1,5 +1,6 @@
 """Prometheus metrics: retrieval stages and requests, embedding batches, the outbox backlog,
-OpenSearch CPU, ingestion and its guard. Dashboard and alerts: docs/observability/."""
+OpenSearch CPU, ingestion, its LLM gate and the guard's verdicts. Dashboard and alerts:
+docs/observability/."""
 
 from __future__ import annotations
 
@@ -116,11 +117,26 @@ INGEST_FAILURES = Counter(
 )
 for _final in ("true", "false"):
     INGEST_FAILURES.labels(final=_final)
-GUARD_REJECTIONS = Counter(
-    "cognis_ingest_guard_rejections_total",
-    "LLM answers the guard rejected (bad JSON or schema, unknown ids, invented categories...).",
+LLM_GATE = Counter(
+    "cognis_ingest_llm_gate_total",
+    "Messages by the LLM gate's verdict: call (a current memory is close) or skip.",
+    ["verdict"],
     registry=REGISTRY,
 )
+LLM_ANSWERS = Counter(
+    "cognis_ingest_llm_answers_total",
+    "LLM answers by the guard's verdict: accepted, or rejected (then retried or fallen back).",
+    ["verdict"],
+    registry=REGISTRY,
+)
+LLM_FALLBACKS = Counter(
+    "cognis_ingest_llm_fallbacks_total",
+    "Messages decided by the extractor without an LLM after the LLM failed, by cause.",
+    ["cause"],
+    registry=REGISTRY,
+)
+for _verdict in ("accepted", "rejected"):
+    LLM_ANSWERS.labels(verdict=_verdict)
 
 
 def observe_applied_message(extractor: str, fallback_used: bool, operations: list[str]) -> None:

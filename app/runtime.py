@@ -6,19 +6,23 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import cached_property
+from pathlib import Path
 
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from app.config import Settings
+from app.db.categories import category_loader
 from app.db.engine import create_engine, create_sessionmaker
 from app.imports.service import MemoryImporter
 from app.ingest.pipeline import IngestPipeline
 from app.ingest.worker import IngestWorker
+from app.llm.categories import llm_category_judge
 from app.llm.client import ChatClient
 from app.metrics import batch_observer
 from app.ml.categories import CategoryClassifier
 from app.ml.cross_encoder import CrossEncoderScorer
 from app.ml.embedder import Embedder, build_embedder
+from app.ml.offline import user_cache_dir
 from app.retrieval.pipeline import RetrievalPipeline
 from app.search_index.client import MemoryIndex
 from app.search_index.relay import OutboxRelay
@@ -88,7 +92,15 @@ class Runtime:
             else None
         )
         index = MemoryIndex(settings)
-        return cls(
+        classifier = CategoryClassifier(
+            embedder,
+            load_definitions=category_loader(sessionmaker),
+            uncertain_margin=settings.category_uncertain_margin,
+            cache_dir=Path(settings.category_cache_dir)
+            if settings.category_cache_dir
+            else user_cache_dir("categories"),
+        )
+        runtime = cls(
             settings=settings,
             engine=engine,
             sessionmaker=sessionmaker,
@@ -96,7 +108,7 @@ class Runtime:
             background_sessionmaker=background_sessionmaker,
             embedder=embedder,
             query_embedder=query_embedder,
-            classifier=CategoryClassifier(embedder),
+            classifier=classifier,
             index=index,
             relay=OutboxRelay(background_sessionmaker, index, settings),
             retrieval=RetrievalPipeline(query_embedder, index, settings, cross_encoder),
@@ -108,6 +120,9 @@ class Runtime:
             if settings.rate_limit_per_s > 0
             else None,
         )
+        if runtime.llm is not None:
+            classifier.judge = llm_category_judge(runtime.llm)
+        return runtime
 
     # Ingestion: built on first use, from the parts above.
     @cached_property

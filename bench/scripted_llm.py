@@ -26,6 +26,7 @@ class Reply:
     delay_s: float = 0.0
     status: int = 200
     error_body: dict[str, Any] | None = None
+    finish_reason: str = "stop"  # "length": the answer ran into max_tokens
 
     @classmethod
     def json(cls, answer: Any, delay_s: float = 0.0) -> Reply:
@@ -152,7 +153,7 @@ class ScriptedLLM:
                             {
                                 "index": 0,
                                 "message": {"role": "assistant", "content": reply.content},
-                                "finish_reason": "stop",
+                                "finish_reason": reply.finish_reason,
                             }
                         ],
                     },

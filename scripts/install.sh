@@ -33,10 +33,10 @@ venv_install() {
         log "virtualenv up to date with pyproject.toml"
         return 0
     fi
-    log "pip install -e '.[dev,onnx]' into $VENV (first run downloads torch etc.; can take minutes)"
+    log "pip install -e '.[dev,onnx,local-llm]' into $VENV (first run downloads torch etc.; can take minutes)"
     "$VENV/bin/python" -m pip install -q --upgrade pip >/dev/null
     rm -f "$stamp"
-    "$VENV/bin/python" -m pip install -q -e "${ROOT}[dev,onnx]"
+    "$VENV/bin/python" -m pip install -q -e "${ROOT}[dev,onnx,local-llm]"
     # The Python client (with its LangGraph store): the MCP server talks to the API through it.
     "$VENV/bin/python" -m pip install -q -e "${ROOT}/clients/python[langgraph]"
     printf '%s\n' "$want" >"$stamp"
@@ -51,6 +51,7 @@ main() {
     step "python virtualenv" venv_install
     # Headless Chromium and its driver: the web console's browser tests (Selenium drives them).
     step "chromium for console tests" ensure_debs chromium chromium-driver
+    step "local LLM (xllamacpp + SmolLM2-135M test model)" "$SCRIPTS/install-llm.sh" >/dev/null
     log "install complete; start the services with: scripts/services.sh start all"
 }
 

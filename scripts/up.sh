@@ -7,8 +7,20 @@ set -euo pipefail
 t0=$(date +%s)
 "$ROOT/scripts/install.sh"
 "$ROOT/scripts/services.sh" start all
+if [[ -n "${COGNIS_LLM_GGUF_PATH:-}" ]]; then
+    # A local model: its server first, so the API's LLM endpoint answers from the start.
+    if [[ "$COGNIS_LLM_GGUF_PATH" == "smollm2" ]]; then
+        COGNIS_LLM_GGUF_PATH=$("$ROOT/scripts/install-llm.sh")
+        export COGNIS_LLM_GGUF_PATH
+    fi
+    "$ROOT/scripts/llm.sh" start
+fi
 "$ROOT/scripts/api.sh" start
 t1=$(date +%s)
+llm="${COGNIS_LLM_BASE_URL:-none (the extractor without an LLM)}"
+if [[ -n "${COGNIS_LLM_GGUF_PATH:-}" ]]; then
+    llm="local, 127.0.0.1:${COGNIS_LLM_LOCAL_PORT:-8089} serving $COGNIS_LLM_GGUF_PATH"
+fi
 cat <<EOM
 
   Cognis Memory is ready in $((t1 - t0)) s:  http://127.0.0.1:$COGNIS_API_PORT
@@ -16,5 +28,6 @@ cat <<EOM
     Readiness: http://127.0.0.1:$COGNIS_API_PORT/ready
     API key:   send X-API-Key (development key 'cognis-dev-key' unless COGNIS_API_KEY_HASHES is set)
     Logs:      $LOCAL_DIR/logs/   Stop: make down
+    LLM:       $llm
 
 EOM

@@ -144,6 +144,7 @@ class ServiceProcess:
     running: list[ServiceProcess] = []  # every one of this session, for outage tests to freeze
 
     def __init__(self, env: dict[str, str], name: str, *args: str) -> None:
+        self.env = env
         LOG_DIR.mkdir(parents=True, exist_ok=True)
         self.log_path = LOG_DIR / f"test-{name}.log"
         self._log = self.log_path.open("w")

@@ -65,6 +65,8 @@ async def _lifespan(app: Litestar) -> AsyncIterator[None]:
         background=settings.relay_in_api or settings.ingest_worker_in_api,
     )
     await anyio.to_thread.run_sync(runtime.load_models)
+    # Before readiness: the first memory without a category must not wait for training.
+    await runtime.classifier.prepare()
     if runtime.cross_encoder is not None:
         await anyio.to_thread.run_sync(runtime.cross_encoder.load)
     else:

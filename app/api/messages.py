@@ -116,10 +116,13 @@ class MessageController(Controller):
                             content=r.context.content,
                             sent_at=r.context.sent_at,
                             speaker=r.context.speaker,
-                            extractor=r.extractor,
-                            fallback_used=r.fallback_used,
-                            failure=r.failure,
-                            decisions=[DecisionOut.planned(op) for op in r.operations],
+                            extractor=r.extraction.extractor,
+                            fallback_used=r.extraction.fallback_used,
+                            failure=r.extraction.failure,
+                            decisions=[
+                                DecisionOut.planned(op, r.extraction)
+                                for op in r.extraction.operations
+                            ],
                         )
                         for r in results
                     ],

@@ -18,14 +18,15 @@ from sqlalchemy import (
     Index,
     Integer,
     MetaData,
+    SmallInteger,
     Text,
     func,
     text,
 )
-from sqlalchemy.dialects.postgresql import JSONB, UUID
+from sqlalchemy.dialects.postgresql import ARRAY, JSONB, UUID
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-from app.config import CATEGORIES, COARSE_DIM, EMBEDDING_DIM, OPERATIONS, SCOPES
+from app.config import COARSE_DIM, EMBEDDING_DIM, OPERATIONS, SCOPES
 
 NAMING_CONVENTION = {
     "ix": "%(table_name)s_%(column_0_N_name)s_idx",
@@ -69,6 +70,9 @@ class Message(Base):
     role: Mapped[str] = mapped_column(Text, nullable=False, server_default="user")
     content: Mapped[str] = mapped_column(Text, nullable=False)
     sent_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False)
+    # The sender's UTC offset: sent_at is stored as an instant, but "yesterday" means the
+    # sender's yesterday, so step 2 resolves time expressions back in this offset.
+    utc_offset_minutes: Mapped[int | None] = mapped_column(SmallInteger)
     created_at: Mapped[datetime] = mapped_column(
         DateTime(timezone=True), nullable=False, server_default=func.now()
     )
@@ -95,6 +99,26 @@ class Message(Base):
     )
 
 
+class Category(Base):
+    """The categories a deployment files memories under: the paper's 15 are seeded by
+    migration 0008, and a deployment may add its own (with example sentences the classifier
+    learns from)."""
+
+    __tablename__ = "categories"
+
+    name: Mapped[str] = mapped_column(Text, primary_key=True)
+    description: Mapped[str] = mapped_column(Text, nullable=False)
+    # Labelled example sentences for the classifier (the 15 have theirs in app/ml/category_bank).
+    examples: Mapped[list[str]] = mapped_column(
+        ARRAY(Text), nullable=False, server_default=text("'{}'::text[]")
+    )
+    created_at: Mapped[datetime] = mapped_column(
+        DateTime(timezone=True), nullable=False, server_default=func.now()
+    )
+
+    __table_args__ = (CheckConstraint("name ~ '^[a-z][a-z0-9_]{0,62}$'", name="name_format"),)
+
+
 class Memory(Base):
     """One *version* of a memory. Updates insert a new row; nothing is edited in place."""
 
@@ -108,7 +132,9 @@ class Memory(Base):
     chain_id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True), nullable=False)
     version: Mapped[int] = mapped_column(Integer, nullable=False)
     content: Mapped[str] = mapped_column(Text, nullable=False)
-    category: Mapped[str] = mapped_column(Text, nullable=False)
+    category: Mapped[str] = mapped_column(
+        Text, ForeignKey("categories.name", onupdate="CASCADE"), nullable=False
+    )
     scope: Mapped[str] = mapped_column(Text, nullable=False, server_default="USER")
     session_id: Mapped[str | None] = mapped_column(Text)
     is_current: Mapped[bool] = mapped_column(Boolean, nullable=False, server_default=text("true"))
@@ -143,7 +169,6 @@ class Memory(Base):
 
     __table_args__ = (
         CheckConstraint(_in_list("scope", SCOPES), name="scope"),
-        CheckConstraint(_in_list("category", CATEGORIES), name="category"),
         CheckConstraint("scope <> 'CONTEXT' OR session_id IS NOT NULL", name="context_session"),
         CheckConstraint("length(btrim(content)) > 0", name="content_not_blank"),
         CheckConstraint("is_current = (superseded_at IS NULL)", name="current_not_superseded"),
@@ -257,6 +282,7 @@ class UserErasure(Base):
 
 TASK_STATES = ("queued", "running", "done", "failed")
 EXTRACTORS = ("llm", "deterministic")
+LLM_GATES = ("call", "skip")
 
 
 class IngestTask(Base):
@@ -326,7 +352,15 @@ class IngestDecision(Base):
     content: Mapped[str | None] = mapped_column(Text)
     category: Mapped[str | None] = mapped_column(Text)
     reason: Mapped[str | None] = mapped_column(Text)
+    # When the fact happened, as written to the memory (ADD, UPDATE).
+    event_time: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     extractor: Mapped[str] = mapped_column(Text, nullable=False)
+    # Whether the LLM was asked ("call") or the gate decided without it ("skip"); null when
+    # no LLM is configured. gate_similarity: the nearest current memory's cosine it judged.
+    llm_gate: Mapped[str | None] = mapped_column(Text)
+    gate_similarity: Mapped[float | None] = mapped_column(Float)
+    # The version of the prompt the LLM was shown (app/ingest/prompt.py PROMPT_VERSION).
+    prompt_version: Mapped[str | None] = mapped_column(Text)
     model: Mapped[str | None] = mapped_column(Text)
     raw_answer_sha256: Mapped[str | None] = mapped_column(Text)
     latency_ms: Mapped[float | None] = mapped_column(Float)
@@ -342,6 +376,7 @@ class IngestDecision(Base):
     __table_args__ = (
         CheckConstraint(_in_list("operation", OPERATIONS), name="operation"),
         CheckConstraint(_in_list("extractor", EXTRACTORS), name="extractor"),
+        CheckConstraint("llm_gate IS NULL OR " + _in_list("llm_gate", LLM_GATES), name="llm_gate"),
         Index(None, "message_id"),
         Index(None, "job_id"),
         Index(None, "user_id", "created_at"),

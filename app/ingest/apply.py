@@ -8,7 +8,7 @@ import uuid
 from app.db.models import IngestDecision
 from app.ingest.domain import Extraction, MessageContext, Operation
 from app.memories.domain import MemoryDraft
-from app.memories.service import MemoryPatch, MemoryService
+from app.memories.service import UNSET, MemoryPatch, MemoryService
 from app.ml.embedder import Embedding
 
 
@@ -37,7 +37,7 @@ async def apply_operation(
                 )
             ],
         )
-        op.memory_id = memory.id
+        op.memory_id, op.category = memory.id, memory.category
     elif op.op == "UPDATE":
         assert op.target is not None and op.content is not None
         memory = await service.update(
@@ -45,13 +45,14 @@ async def apply_operation(
             op.target.memory_id,
             MemoryPatch(
                 content=op.content,
-                category=op.category,
+                # No category given: the store re-categorises the new content.
+                category=UNSET if op.category is None else op.category,
                 speaker=context.speaker,
                 event_time=op.event_time,
                 embedding=embedding,
             ),
         )
-        op.memory_id = memory.id
+        op.memory_id, op.category = memory.id, memory.category
     elif op.op == "DELETE":
         assert op.target is not None
         await service.delete(context.user_id, op.target.memory_id)
@@ -75,12 +76,16 @@ def audit_rows(
             content=op.content,
             category=op.category,
             reason=op.reason,
+            event_time=op.event_time if op.op in ("ADD", "UPDATE") else None,
             extractor=extraction.extractor,
             model=extraction.model,
             raw_answer_sha256=extraction.raw_answer_sha256,
             latency_ms=extraction.latency_ms,
             fallback_used=extraction.fallback_used,
             failure=extraction.failure,
+            prompt_version=extraction.prompt_version,
+            llm_gate=extraction.llm_gate,
+            gate_similarity=extraction.gate_similarity,
         )
         for position, op in enumerate(operations)
     ]

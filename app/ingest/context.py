@@ -9,7 +9,7 @@ from typing import Protocol
 
 from app.ingest.domain import MessageContext
 from app.ml.embedder import Embedding
-from app.time_expressions import as_aware, resolve_time_expressions
+from app.time_expressions import in_offset, resolve_time_expressions
 
 # "Caroline: I went to a support group" — transcripts often carry the speaker inline.
 _INLINE_SPEAKER = re.compile(r"^\s*(?P<name>[A-Z][\w.'-]{0,30}(?: [A-Z][\w.'-]{0,30})?):\s+\S")
@@ -32,6 +32,15 @@ class SaidMessage(Protocol):
     session_id: str | None
     sent_at: datetime
 
+    @property
+    def utc_offset_minutes(self) -> int | None: ...
+
+
+def sender_time(message: SaidMessage) -> datetime:
+    """When the message was sent, on the sender's clock: a stored row comes back from Postgres
+    in UTC and carries the sender's offset beside it; a submitted one still has its own."""
+    return in_offset(message.sent_at, message.utc_offset_minutes)
+
 
 def message_context(
     user_id: str,
@@ -40,7 +49,7 @@ def message_context(
     scope: str | None,
     embedding: Embedding | None = None,
 ) -> MessageContext:
-    sent_at = as_aware(message.sent_at)
+    sent_at = sender_time(message)
     return MessageContext(
         user_id=user_id,
         message_id=message_id,

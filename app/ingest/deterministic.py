@@ -1,5 +1,6 @@
 """The extractor without an LLM (and the LLM's fallback): every user message becomes a memory,
-categorised by the nearest category description; a near-duplicate of a current memory is NONE."""
+categorised by the example-trained classifier (app/ml/categories.py); a near-duplicate of a
+current memory is NONE."""
 
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ async def extract_deterministic(
             reason=f"near-duplicate of a current memory (cosine {nearest.similarity:.3f})",
         )
         return Extraction(operations=[operation], extractor="deterministic")
-    (category,) = await classifier.classify([embedding.full])
+    (category,) = await classifier.classify([embedding.full], [context.content])
     operation = Operation(
         op="ADD",
         content=context.content,

@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from app.ml.embedder import Embedding
-from app.time_expressions import TimeWindow
+from app.time_expressions import TimeWindow, utc_offset_minutes
 
 ROLES = ("user", "assistant", "system")
 
@@ -26,6 +26,11 @@ class IncomingMessage:
     idempotency_key: str | None = None
     # CONTEXT binds the message's memories to its session; None lets the extractor decide.
     scope: str | None = None
+
+    @property
+    def utc_offset_minutes(self) -> int | None:
+        """The sender's offset, as the timestamp gave it (a naive one counts as UTC)."""
+        return utc_offset_minutes(self.sent_at)
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,3 +102,7 @@ class Extraction:
     latency_ms: float | None = None
     fallback_used: bool = False
     failure: str | None = None
+    prompt_version: str | None = None
+    # The LLM gate's verdict ("call" | "skip", None without an LLM) and the similarity it judged.
+    llm_gate: str | None = None
+    gate_similarity: float | None = None

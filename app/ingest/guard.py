@@ -124,8 +124,6 @@ class AnswerGuard:
             raise InvalidAnswer(f"{where}: scope must be USER or CONTEXT")
         if scope == "CONTEXT" and not self._context.session_id:
             raise InvalidAnswer(f"{where}: CONTEXT scope needs a session, and the message has none")
-        if op == "UPDATE" and target is not None:
-            category = category or target.category
         return Operation(
             op=op,
             content=content if op in ("ADD", "UPDATE") else None,
@@ -140,7 +138,8 @@ class AnswerGuard:
         ref = _text(item, "target", where, required=required)
         if ref is None:
             return None
-        candidate = self._shown.get(ref.strip("[]"))
+        # Small models write "M1" or "[m1]" for m1.
+        candidate = self._shown.get(ref.strip("[]")) or self._shown.get(ref.strip("[]").lower())
         if candidate is None:
             raise InvalidAnswer(f"{where}: target {ref[:40]!r} is not one of the memories shown")
         return candidate

@@ -6,7 +6,7 @@ instead of a second one."""
 from __future__ import annotations
 
 import uuid
-from datetime import UTC, timedelta
+from datetime import timedelta
 
 from app.config import Settings
 from app.errors import InvalidInputError
@@ -51,10 +51,11 @@ def check_messages(messages: list[IncomingMessage], settings: Settings) -> None:
         for name in ("speaker", "session_id", "idempotency_key"):
             check_text(getattr(message, name), f"{where}{name}")
         # A timestamp the worker could not resolve dates against is refused here, not retried
-        # there.
+        # there. Kept in the sender's offset: step 2 resolves "yesterday" there (Postgres stores
+        # the instant in UTC, the offset beside it).
         sent_at = check_instant(message.sent_at, f"{where}timestamp")
-        assert sent_at is not None
-        message.sent_at = sent_at.astimezone(UTC)
+        assert sent_at is not None  # a message always has its time (default: received)
+        message.sent_at = sent_at
 
 
 async def save_messages(

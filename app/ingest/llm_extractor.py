@@ -11,11 +11,11 @@ from collections.abc import Awaitable, Callable
 
 import structlog
 
-from app import metrics
 from app.ingest.domain import Candidate, Extraction, MessageContext
 from app.ingest.guard import AnswerGuard, InvalidAnswer
-from app.ingest.prompt import chat_messages, operation_schema
+from app.ingest.prompt import PROMPT_VERSION, chat_messages, operation_schema
 from app.llm.client import ChatClient, LLMError
+from app.metrics import LLM_ANSWERS, LLM_FALLBACKS
 
 log = structlog.get_logger(__name__)
 
@@ -42,18 +42,27 @@ async def extract_with_llm(
     failures: list[str] = []
     raw_hash: str | None = None
     latency_ms = 0.0
+    cause = "invalid_answer"
     for attempt in range(1, ANSWER_ATTEMPTS + 1):
         try:
             completion = await client.complete_json(messages, schema)
         except LLMError as exc:
             failures.append(f"attempt {attempt}: LLM unavailable: {exc}")
+            cause = "unavailable"
             break  # transport retries already happened inside the client
         latency_ms += completion.latency_ms
         raw_hash = _sha256(completion.content)
         try:
+            if completion.finish_reason == "length":
+                # Seen with small local models: a repetition loop runs into max_tokens, and the
+                # schema grammar cannot close what was cut off.
+                raise InvalidAnswer(
+                    "the answer was cut off at the token limit; keep each content to one short "
+                    "sentence and give no more operations than the message needs"
+                )
             operations = guard.parse(completion.content)
         except InvalidAnswer as exc:
-            metrics.GUARD_REJECTIONS.inc()
+            LLM_ANSWERS.labels(verdict="rejected").inc()
             failures.append(f"attempt {attempt}: invalid answer: {exc}")
             messages = [
                 *messages,
@@ -65,6 +74,7 @@ async def extract_with_llm(
                 },
             ]
             continue
+        LLM_ANSWERS.labels(verdict="accepted").inc()
         return Extraction(
             operations=operations,
             extractor="llm",
@@ -72,7 +82,9 @@ async def extract_with_llm(
             raw_answer_sha256=raw_hash,
             latency_ms=latency_ms,
             failure="; ".join(failures) or None,
+            prompt_version=PROMPT_VERSION,
         )
+    LLM_FALLBACKS.labels(cause=cause).inc()
     log.warning(
         "ingest.llm_fallback",
         user_id=context.user_id,
@@ -85,4 +97,5 @@ async def extract_with_llm(
     extraction.model = client.model
     extraction.raw_answer_sha256 = raw_hash
     extraction.latency_ms = latency_ms or None
+    extraction.prompt_version = PROMPT_VERSION
     return extraction

@@ -9,17 +9,19 @@ from datetime import datetime
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from app.config import CATEGORIES, Settings
+from app.config import Settings
 from app.db.models import IngestDecision
 from app.ingest.apply import apply_operation, audit_rows
 from app.ingest.candidates import similar_memories
 from app.ingest.deterministic import extract_deterministic
 from app.ingest.domain import Candidate, Extraction, MessageContext, Operation
+from app.ingest.gate import llm_gate
 from app.ingest.llm_extractor import extract_with_llm
 from app.ingest.repository import IngestRepository
 from app.llm.client import ChatClient
 from app.memories.repository import MemoryRepository
 from app.memories.service import MemoryService
+from app.metrics import LLM_GATE
 from app.ml.categories import CategoryClassifier
 from app.ml.embedder import Embedder, Embedding
 from app.time_expressions import primary_window
@@ -72,14 +74,20 @@ class IngestPipeline:
         if self._llm is None:
             extraction = await deterministic()
         else:
-            extraction = await extract_with_llm(
-                self._llm,
-                context,
-                candidates,
-                CATEGORIES,
-                self._settings.max_content_chars,
-                deterministic,
-            )
+            verdict = llm_gate(candidates, self._settings.ingest_llm_gate_threshold)
+            if verdict.call:
+                extraction = await extract_with_llm(
+                    self._llm,
+                    context,
+                    candidates,
+                    await self._classifier.names(),
+                    self._settings.max_content_chars,
+                    deterministic,
+                )
+            else:
+                extraction = await deterministic()
+            extraction.llm_gate, extraction.gate_similarity = verdict.label, verdict.similarity
+            LLM_GATE.labels(verdict=verdict.label).inc()
         for op in extraction.operations:
             if op.op in ("ADD", "UPDATE"):
                 op.event_time = _event_time(op, context)

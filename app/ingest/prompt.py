@@ -11,6 +11,10 @@ from typing import Any
 from app.config import OPERATIONS, SCOPES
 from app.ingest.domain import Candidate, MessageContext
 
+# Recorded in every audit row the LLM decided (ingest_decisions.prompt_version): bump it whenever
+# INSTRUCTIONS, the user prompt's layout or the schema change, so decisions stay comparable.
+PROMPT_VERSION = "2026-12-01.1"
+
 INSTRUCTIONS = """You maintain the long-term memory of one user of a conversational assistant.
 You receive one new conversation message and the existing memories most similar to it.
 Decide which operations keep the memory correct and return them as JSON.

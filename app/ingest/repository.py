@@ -73,6 +73,7 @@ class IngestRepository:
                 role=message.role,
                 content=message.content,
                 sent_at=message.sent_at,
+                utc_offset_minutes=message.utc_offset_minutes,
                 embedding_256d=embedding.coarse,
                 embedding_768d=embedding.full,
                 metadata=message.metadata,

@@ -13,7 +13,7 @@ from app.config import Settings
 from app.db.models import IngestDecision, IngestTask
 from app.errors import NotFoundError
 from app.ingest.context import message_context
-from app.ingest.domain import IncomingMessage, MessageContext, Operation, SavedMessage
+from app.ingest.domain import Extraction, IncomingMessage, MessageContext, SavedMessage
 from app.ingest.intake import check_messages, save_messages
 from app.ingest.pipeline import IngestPipeline
 from app.ingest.repository import IngestRepository
@@ -36,10 +36,7 @@ class JobView:
 @dataclass(frozen=True, slots=True)
 class DryRunResult:
     context: MessageContext
-    operations: list[Operation]
-    extractor: str
-    fallback_used: bool
-    failure: str | None
+    extraction: Extraction
 
 
 def job_state(tasks: list[IngestTask]) -> str:
@@ -101,16 +98,7 @@ class IngestService:
         for message in sorted(messages, key=lambda m: m.sent_at):
             context = message_context(user_id, None, message, message.scope)
             decided = await self._pipeline.decide(context)
-            extraction = decided.extraction
-            results.append(
-                DryRunResult(
-                    context,
-                    extraction.operations,
-                    extraction.extractor,
-                    extraction.fallback_used,
-                    extraction.failure,
-                )
-            )
+            results.append(DryRunResult(context, decided.extraction))
         return results
 
 

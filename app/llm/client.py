@@ -33,6 +33,8 @@ class Completion:
     content: str
     model: str
     latency_ms: float
+    # "length" when the answer hit max_tokens: cut off, whatever the grammar promised.
+    finish_reason: str | None = None
 
 
 class ChatClient:
@@ -127,6 +129,10 @@ def _completion(response: httpx.Response, default_model: str, latency_ms: float)
         raise LLMError(f"not a chat completion: {response.text[:300]}") from exc
     if not isinstance(content, str):
         raise LLMError("the completion has no text content")
+    finish_reason = body["choices"][0].get("finish_reason")
     return Completion(
-        content=content, model=str(body.get("model") or default_model), latency_ms=latency_ms
+        content=content,
+        model=str(body.get("model") or default_model),
+        latency_ms=latency_ms,
+        finish_reason=finish_reason if isinstance(finish_reason, str) else None,
     )

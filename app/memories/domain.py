@@ -60,7 +60,11 @@ def check_metadata(metadata: dict[str, Any], max_bytes: int, field: str) -> None
 
 
 def check_draft(
-    draft: MemoryDraft, max_chars: int, max_metadata_bytes: int, field_prefix: str = ""
+    draft: MemoryDraft,
+    max_chars: int,
+    max_metadata_bytes: int,
+    field_prefix: str = "",
+    categories: tuple[str, ...] = CATEGORIES,
 ) -> MemoryDraft:
     """Normalise and validate a draft; raise InvalidInputError naming the offending field."""
     draft.content = check_content(draft.content, max_chars, f"{field_prefix}content")
@@ -68,9 +72,9 @@ def check_draft(
     check_text(draft.speaker, f"{field_prefix}speaker")
     check_text(draft.session_id, f"{field_prefix}session_id")
     draft.event_time = check_instant(draft.event_time, f"{field_prefix}event_time")
-    if draft.category is not None and draft.category not in CATEGORIES:
+    if draft.category is not None and draft.category not in categories:
         raise InvalidInputError(
-            f"unknown category {draft.category!r}; expected one of: {', '.join(CATEGORIES)}",
+            f"unknown category {draft.category!r}; expected one of: {', '.join(categories)}",
             field=f"{field_prefix}category",
         )
     if draft.scope not in SCOPES:

@@ -38,6 +38,21 @@ class MemoryPatch:
     # The new content's embedding when the caller already has it; else it is computed here.
     embedding: Embedding | None = None
 
+    @property
+    def changes_nothing(self) -> bool:
+        return all(getattr(self, name) is UNSET for name in PATCH_FIELDS)
+
+
+PATCH_FIELDS = (
+    "content",
+    "category",
+    "scope",
+    "session_id",
+    "speaker",
+    "event_time",
+    "metadata",
+)
+
 
 @dataclass(frozen=True, slots=True)
 class MemoryPage:
@@ -87,12 +102,14 @@ class MemoryService:
                 field="memories",
             )
         many = len(drafts) > 1
+        categories = await self._classifier.names()
         for i, draft in enumerate(drafts):
             check_draft(
                 draft,
                 self._settings.max_content_chars,
                 self._settings.max_metadata_bytes,
                 f"memories[{i}]." if many else "",
+                categories,
             )
         ids = [uuid.uuid4() for _ in drafts]
         sessions = {d.session_id for d in drafts if d.session_id is not None}
@@ -158,6 +175,12 @@ class MemoryService:
 
     async def update(self, user_id: str, memory_id: uuid.UUID, patch: MemoryPatch) -> Memory:
         """Supersede the current version with a new one (git-like: nothing edited in place)."""
+        if patch.changes_nothing:
+            raise InvalidInputError(
+                f"give at least one field to change ({', '.join(PATCH_FIELDS)}); an empty "
+                "update would only copy the current version",
+                field="body",
+            )
         old = await self.get(user_id, memory_id)
         draft = MemoryDraft(
             content=old.content if patch.content is UNSET else patch.content,
@@ -172,14 +195,22 @@ class MemoryService:
             context=old.context,
             follows_chain_id=old.follows_chain_id,
         )
-        check_draft(draft, self._settings.max_content_chars, self._settings.max_metadata_bytes)
+        check_draft(
+            draft,
+            self._settings.max_content_chars,
+            self._settings.max_metadata_bytes,
+            categories=await self._classifier.names(),
+        )
         if draft.content == old.content:
             draft.embedding = Embedding(full=old.embedding_768d, coarse=old.embedding_256d)
             if old.context_embedding_768d is not None:
                 draft.context_embedding = old.context_embedding_768d
         else:
             draft.embedding = patch.embedding
-            await embed_drafts([draft], self._embedder)
+            if patch.category is UNSET:
+                # New content and no category given: the old one may no longer fit.
+                draft.category = None
+            await complete_drafts([draft], self._embedder, self._classifier)
         # Lock after embedding, so the row lock is held only for the short write.
         old = await self._lock_current(user_id, memory_id)
         now = await self.repository.now()
@@ -231,7 +262,8 @@ async def complete_drafts(
     await embed_drafts(drafts, embedder)
     unlabelled = [d for d in drafts if d.category is None]
     guessed = await classifier.classify(
-        [d.embedding.full for d in unlabelled if d.embedding is not None]
+        [d.embedding.full for d in unlabelled if d.embedding is not None],
+        [d.content for d in unlabelled],
     )
     for draft, category in zip(unlabelled, guessed, strict=True):
         draft.category = category

@@ -22,6 +22,8 @@ from typing import Any
 import numpy as np
 import structlog
 
+from app.ml.offline import user_cache_dir
+
 log = structlog.get_logger(__name__)
 
 FP32_FILE = "model.onnx"
@@ -32,8 +34,7 @@ EXPORT_FORMAT = 1
 
 
 def default_cache_dir() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "cognis-memory" / "onnx"
+    return user_cache_dir("onnx")
 
 
 def source_fingerprint(model_name_or_path: str) -> str:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import UTC, date, datetime, time
+from datetime import UTC, date, datetime, time, timedelta, timezone
 
 from app.time_expressions.patterns import COMPILED, DASH, Span
 
@@ -106,3 +106,17 @@ def primary_window(text: str, reference: datetime) -> TimeWindow | None:
 def as_aware(moment: datetime) -> datetime:
     """A naive timestamp is taken as UTC (as the resolver does with a naive reference)."""
     return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+
+
+def utc_offset_minutes(moment: datetime) -> int:
+    """The offset of an aware timestamp from UTC, in minutes (what a message row keeps)."""
+    offset = as_aware(moment).utcoffset()
+    return int(offset.total_seconds() // 60) if offset is not None else 0
+
+
+def in_offset(moment: datetime, offset_minutes: int | None) -> datetime:
+    """The same instant seen at a UTC offset (None: as it is)."""
+    moment = as_aware(moment)
+    if offset_minutes is None:
+        return moment
+    return moment.astimezone(timezone(timedelta(minutes=offset_minutes)))

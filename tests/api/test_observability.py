@@ -80,7 +80,7 @@ def test_every_series_named_exists_with_its_labels(
         "cognis_retrieval_stage_seconds_bucket",
         "cognis_outbox_oldest_pending_seconds",
         "cognis_ingest_messages_total",
-        "cognis_ingest_guard_rejections_total",
+        "cognis_ingest_llm_answers_total",
         "cognis_http_requests_total",
         "cognis_opensearch_cpu_percent",
     ):

@@ -54,7 +54,7 @@ async def _insert(db, *rows: dict) -> None:
     [
         ({"scope": "GLOBAL"}, "memories_scope_check"),
         ({"scope": "CONTEXT"}, "memories_context_session_check"),
-        ({"category": "astrology"}, "memories_category_check"),
+        ({"category": "astrology"}, "memories_category_fkey"),
         ({"content": "   "}, "memories_content_not_blank_check"),
         ({"is_current": False}, "memories_current_not_superseded_check"),
         ({"version": 2}, "memories_first_version_replaces_nothing_check"),
@@ -96,3 +96,32 @@ async def test_a_valid_context_row_is_accepted(db) -> None:
             )
         ).one()
     assert tuple(stored) == ("CONTEXT", "s-1")
+
+
+async def test_a_deployment_files_memories_under_its_own_category(db) -> None:
+    name = f"pets_{uuid.uuid4().hex[:6]}"
+    async with db.begin() as connection:
+        await connection.execute(
+            text(
+                "INSERT INTO categories (name, description, examples) "
+                "VALUES (:n, 'Pets and animals', ARRAY['I have a cat'])"
+            ),
+            {"n": name},
+        )
+        seeded = (await connection.execute(text("SELECT count(*) FROM categories"))).scalar_one()
+    assert seeded >= 16  # the paper's 15 seed rows and this one
+    values = row(category=name, user_id=f"ok-{uuid.uuid4().hex[:6]}")
+    await _insert(db, values)
+    try:
+        # A category in use cannot be dropped from under its memories.
+        with pytest.raises(IntegrityError, match="memories_category_fkey"):
+            async with db.begin() as connection:
+                await connection.execute(
+                    text("DELETE FROM categories WHERE name = :n"), {"n": name}
+                )
+    finally:  # the next session's schema reset downgrades past the table
+        async with db.begin() as connection:
+            await connection.execute(
+                text("DELETE FROM memories WHERE id = :id"), {"id": values["id"]}
+            )
+            await connection.execute(text("DELETE FROM categories WHERE name = :n"), {"n": name})

@@ -45,6 +45,11 @@ def llm_api(migrated: dict[str, str], scripted_llm: ScriptedLLM) -> Iterator[Api
         "COGNIS_INGEST_QUEUE": LLM_QUEUE,
         "COGNIS_INGEST_SETTLE_MS": str(SETTLE_MS),
         "COGNIS_INGEST_POLL_INTERVAL_S": "0.2",
+        # The gate open: these tests script what the LLM answers for every message.
+        "COGNIS_INGEST_LLM_GATE_THRESHOLD": "0",
+        # No category questions to the LLM: the requests seen are the decisions scripted here
+        # (the judge is tested in tests/ml/test_categories.py and with the real local model).
+        "COGNIS_CATEGORY_UNCERTAIN_MARGIN": "0",
     }
     process = ApiProcess(env, "api-llm")
     process.wait_ready()
@@ -56,5 +61,31 @@ def llm_api(migrated: dict[str, str], scripted_llm: ScriptedLLM) -> Iterator[Api
 async def llm_client(llm_api: ApiProcess) -> AsyncIterator[httpx.AsyncClient]:
     async with httpx.AsyncClient(
         base_url=llm_api.url, headers={"X-API-Key": API_KEY}, timeout=60
+    ) as http:
+        yield http
+
+
+GATED_QUEUE = "llm-gated-tests"
+
+
+@pytest.fixture(scope="session")
+def gated_llm_api(llm_api: ApiProcess, scripted_llm: ScriptedLLM) -> Iterator[ApiProcess]:
+    """The same scripted LLM behind the default LLM gate, on its own queue."""
+    env = {
+        **llm_api.env,
+        "COGNIS_INGEST_QUEUE": GATED_QUEUE,
+        "COGNIS_INGEST_LLM_GATE_THRESHOLD": "0.3",
+        "COGNIS_INGEST_SETTLE_MS": "0",
+    }
+    process = ApiProcess(env, "api-llm-gated")
+    process.wait_ready()
+    yield process
+    process.stop()
+
+
+@pytest.fixture
+async def gated_client(gated_llm_api: ApiProcess) -> AsyncIterator[httpx.AsyncClient]:
+    async with httpx.AsyncClient(
+        base_url=gated_llm_api.url, headers={"X-API-Key": API_KEY}, timeout=60
     ) as http:
         yield http

@@ -37,10 +37,11 @@ def _answer(*ops: dict) -> str:
     return json.dumps({"operations": list(ops)})
 
 
-def test_a_valid_update_resolves_its_target_and_keeps_the_category() -> None:
+def test_a_valid_update_resolves_its_target_and_leaves_the_category_to_the_store() -> None:
     (op,) = _guard().parse(_answer({"op": "update", "target": "m1", "content": "Lives in Osaka"}))
     assert op.op == "UPDATE" and op.target is TOKYO
-    assert op.category == "personal_details" and op.scope == "USER"
+    # No category in the answer: the store re-categorises the new content.
+    assert op.category is None and op.scope == "USER"
 
 
 def test_a_target_may_be_the_shown_memory_id_and_fences_are_tolerated() -> None:
@@ -114,3 +115,9 @@ def test_speaker_comes_from_the_field_or_an_inline_prefix() -> None:
     assert identify_speaker(None, "Caroline: I went to a support group") == "Caroline"
     assert identify_speaker(None, "note: buy milk") is None
     assert identify_speaker(None, "I went home") is None
+
+
+def test_a_reference_in_capitals_or_brackets_names_the_memory_shown() -> None:
+    for ref in ("M1", "[m1]", "[M1]"):
+        (op,) = _guard().parse(_answer({"op": "DELETE", "target": ref, "reason": "moved"}))
+        assert op.target is TOKYO

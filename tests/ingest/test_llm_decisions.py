@@ -34,7 +34,8 @@ async def test_tokyo_then_osaka_is_an_update_with_a_version_chain(
 
     (current,) = await current_memories(llm_client, user_id)
     assert current["id"] == updated["memory_id"] and current["content"] == "Lives in Osaka"
-    assert current["category"] == "personal_details"  # kept from the version it supersedes
+    # The answer named no category: the store categorised the new content.
+    assert current["category"] == "personal_details"
     history = await llm_client.get(f"/v1/users/{user_id}/memories/{current['id']}/history")
     versions = history.json()["versions"]
     assert [v["content"] for v in versions] == ["Lives in Tokyo", "Lives in Osaka"]

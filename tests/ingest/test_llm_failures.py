@@ -18,6 +18,14 @@ SEED = "I drive a red bicycle to work"
 def _bad_answers(seed_id: str) -> dict[str, tuple[Reply, str]]:
     return {
         "malformed JSON": (Reply('{"operations": [{"op": "ADD", '), "not valid JSON"),
+        # What SmolLM2-135M does on the real path: a repetition loop cut off at max_tokens.
+        "cut off": (
+            Reply(
+                '{"operations": [{"op": "ADD", "target": "M1", "content": "M1.M1.M1.M1',
+                finish_reason="length",
+            ),
+            "cut off at the token limit",
+        ),
         "unknown target": (
             Reply.ops({"op": "UPDATE", "target": "m7", "content": "Rides a blue bicycle"}),
             "not one of the memories shown",

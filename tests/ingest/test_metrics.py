@@ -24,8 +24,8 @@ async def test_guard_rejections_and_fallbacks_are_counted(
     user_id: str,
 ) -> None:
     fallback = {"extractor": "deterministic", "fallback": "true"}
-    rejections = "cognis_ingest_guard_rejections_total"
-    before = await _counter(llm_client, rejections, {})
+    rejections = "cognis_ingest_llm_answers_total"
+    before = await _counter(llm_client, rejections, {"verdict": "rejected"})
     fallbacks_before = await _counter(llm_client, "cognis_ingest_messages_total", fallback)
     text = "I keep a sourdough starter in the fridge"
     llm.script(text, Reply("not json at all"), Reply('{"operations": "none"}'))
@@ -33,7 +33,9 @@ async def test_guard_rejections_and_fallbacks_are_counted(
     (decision,) = decisions(await ingest(llm_client, user_id, message(text)))
 
     assert decision["fallback_used"] is True
-    assert await _counter(llm_client, rejections, {}) == before + 2  # the answer and its retry
+    assert (
+        await _counter(llm_client, rejections, {"verdict": "rejected"}) == before + 2
+    )  # the answer and its retry
     assert await _counter(llm_client, "cognis_ingest_messages_total", fallback) == (
         fallbacks_before + 1
     )

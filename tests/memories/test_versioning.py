@@ -151,6 +151,37 @@ async def test_updating_an_old_version_is_a_conflict_naming_the_current_one(
     assert response.json()["current_id"] == second["id"]
 
 
+async def test_an_empty_patch_is_rejected_and_makes_no_version(client, user_id) -> None:
+    memory = await create_memory(client, user_id, "I keep bees")
+    response = await client.patch(f"/v1/users/{user_id}/memories/{memory['id']}", json={})
+    assert response.status_code == 400
+    assert response.headers["content-type"].startswith("application/problem+json")
+    assert "at least one field" in response.json()["detail"]
+    history = (await client.get(f"/v1/users/{user_id}/memories/{memory['id']}/history")).json()
+    assert [v["id"] for v in history["versions"]] == [memory["id"]]
+
+
+async def test_new_content_without_a_category_is_categorised_again(client, user_id) -> None:
+    created = await client.post(
+        f"/v1/users/{user_id}/memories", json={"content": "I play the violin in an orchestra"}
+    )
+    assert created.status_code == 201, created.text
+    memory = created.json()
+    assert memory["category"] == "hobbies"
+    changed = await client.patch(
+        f"/v1/users/{user_id}/memories/{memory['id']}",
+        json={"content": "I'm allergic to shellfish"},
+    )
+    assert changed.status_code == 200, changed.text
+    assert changed.json()["category"] == "dietary"
+    # A category given with the new content is kept as given.
+    kept = await client.patch(
+        f"/v1/users/{user_id}/memories/{changed.json()['id']}",
+        json={"content": "I'm allergic to shellfish and peanuts", "category": "health"},
+    )
+    assert kept.json()["category"] == "health"
+
+
 async def test_concurrent_updates_never_fork_the_chain(client, user_id) -> None:
     memory = await create_memory(client, user_id, "I have one cat")
     responses = await asyncio.gather(

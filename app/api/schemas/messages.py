@@ -9,7 +9,7 @@ from typing import Annotated, Literal
 import msgspec
 
 from app.db.models import IngestDecision
-from app.ingest.domain import Operation
+from app.ingest.domain import Extraction, Operation
 from app.memories.fields import (
     MAX_BATCH_ITEMS,
     Content,
@@ -52,6 +52,9 @@ class DecisionOut(msgspec.Struct):
     failure: str | None = None
     raw_answer_sha256: str | None = None
     latency_ms: float | None = None
+    prompt_version: str | None = None
+    llm_gate: str | None = None  # "call" | "skip"; null when no LLM is configured
+    gate_similarity: float | None = None
 
     @classmethod
     def of(cls, d: IngestDecision) -> DecisionOut:
@@ -62,16 +65,21 @@ class DecisionOut(msgspec.Struct):
             content=d.content,
             category=d.category,
             reason=d.reason,
+            event_time=d.event_time,
             extractor=d.extractor,
             model=d.model,
             fallback_used=d.fallback_used,
             failure=d.failure,
             raw_answer_sha256=d.raw_answer_sha256,
             latency_ms=d.latency_ms,
+            prompt_version=d.prompt_version,
+            llm_gate=d.llm_gate,
+            gate_similarity=d.gate_similarity,
         )
 
     @classmethod
-    def planned(cls, op: Operation) -> DecisionOut:
+    def planned(cls, op: Operation, extraction: Extraction) -> DecisionOut:
+        """A dry run's decision: how it would be applied and how it was obtained."""
         return cls(
             operation=op.op,
             target_memory_id=op.target.memory_id if op.target else None,
@@ -80,6 +88,15 @@ class DecisionOut(msgspec.Struct):
             category=op.category,
             reason=op.reason,
             event_time=op.event_time,
+            extractor=extraction.extractor,
+            model=extraction.model,
+            fallback_used=extraction.fallback_used,
+            failure=extraction.failure,
+            raw_answer_sha256=extraction.raw_answer_sha256,
+            latency_ms=extraction.latency_ms,
+            prompt_version=extraction.prompt_version,
+            llm_gate=extraction.llm_gate,
+            gate_similarity=extraction.gate_similarity,
         )
 
 

@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# The local LLM server (xllamacpp, OpenAI-compatible, 127.0.0.1 only): start | stop | status.
+# Needs COGNIS_LLM_GGUF_PATH (a GGUF file, or "smollm2" for the small test model that
+# scripts/install-llm.sh provides). Port COGNIS_LLM_LOCAL_PORT (8089), threads
+# COGNIS_LLM_LOCAL_THREADS (1: see docs/benchmarks/local-llm.md before raising it).
+set -euo pipefail
+# shellcheck source=scripts/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+PID_FILE="$LOCAL_DIR/run/llm.pid"
+LOG_FILE="$LOCAL_DIR/logs/llm.log"
+VENV="$ROOT/.venv"
+PORT="${COGNIS_LLM_LOCAL_PORT:-8089}"
+
+running() {
+    [[ -f "$PID_FILE" ]] && kill -0 "$(cat "$PID_FILE")" 2>/dev/null
+}
+
+resolve_gguf() {
+    local gguf="${COGNIS_LLM_GGUF_PATH:-}"
+    [[ -n "$gguf" ]] || die "COGNIS_LLM_GGUF_PATH is not set: name a GGUF file (or 'smollm2')"
+    if [[ "$gguf" == "smollm2" ]]; then
+        gguf=$("$ROOT/scripts/install-llm.sh")
+    fi
+    [[ -f "$gguf" ]] || die "COGNIS_LLM_GGUF_PATH $gguf is not a file"
+    printf '%s\n' "$gguf"
+}
+
+start() {
+    if running; then
+        log "llm already running (pid $(cat "$PID_FILE")) on 127.0.0.1:$PORT"
+        return 0
+    fi
+    local gguf t0
+    gguf=$(resolve_gguf)
+    mkdir -p "$(dirname "$PID_FILE")" "$(dirname "$LOG_FILE")"
+    log "starting the local LLM on 127.0.0.1:$PORT: $gguf (log: $LOG_FILE)"
+    t0=$(date +%s%N)
+    cd "$ROOT"
+    COGNIS_LLM_GGUF_PATH="$gguf" COGNIS_LLM_LOCAL_PORT="$PORT" \
+        OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-PASSIVE}" \
+        nohup "$VENV/bin/python" -m app llm-serve >>"$LOG_FILE" 2>&1 </dev/null &
+    echo $! >"$PID_FILE"
+    # /health answers 503 while the model loads, 200 once it can serve.
+    wait_for 300 "$LOG_FILE" "local LLM readiness" -- \
+        curl -sf -o /dev/null "http://127.0.0.1:$PORT/health"
+    local ms=$((($(date +%s%N) - t0) / 1000000))
+    log "local LLM ready in $((ms / 1000)).$(printf '%03d' $((ms % 1000))) s"
+}
+
+stop() {
+    if ! running; then
+        rm -f "$PID_FILE"
+        return 0
+    fi
+    local pid
+    pid=$(cat "$PID_FILE")
+    log "stopping the local LLM (pid $pid)"
+    kill "$pid"
+    for _ in $(seq 40); do
+        kill -0 "$pid" 2>/dev/null || break
+        sleep 0.25
+    done
+    if kill -0 "$pid" 2>/dev/null; then
+        log "local LLM did not stop in 10 s; killing pid $pid"
+        kill -9 "$pid"
+    fi
+    rm -f "$PID_FILE"
+}
+
+status() {
+    if running; then
+        printf 'llm        up    127.0.0.1:%s  pid %s\n' "$PORT" "$(cat "$PID_FILE")"
+    else
+        printf 'llm        down\n'
+        return 1
+    fi
+}
+
+case "${1:-}" in
+start) start ;;
+stop) stop ;;
+status) status ;;
+*) die "usage: $0 start|stop|status" ;;
+esac
