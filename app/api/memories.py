@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Annotated
 
-import msgspec
 from litestar import Controller, Response, delete, get, patch, post
 from litestar.di import Provide
 from litestar.params import Parameter
@@ -19,12 +18,11 @@ from app.api.schemas.memories import (
     MemoryCreate,
     MemoryList,
     MemoryOut,
-    MemoryUpdate,
 )
-from app.memories.domain import MemoryDraft, parse_memory_id
+from app.memories.domain import MemoryDraft, MemoryUpdate, parse_memory_id
 from app.memories.fields import Category, Scope, SessionId
 from app.memories.repository import ListFilter
-from app.memories.service import UNSET, MemoryPatch, MemoryService
+from app.memories.service import MemoryService
 
 
 def _draft(body: MemoryCreate) -> MemoryDraft:
@@ -37,15 +35,6 @@ def _draft(body: MemoryCreate) -> MemoryDraft:
         event_time=body.event_time,
         metadata=body.metadata,
         context=body.context,
-    )
-
-
-def _patch(body: MemoryUpdate) -> MemoryPatch:
-    return MemoryPatch(
-        **{
-            name: (UNSET if value is msgspec.UNSET else value)
-            for name, value in msgspec.structs.asdict(body).items()
-        }
     )
 
 
@@ -138,7 +127,7 @@ class MemoryController(Controller):
         service: MemoryService,
         index_wait: WriteWait,
     ) -> Response[MemoryOut]:
-        memory = await service.update(user_id, parse_memory_id(memory_id), _patch(data))
+        memory = await service.update(user_id, parse_memory_id(memory_id), data)
         return Response(MemoryOut.of(memory), headers=await index_wait.headers(user_id, [memory]))
 
     @delete(

@@ -4,11 +4,15 @@ transaction, with an audit row per decision. UPDATE supersedes, DELETE ends; not
 from __future__ import annotations
 
 import uuid
+from typing import cast
+
+import msgspec
 
 from app.db.models import IngestDecision
 from app.ingest.domain import Extraction, MessageContext, Operation
-from app.memories.domain import MemoryDraft
-from app.memories.service import UNSET, MemoryPatch, MemoryService
+from app.memories.domain import MemoryDraft, MemoryUpdate
+from app.memories.fields import Category
+from app.memories.service import MemoryService
 from app.ml.embedder import Embedding
 
 
@@ -43,14 +47,15 @@ async def apply_operation(
         memory = await service.update(
             context.user_id,
             op.target.memory_id,
-            MemoryPatch(
+            MemoryUpdate(
                 content=op.content,
                 # No category given: the store re-categorises the new content.
-                category=UNSET if op.category is None else op.category,
+                # (A deployment's own categories too: the guard checked it against its list.)
+                category=msgspec.UNSET if op.category is None else cast(Category, op.category),
                 speaker=context.speaker,
                 event_time=op.event_time,
-                embedding=embedding,
             ),
+            embedding,
         )
         op.memory_id, op.category = memory.id, memory.category
     elif op.op == "DELETE":

@@ -8,10 +8,40 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+import msgspec
+
 from app.config import CATEGORIES, SCOPES
 from app.errors import InvalidInputError
-from app.memories.fields import check_instant, check_json_shape, check_text
+from app.memories.fields import (
+    Category,
+    Content,
+    Instant,
+    Metadata,
+    Scope,
+    SessionId,
+    Speaker,
+    check_instant,
+    check_json_shape,
+    check_text,
+)
 from app.ml.embedder import Embedding
+
+
+class MemoryUpdate(msgspec.Struct, forbid_unknown_fields=True):
+    """Fields to change in a new version (PATCH's body, and ingestion's UPDATE); an omitted
+    (UNSET) field keeps its value."""
+
+    content: Content | msgspec.UnsetType = msgspec.UNSET
+    category: Category | msgspec.UnsetType = msgspec.UNSET
+    scope: Scope | msgspec.UnsetType = msgspec.UNSET
+    session_id: SessionId | msgspec.UnsetType | None = msgspec.UNSET
+    speaker: Speaker | msgspec.UnsetType | None = msgspec.UNSET
+    event_time: Instant | msgspec.UnsetType | None = msgspec.UNSET
+    metadata: Metadata | msgspec.UnsetType = msgspec.UNSET
+
+    @property
+    def changes_nothing(self) -> bool:
+        return all(getattr(self, name) is msgspec.UNSET for name in self.__struct_fields__)
 
 
 @dataclass(slots=True)

@@ -8,50 +8,24 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+import msgspec
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.config import Settings
 from app.db.models import Memory
 from app.errors import ConflictError, InvalidInputError, NotFoundError
 from app.memories.context import contextual_text, link_session_turns, mentioned_time
-from app.memories.domain import MemoryDraft, check_draft
+from app.memories.domain import MemoryDraft, MemoryUpdate, check_draft
 from app.memories.fields import check_text, check_user_id
 from app.memories.repository import ListFilter, MemoryRepository
 from app.ml.categories import CategoryClassifier
 from app.ml.embedder import Embedder, Embedding
 from app.search_index import outbox
 
-UNSET: Any = object()
 
-
-@dataclass(slots=True)
-class MemoryPatch:
-    """Fields to change in a new version; UNSET keeps the current value."""
-
-    content: Any = UNSET
-    category: Any = UNSET
-    scope: Any = UNSET
-    session_id: Any = UNSET
-    speaker: Any = UNSET
-    event_time: Any = UNSET
-    metadata: Any = UNSET
-    # The new content's embedding when the caller already has it; else it is computed here.
-    embedding: Embedding | None = None
-
-    @property
-    def changes_nothing(self) -> bool:
-        return all(getattr(self, name) is UNSET for name in PATCH_FIELDS)
-
-
-PATCH_FIELDS = (
-    "content",
-    "category",
-    "scope",
-    "session_id",
-    "speaker",
-    "event_time",
-    "metadata",
-)
+def _kept(change: Any, current: Any) -> Any:
+    """An update's field: the change, or the current value where the update leaves it UNSET."""
+    return current if change is msgspec.UNSET else change
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,23 +147,32 @@ class MemoryService:
             )
         return memory
 
-    async def update(self, user_id: str, memory_id: uuid.UUID, patch: MemoryPatch) -> Memory:
-        """Supersede the current version with a new one (git-like: nothing edited in place)."""
-        if patch.changes_nothing:
+    async def update(
+        self,
+        user_id: str,
+        memory_id: uuid.UUID,
+        changes: MemoryUpdate,
+        embedding: Embedding | None = None,
+    ) -> Memory:
+        """Supersede the current version with a new one (git-like: nothing edited in place).
+        `embedding` is the new content's when the caller already has it; else it is computed
+        here."""
+        if changes.changes_nothing:
+            fields = ", ".join(MemoryUpdate.__struct_fields__)
             raise InvalidInputError(
-                f"give at least one field to change ({', '.join(PATCH_FIELDS)}); an empty "
+                f"give at least one field to change ({fields}); an empty "
                 "update would only copy the current version",
                 field="body",
             )
         old = await self.get(user_id, memory_id)
         draft = MemoryDraft(
-            content=old.content if patch.content is UNSET else patch.content,
-            category=old.category if patch.category is UNSET else patch.category,
-            scope=old.scope if patch.scope is UNSET else patch.scope,
-            session_id=old.session_id if patch.session_id is UNSET else patch.session_id,
-            speaker=old.speaker if patch.speaker is UNSET else patch.speaker,
-            event_time=old.event_time if patch.event_time is UNSET else patch.event_time,
-            metadata=old.metadata_ if patch.metadata is UNSET else patch.metadata,
+            content=_kept(changes.content, old.content),
+            category=_kept(changes.category, old.category),
+            scope=_kept(changes.scope, old.scope),
+            session_id=_kept(changes.session_id, old.session_id),
+            speaker=_kept(changes.speaker, old.speaker),
+            event_time=_kept(changes.event_time, old.event_time),
+            metadata=_kept(changes.metadata, old.metadata_),
             source_message_id=old.source_message_id,
             # A new version keeps its place in the conversation.
             context=old.context,
@@ -206,8 +189,8 @@ class MemoryService:
             if old.context_embedding_768d is not None:
                 draft.context_embedding = old.context_embedding_768d
         else:
-            draft.embedding = patch.embedding
-            if patch.category is UNSET:
+            draft.embedding = embedding
+            if changes.category is msgspec.UNSET:
                 # New content and no category given: the old one may no longer fit.
                 draft.category = None
             await complete_drafts([draft], self._embedder, self._classifier)

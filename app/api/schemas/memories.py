@@ -38,18 +38,6 @@ class MemoryBatchCreate(msgspec.Struct, forbid_unknown_fields=True):
     memories: Annotated[list[MemoryCreate], msgspec.Meta(min_length=1, max_length=MAX_BATCH_ITEMS)]
 
 
-class MemoryUpdate(msgspec.Struct, forbid_unknown_fields=True):
-    """Fields to change; omitted fields keep their value in the new version."""
-
-    content: Content | msgspec.UnsetType = msgspec.UNSET
-    category: Category | msgspec.UnsetType = msgspec.UNSET
-    scope: Scope | msgspec.UnsetType = msgspec.UNSET
-    session_id: SessionId | msgspec.UnsetType | None = msgspec.UNSET
-    speaker: Speaker | msgspec.UnsetType | None = msgspec.UNSET
-    event_time: Instant | msgspec.UnsetType | None = msgspec.UNSET
-    metadata: Metadata | msgspec.UnsetType = msgspec.UNSET
-
-
 class MemoryOut(msgspec.Struct):
     id: UUID
     user_id: str
