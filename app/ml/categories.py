@@ -161,8 +161,13 @@ class CategoryClassifier:
             log.warning("categories.cache_unwritable", path=str(path), error=str(exc))
 
     async def prepare(self) -> None:
-        """Train now (at start-up) rather than on the first memory that needs a category."""
-        await self._trained()
+        """Train now (at start-up) rather than on the first memory that needs a category. An
+        embedder that cannot answer yet (a remote one being down) does not stop the start:
+        training is then retried by the first memory that needs a category."""
+        try:
+            await self._trained()
+        except Exception as exc:
+            log.warning("categories.training_deferred", error=str(exc))
 
     async def classify_detailed(
         self, vectors: list[np.ndarray], texts: list[str] | None = None

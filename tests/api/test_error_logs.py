@@ -5,10 +5,13 @@ from __future__ import annotations
 import json
 import uuid
 
+import httpx
 from sqlalchemy import text
 
+from tests.conftest import API_KEY
 
-async def test_unhandled_error_log_line_carries_no_user_content(api, client, db, user_id) -> None:
+
+async def test_unhandled_error_log_line_carries_no_user_content(api, db, user_id) -> None:
     """A trigger that fails this one user's inserts forces a real 500 from inside the INSERT,
     whose parameters are the memory's content, metadata and embeddings."""
     marker = f"secret-{uuid.uuid4().hex}"
@@ -28,10 +31,14 @@ async def test_unhandled_error_log_line_carries_no_user_content(api, client, db,
             )
         )
     try:
-        response = await client.post(
-            f"/v1/users/{user_id}/memories",
-            json={"content": f"my salary is {marker}", "metadata": {"note": marker}},
-        )
+        # The API process's own log: the subprocess API answers this request.
+        async with httpx.AsyncClient(
+            base_url=api.url, headers={"X-API-Key": API_KEY}, timeout=60
+        ) as http:
+            response = await http.post(
+                f"/v1/users/{user_id}/memories",
+                json={"content": f"my salary is {marker}", "metadata": {"note": marker}},
+            )
     finally:
         async with db.begin() as connection:
             await connection.execute(text(f"DROP TRIGGER {function} ON memories"))

@@ -30,6 +30,10 @@ def _worker_env(migrated: dict[str, str], llm: ScriptedLLM) -> dict[str, str]:
         "COGNIS_INGEST_SETTLE_MS": "0",
         "COGNIS_INGEST_POLL_INTERVAL_S": "0.2",
         "COGNIS_RELAY_IN_API": "false",
+        # Every message goes to the LLM (the gate would skip a new user's first message), and
+        # the LLM is asked about nothing else (no uncertain categories).
+        "COGNIS_INGEST_LLM_GATE_THRESHOLD": "0",
+        "COGNIS_CATEGORY_UNCERTAIN_MARGIN": "0",
     }
 
 
