@@ -12,6 +12,7 @@ from sqlalchemy.ext.asyncio import create_async_engine
 
 from app.db.migration_safety import session_timeouts
 from app.db.models import Base
+from app.tenants import models as tenant_models  # noqa: F401 (their tables join Base.metadata)
 
 config = context.config
 if config.config_file_name is not None and config.attributes.get("configure_logger", True):

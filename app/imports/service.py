@@ -28,6 +28,7 @@ from app.memories.bulk import BulkMemoryWriter
 from app.memories.fields import check_user_id
 from app.memories.repository import MemoryRepository
 from app.memories.service import complete_drafts, new_version
+from app.memories.user_lock import hold_for_write
 from app.ml.categories import CategoryClassifier
 from app.ml.embedder import Embedder, matryoshka
 
@@ -171,7 +172,7 @@ class MemoryImporter:
         refused: set[str] = set()
         for user_id in sorted({m.user_id for m in memories}):
             try:
-                await repository.hold_for_write(user_id)
+                await hold_for_write(repository.session, user_id)
             except UserErasedError as exc:
                 refused.add(user_id)
                 dropped = sum(1 for m in memories if m.user_id == user_id)

@@ -14,7 +14,7 @@ from app.ingest.domain import ROLES, IncomingMessage, SavedMessage
 from app.ingest.repository import IngestRepository
 from app.memories.domain import check_content, check_metadata
 from app.memories.fields import check_instant, check_text, check_user_id
-from app.memories.repository import MemoryRepository
+from app.memories.user_lock import hold_for_write
 from app.ml.embedder import Embedder
 
 MAX_KEY_CHARS = 256
@@ -70,7 +70,7 @@ async def save_messages(
     check_messages(messages, settings)
     # Embedding is CPU work: before the first statement opens the transaction.
     embeddings = await embedder.embed([m.content for m in messages])
-    await MemoryRepository(repository.session).hold_for_write(user_id)
+    await hold_for_write(repository.session, user_id)
     job_id = uuid.uuid4()
     settle = timedelta(milliseconds=settings.ingest_settle_ms)
     saved: list[SavedMessage] = []

@@ -26,7 +26,7 @@ from app.errors import InvalidInputError, UserErasedError
 from app.ingest.context import message_context
 from app.ingest.pipeline import IngestPipeline
 from app.ingest.repository import IngestRepository
-from app.memories.repository import MemoryRepository
+from app.memories.user_lock import hold_for_write
 from app.ml.embedder import Embedding
 from app.wakeup import sleep_until_woken
 
@@ -120,7 +120,7 @@ class IngestWorker:
         async with self._sessionmaker() as session, session.begin():
             # The user's write lock first (an erase takes it before the task rows): an erase
             # that ran meanwhile either removed the task or refuses this write.
-            await MemoryRepository(session).hold_for_write(task.user_id)
+            await hold_for_write(session, task.user_id)
             repository = IngestRepository(session)
             owned = await repository.lock_owned_task(task.message_id, token)
             if owned is None:

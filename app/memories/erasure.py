@@ -10,7 +10,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.config import Settings
 from app.memories.fields import check_user_id
-from app.memories.repository import ErasedWindow, MemoryRepository
+from app.memories.user_lock import ErasedWindow, erase_user
 from app.search_index import outbox
 from app.search_index.relay import OutboxRelay
 
@@ -57,9 +57,7 @@ class UserEraser:
         own, committed before OpenSearch is touched; then run that erase event at once."""
         check_user_id(user_id)
         async with self._sessionmaker() as session, session.begin():
-            counts, window = await MemoryRepository(session).erase_user(
-                user_id, self._settings.erase_write_block_s
-            )
+            counts, window = await erase_user(session, user_id, self._settings.erase_write_block_s)
             event = outbox.enqueue_erase(session, user_id, hold_s=self._settings.erase_handoff_s)
             await session.flush()
             event_id = event.id

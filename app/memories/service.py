@@ -18,6 +18,7 @@ from app.memories.context import contextual_text, link_session_turns, mentioned_
 from app.memories.domain import MemoryDraft, MemoryUpdate, check_draft
 from app.memories.fields import check_text, check_user_id
 from app.memories.repository import ListFilter, MemoryRepository
+from app.memories.user_lock import hold_for_write
 from app.ml.categories import CategoryClassifier
 from app.ml.embedder import Embedder, Embedding
 from app.search_index import outbox
@@ -93,7 +94,7 @@ class MemoryService:
             link_session_turns(drafts, ids, last, self._settings.memory_context_turns)
         # Embedding is slow CPU work: done before the first write.
         await complete_drafts(drafts, self._embedder, self._classifier)
-        await self.repository.hold_for_write(user_id)
+        await hold_for_write(self.repository.session, user_id)
         now = await self.repository.now()
         for draft in drafts:
             draft.mentioned_at = mentioned_time(draft.content, draft.event_time or now)
@@ -129,7 +130,7 @@ class MemoryService:
     async def _lock_current(self, user_id: str, memory_id: uuid.UUID) -> Memory:
         check_user_id(user_id)
         # The user's write lock before the row lock: the order an erase takes them in.
-        await self.repository.hold_for_write(user_id)
+        await hold_for_write(self.repository.session, user_id)
         memory = await self.repository.get_for_update(user_id, memory_id)
         if memory is None:
             raise NotFoundError(f"memory {memory_id} not found for user {user_id}")

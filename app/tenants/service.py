@@ -12,9 +12,9 @@ from sqlalchemy import func, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.db.models import ApiKey, Tenant
 from app.errors import ConflictError, InvalidInputError, NotFoundError
 from app.tenants.keys import generate_key, hash_key
+from app.tenants.models import ApiKey, Tenant
 
 MAX_NAME_CHARS = 200
 

@@ -8,7 +8,7 @@ from uuid import UUID
 
 import msgspec
 
-from app.db.models import ApiKey, Tenant
+from app.tenants.models import ApiKey, Tenant
 
 Name = Annotated[str, msgspec.Meta(min_length=1, max_length=200, pattern=r"^[^\x00]*$")]
 
