@@ -67,19 +67,7 @@ stop() {
         rm -f "$PID_FILE"
         return 0
     fi
-    local pid
-    pid=$(cat "$PID_FILE")
-    log "stopping api (pid $pid)"
-    kill "$pid"
-    for _ in $(seq 60); do
-        kill -0 "$pid" 2>/dev/null || break
-        sleep 0.5
-    done
-    if kill -0 "$pid" 2>/dev/null; then
-        log "api did not stop in 30 s; killing pid $pid"
-        kill -9 "$pid"
-    fi
-    rm -f "$PID_FILE"
+    stop_pid api "$PID_FILE" 30
 }
 
 status() {

@@ -156,3 +156,21 @@ first_match() {
     done
     return 1
 }
+
+# stop_pid NAME PID_FILE SECONDS: SIGTERM the pid in PID_FILE, SIGKILL it if it is still alive
+# after SECONDS, then remove the pid file. The caller checks first that the pid is its own.
+stop_pid() {
+    local name=$1 pid_file=$2 seconds=$3 pid
+    pid=$(cat "$pid_file")
+    log "stopping $name (pid $pid)"
+    kill "$pid"
+    for _ in $(seq $((seconds * 4))); do
+        kill -0 "$pid" 2>/dev/null || break
+        sleep 0.25
+    done
+    if kill -0 "$pid" 2>/dev/null; then
+        log "$name did not stop in $seconds s; killing pid $pid"
+        kill -9 "$pid"
+    fi
+    rm -f "$pid_file"
+}

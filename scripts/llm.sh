@@ -53,19 +53,7 @@ stop() {
         rm -f "$PID_FILE"
         return 0
     fi
-    local pid
-    pid=$(cat "$PID_FILE")
-    log "stopping the local LLM (pid $pid)"
-    kill "$pid"
-    for _ in $(seq 40); do
-        kill -0 "$pid" 2>/dev/null || break
-        sleep 0.25
-    done
-    if kill -0 "$pid" 2>/dev/null; then
-        log "local LLM did not stop in 10 s; killing pid $pid"
-        kill -9 "$pid"
-    fi
-    rm -f "$PID_FILE"
+    stop_pid "the local LLM" "$PID_FILE" 10
 }
 
 status() {
