@@ -10,15 +10,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import hashlib
 import os
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from unittest import mock
 
 import httpx
@@ -129,12 +132,26 @@ def alembic(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
     return result
 
 
+@contextlib.contextmanager
+def one_worker_at_a_time(name: str) -> Iterator[None]:
+    """Across pytest-xdist workers (a file lock): for what touches the whole cluster."""
+    with (Path(tempfile.gettempdir()) / f"cognis-tests-{name}.lock").open("w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
 @pytest.fixture(scope="session")
 def migrated(base_env: dict[str, str]) -> dict[str, str]:
-    """A fresh schema: downgrade whatever a previous run left, then upgrade to head."""
-    alembic(base_env, "-x", "force=true", "downgrade", "base")
-    alembic(base_env, "upgrade", "head")
-    asyncio.run(services.create_service_roles(base_env["COGNIS_MIGRATION_DATABASE_URL"]))
+    """A fresh schema: downgrade whatever a previous run left, then upgrade to head. The
+    migrations create cluster-wide roles (0007_tenants), so workers migrate one at a time: two
+    granting the same role membership at once collide on a fresh cluster."""
+    with one_worker_at_a_time("migrations"):
+        alembic(base_env, "-x", "force=true", "downgrade", "base")
+        alembic(base_env, "upgrade", "head")
+        asyncio.run(services.create_service_roles(base_env["COGNIS_MIGRATION_DATABASE_URL"]))
     return base_env
 
 
