@@ -209,6 +209,10 @@ class ApiProcess(ServiceProcess):
         self.url = f"http://127.0.0.1:{self.port}"
         super().__init__(env, name, "serve", "--port", str(self.port))
 
+    def client(self, timeout: float = 60) -> httpx.AsyncClient:
+        """A client of this process's API over HTTP, with the session's key."""
+        return httpx.AsyncClient(base_url=self.url, headers={"X-API-Key": API_KEY}, timeout=timeout)
+
     def wait_ready(self, timeout: float = 180) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:

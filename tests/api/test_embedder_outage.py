@@ -9,12 +9,11 @@ from __future__ import annotations
 import socket
 from collections.abc import Iterator
 
-import httpx
 import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from tests.conftest import API_KEY, ApiProcess
+from tests.conftest import ApiProcess
 
 
 @pytest.fixture(scope="module")
@@ -43,9 +42,7 @@ def api_without_embedder(migrated: dict[str, str], dead_embedder_url: str) -> It
 async def test_unreachable_embedder_is_503_and_writes_nothing(
     api_without_embedder: ApiProcess, dead_embedder_url: str, db: AsyncEngine, user_id: str
 ) -> None:
-    async with httpx.AsyncClient(
-        base_url=api_without_embedder.url, headers={"X-API-Key": API_KEY}, timeout=30
-    ) as http:
+    async with api_without_embedder.client(timeout=30) as http:
         single = await http.post(
             f"/v1/users/{user_id}/memories",
             json={"content": "Alice keeps bees on her roof.", "category": "hobbies"},

@@ -5,10 +5,7 @@ from __future__ import annotations
 import json
 import uuid
 
-import httpx
 from sqlalchemy import text
-
-from tests.conftest import API_KEY
 
 
 async def test_unhandled_error_log_line_carries_no_user_content(api, db, user_id) -> None:
@@ -32,9 +29,7 @@ async def test_unhandled_error_log_line_carries_no_user_content(api, db, user_id
         )
     try:
         # The API process's own log: the subprocess API answers this request.
-        async with httpx.AsyncClient(
-            base_url=api.url, headers={"X-API-Key": API_KEY}, timeout=60
-        ) as http:
+        async with api.client() as http:
             response = await http.post(
                 f"/v1/users/{user_id}/memories",
                 json={"content": f"my salary is {marker}", "metadata": {"note": marker}},

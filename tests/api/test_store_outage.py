@@ -14,7 +14,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from tests.conftest import API_KEY, ApiProcess
+from tests.conftest import ApiProcess
 
 
 @pytest.fixture(scope="module")
@@ -48,9 +48,7 @@ def api_without_postgres(migrated: dict[str, str]) -> Iterator[ApiProcess]:
 async def test_postgres_outage_is_503_with_retry_after(
     api_without_postgres: ApiProcess, user_id: str
 ) -> None:
-    async with httpx.AsyncClient(
-        base_url=api_without_postgres.url, headers={"X-API-Key": API_KEY}, timeout=60
-    ) as http:
+    async with api_without_postgres.client() as http:
         ready = await http.get("/ready")
         responses = {
             "create": await http.post(

@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from bench.scripted_llm import ScriptedLLM
-from tests.conftest import API_KEY, ApiProcess
+from tests.conftest import ApiProcess
 
 LLM_QUEUE = "llm-tests"
 LLM_TIMEOUT_S = 2.0
@@ -59,9 +59,7 @@ def llm_api(migrated: dict[str, str], scripted_llm: ScriptedLLM) -> Iterator[Api
 
 @pytest.fixture
 async def llm_client(llm_api: ApiProcess) -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(
-        base_url=llm_api.url, headers={"X-API-Key": API_KEY}, timeout=60
-    ) as http:
+    async with llm_api.client() as http:
         yield http
 
 
@@ -85,7 +83,5 @@ def gated_llm_api(llm_api: ApiProcess, scripted_llm: ScriptedLLM) -> Iterator[Ap
 
 @pytest.fixture
 async def gated_client(gated_llm_api: ApiProcess) -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(
-        base_url=gated_llm_api.url, headers={"X-API-Key": API_KEY}, timeout=60
-    ) as http:
+    async with gated_llm_api.client() as http:
         yield http

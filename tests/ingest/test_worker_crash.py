@@ -8,12 +8,11 @@ import os
 import signal
 import uuid
 
-import httpx
 from sqlalchemy import text
 
 from app.config import Settings
 from bench.scripted_llm import Reply, ScriptedLLM
-from tests.conftest import API_KEY, ApiProcess, wait_until
+from tests.conftest import ApiProcess, wait_until
 
 QUEUE = "crash-tests"
 
@@ -68,9 +67,7 @@ async def test_crashed_workers_task_is_taken_over_once_its_short_lease_lapses(
     second = None
     try:
         first.wait_ready()
-        async with httpx.AsyncClient(
-            base_url=first.url, headers={"X-API-Key": API_KEY}, timeout=60
-        ) as http:
+        async with first.client() as http:
             response = await http.post(
                 f"/v1/users/{user_id}/messages", json={"messages": [{"content": marker}]}
             )

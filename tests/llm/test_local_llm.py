@@ -29,7 +29,7 @@ from app.ingest.domain import IncomingMessage
 from app.ingest.guard import AnswerGuard, InvalidAnswer, repeats_prompt
 from app.ingest.prompt import PROMPT_VERSION, chat_messages, operation_schema
 from app.llm.client import ChatClient
-from tests.conftest import API_KEY, LOG_DIR, ApiProcess
+from tests.conftest import LOG_DIR, ApiProcess
 from tests.ingest.helpers import current_memories, decisions, ingest, message, rows
 from tests.services import CACHE_DIR, ROOT
 
@@ -107,9 +107,7 @@ def local_llm_api(migrated: dict[str, str], local_llm_url: str) -> Iterator[ApiP
 
 @pytest.fixture
 async def local_client(local_llm_api: ApiProcess) -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(
-        base_url=local_llm_api.url, headers={"X-API-Key": API_KEY}, timeout=1000
-    ) as http:
+    async with local_llm_api.client(timeout=1000) as http:
         yield http
 
 

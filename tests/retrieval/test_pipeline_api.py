@@ -5,10 +5,9 @@ from __future__ import annotations
 import json
 import uuid
 
-import httpx
 import pytest
 
-from tests.conftest import API_KEY, wait_until
+from tests.conftest import wait_until
 from tests.factories import indexed_document, search, stage_rank
 
 AS_OF = "2023-05-08T10:00:00Z"
@@ -201,9 +200,7 @@ async def test_log_line_and_metrics(api, client, opensearch, index_name, user_id
     await _load(client, opensearch, index_name, user_id, [{"content": "I speak Basque"}])
     request_id = uuid.uuid4().hex
     # The API process's own log: the subprocess API answers this search.
-    async with httpx.AsyncClient(
-        base_url=api.url, headers={"X-API-Key": API_KEY}, timeout=60
-    ) as http:
+    async with api.client() as http:
         response = await http.post(
             f"/v1/users/{user_id}/search",
             json={"query": "languages"},
@@ -241,9 +238,7 @@ async def test_cross_encoder_reorders_the_head(
         user_id,
         [{"content": f"Note {i}: I bought {i} apples at the market"} for i in range(8)],
     )
-    async with httpx.AsyncClient(
-        base_url=api_with_cross_encoder.url, headers={"X-API-Key": API_KEY}, timeout=60
-    ) as ce:
+    async with api_with_cross_encoder.client() as ce:
         found = await search(ce, user_id, "apples at the market", top_k=8)
     assert found["stages"]["rerank"] == "applied"
     assert "cross_encoder_ms" in found["stage_durations_ms"]

@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import contextlib
 import uuid
-from collections.abc import AsyncIterator
 
-import httpx
 from sqlalchemy import text
 
-from tests.conftest import API_KEY, ApiProcess, only_running
+from tests.conftest import only_running
 from tests.factories import create_memory, indexed_document, search, stage_rank
 
 # An event no relay will take for an hour: "pending" without racing the relays.
@@ -18,14 +15,6 @@ INSERT_HELD_EVENT = text(
     "VALUES (:u, 'index', :m, '{}'::jsonb, now() - make_interval(secs => :age_s), "
     "now() + interval '1 hour') RETURNING id"
 )
-
-
-@contextlib.asynccontextmanager
-async def http(process: ApiProcess) -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(
-        base_url=process.url, headers={"X-API-Key": API_KEY}, timeout=60
-    ) as client:
-        yield client
 
 
 async def searchable(opensearch, index_name: str, memory_id: str) -> dict | None:
@@ -117,7 +106,7 @@ async def test_indexed_search_sees_a_write_no_relay_delivered(
 
 async def test_indexed_wait_gives_up_after_its_bound(api_without_opensearch, user_id) -> None:
     with only_running(api_without_opensearch):
-        async with http(api_without_opensearch) as client:
+        async with api_without_opensearch.client() as client:
             await create_memory(client, user_id, "The spare key is under the gnome")
             found = await search(
                 client, user_id, "gnome", consistency="indexed", wait_timeout_ms=700

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import httpx
 from sqlalchemy import text
 
-from tests.conftest import API_KEY, only_running, run_cli, wait_until
+from tests.conftest import only_running, run_cli, wait_until
 from tests.factories import create_memory, indexed_document, search, stage_rank
 
 
@@ -80,9 +79,7 @@ async def test_outage_loses_nothing(
 
 
 async def _write_during_outage(down_api, dead_env, db, opensearch, index_name, user_id) -> dict:
-    async with httpx.AsyncClient(
-        base_url=down_api.url, headers={"X-API-Key": API_KEY}, timeout=60
-    ) as down:
+    async with down_api.client() as down:
         created = await create_memory(down, user_id, "The wifi password rhymes with marzipan")
         # Search still answers, vector-only, and says which leg is missing.
         found = await search(down, user_id, "marzipan")
