@@ -169,6 +169,12 @@ class Settings(BaseSettings):
     bm25_context_boost: float = Field(default=0.5, ge=0.0, le=10.0)
     # Speaker lever: score factor (1 + boost) for memories of a speaker the query names.
     speaker_boost: float = Field(default=0.2, ge=0.0, le=10.0)
+    # Feedback lever (Rocchio): the query vector moves by feedback_weight x the mean vector
+    # of the best feedback_top hits, and the shortlist is scored again.
+    feedback_top: int = Field(default=3, ge=1, le=20)
+    feedback_weight: float = Field(default=0.75, ge=0.0, le=10.0)
+    # Entity lever: a memory mentioning all the query's entities gets x (1 + entity_boost).
+    entity_boost: float = Field(default=0.2, ge=0.0, le=10.0)
     # Neighbour lever: the first neighbour_top_n hits lend neighbour_decay of their score to
     # the turns just before and after them in their session.
     neighbour_top_n: int = Field(default=10, ge=0, le=100)

@@ -274,6 +274,17 @@ class MemoryRepository:
             for r in rows
         }
 
+    async def content_vectors(self, user_id: str, memory_ids: list[uuid.UUID]) -> list[np.ndarray]:
+        """The 768D content vectors of the given memories of one user (feedback lever)."""
+        if not memory_ids:
+            return []
+        rows = await self.session.execute(
+            select(Memory.embedding_768d).where(
+                Memory.user_id == user_id, Memory.id == one_of(memory_ids)
+            )
+        )
+        return [np.asarray(r[0], dtype=np.float32) for r in rows if r[0] is not None]
+
     async def neighbours(
         self,
         user_id: str,

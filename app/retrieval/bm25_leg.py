@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import structlog
 from opensearchpy.exceptions import TransportError
 
@@ -12,18 +14,25 @@ from app.search_index.client import UNAVAILABLE, MemoryIndex, TextHit
 log = structlog.get_logger(__name__)
 
 
+@dataclass(frozen=True, slots=True)
+class Bm25LegSettings:
+    size: int  # bm25_candidates
+    context_boost: float  # 0: the content field alone
+
+
 async def bm25_leg(
     index: MemoryIndex,
     user_id: str,
     query: str,
-    size: int,
     session_id: str | None,
-    context_boost: float,
+    options: Bm25LegSettings,
     timer: StageTimer,
 ) -> list[TextHit] | None:
     with timer.stage("bm25_ms"):
         try:
-            return await index.search_bm25(user_id, query, size, session_id, context_boost)
+            return await index.search_bm25(
+                user_id, query, options.size, session_id, options.context_boost
+            )
         except (*UNAVAILABLE, TransportError) as exc:
             log.warning("retrieval.bm25_unavailable", error=str(exc))
             return None

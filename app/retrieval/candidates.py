@@ -13,9 +13,11 @@ from app.db.models import Memory
 STAGES = (
     "256d",
     "768d",
+    "feedback",
     "bm25",
     "rrf",
     "speaker",
+    "entities",
     "neighbours",
     "time_mention",
     "temporal",
@@ -46,6 +48,7 @@ class Candidate:
     speaker: str | None = None
     when: datetime | None = None  # event_time, else the time the memory was learned
     mentioned_at: datetime | None = None  # the time its content names, if any
+    text: str = ""  # content, then context (what text-matching stages read)
 
     def load(self, memory: Memory) -> Candidate:
         self.memory = memory
@@ -54,6 +57,7 @@ class Candidate:
         self.speaker = memory.speaker
         self.when = memory.event_time or memory.created_at
         self.mentioned_at = memory.mentioned_at
+        self.text = f"{memory.content}\n{memory.context}" if memory.context else memory.content
         return self
 
     def record(self, stage: str, rank: int | None, score: float | None) -> None:

@@ -24,16 +24,17 @@ from app.config import Settings
 from app.memories.repository import MemoryRepository
 from app.ml.cross_encoder import CrossEncoderScorer
 from app.ml.embedder import Embedder
-from app.retrieval.bm25_leg import bm25_leg
+from app.retrieval.bm25_leg import Bm25LegSettings, bm25_leg
 from app.retrieval.candidates import Candidate
 from app.retrieval.dedup import dedup_head
+from app.retrieval.entities import boost_shared_entities
 from app.retrieval.fusion import fuse_legs, fuse_scores
 from app.retrieval.history import with_history
 from app.retrieval.neighbours import links, spread_to_neighbours
 from app.retrieval.profiles import Levers
 from app.retrieval.query_analysis import QueryAnalysis, analyze_query
 from app.retrieval.rerank import rerank
-from app.retrieval.speakers import boost_named_speakers
+from app.retrieval.speakers import boost_named_speakers, known_speakers, without_names
 from app.retrieval.temporal import apply_temporal_boost
 from app.retrieval.time_mentions import boost_time_mentions, use_mentioned_times
 from app.retrieval.timing import StageTimer
@@ -42,6 +43,8 @@ from app.retrieval.visibility import load_visible
 from app.search_index.client import MemoryIndex, TextHit
 
 log = structlog.get_logger(__name__)
+
+BALANCED = 0.5  # each leg's fusion weight under the balanced_legs lever
 
 
 class StageSwitches(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -109,6 +112,14 @@ class RetrievalPipeline:
         with timer.stage("query_analysis_ms"):
             analysis = analyze_query(request.query, request.as_of or datetime.now(UTC))
 
+        # What the legs search: the query, without the speakers' names under speaker_query.
+        search_text = request.query
+        if levers.speaker_query:
+            with timer.stage("speakers_ms"):
+                names = await known_speakers(self._index, request.user_id, request.session_id)
+                search_text = without_names(request.query, names)
+            status["speaker_query"] = search_text
+
         repository = MemoryRepository(session)
         vector_hits: list[Candidate] = []
         shortlisted = 0
@@ -116,13 +127,15 @@ class RetrievalPipeline:
 
         async def vector_path() -> tuple[list[Candidate], int]:
             with timer.stage("query_embedding_ms"):
-                embedding = await self._embedder.embed_query(request.query)
+                embedding = await self._embedder.embed_query(search_text)
             options = VectorLegSettings(
                 shortlist=settings.candidates_256d,
                 keep=settings.candidates_768d,
                 ef_search=settings.hnsw_ef_search,
                 rescore_768d=switches.rescore_768d,
                 with_context=levers.context_vector,
+                feedback_top=settings.feedback_top if levers.feedback else 0,
+                feedback_weight=settings.feedback_weight,
             )
             return await vector_leg(
                 repository, request.user_id, request.session_id, embedding, options, timer
@@ -138,10 +151,14 @@ class RetrievalPipeline:
                         bm25_leg(
                             self._index,
                             request.user_id,
-                            request.query,
-                            settings.bm25_candidates,
+                            search_text,
                             request.session_id,
-                            settings.bm25_context_boost if levers.context_bm25 else 0.0,
+                            Bm25LegSettings(
+                                size=settings.bm25_candidates,
+                                context_boost=settings.bm25_context_boost
+                                if levers.context_bm25
+                                else 0.0,
+                            ),
                             timer,
                         )
                     )
@@ -162,14 +179,15 @@ class RetrievalPipeline:
 
         # Stage 4: weighted RRF (or, with the score_fusion lever, normalised score sums).
         # An item absent from a list gets nothing from that list.
-        weight_vector = (
-            request.weight_vector
-            if request.weight_vector is not None
-            else settings.rrf_weight_vector
+        weight_vector, weight_bm25 = (
+            (BALANCED, BALANCED)
+            if levers.balanced_legs
+            else (settings.rrf_weight_vector, settings.rrf_weight_bm25)
         )
-        weight_bm25 = (
-            request.weight_bm25 if request.weight_bm25 is not None else settings.rrf_weight_bm25
-        )
+        if request.weight_vector is not None:
+            weight_vector = request.weight_vector
+        if request.weight_bm25 is not None:
+            weight_bm25 = request.weight_bm25
         with timer.stage("rrf_fusion_ms"):
             if levers.score_fusion:
                 ranked = fuse_scores(vector_hits, text_hits or [], weight_vector, weight_bm25)
@@ -194,6 +212,13 @@ class RetrievalPipeline:
             with timer.stage("speaker_ms"):
                 ranked, named = boost_named_speakers(request.query, ranked, settings.speaker_boost)
             status["speaker"] = f"boosted {', '.join(sorted(named))}" if named else "none named"
+
+        if levers.entities:
+            with timer.stage("entities_ms"):
+                ranked, entities = boost_shared_entities(
+                    request.query, ranked, settings.entity_boost
+                )
+            status["entities"] = f"boosted {', '.join(entities)}" if entities else "none named"
 
         if levers.neighbours:
             with timer.stage("neighbours_ms"):

@@ -23,20 +23,41 @@ class Levers(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     # Speaker-aware: when the query names a speaker of the candidates, that speaker's
     # memories are boosted (app/retrieval/speakers.py).
     speaker: bool = False
+    # Both legs search the query without the names of the user's speakers (the speaker lever
+    # weighs those instead; app/retrieval/speakers.py).
+    speaker_query: bool = False
+    # Vector leg: pseudo-relevance feedback (Rocchio) from the best hits
+    # (app/retrieval/vector_leg.py).
+    feedback: bool = False
+    # Memories that mention the entities the query names rank higher
+    # (app/retrieval/entities.py).
+    entities: bool = False
     # Adjacent turns of a high-ranked memory share a decayed part of its score.
     neighbours: bool = False
     # "When" questions prefer memories that name a time; the temporal boost uses the named
     # time where there is one (app/retrieval/time_mentions.py).
     time_mentions: bool = False
+    # Fusion weighs the two legs equally (0.5 / 0.5) instead of the settings' 70/30: with
+    # context on both legs, BM25 is nearly as strong alone as the vector leg.
+    balanced_legs: bool = False
     # Fusion by min-max normalised scores instead of RRF ranks (app/retrieval/fusion.py).
     score_fusion: bool = False
 
 
 PROFILES: dict[str, Levers] = {
     "paper": Levers(),
-    # Neighbours earned their place alone but added nothing beside context (whose vector
-    # already carries the previous turn) and cost temporal recall: measured, kept off.
-    "default": Levers(context_vector=True, context_bm25=True, speaker=True, time_mentions=True),
+    # Measured on all ten LoCoMo conversations (docs/benchmarks/locomo.md). Left out, each for
+    # a measured reason: neighbours (nothing beside context, whose vector already carries the
+    # previous turn), score fusion (RRF is as good at recall@10), entities (no change: the
+    # questions rarely name anything but the speakers), feedback (costs recall@10).
+    "default": Levers(
+        context_vector=True,
+        context_bm25=True,
+        speaker=True,
+        speaker_query=True,
+        time_mentions=True,
+        balanced_legs=True,
+    ),
 }
 
 
@@ -46,8 +67,12 @@ class LeverOverrides(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     context_vector: bool | None = None
     context_bm25: bool | None = None
     speaker: bool | None = None
+    speaker_query: bool | None = None
+    entities: bool | None = None
+    feedback: bool | None = None
     neighbours: bool | None = None
     score_fusion: bool | None = None
+    balanced_legs: bool | None = None
     time_mentions: bool | None = None
 
 

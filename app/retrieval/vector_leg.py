@@ -1,9 +1,21 @@
 """Stage 2: Matryoshka two-stage vector search — a 256D HNSW shortlist, re-scored exactly at
-768D (against the content's vector, or the better of it and the contextual text's)."""
+768D (against the content's vector, or the better of it and the contextual text's).
+
+Lever `feedback` (pseudo-relevance feedback, Rocchio): after the 768D pass, the query vector
+moves towards the mean content vector of the best `feedback_top` hits,
+
+    q' = q + beta x mean(d_1 .. d_m)        (alpha = 1, beta = 0.75, m = 3: Rocchio's
+                                              textbook weights, not tuned here)
+
+and the same shortlist is scored again with q'. A question naming a topic ("What books has
+Tim read?") then also finds the turns that share the topic of its best hits but not its words.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+import numpy as np
 
 from app.memories.repository import MemoryRepository
 from app.ml.embedder import Embedding
@@ -18,6 +30,8 @@ class VectorLegSettings:
     ef_search: int
     rescore_768d: bool
     with_context: bool
+    feedback_top: int = 0  # m: 0 switches the lever off
+    feedback_weight: float = 0.75  # beta
 
 
 async def vector_leg(
@@ -40,14 +54,33 @@ async def vector_leg(
         candidates.append(candidate)
     if not options.rescore_768d:
         return candidates[: options.keep], len(coarse)
+    ids = [c.memory_id for c in candidates]
+    exact_scores = (
+        repository.exact_768d_scores_with_context
+        if options.with_context
+        else repository.exact_768d_scores
+    )
     with timer.stage("vector_768d_ms"):
-        ids = [c.memory_id for c in candidates]
-        exact = await (
-            repository.exact_768d_scores_with_context(user_id, ids, embedding.full)
-            if options.with_context
-            else repository.exact_768d_scores(user_id, ids, embedding.full)
-        )
+        exact = await exact_scores(user_id, ids, embedding.full)
         for candidate in candidates:
             candidate.score = exact.get(candidate.memory_id, -1.0)
-        ranked = rank_by_score(candidates, "768d")[: options.keep]
-    return ranked, len(coarse)
+        ranked = rank_by_score(candidates, "768d")
+    if options.feedback_top > 0 and ranked:
+        with timer.stage("feedback_ms"):
+            best = [c.memory_id for c in ranked[: options.feedback_top]]
+            vectors = await repository.content_vectors(user_id, best)
+            moved = rocchio(embedding.full, vectors, options.feedback_weight)
+            exact = await exact_scores(user_id, ids, moved)
+            for candidate in candidates:
+                candidate.score = exact.get(candidate.memory_id, -1.0)
+            ranked = rank_by_score(candidates, "feedback")
+    return ranked[: options.keep], len(coarse)
+
+
+def rocchio(query: np.ndarray, relevant: list[np.ndarray], weight: float) -> np.ndarray:
+    """q + weight x mean(relevant), unit length (cosine ignores length; kept tidy)."""
+    if not relevant:
+        return query
+    moved = np.asarray(query, dtype=np.float32) + weight * np.mean(relevant, axis=0)
+    norm = float(np.linalg.norm(moved))
+    return moved / norm if norm > 0 else moved

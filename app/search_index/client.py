@@ -65,6 +65,35 @@ def text_match(query: str, context_boost: float) -> dict[str, Any]:
     }
 
 
+def visible_documents(user_id: str, session_id: str | None) -> list[dict[str, Any]]:
+    """The filters every read applies: the bound tenant, the user, current versions, USER
+    scope plus CONTEXT memories of the caller's session."""
+    scope_filter: dict[str, Any] = {"term": {"scope": "USER"}}
+    if session_id is not None:
+        scope_filter = {
+            "bool": {
+                "should": [
+                    {"term": {"scope": "USER"}},
+                    {
+                        "bool": {
+                            "filter": [
+                                {"term": {"scope": "CONTEXT"}},
+                                {"term": {"session_id": session_id}},
+                            ]
+                        }
+                    },
+                ],
+                "minimum_should_match": 1,
+            }
+        }
+    return [
+        tenant_filter(bound_tenant()),
+        {"term": {"user_id": user_id}},
+        {"term": {"is_current": True}},
+        scope_filter,
+    ]
+
+
 class MemoryIndex:
     def __init__(self, settings: Settings) -> None:
         auth = None
@@ -192,6 +221,17 @@ class MemoryIndex:
     async def refresh(self) -> None:
         await self.client.indices.refresh(index=self.name)
 
+    async def speakers(self, user_id: str, session_id: str | None, limit: int = 100) -> set[str]:
+        """The speakers of the memories this caller may see (a terms aggregation over the
+        same filters as search): what the BM25 leg leaves out of a query."""
+        body = {
+            "size": 0,
+            "query": {"bool": {"filter": visible_documents(user_id, session_id)}},
+            "aggs": {"speakers": {"terms": {"field": "speaker", "size": limit}}},
+        }
+        response = await self.client.search(index=self.name, body=body)
+        return {bucket["key"] for bucket in response["aggregations"]["speakers"]["buckets"]}
+
     async def search_bm25(
         self,
         user_id: str,
@@ -204,36 +244,13 @@ class MemoryIndex:
         CONTEXT of this session. With `context_boost` > 0 the context field counts too, at that
         weight beside the content's 1.0 (best field plus the other's share: a tie-breaker, not a
         sum)."""
-        scope_filter: dict[str, Any] = {"term": {"scope": "USER"}}
-        if session_id is not None:
-            scope_filter = {
-                "bool": {
-                    "should": [
-                        {"term": {"scope": "USER"}},
-                        {
-                            "bool": {
-                                "filter": [
-                                    {"term": {"scope": "CONTEXT"}},
-                                    {"term": {"session_id": session_id}},
-                                ]
-                            }
-                        },
-                    ],
-                    "minimum_should_match": 1,
-                }
-            }
         body = {
             "size": size,
             "_source": False,
             "query": {
                 "bool": {
                     "must": [text_match(query, context_boost)],
-                    "filter": [
-                        tenant_filter(bound_tenant()),
-                        {"term": {"user_id": user_id}},
-                        {"term": {"is_current": True}},
-                        scope_filter,
-                    ],
+                    "filter": visible_documents(user_id, session_id),
                 }
             },
         }

@@ -1,5 +1,6 @@
-"""Context, speaker and neighbour levers through the real API: what is stored, what a search
-returns, and isolation (no lever ever crosses users or sessions the caller may not see)."""
+"""Context, speaker, entity, feedback and neighbour levers through the real API: what is
+stored, what a search returns, and isolation (no lever ever crosses users or sessions the
+caller may not see)."""
 
 from __future__ import annotations
 
@@ -7,8 +8,11 @@ from tests.factories import search, stage_rank
 from tests.retrieval.test_pipeline_api import _load
 
 AS_OF = "2023-05-08T10:00:00Z"
-# The default profile with neighbours on too: every lever that reads other rows.
-ALL_LEVERS = {"profile": "default", "levers": {"neighbours": True}}
+# The default profile with every other lever on too: all that read other rows or documents.
+ALL_LEVERS = {
+    "profile": "default",
+    "levers": {"neighbours": True, "entities": True, "feedback": True, "speaker_query": True},
+}
 
 
 def turn(content: str, speaker: str, session: str, scope: str = "USER") -> dict:
@@ -129,3 +133,60 @@ async def test_levers_never_cross_users_or_invisible_sessions(
     assert [r["memory"]["content"] for r in theirs["results"]] == [
         "The vault code is walrus-tulip-42"
     ]
+
+
+async def test_speaker_names_leave_the_query_only_for_speakers_the_caller_can_see(
+    client, opensearch, index_name, user_id, other_user_id
+) -> None:
+    await _load(client, opensearch, index_name, other_user_id, [turn("Zed: chess", "Zed", "s1")])
+    mine = await _load(
+        client,
+        opensearch,
+        index_name,
+        user_id,
+        [
+            turn("Ann: Ann here, Ann again, hi", "Ann", "s1"),
+            turn("Quinn: secret plans", "Quinn", "s2", scope="CONTEXT"),
+            turn("Bob: my cello teacher says hi", "Bob", "s1"),
+        ],
+    )
+    bm25_only = {"profile": "paper", "stages": {"vector": False}}
+    query = "Is Ann's cello teacher Zed or Quinn?"
+    found = await search(client, user_id, query, levers={"speaker_query": True}, **bm25_only)
+    # Ann is a speaker here; Zed speaks only to another user, Quinn only in session s2.
+    assert found["stages"]["speaker_query"] == "Is cello teacher Zed or Quinn?"
+    assert [r["memory"]["id"] for r in found["results"]] == [mine[2]["id"]]
+    inside = await search(
+        client, user_id, query, levers={"speaker_query": True}, session_id="s2", **bm25_only
+    )
+    assert inside["stages"]["speaker_query"] == "Is cello teacher Zed or ?"
+    # Without the lever the name is a term: Ann's empty turn matches it, three times.
+    plain = await search(client, user_id, query, **bm25_only)
+    assert "speaker_query" not in plain["stages"]
+    assert mine[0]["id"] in [r["memory"]["id"] for r in plain["results"]]
+
+
+async def test_entities_and_feedback_rank_and_explain(
+    client, opensearch, index_name, user_id
+) -> None:
+    created = await _load(
+        client,
+        opensearch,
+        index_name,
+        user_id,
+        [
+            turn("Ann: the trip was wonderful, the museums above all", "Ann", "s1"),
+            turn("Ann: Lisbon was wonderful, the museums above all", "Ann", "s2"),
+            turn("Bob: I repaired the bike chain today", "Bob", "s3"),
+        ],
+    )
+    query = "Which museums did Ann like in Lisbon?"
+    found = await search(
+        client, user_id, query, top_k=3, profile="paper", levers={"entities": True}
+    )
+    assert found["stages"]["entities"] == "boosted Lisbon"  # Ann is a speaker, not an entity
+    assert found["results"][0]["memory"]["id"] == created[1]["id"]
+    assert stage_rank(found["results"][0], "entities") == 1
+    fed = await search(client, user_id, query, top_k=3, profile="paper", levers={"feedback": True})
+    assert all("feedback" in r["explanation"] for r in fed["results"] if "768d" in r["explanation"])
+    assert {r["memory"]["id"] for r in fed["results"]} == {c["id"] for c in created}

@@ -28,6 +28,8 @@ def row(**fields: object) -> SimpleNamespace:
         "follows_chain_id": None,
         "speaker": None,
         "mentioned_at": None,
+        "content": "",
+        "context": None,
     }
     return SimpleNamespace(**{**defaults, **fields})
 
