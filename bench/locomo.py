@@ -20,6 +20,7 @@ import sys
 import time
 import uuid
 from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -208,23 +209,30 @@ def run(args: argparse.Namespace) -> int:
         ingest_s = max(time.perf_counter() - started, 1e-9)
         asked = 0
         started = time.perf_counter()
-        for conversation in conversations:
-            user = users[conversation.sample_id]
-            for question in conversation.questions:
+
+        def ask(job: tuple[Conversation, dict[str, Any]]) -> list[tuple[str, dict, float]]:
+            """All configurations for one question, in a row: the query embedding is cached."""
+            conversation, question = job
+            answers = []
+            for name, switches in configs.items():
+                body = {
+                    "query": question["question"],
+                    "top_k": TOP_K,
+                    "as_of": conversation.as_of.isoformat(),
+                    **switches,
+                }
+                t0 = time.perf_counter()
+                response = api.post(f"/v1/users/{users[conversation.sample_id]}/search", json=body)
+                elapsed = (time.perf_counter() - t0) * 1000
+                response.raise_for_status()
+                answers.append((name, response.json(), elapsed))
+            return answers
+
+        jobs = [(c, q) for c in conversations for q in c.questions]
+        with ThreadPoolExecutor(args.workers) as pool:
+            for (_, question), answers in zip(jobs, pool.map(ask, jobs), strict=True):
                 evidence = evidence_ids(question["evidence"])
-                # All configurations per question in a row: the query embedding is cached.
-                for name, switches in configs.items():
-                    body = {
-                        "query": question["question"],
-                        "top_k": TOP_K,
-                        "as_of": conversation.as_of.isoformat(),
-                        **switches,
-                    }
-                    t0 = time.perf_counter()
-                    response = api.post(f"/v1/users/{user}/search", json=body)
-                    elapsed = (time.perf_counter() - t0) * 1000
-                    response.raise_for_status()
-                    result = response.json()
+                for name, result, elapsed in answers:
                     ranked = [
                         r["memory"]["metadata"].get("dia_id")
                         for r in result["results"]
@@ -277,6 +285,11 @@ def write_report(
             f"memories of run {args.reuse} reused."
             if args.reuse
             else f"ingestion {turns / ingest_s:.1f} turns/s through the batch API."
+        )
+        + (
+            f" {args.workers} questions asked at once: latencies include queueing."
+            if args.workers > 1
+            else ""
         ),
         "",
         "## Ablation (categories 1-4)",
@@ -391,6 +404,12 @@ def main() -> int:
     parser.add_argument("--out", help="results folder (default results/locomo-<time>)")
     parser.add_argument("--keep", action="store_true", help="keep the ingested users afterwards")
     parser.add_argument("--reuse", metavar="RUN_ID", help="ask against a kept run's users")
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="questions asked at once (latencies are only comparable at 1, the default)",
+    )
     return run(parser.parse_args())
 
 

@@ -112,25 +112,28 @@ WORDS = [
     "evening",
 ]
 
+SPEAKERS = ("Ann", "Bob", "Cleo", "Dev")
+
 INSERT = text(
     """
     WITH rows AS (
-        SELECT id, content, CAST(e AS vector) AS e
-        FROM unnest(CAST(:ids AS uuid[]), CAST(:contents AS text[]), CAST(:vectors AS text[]))
-             AS t(id, content, e)
+        SELECT id, content, speaker, CAST(e AS vector) AS e
+        FROM unnest(CAST(:ids AS uuid[]), CAST(:contents AS text[]),
+                    CAST(:speakers AS text[]), CAST(:vectors AS text[]))
+             AS t(id, content, speaker, e)
     ), inserted AS (
         INSERT INTO memories (id, user_id, chain_id, version, content, category, scope,
-                              is_current, embedding_768d, embedding_256d)
-        SELECT id, CAST(:user_id AS text), id, 1, content, 'preferences', 'USER', true, e,
-               l2_normalize(subvector(e, 1, 256))
+                              is_current, speaker, embedding_768d, embedding_256d)
+        SELECT id, CAST(:user_id AS text), id, 1, content, 'preferences', 'USER', true,
+               speaker, e, l2_normalize(subvector(e, 1, 256))
         FROM rows
-        RETURNING id, user_id, chain_id, content, category, scope, created_at
+        RETURNING id, user_id, chain_id, content, category, scope, speaker, created_at
     )
     INSERT INTO outbox (user_id, op, memory_id, payload)
     SELECT user_id, 'index', id, jsonb_build_object(
         'user_id', user_id, 'chain_id', chain_id::text, 'content', content,
         'category', category, 'scope', scope, 'session_id', NULL, 'is_current', true,
-        'speaker', NULL, 'event_time', NULL, 'created_at', created_at, 'superseded_at', NULL)
+        'speaker', speaker, 'event_time', NULL, 'created_at', created_at, 'superseded_at', NULL)
     FROM inserted
     """
 )
@@ -180,6 +183,8 @@ async def grow(
                 {
                     "ids": [uuid.uuid4() for _ in range(count)],
                     "contents": contents,
+                    # A conversation's few speakers: what lever speaker_query aggregates.
+                    "speakers": [SPEAKERS[(first + i) % len(SPEAKERS)] for i in range(count)],
                     "vectors": ["[" + ",".join(map(repr, v.tolist())) + "]" for v in vectors],
                     "user_id": user_id,
                 },
