@@ -61,6 +61,8 @@ CONFIGS: dict[str, dict[str, Any]] = {
     "+ balanced legs": {**PAPER, "levers": {"balanced_legs": True}},
     "+ entities": {**PAPER, "levers": {"entities": True}},
     "+ feedback": {**PAPER, "levers": {"feedback": True}},
+    "+ BM25 proximity": {**PAPER, "levers": {"bm25_proximity": True}},
+    "+ typed weights": {**PAPER, "levers": {"typed_weights": True}},
     "default profile": {"profile": "default"},
     # Leave-one-out: what each lever adds on top of the others (and the two left out, added).
     "default - context (vector)": {"profile": "default", "levers": {"context_vector": False}},
@@ -70,6 +72,8 @@ CONFIGS: dict[str, dict[str, Any]] = {
     "default - balanced legs": {"profile": "default", "levers": {"balanced_legs": False}},
     "default + entities": {"profile": "default", "levers": {"entities": True}},
     "default + feedback": {"profile": "default", "levers": {"feedback": True}},
+    "default + BM25 proximity": {"profile": "default", "levers": {"bm25_proximity": True}},
+    "default + typed weights": {"profile": "default", "levers": {"typed_weights": True}},
     "default + neighbours": {"profile": "default", "levers": {"neighbours": True}},
     "default - time mentions": {"profile": "default", "levers": {"time_mentions": False}},
     "default + score fusion": {"profile": "default", "levers": {"score_fusion": True}},

@@ -30,6 +30,7 @@ async def similar_memories(
         limit=settings.ingest_candidates,
         coarse_limit=coarse_limit,
         ef_search=max(HNSW_MIN_EF_SEARCH, coarse_limit),
+        exact_max=settings.exact_search_max_memories,
     )
     rows = await repository.get_many(context.user_id, [memory_id for memory_id, _ in scored])
     return [

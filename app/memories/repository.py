@@ -69,6 +69,22 @@ _COARSE_CANDIDATES = (
     .order_by(_distance_256d)  # by its label: the query vector is bound once
     .limit(bindparam("limit"))
 )
+# The same, scanned exactly (for a user small enough): "+ 0" makes the sort key an expression
+# the HNSW index cannot serve, so Postgres reads the user's rows by the user index and sorts.
+_exact_distance_256d = (
+    _memories.c.embedding_256d.cosine_distance(bindparam("query", type_=Memory.embedding_256d.type))
+    + 0.0
+).label("distance")
+_COARSE_CANDIDATES_EXACT = (
+    select(_memories.c.id, _exact_distance_256d)
+    .where(
+        _memories.c.user_id == bindparam("user_id"),
+        _memories.c.is_current,
+        visible_in_session(bindparam("session_id", type_=Memory.session_id.type)),
+    )
+    .order_by(_exact_distance_256d)
+    .limit(bindparam("limit"))
+)
 _EXACT_768D = select(
     _memories.c.id,
     _memories.c.embedding_768d.cosine_distance(
@@ -110,16 +126,26 @@ class ListFilter:
     include_superseded: bool = False
 
 
-async def set_hnsw_scan(session: AsyncSession, ef_search: int) -> None:
+async def set_hnsw_scan(
+    session: AsyncSession, ef_search: int, user_id: str | None = None, exact_max: int = 0
+) -> bool:
     """This transaction's HNSW scan: `ef_search`, and iterative scans (pgvector >= 0.8) that
-    keep filling the list when the user filter rejects neighbours. One round trip."""
-    await session.execute(
-        text(
-            "SELECT set_config('hnsw.ef_search', :ef, true),"
-            " set_config('hnsw.iterative_scan', 'relaxed_order', true)"
-        ),
-        {"ef": str(int(ef_search))},
-    )
+    keep filling the list when the user filter rejects neighbours. In the same round trip,
+    whether `user_id` has at most `exact_max` current memories (counting stops after one
+    more): then an exact scan is cheap, and better than the index's approximation."""
+    row = (
+        await session.execute(
+            text(
+                "SELECT set_config('hnsw.ef_search', :ef, true),"
+                " set_config('hnsw.iterative_scan', 'relaxed_order', true),"
+                " (SELECT count(*) FROM (SELECT 1 FROM memories"
+                "   WHERE user_id = :user_id AND is_current LIMIT :cap + 1) AS mine) <= :cap"
+                " AS small"
+            ),
+            {"ef": str(int(ef_search)), "user_id": user_id or "", "cap": max(exact_max, 0)},
+        )
+    ).one()
+    return bool(row.small) and user_id is not None and exact_max > 0
 
 
 class MemoryRepository:
@@ -237,11 +263,13 @@ class MemoryRepository:
         session_id: str | None,
         limit: int,
         ef_search: int,
+        exact_max: int = 0,
     ) -> list[tuple[uuid.UUID, float]]:
-        """Stage 2a: the user's visible current memories nearest by 256D cosine (HNSW)."""
-        await set_hnsw_scan(self.session, ef_search)
+        """Stage 2a: the user's visible current memories nearest by 256D cosine: exactly when
+        the user has at most `exact_max` current memories, else by the HNSW index."""
+        small = await set_hnsw_scan(self.session, ef_search, user_id, exact_max)
         rows = await self.session.execute(
-            _COARSE_CANDIDATES,
+            _COARSE_CANDIDATES_EXACT if small else _COARSE_CANDIDATES,
             {"user_id": user_id, "query": query_256d, "session_id": session_id, "limit": limit},
         )
         # relaxed_order may return neighbours slightly out of order: sort exactly here.
@@ -319,11 +347,12 @@ class MemoryRepository:
         limit: int,
         coarse_limit: int,
         ef_search: int,
+        exact_max: int = 0,
     ) -> list[tuple[uuid.UUID, float]]:
         """The two-stage search of stage 2 in one call (ingestion's step 3 uses it): the 256D
-        HNSW shortlist of `coarse_limit`, re-scored exactly in 768D; the best `limit`."""
+        shortlist of `coarse_limit`, re-scored exactly in 768D; the best `limit`."""
         coarse = await self.coarse_candidates(
-            user_id, embedding.coarse, session_id, coarse_limit, ef_search
+            user_id, embedding.coarse, session_id, coarse_limit, ef_search, exact_max
         )
         exact = await self.exact_768d_scores(user_id, [i for i, _ in coarse], embedding.full)
         return sorted(exact.items(), key=lambda pair: -pair[1])[:limit]

@@ -18,6 +18,7 @@ log = structlog.get_logger(__name__)
 class Bm25LegSettings:
     size: int  # bm25_candidates
     context_boost: float  # 0: the content field alone
+    proximity_slop: int | None = None  # lever bm25_proximity: None switches it off
 
 
 async def bm25_leg(
@@ -31,7 +32,12 @@ async def bm25_leg(
     with timer.stage("bm25_ms"):
         try:
             return await index.search_bm25(
-                user_id, query, options.size, session_id, options.context_boost
+                user_id,
+                query,
+                options.size,
+                session_id,
+                options.context_boost,
+                options.proximity_slop,
             )
         except (*UNAVAILABLE, TransportError) as exc:
             log.warning("retrieval.bm25_unavailable", error=str(exc))

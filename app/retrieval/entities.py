@@ -175,6 +175,11 @@ def query_entities(query: str, speakers: Iterable[str] = ()) -> list[str]:
     return entities
 
 
+def names_something(query: str, speakers: Iterable[str] = ()) -> bool:
+    """Whether the query names an entity or a number (lever typed_weights: a lexical query)."""
+    return bool(query_entities(query, speakers)) or re.search(r"\d", query) is not None
+
+
 def mentions(text: str, entity: str) -> bool:
     return re.search(rf"(?<!\w){re.escape(entity)}(?!\w)", text, re.IGNORECASE) is not None
 

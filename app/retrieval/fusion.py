@@ -13,6 +13,23 @@ from dataclasses import dataclass
 from app.retrieval.candidates import Candidate, rank_by_score
 from app.search_index.client import TextHit
 
+BALANCED = (0.5, 0.5)  # lever balanced_legs: (vector, BM25)
+LEXICAL = (0.3, 0.7)  # lever typed_weights, for a query that names something: the paper's
+# 70/30 turned round, since exact names and numbers are what BM25 matches and a sentence
+# vector blurs
+
+
+def leg_weights(
+    configured: tuple[float, float], balanced: bool, lexical: bool
+) -> tuple[tuple[float, float], str]:
+    """The legs' fusion weights (vector, BM25) and why: a lexical query (lever typed_weights
+    found a name or number in it) first, then balanced_legs, then the settings' weights."""
+    if lexical:
+        return LEXICAL, "lexical query"
+    if balanced:
+        return BALANCED, "balanced"
+    return configured, "configured"
+
 
 @dataclass(frozen=True, slots=True)
 class RankedList:

@@ -27,8 +27,8 @@ from app.ml.embedder import Embedder
 from app.retrieval.bm25_leg import Bm25LegSettings, bm25_leg
 from app.retrieval.candidates import Candidate
 from app.retrieval.dedup import dedup_head
-from app.retrieval.entities import boost_shared_entities
-from app.retrieval.fusion import fuse_legs, fuse_scores
+from app.retrieval.entities import boost_shared_entities, names_something
+from app.retrieval.fusion import fuse_legs, fuse_scores, leg_weights
 from app.retrieval.history import with_history
 from app.retrieval.neighbours import links, spread_to_neighbours
 from app.retrieval.profiles import Levers
@@ -43,8 +43,6 @@ from app.retrieval.visibility import load_visible
 from app.search_index.client import MemoryIndex, TextHit
 
 log = structlog.get_logger(__name__)
-
-BALANCED = 0.5  # each leg's fusion weight under the balanced_legs lever
 
 
 class StageSwitches(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -113,7 +111,7 @@ class RetrievalPipeline:
             analysis = analyze_query(request.query, request.as_of or datetime.now(UTC))
 
         # What the legs search: the query, without the speakers' names under speaker_query.
-        search_text = request.query
+        search_text, names = request.query, set[str]()
         if levers.speaker_query:
             with timer.stage("speakers_ms"):
                 names = await known_speakers(self._index, request.user_id, request.session_id)
@@ -132,6 +130,7 @@ class RetrievalPipeline:
                 shortlist=settings.candidates_256d,
                 keep=settings.candidates_768d,
                 ef_search=settings.hnsw_ef_search,
+                exact_max=settings.exact_search_max_memories,
                 rescore_768d=switches.rescore_768d,
                 with_context=levers.context_vector,
                 feedback_top=settings.feedback_top if levers.feedback else 0,
@@ -158,6 +157,9 @@ class RetrievalPipeline:
                                 context_boost=settings.bm25_context_boost
                                 if levers.context_bm25
                                 else 0.0,
+                                proximity_slop=settings.bm25_proximity_slop
+                                if levers.bm25_proximity
+                                else None,
                             ),
                             timer,
                         )
@@ -179,11 +181,12 @@ class RetrievalPipeline:
 
         # Stage 4: weighted RRF (or, with the score_fusion lever, normalised score sums).
         # An item absent from a list gets nothing from that list.
-        weight_vector, weight_bm25 = (
-            (BALANCED, BALANCED)
-            if levers.balanced_legs
-            else (settings.rrf_weight_vector, settings.rrf_weight_bm25)
+        lexical = levers.typed_weights and names_something(search_text, names)
+        (weight_vector, weight_bm25), why = leg_weights(
+            (settings.rrf_weight_vector, settings.rrf_weight_bm25), levers.balanced_legs, lexical
         )
+        if levers.typed_weights:
+            status["fusion"] = why
         if request.weight_vector is not None:
             weight_vector = request.weight_vector
         if request.weight_bm25 is not None:

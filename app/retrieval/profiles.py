@@ -20,6 +20,9 @@ class Levers(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     context_vector: bool = False
     # BM25 leg: the context field is searched too, at settings.bm25_context_boost.
     context_bm25: bool = False
+    # BM25 leg: documents with the query's terms close together (a sloppy phrase match, in
+    # content and context) score more.
+    bm25_proximity: bool = False
     # Speaker-aware: when the query names a speaker of the candidates, that speaker's
     # memories are boosted (app/retrieval/speakers.py).
     speaker: bool = False
@@ -40,6 +43,9 @@ class Levers(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     # Fusion weighs the two legs equally (0.5 / 0.5) instead of the settings' 70/30: with
     # context on both legs, BM25 is nearly as strong alone as the vector leg.
     balanced_legs: bool = False
+    # Fusion weights by query type: a query naming an entity or a number (after the speakers'
+    # names are gone) weighs BM25 0.7 and the vector 0.3 (app/retrieval/fusion.py).
+    typed_weights: bool = False
     # Fusion by min-max normalised scores instead of RRF ranks (app/retrieval/fusion.py).
     score_fusion: bool = False
 
@@ -66,6 +72,7 @@ class LeverOverrides(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 
     context_vector: bool | None = None
     context_bm25: bool | None = None
+    bm25_proximity: bool | None = None
     speaker: bool | None = None
     speaker_query: bool | None = None
     entities: bool | None = None
@@ -73,6 +80,7 @@ class LeverOverrides(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     neighbours: bool | None = None
     score_fusion: bool | None = None
     balanced_legs: bool | None = None
+    typed_weights: bool | None = None
     time_mentions: bool | None = None
 
 

@@ -28,6 +28,7 @@ class VectorLegSettings:
     shortlist: int  # candidates_256d
     keep: int  # candidates_768d
     ef_search: int
+    exact_max: int  # a user with at most this many current memories is scanned exactly
     rescore_768d: bool
     with_context: bool
     feedback_top: int = 0  # m: 0 switches the lever off
@@ -45,7 +46,12 @@ async def vector_leg(
     """The best candidates, and how many the 256D stage shortlisted."""
     with timer.stage("vector_256d_ms"):
         coarse = await repository.coarse_candidates(
-            user_id, embedding.coarse, session_id, options.shortlist, options.ef_search
+            user_id,
+            embedding.coarse,
+            session_id,
+            options.shortlist,
+            options.ef_search,
+            options.exact_max,
         )
     candidates = []
     for rank, (memory_id, score) in enumerate(coarse, start=1):

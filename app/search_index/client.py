@@ -52,6 +52,16 @@ def tenant_filter(tenant_id: uuid.UUID) -> dict[str, Any]:
     return {"bool": {"should": [own, untagged], "minimum_should_match": 1}}
 
 
+def proximity_match(query: str, context_boost: float, slop: int) -> list[dict[str, Any]]:
+    """Extra score for documents whose content (or context) has the query's terms close
+    together, in any order: a phrase match allowing `slop` moves."""
+    fields = {"content": 1.0, **({"context": context_boost} if context_boost > 0 else {})}
+    return [
+        {"match_phrase": {field: {"query": query, "slop": slop, "boost": boost}}}
+        for field, boost in fields.items()
+    ]
+
+
 def text_match(query: str, context_boost: float) -> dict[str, Any]:
     if context_boost <= 0:
         return {"match": {"content": {"query": query}}}
@@ -239,21 +249,19 @@ class MemoryIndex:
         size: int,
         session_id: str | None = None,
         context_boost: float = 0.0,
+        proximity_slop: int | None = None,
     ) -> list[TextHit]:
         """BM25 over current memories of one user of the current tenant: USER scope, plus
         CONTEXT of this session. With `context_boost` > 0 the context field counts too, at that
         weight beside the content's 1.0 (best field plus the other's share: a tie-breaker, not a
-        sum)."""
-        body = {
-            "size": size,
-            "_source": False,
-            "query": {
-                "bool": {
-                    "must": [text_match(query, context_boost)],
-                    "filter": visible_documents(user_id, session_id),
-                }
-            },
+        sum). With `proximity_slop`, documents with the terms close together score more."""
+        query_body: dict[str, Any] = {
+            "must": [text_match(query, context_boost)],
+            "filter": visible_documents(user_id, session_id),
         }
+        if proximity_slop is not None:
+            query_body["should"] = proximity_match(query, context_boost, proximity_slop)
+        body = {"size": size, "_source": False, "query": {"bool": query_body}}
         response = await self.client.search(index=self.name, body=body)
         return [
             TextHit(memory_id=uuid.UUID(hit["_id"]), score=float(hit["_score"]))

@@ -1,11 +1,13 @@
-"""The entity lever and the speaker-free BM25 query, on plain candidates: no services."""
+"""The entity, speaker-free query, feedback and typed-weights levers on plain data: no
+services."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from app.retrieval.entities import boost_shared_entities, query_entities
+from app.retrieval.entities import boost_shared_entities, names_something, query_entities
+from app.retrieval.fusion import BALANCED, LEXICAL, leg_weights
 from app.retrieval.speakers import without_names
 from app.retrieval.vector_leg import rocchio
 from tests.retrieval.test_stages import make
@@ -86,3 +88,20 @@ def test_rocchio_moves_the_query_towards_the_mean_of_the_best_hits() -> None:
     expected = np.array([1.0, 0.375, 0.375]) / np.linalg.norm([1.0, 0.375, 0.375])
     assert moved == pytest.approx(expected)
     assert rocchio(query, [], 0.75) is query
+
+
+class TestTypedWeights:
+    def test_a_query_naming_something_or_a_number_is_lexical(self) -> None:
+        assert names_something("When did we fly to Lisbon?")
+        assert names_something("what happened in 2022")
+        assert not names_something("What books has Caroline read?", SPEAKERS)
+        assert names_something("What books has Caroline read?")  # a name, unless a speaker
+
+    def test_lexical_then_balanced_then_configured(self) -> None:
+        assert leg_weights((0.7, 0.3), balanced=True, lexical=True) == (LEXICAL, "lexical query")
+        assert leg_weights((0.7, 0.3), balanced=True, lexical=False) == (BALANCED, "balanced")
+        assert leg_weights((0.7, 0.3), balanced=False, lexical=False) == (
+            (0.7, 0.3),
+            "configured",
+        )
+        assert LEXICAL[1] > LEXICAL[0] and sum(LEXICAL) == pytest.approx(1.0)

@@ -190,3 +190,37 @@ async def test_entities_and_feedback_rank_and_explain(
     fed = await search(client, user_id, query, top_k=3, profile="paper", levers={"feedback": True})
     assert all("feedback" in r["explanation"] for r in fed["results"] if "768d" in r["explanation"])
     assert {r["memory"]["id"] for r in fed["results"]} == {c["id"] for c in created}
+
+
+async def test_proximity_prefers_terms_close_together_and_typed_weights_say_why(
+    client, opensearch, index_name, user_id
+) -> None:
+    close, far = await _load(
+        client,
+        opensearch,
+        index_name,
+        user_id,
+        [
+            turn(
+                "Ann: yesterday after a long and tiring week at the office downtown I finally "
+                "bought a red bicycle",
+                "Ann",
+                "s1",
+            ),
+            turn("Ann: red shoes and hats and socks and gloves for the bicycle", "Ann", "s2"),
+        ],
+    )
+    bm25_only = {"profile": "paper", "stages": {"vector": False}}
+    plain = await search(client, user_id, "red bicycle", **bm25_only)
+    # Plain BM25: the same terms once each, so the shorter memory wins.
+    assert [r["memory"]["id"] for r in plain["results"]] == [far["id"], close["id"]]
+    near = await search(
+        client, user_id, "red bicycle", levers={"bm25_proximity": True}, **bm25_only
+    )
+    assert [r["memory"]["id"] for r in near["results"]] == [close["id"], far["id"]]
+
+    typed = {"levers": {"typed_weights": True}}
+    named = await search(client, user_id, "Did Ann ride in Lisbon?", **typed)
+    assert named["stages"]["fusion"] == "lexical query"
+    unnamed = await search(client, user_id, "Did Ann buy a bicycle?", **typed)
+    assert unnamed["stages"]["fusion"] == "balanced"  # Ann is a speaker: no name is left
