@@ -1,10 +1,11 @@
 """The 8-stage retrieval pipeline, composed from small stages that pass plain candidates.
 
-1 query analysis · 2 Matryoshka vector search (256D HNSW → exact 768D) · 3 BM25 ·
-4 weighted RRF · load and visibility · [speaker boost · neighbour expansion] ·
-5 temporal boost · 6 de-duplication · 7 cross-encoder · 8 history.
-The bracketed stages and the context legs are levers of the `default` profile
-(app/retrieval/profiles.py); `paper` runs SPEC's 8 stages exactly. Every stage can be
+1 query analysis · [speaker-free query text] · 2 Matryoshka vector search (256D exact for a
+small user, else HNSW → exact 768D [→ feedback]) · 3 BM25 [+ proximity] · 4 weighted RRF
+[balanced or typed weights] · load and visibility · [speaker · entities · neighbours ·
+time mentions] · 5 temporal boost · 6 de-duplication · 7 cross-encoder · 8 history.
+The bracketed steps and the context legs are levers (app/retrieval/profiles.py): `paper` runs
+SPEC's 8 stages exactly, `default` the levers that earned their place. Every stage can be
 switched off per request; each one's duration is measured and logged.
 """
 
