@@ -17,6 +17,7 @@ import structlog
 from opensearchpy.exceptions import TransportError
 
 from app.retrieval.candidates import Candidate, rank_by_score
+from app.retrieval.function_words import has_subject
 from app.search_index.client import UNAVAILABLE, MemoryIndex
 
 log = structlog.get_logger(__name__)
@@ -35,12 +36,13 @@ def named_speakers(query: str, speakers: Iterable[str]) -> set[str]:
 
 
 def without_names(query: str, names: Iterable[str]) -> str:
-    """The query without the given names; the query itself if nothing else would remain."""
+    """The query without the given names; the query itself if no word but function words
+    would remain ("Tell me about Tim": the name is the subject)."""
     stripped = query
     for name in sorted((n for n in names if n), key=len, reverse=True):
         stripped = re.sub(name_pattern(name), " ", stripped, flags=re.IGNORECASE)
     stripped = " ".join(stripped.split())
-    return stripped if re.search(r"\w", stripped) else query
+    return stripped if has_subject(stripped) else query
 
 
 async def known_speakers(index: MemoryIndex, user_id: str, session_id: str | None) -> set[str]:

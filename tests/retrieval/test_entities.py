@@ -105,3 +105,9 @@ class TestTypedWeights:
             "configured",
         )
         assert LEXICAL[1] > LEXICAL[0] and sum(LEXICAL) == pytest.approx(1.0)
+
+
+def test_a_name_that_is_the_querys_subject_stays() -> None:
+    assert without_names("Tell me about Caroline", SPEAKERS) == "Tell me about Caroline"
+    assert without_names("Who is Jo?", SPEAKERS) == "Who is Jo?"
+    assert without_names("What does Jo paint?", SPEAKERS) == "What does paint?"
