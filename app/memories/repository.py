@@ -56,34 +56,30 @@ def visible_in_session(session_id: Any) -> ColumnElement[bool]:
 # cost more (3-4 ms) than running it. Every one is bound to a user.
 _memories = Memory.__table__
 _ids = bindparam("ids", type_=_UUID_ARRAY)
-_distance_256d = _memories.c.embedding_256d.cosine_distance(
-    bindparam("query", type_=Memory.embedding_256d.type)
-).label("distance")
-_COARSE_CANDIDATES = (
-    select(_memories.c.id, _distance_256d)
-    .where(
-        _memories.c.user_id == bindparam("user_id"),
-        _memories.c.is_current,
-        visible_in_session(bindparam("session_id", type_=Memory.session_id.type)),
+_query_256d = bindparam("query", type_=Memory.embedding_256d.type)
+
+
+def _coarse_candidates(distance: Any) -> Any:
+    """The user's visible current memories nearest by `distance`, ordered by its label (the
+    query vector is bound once)."""
+    labelled = distance.label("distance")
+    return (
+        select(_memories.c.id, labelled)
+        .where(
+            _memories.c.user_id == bindparam("user_id"),
+            _memories.c.is_current,
+            visible_in_session(bindparam("session_id", type_=Memory.session_id.type)),
+        )
+        .order_by(labelled)
+        .limit(bindparam("limit"))
     )
-    .order_by(_distance_256d)  # by its label: the query vector is bound once
-    .limit(bindparam("limit"))
-)
+
+
+_COARSE_CANDIDATES = _coarse_candidates(_memories.c.embedding_256d.cosine_distance(_query_256d))
 # The same, scanned exactly (for a user small enough): "+ 0" makes the sort key an expression
 # the HNSW index cannot serve, so Postgres reads the user's rows by the user index and sorts.
-_exact_distance_256d = (
-    _memories.c.embedding_256d.cosine_distance(bindparam("query", type_=Memory.embedding_256d.type))
-    + 0.0
-).label("distance")
-_COARSE_CANDIDATES_EXACT = (
-    select(_memories.c.id, _exact_distance_256d)
-    .where(
-        _memories.c.user_id == bindparam("user_id"),
-        _memories.c.is_current,
-        visible_in_session(bindparam("session_id", type_=Memory.session_id.type)),
-    )
-    .order_by(_exact_distance_256d)
-    .limit(bindparam("limit"))
+_COARSE_CANDIDATES_EXACT = _coarse_candidates(
+    _memories.c.embedding_256d.cosine_distance(_query_256d) + 0.0
 )
 _EXACT_768D = select(
     _memories.c.id,
@@ -127,7 +123,7 @@ class ListFilter:
 
 
 async def set_hnsw_scan(
-    session: AsyncSession, ef_search: int, user_id: str | None = None, exact_max: int = 0
+    session: AsyncSession, ef_search: int, user_id: str, exact_max: int
 ) -> bool:
     """This transaction's HNSW scan: `ef_search`, and iterative scans (pgvector >= 0.8) that
     keep filling the list when the user filter rejects neighbours. In the same round trip,
@@ -142,10 +138,10 @@ async def set_hnsw_scan(
                 "   WHERE user_id = :user_id AND is_current LIMIT :cap + 1) AS mine) <= :cap"
                 " AS small"
             ),
-            {"ef": str(int(ef_search)), "user_id": user_id or "", "cap": max(exact_max, 0)},
+            {"ef": str(int(ef_search)), "user_id": user_id, "cap": max(exact_max, 0)},
         )
     ).one()
-    return bool(row.small) and user_id is not None and exact_max > 0
+    return bool(row.small) and exact_max > 0
 
 
 class MemoryRepository:
@@ -311,7 +307,7 @@ class MemoryRepository:
                 Memory.user_id == user_id, Memory.id == one_of(memory_ids)
             )
         )
-        return [np.asarray(r[0], dtype=np.float32) for r in rows if r[0] is not None]
+        return [np.asarray(r[0], dtype=np.float32) for r in rows]
 
     async def neighbours(
         self,

@@ -21,7 +21,7 @@ from collections.abc import Iterable
 
 from app.retrieval.candidates import Candidate, rank_by_score
 from app.retrieval.function_words import FUNCTION_WORDS
-from app.retrieval.speakers import named_speakers
+from app.retrieval.speakers import name_pattern, named_speakers
 
 # Lower-case words allowed inside a run of capitalised ones: "The Name of the Wind".
 JOINERS = frozenset({"of", "the", "de", "la", "van", "von"})
@@ -88,7 +88,7 @@ def names_something(query: str, speakers: Iterable[str] = ()) -> bool:
 
 
 def mentions(text: str, entity: str) -> bool:
-    return re.search(rf"(?<!\w){re.escape(entity)}(?!\w)", text, re.IGNORECASE) is not None
+    return re.search(name_pattern(entity), text, re.IGNORECASE) is not None
 
 
 def boost_shared_entities(

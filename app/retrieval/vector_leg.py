@@ -13,6 +13,7 @@ Tim read?") then also finds the turns that share the topic of its best hits but 
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
 
 import numpy as np
@@ -68,19 +69,24 @@ async def vector_leg(
     )
     with timer.stage("vector_768d_ms"):
         exact = await exact_scores(user_id, ids, embedding.full)
-        for candidate in candidates:
-            candidate.score = exact.get(candidate.memory_id, -1.0)
-        ranked = rank_by_score(candidates, "768d")
+        ranked = rescored(candidates, exact, "768d")
     if options.feedback_top > 0 and ranked:
         with timer.stage("feedback_ms"):
             best = [c.memory_id for c in ranked[: options.feedback_top]]
             vectors = await repository.content_vectors(user_id, best)
             moved = rocchio(embedding.full, vectors, options.feedback_weight)
             exact = await exact_scores(user_id, ids, moved)
-            for candidate in candidates:
-                candidate.score = exact.get(candidate.memory_id, -1.0)
-            ranked = rank_by_score(candidates, "feedback")
+            ranked = rescored(candidates, exact, "feedback")
     return ranked[: options.keep], len(coarse)
+
+
+def rescored(
+    candidates: list[Candidate], exact: dict[uuid.UUID, float], stage: str
+) -> list[Candidate]:
+    """The candidates scored by `exact` (-1 where it has none) and ranked at `stage`."""
+    for candidate in candidates:
+        candidate.score = exact.get(candidate.memory_id, -1.0)
+    return rank_by_score(candidates, stage)
 
 
 def rocchio(query: np.ndarray, relevant: list[np.ndarray], weight: float) -> np.ndarray:

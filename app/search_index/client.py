@@ -233,7 +233,7 @@ class MemoryIndex:
 
     async def speakers(self, user_id: str, session_id: str | None, limit: int = 100) -> set[str]:
         """The speakers of the memories this caller may see (a terms aggregation over the
-        same filters as search): what the BM25 leg leaves out of a query."""
+        same filters as search): the names lever speaker_query leaves out of a query."""
         body = {
             "size": 0,
             "query": {"bool": {"filter": visible_documents(user_id, session_id)}},
