@@ -132,6 +132,42 @@ def alembic(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
     return result
 
 
+async def run_cli_async(
+    env: dict[str, str],
+    *args: str,
+    timeout: float = 300,  # noqa: ASYNC109
+) -> subprocess.CompletedProcess:
+    """`run_cli` for async tests: the event loop keeps running while the command does.
+
+    A blocking call there would freeze the session loop's background tasks (a relay or an
+    ingestion worker) mid-transaction, with their row locks held, and whatever the command
+    needs to lock would wait for them until its lock_timeout."""
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        *args,
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        stdout, stderr = await asyncio.wait_for(process.communicate(), timeout)
+    except TimeoutError:
+        process.kill()
+        await process.wait()
+        raise
+    return subprocess.CompletedProcess(
+        [sys.executable, "-m", *args], process.returncode, stdout.decode(), stderr.decode()
+    )
+
+
+async def alembic_async(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
+    result = await run_cli_async(env, "alembic", *args)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result
+
+
 @contextlib.contextmanager
 def one_worker_at_a_time(name: str) -> Iterator[None]:
     """Across pytest-xdist workers (a file lock): for what touches the whole cluster."""
@@ -278,7 +314,11 @@ class InProcessApi:
 async def inprocess_api(
     migrated: dict[str, str], relay: ServiceProcess
 ) -> AsyncIterator[InProcessApi]:
-    api = InProcessApi({**migrated, "COGNIS_RELAY_IN_API": "false"})
+    # No background work of its own: the relay runs in its own process, and the ingestion
+    # worker only for the tests that ask for it (`ingest_worker`).
+    api = InProcessApi(
+        {**migrated, "COGNIS_RELAY_IN_API": "false", "COGNIS_INGEST_WORKER_IN_API": "false"}
+    )
     started, stop = asyncio.Event(), asyncio.Event()
 
     async def serve() -> None:  # the lifespan's start and end in one task, as anyio requires
@@ -292,6 +332,22 @@ async def inprocess_api(
     if task.done():
         task.result()  # start-up failed: raise its error here
     yield api
+    stop.set()
+    await task
+
+
+@pytest.fixture(scope="session")
+async def ingest_worker(inprocess_api: InProcessApi) -> AsyncIterator[None]:
+    """The in-process API's ingestion worker, started by the first test that sends messages
+    through that API and kept for the rest of the session (of this pytest-xdist worker).
+
+    Tests that do not need it never start it: it polls ingest_tasks in the session's event
+    loop, and a claim frozen mid-transaction by anything that blocks the loop holds its row
+    locks until the loop runs again."""
+    runtime = inprocess_api.app.state.runtime
+    stop = asyncio.Event()
+    task = asyncio.create_task(runtime.ingest_worker.run_forever(stop))
+    yield
     stop.set()
     await task
 

@@ -5,10 +5,13 @@ from __future__ import annotations
 import asyncio
 import time
 
+import pytest
 from sqlalchemy import text
 
 from tests.conftest import wait_until
 from tests.factories import create_memory, indexed_document, user_row_counts
+
+pytestmark = pytest.mark.usefixtures("ingest_worker")  # messages through the in-process API
 
 
 async def test_erase_user_empties_both_stores_for_that_user_only(
@@ -51,6 +54,20 @@ async def test_erase_user_empties_both_stores_for_that_user_only(
     assert await indexed_document(opensearch, index_name, theirs["id"]) is not None
     kept = await client.get(f"/v1/users/{other_user_id}/memories/{theirs['id']}")
     assert kept.status_code == 200
+
+
+async def quiet(db) -> bool:
+    """No other session holds a lock on a table of this database now: none is inside a
+    transaction that has touched one (pg_locks, unlike pg_stat_activity's state, shows every
+    role's sessions to a role without pg_read_all_stats)."""
+    async with db.connect() as connection:
+        busy = await connection.scalar(
+            text(
+                "SELECT count(DISTINCT pid) FROM pg_locks WHERE pid <> pg_backend_pid()"
+                " AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+            )
+        )
+    return busy == 0
 
 
 async def _write_until(client, user_id: str, kind: str, stop, log: list) -> None:
@@ -99,7 +116,14 @@ async def test_erase_is_final_under_concurrent_writes(
         await wait_until(some_acknowledged, timeout=120)
         erase = await client.delete(f"/v1/users/{user_id}")
         erased_at = time.monotonic()
-        await asyncio.sleep(3)  # writers keep going after the erase answered
+
+        async def every_writer_answered_after_the_erase():  # they keep going after it answered
+            answered = {(kind, n) for n, (kind, _, sent, _) in enumerate(log) if sent > erased_at}
+            return {kind for kind, _ in answered} == {"memory", "batch", "message"} and len(
+                answered
+            ) >= len(writers)
+
+        await wait_until(every_writer_answered_after_the_erase, timeout=120)
     finally:
         stop.set()
         await asyncio.gather(*writers)
@@ -125,7 +149,11 @@ async def test_erase_is_final_under_concurrent_writes(
         return open_tasks == 0 and pending == 0
 
     await wait_until(settled, timeout=60)
-    await asyncio.sleep(2)  # a worker or relay that was mid-job has finished by now
+
+    async def no_job_in_flight():  # a worker or relay that was mid-job has finished
+        return await quiet(db)
+
+    await wait_until(no_job_in_flight, timeout=60)
     assert await user_row_counts(db, user_id) == {"memories": 0, "messages": 0, "outbox": 0}
     async with db.connect() as connection:
         for table in ("ingest_tasks", "ingest_decisions"):

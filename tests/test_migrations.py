@@ -1,14 +1,23 @@
-"""Migrations: upgrade -> downgrade -> upgrade on a real, scratch database."""
+"""Migrations: upgrade -> downgrade -> upgrade on real, scratch databases.
+
+Every test here migrates a database of its own, created for it and dropped after it: no API,
+relay or ingestion worker is attached to it, so nothing but the test itself holds a lock there
+(a worker's claim frozen mid-transaction on the shared database once made a downgrade wait out
+its lock_timeout). Commands run as asyncio subprocesses, so the session's loop never blocks.
+"""
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
 
+import pytest
 from sqlalchemy import text
 from sqlalchemy.engine import make_url
-from sqlalchemy.ext.asyncio import create_async_engine
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
-from tests.conftest import alembic, run_cli
+from tests.conftest import alembic_async, run_cli, run_cli_async
 
 EXPECTED_INDEXES = {
     "memories_embedding_256d_hnsw_idx": (
@@ -74,66 +83,91 @@ async def _schema(url: str) -> tuple[set[str], dict[str, str], set[str]]:
         await engine.dispose()
 
 
-async def test_upgrade_downgrade_upgrade_round_trip(migrated) -> None:
+@dataclass(frozen=True)
+class Scratch:
+    """An empty database of one test's own: its owner URL and the environment to migrate it."""
+
+    url: str
+    env: dict[str, str]
+
+
+@pytest.fixture
+async def scratch(migrated: dict[str, str]) -> AsyncIterator[Scratch]:
     url = make_url(migrated["COGNIS_MIGRATION_DATABASE_URL"])
-    scratch = f"cognis_migrations_{uuid.uuid4().hex[:8]}"
+    name = f"cognis_migrations_{uuid.uuid4().hex[:8]}"
     admin = create_async_engine(url, isolation_level="AUTOCOMMIT")
     async with admin.connect() as connection:
-        await connection.execute(text(f'CREATE DATABASE "{scratch}"'))
-    scratch_url = url.set(database=scratch).render_as_string(hide_password=False)
-    env = {**migrated, "COGNIS_MIGRATION_DATABASE_URL": scratch_url}
+        await connection.execute(text(f'CREATE DATABASE "{name}"'))
+    scratch_url = url.set(database=name).render_as_string(hide_password=False)
     try:
-        alembic(env, "upgrade", "head")
-        tables, indexes, routines = await _schema(scratch_url)
-        assert {"memories", "messages", "outbox", "alembic_version"} <= tables
-        for name, fragments in EXPECTED_INDEXES.items():
-            for fragment in fragments:
-                assert fragment in indexes[name], (name, indexes[name])
-        assert {
-            "current_memories",
-            "memory_versions",
-            "memory_chain",
-            "memories_as_of",
-            "memories_known_at",
-            "memories_true_at",
-        } <= routines
-        # 0005 dropped the 768D HNSW index (no query searches it); one step down brings it back.
-        assert "memories_embedding_768d_hnsw_idx" not in indexes
-        assert {"tenants", "api_keys"} <= tables
-        # Before tenants, user ids were unique in the whole deployment (a forced downgrade: it
-        # drops every other tenant's rows).
-        alembic(env, "-x", "force=true", "downgrade", "0006_memory_external_ids")
-        tables, indexes, _ = await _schema(scratch_url)
-        assert "tenants" not in tables
-        assert "(user_id, external_id)" in indexes["memories_user_external_id_idx"]
-        alembic(env, "-x", "force=true", "downgrade", "0004_outbox_user_pending")
-        _, indexes, _ = await _schema(scratch_url)
-        assert "ef_construction='256'" in indexes["memories_embedding_768d_hnsw_idx"]
-        alembic(env, "upgrade", "head")
-
-        alembic(env, "-x", "force=true", "downgrade", "base")
-        tables, indexes, routines = await _schema(scratch_url)
-        assert tables == {"alembic_version"}
-        assert not {"memory_chain", "memories_as_of", "current_memories"} & routines
-
-        alembic(env, "upgrade", "head")
-        tables, _, routines = await _schema(scratch_url)
-        assert {"memories", "messages", "outbox"} <= tables
-        assert "memory_chain" in routines
-
-        # The models and the migrations describe the same schema.
-        check = alembic(env, "check")
-        assert "No new upgrade operations detected" in check.stdout + check.stderr
+        yield Scratch(scratch_url, {**migrated, "COGNIS_MIGRATION_DATABASE_URL": scratch_url})
     finally:
         async with admin.connect() as connection:
-            await connection.execute(text(f'DROP DATABASE IF EXISTS "{scratch}" WITH (FORCE)'))
+            await connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
         await admin.dispose()
 
 
-async def test_a_downgrade_that_drops_data_refuses_unless_forced(migrated, db) -> None:
+@pytest.fixture
+async def scratch_at_head(scratch: Scratch) -> AsyncIterator[AsyncEngine]:
+    """The scratch database migrated to head, and an owner's engine on it."""
+    await alembic_async(scratch.env, "upgrade", "head")
+    engine = create_async_engine(scratch.url)
+    yield engine
+    await engine.dispose()
+
+
+async def test_upgrade_downgrade_upgrade_round_trip(scratch: Scratch) -> None:
+    env, scratch_url = scratch.env, scratch.url
+    await alembic_async(env, "upgrade", "head")
+    tables, indexes, routines = await _schema(scratch_url)
+    assert {"memories", "messages", "outbox", "alembic_version"} <= tables
+    for name, fragments in EXPECTED_INDEXES.items():
+        for fragment in fragments:
+            assert fragment in indexes[name], (name, indexes[name])
+    assert {
+        "current_memories",
+        "memory_versions",
+        "memory_chain",
+        "memories_as_of",
+        "memories_known_at",
+        "memories_true_at",
+    } <= routines
+    # 0005 dropped the 768D HNSW index (no query searches it); one step down brings it back.
+    assert "memories_embedding_768d_hnsw_idx" not in indexes
+    assert {"tenants", "api_keys"} <= tables
+    # Before tenants, user ids were unique in the whole deployment (a forced downgrade: it
+    # drops every other tenant's rows).
+    await alembic_async(env, "-x", "force=true", "downgrade", "0006_memory_external_ids")
+    tables, indexes, _ = await _schema(scratch_url)
+    assert "tenants" not in tables
+    assert "(user_id, external_id)" in indexes["memories_user_external_id_idx"]
+    await alembic_async(env, "-x", "force=true", "downgrade", "0004_outbox_user_pending")
+    _, indexes, _ = await _schema(scratch_url)
+    assert "ef_construction='256'" in indexes["memories_embedding_768d_hnsw_idx"]
+    await alembic_async(env, "upgrade", "head")
+
+    await alembic_async(env, "-x", "force=true", "downgrade", "base")
+    tables, indexes, routines = await _schema(scratch_url)
+    assert tables == {"alembic_version"}
+    assert not {"memory_chain", "memories_as_of", "current_memories"} & routines
+
+    await alembic_async(env, "upgrade", "head")
+    tables, _, routines = await _schema(scratch_url)
+    assert {"memories", "messages", "outbox"} <= tables
+    assert "memory_chain" in routines
+
+    # The models and the migrations describe the same schema.
+    check = await alembic_async(env, "check")
+    assert "No new upgrade operations detected" in check.stdout + check.stderr
+
+
+async def test_a_downgrade_that_drops_data_refuses_unless_forced(
+    scratch: Scratch, scratch_at_head: AsyncEngine
+) -> None:
     """The audit trail (0003) must not go because someone typed `downgrade 0002`."""
+    env, db = scratch.env, scratch_at_head
     for target in ("0005_write_path", "0002_analyst_views", "base"):
-        refused = run_cli(migrated, "alembic", "downgrade", target)
+        refused = await run_cli_async(env, "alembic", "downgrade", target)
         assert refused.returncode != 0, target
         assert "-x force=true" in refused.stderr, refused.stderr[-2000:]
     async with db.connect() as connection:
@@ -153,11 +187,11 @@ async def test_a_downgrade_that_drops_data_refuses_unless_forced(migrated, db) -
         assert kept.scalar_one() == 2
     assert {"ingest_decisions", "ingest_tasks", "memories", "messages"} <= tables
     # Revisions above the refusing one that hold no data (functions) may have gone down.
-    alembic(migrated, "upgrade", "head")
+    await alembic_async(env, "upgrade", "head")
     # Dropping an index loses nothing: 0004 goes down unforced.
-    alembic(migrated, "-x", "force=true", "downgrade", "0004_outbox_user_pending")
-    alembic(migrated, "downgrade", "0003_ingestion")
-    alembic(migrated, "upgrade", "head")
+    await alembic_async(env, "-x", "force=true", "downgrade", "0004_outbox_user_pending")
+    await alembic_async(env, "downgrade", "0003_ingestion")
+    await alembic_async(env, "upgrade", "head")
 
 
 def test_upgrade_sql_needs_no_database(migrated) -> None:
@@ -175,13 +209,16 @@ def test_upgrade_sql_needs_no_database(migrated) -> None:
     assert "SET lock_timeout = '2s'" in custom.stdout
 
 
-async def test_a_migration_gives_up_on_a_held_lock(migrated, db) -> None:
+async def test_a_migration_gives_up_on_a_held_lock(
+    scratch: Scratch, scratch_at_head: AsyncEngine
+) -> None:
     """lock_timeout: a migration waiting behind a long transaction fails fast instead of queueing
     every reader and writer behind its ACCESS EXCLUSIVE request."""
+    env, db = scratch.env, scratch_at_head
     async with db.connect() as holder:
         await holder.execute(text("LOCK TABLE memories IN ACCESS SHARE MODE"))
-        result = run_cli(
-            migrated,
+        result = await run_cli_async(
+            env,
             "alembic",
             "-x",
             "lock_timeout=1s",
@@ -209,4 +246,4 @@ async def test_a_migration_gives_up_on_a_held_lock(migrated, db) -> None:
     # short: steps above it that touch no memories lock may have gone, 0006's never ran.
     assert version != "0005_write_path"
     assert external_id == 1
-    alembic(migrated, "upgrade", "head")
+    await alembic_async(env, "upgrade", "head")

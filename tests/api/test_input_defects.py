@@ -9,6 +9,8 @@ import pytest
 
 from tests.factories import user_row_counts
 
+pytestmark = pytest.mark.usefixtures("ingest_worker")  # messages through the in-process API
+
 NUL = "a\x00b"  # sent as the JSON escape \\u0000
 
 

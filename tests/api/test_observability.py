@@ -16,6 +16,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from tests.conftest import ROOT
 from tests.deploy.files import load_root
 
+pytestmark = pytest.mark.usefixtures("ingest_worker")  # messages through the in-process API
+
 OBSERVABILITY = ROOT / "docs" / "observability"
 # A metric name, then optionally its label matchers: cognis_x_total{leg="bm25", a=~"5.."}.
 SELECTOR = re.compile(r"\b(cognis_[a-z0-9_]+|up)\b(\{[^}]*\})?")

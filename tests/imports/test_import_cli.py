@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import signal
 import subprocess
@@ -10,7 +11,7 @@ import uuid
 
 from sqlalchemy import text
 
-from tests.conftest import ROOT, run_cli
+from tests.conftest import ROOT, run_cli, run_cli_async
 from tests.imports.helpers import history, imported_rows, jsonl, random_vector
 
 
@@ -23,12 +24,14 @@ async def test_cli_imports_jsonl_and_resumes(migrated, db, user_id, tmp_path) ->
     whole = tmp_path / "whole.jsonl"
     whole.write_bytes(jsonl([*lines, "{broken"]))
 
-    first = run_cli(migrated, "app", "import", str(half), "--user", user_id, "--batch-size", "2")
+    first = await run_cli_async(
+        migrated, "app", "import", str(half), "--user", user_id, "--batch-size", "2"
+    )
     assert first.returncode == 0, first.stderr[-3000:]
     assert json.loads(first.stdout)["imported"] == 3
     assert "read 3 lines: imported 3" in first.stderr
 
-    second = run_cli(migrated, "app", "import", str(whole), "--user", user_id)
+    second = await run_cli_async(migrated, "app", "import", str(whole), "--user", user_id)
     assert second.returncode == 1, second.stderr[-3000:]  # one line failed
     summary = json.loads(second.stdout)
     assert (summary["imported"], summary["skipped"], summary["failed"]) == (4, 3, 1)
@@ -63,7 +66,7 @@ async def test_cli_reads_a_mem0_export(migrated, db, tmp_path) -> None:
     export = tmp_path / "mem0.json"
     export.write_text(json.dumps(records, indent=2))
 
-    result = run_cli(migrated, "app", "import", str(export))
+    result = await run_cli_async(migrated, "app", "import", str(export))
     assert result.returncode == 0, result.stderr[-3000:]
     assert json.loads(result.stdout)["imported"] == 2
     (sisters,) = (await imported_rows(db, alice)).values()
@@ -79,7 +82,9 @@ async def test_cli_reads_a_mem0_export(migrated, db, tmp_path) -> None:
     carol = f"carol-{uuid.uuid4().hex[:8]}"
     wrapped = tmp_path / "results.json"
     wrapped.write_text(json.dumps({"results": records}))
-    again = run_cli(migrated, "app", "import", str(wrapped), "--user", carol, "--format", "mem0")
+    again = await run_cli_async(
+        migrated, "app", "import", str(wrapped), "--user", carol, "--format", "mem0"
+    )
     assert again.returncode == 0, again.stderr[-3000:]
     assert json.loads(again.stdout)["imported"] == 2
     assert len(await imported_rows(db, carol)) == 2
@@ -91,7 +96,9 @@ async def test_defer_index_rebuilds_the_hnsw_indexes(migrated, db, user_id, tmp_
     path.write_bytes(
         jsonl([{**line, "embedding": random_vector(i)} for i, line in enumerate(history(3))])
     )
-    result = run_cli(migrated, "app", "import", str(path), "--user", user_id, "--defer-index")
+    result = await run_cli_async(
+        migrated, "app", "import", str(path), "--user", user_id, "--defer-index"
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     assert "dropping the HNSW indexes" in result.stderr
     assert "built memories_embedding_256d_hnsw_idx" in result.stderr
@@ -132,8 +139,16 @@ async def test_sigterm_keeps_what_is_committed_and_a_rerun_resumes(
     ]
     path = tmp_path / "lines.jsonl"
     path.write_bytes(jsonl(lines))
-    returncode, stdout, stderr = _terminated_after_first_batch(
-        migrated, "app", "import", str(path), "--user", user_id, "--batch-size", "20"
+    returncode, stdout, stderr = await asyncio.to_thread(
+        _terminated_after_first_batch,
+        migrated,
+        "app",
+        "import",
+        str(path),
+        "--user",
+        user_id,
+        "--batch-size",
+        "20",
     )
     assert returncode == 130, stderr[-3000:]
     assert "interrupted: read" in stderr and stdout == ""
@@ -141,7 +156,7 @@ async def test_sigterm_keeps_what_is_committed_and_a_rerun_resumes(
     assert 0 < len(rows) < 600
     assert all(r["has_event"] for r in rows.values())  # nothing half-written
 
-    rerun = run_cli(migrated, "app", "import", str(path), "--user", user_id)
+    rerun = await run_cli_async(migrated, "app", "import", str(path), "--user", user_id)
     assert rerun.returncode == 0, rerun.stderr[-3000:]
     summary = json.loads(rerun.stdout)
     assert (summary["imported"], summary["skipped"]) == (600 - len(rows), len(rows))

@@ -85,3 +85,10 @@ def gated_llm_api(llm_api: ApiProcess, scripted_llm: ScriptedLLM) -> Iterator[Ap
 async def gated_client(gated_llm_api: ApiProcess) -> AsyncIterator[httpx.AsyncClient]:
     async with gated_llm_api.client() as http:
         yield http
+
+
+@pytest.fixture(autouse=True)
+def _ingest_worker_for_the_in_process_api(request: pytest.FixtureRequest) -> None:
+    """Tests here that send messages through the in-process API (`client`) need its worker."""
+    if "client" in request.fixturenames:
+        request.getfixturevalue("ingest_worker")

@@ -66,7 +66,7 @@ async def test_crashed_workers_task_is_taken_over_once_its_short_lease_lapses(
     first = ApiProcess(_worker_env(migrated, llm), "api-crash-first")
     second = None
     try:
-        first.wait_ready()
+        await asyncio.to_thread(first.wait_ready)
         async with first.client() as http:
             response = await http.post(
                 f"/v1/users/{user_id}/messages", json={"messages": [{"content": marker}]}
@@ -87,9 +87,9 @@ async def test_crashed_workers_task_is_taken_over_once_its_short_lease_lapses(
         assert renewed["lease_expires_at"] > claimed["lease_expires_at"]
 
         os.kill(first.process.pid, signal.SIGKILL)
-        first.process.wait()
+        await asyncio.to_thread(first.process.wait)
         second = ApiProcess(_worker_env(migrated, llm), "api-crash-second")
-        second.wait_ready()
+        await asyncio.to_thread(second.wait_ready)
 
         async def done():
             task = await _task(db, message_id)

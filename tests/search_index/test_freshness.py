@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import uuid
 
+import pytest
 from sqlalchemy import text
 
 from tests.conftest import only_running
 from tests.factories import create_memory, indexed_document, search, stage_rank
+
+pytestmark = pytest.mark.usefixtures("ingest_worker")  # messages through the in-process API
 
 # An event no relay will take for an hour: "pending" without racing the relays.
 INSERT_HELD_EVENT = text(

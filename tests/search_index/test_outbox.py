@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from sqlalchemy import text
 
-from tests.conftest import only_running, run_cli, wait_until
+from tests.conftest import only_running, run_cli_async, wait_until
 from tests.factories import create_memory, indexed_document, search, stage_rank
 
 
@@ -91,7 +91,7 @@ async def _write_during_outage(down_api, dead_env, db, opensearch, index_name, u
         assert ready["opensearch"] == "down"
 
     # A relay that cannot reach OpenSearch records the failure and keeps the event.
-    failed = run_cli(dead_env, "app", "relay", "--once")
+    failed = await run_cli_async(dead_env, "app", "relay", "--once")
     assert failed.returncode == 1, failed.stdout + failed.stderr
     async with db.connect() as connection:
         row = (
@@ -149,7 +149,7 @@ async def test_reindex_rebuilds_a_lost_index_from_postgres(
     await wait_until(indexed)
     await opensearch.indices.delete(index=index_name)  # OpenSearch lost everything
 
-    result = run_cli(migrated, "app", "reindex")
+    result = await run_cli_async(migrated, "app", "reindex")
     assert result.returncode == 0, result.stdout + result.stderr
     assert "memory versions in all" in result.stdout
     # The CLI and the API's own relay share the work (SKIP LOCKED): either may deliver it.

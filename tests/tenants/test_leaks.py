@@ -7,6 +7,7 @@ import uuid
 from contextlib import AsyncExitStack
 
 import httpx
+import pytest
 
 from app.config import Settings
 from app.db.tenant import tenant_scope
@@ -15,6 +16,8 @@ from tests.conftest import API_KEY, InProcessApi
 from tests.factories import search, stage_rank
 from tests.imports.helpers import NDJSON, jsonl
 from tests.tenants.helpers import TenantKey, new_tenant, tenant_client
+
+pytestmark = pytest.mark.usefixtures("ingest_worker")  # messages through the in-process API
 
 USERS = ("alice", "bob")
 
