@@ -5,7 +5,7 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Literal, get_args
 
-from pydantic import Field, SecretStr, ValidationInfo, field_validator, model_validator
+from pydantic import BaseModel, Field, SecretStr, ValidationInfo, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 # The 15 categories of the paper: the seed rows of the `categories` table (a deployment may add
@@ -53,269 +53,178 @@ LOCAL_LLM_ALIAS = "local"
 DEV_API_KEY = "cognis-dev-key"
 
 
-class Settings(BaseSettings):
-    """Every knob of the service. Defaults are the paper's constants."""
+# Settings come in groups, one pydantic model each; `Settings` inherits them all, so every
+# module keeps reading `settings.rrf_k` and every variable stays COGNIS_<FIELD NAME>. The
+# README's settings table is generated from these groups (`python -m app.settings_doc`).
 
-    model_config = SettingsConfigDict(env_prefix="COGNIS_", extra="ignore")
 
-    # Stores
+def _within_published_bound(value: int, info: ValidationInfo) -> int:
+    """The OpenAPI document publishes these bounds: a setting may lower one, never raise it."""
+    from app.memories import fields
+
+    bound = {
+        "max_content_chars": fields.MAX_CONTENT_CHARS,
+        "max_batch_size": fields.MAX_BATCH_ITEMS,
+        "ingest_max_messages": fields.MAX_BATCH_ITEMS,
+        "max_top_k": fields.MAX_TOP_K,
+    }[str(info.field_name)]
+    if not 1 <= value <= bound:
+        raise ValueError(f"must lie in [1, {bound}] (the bound in app/memories/fields.py)")
+    return value
+
+
+def _empty_is_unset(value: object) -> object:
+    # Compose passes `${VAR:-}` as an empty string: an empty key must not become "Bearer ".
+    return None if value == "" else value
+
+
+class StoreSettings(BaseModel):
+    """Stores.
+
+    Postgres, the system of record, and OpenSearch, the BM25 index the outbox relay feeds.
+    """
+
     database_url: SecretStr = Field(
-        description="SQLAlchemy async URL, e.g. postgresql+asyncpg://user:pw@host:5432/db"
+        description="`postgresql+asyncpg://user:pw@host:port/db`: the role requests run as (a "
+        "member of `cognis_rw`, e.g. `cognis_app`; never a superuser)"
     )
-    # Background work (outbox relay, ingestion workers, reindex) claims rows of every tenant:
-    # a role in cognis_background. Unset: database_url (then that role must be in it).
-    worker_database_url: SecretStr | None = None
-    # Alembic's role, the tables' owner. Unset: database_url.
-    migration_database_url: SecretStr | None = None
-    db_pool_size: int = 10
-    opensearch_url: str = "http://127.0.0.1:59200"
-    opensearch_username: str | None = None
-    opensearch_password: SecretStr | None = None
-    opensearch_index: str = "cognis-memories"
-    opensearch_timeout_s: float = 5.0
-    # How soon an indexed memory becomes BM25-searchable (applied when the index is created).
-    opensearch_refresh_interval: str = "250ms"
-
-    # Models
-    embedding_model: str = "sentence-transformers/all-mpnet-base-v2"
-    embedding_device: str = "cpu"
-    # Micro-batching (app/ml/batching.py): texts of concurrent callers are gathered for at most
-    # embedding_batch_wait_ms, or until embedding_batch_size are waiting, into one model call.
-    embedding_batch_size: int = 32
-    embedding_batch_wait_ms: float = 5.0
-    # Texts per forward pass of a local model within one call, after sorting by length: small
-    # passes of similar length pad least (docs/benchmarks/ingestion.md).
-    embedding_forward_batch_size: int = 8
-    # torch runs the sentence-transformers model; "onnx" / "onnx-int8" run it exported (once, to
-    # embedding_onnx_cache_dir, default ~/.cache/cognis-memory/onnx) by ONNX Runtime: extra [onnx].
-    embedding_backend: EmbeddingBackend = "torch"
-    # Cores one embedding call uses (torch.set_num_threads / ORT intra-op); None: the cores
-    # actually available to the process (affinity and cgroup quota).
-    embedding_intra_op_threads: int | None = None
-    embedding_onnx_cache_dir: str | None = None
-    query_embedding_cache_size: int = 1024
-    # Search queries only: their own copy of the same model with its own queue, so a search
-    # never waits behind write batches. "onnx-int8" (the default) embeds a query in about half
-    # torch's time, at cosine ~0.99 to torch's vector, with no recall lost on LoCoMo
-    # (docs/benchmarks/locomo.md); "same" embeds queries with the memories' embedder instead.
-    query_embedding_backend: EmbeddingBackend | Literal["same"] = "onnx-int8"
-    # A query is one short text: one core embeds it about as fast as two, and leaves the other
-    # to Postgres and to write batches (measured in docs/benchmarks/ingestion.md).
-    query_embedding_intra_op_threads: int | None = 1
-    # The "http" backend: an OpenAI-compatible API root (POST {url}/embeddings). embed-serve
-    # requires the same bearer key from its clients when one is set.
-    embedding_http_url: str | None = Field(
-        default=None, description="OpenAI-compatible API root, e.g. http://embedder:8080/v1."
-    )
-    # None asks for COGNIS_EMBEDDING_MODEL, the model embed-serve runs from the same settings.
-    embedding_http_model: str | None = None
-    embedding_http_api_key: SecretStr | None = None
-    # Sent as "dimensions" (Matryoshka truncation on the server); None: the model's own size.
-    embedding_http_dimensions: int | None = Field(default=None, ge=1, le=EMBEDDING_DIM)
-    embedding_http_timeout_s: float = 10.0
-    # Retries of connection errors, timeouts, 429 and 5xx, with jittered exponential backoff.
-    embedding_http_max_retries: int = Field(default=2, ge=0)
-    embedding_http_backoff_base_s: float = 0.25
-
-    # API
-    host: str = "127.0.0.1"
-    port: int = 8000
-    api_key_hashes: str = Field(
-        default="",
-        description="Comma-separated SHA-256 hex digests of accepted API keys.",
-    )
-    # The admin API (/admin/v1: tenants and their keys) accepts these keys; none: it is off.
-    admin_key_hashes: str = Field(
-        default="", description="Comma-separated SHA-256 hex digests of accepted admin keys."
-    )
-    # Per-key rate limit (token bucket, per process): requests/s on average, in bursts of up to
-    # rate_limit_burst (default: one second's worth). 0: no limit.
-    rate_limit_per_s: float = Field(default=0.0, ge=0.0)
-    rate_limit_burst: int | None = Field(default=None, ge=1)
-    # /metrics: open when empty, else it needs one of these keys (SHA-256 hex, comma-separated).
-    metrics_key_hashes: str = ""
-    max_content_chars: int = 8000
-    max_batch_size: int = 100
-    max_metadata_bytes: int = 16_384
-    log_json: bool | None = None
-    log_level: str = "INFO"
-
-    # Retrieval (SPEC section 4)
-    candidates_256d: int = 200
-    candidates_768d: int = 50
-    bm25_candidates: int = 50
-    hnsw_ef_search: int = 200
-    # A user with at most this many current memories is searched exactly at 256D (their rows
-    # by the user index, then sorted): under a millisecond for 600 rows, and immune to a worn
-    # HNSW graph (after 14,000 rows of other users were erased, LoCoMo recall@10 fell from
-    # 0.757 to 0.740 through the index). 0: always HNSW.
-    exact_search_max_memories: int = Field(default=5000, ge=0)
-    rrf_k: int = 10
-    rrf_weight_vector: float = 0.70
-    rrf_weight_bm25: float = 0.30
-    default_top_k: int = 10
-    max_top_k: int = 100
-    temporal_weight_fused: float = 0.60
-    temporal_weight_time: float = 0.40
-    temporal_min_score: float = 0.10
-    dedup_threshold: float = 0.99
-    cross_encoder_model: str | None = Field(
-        default=None, description="CrossEncoder name or local path; unset skips re-ranking."
-    )
-    rerank_top_n: int = 20
-    history_max_versions: int = 20
-    # Conversational context (app/memories/context.py): how many previous turns of a session
-    # a memory's context holds; 0 stores none (and so embeds nothing extra).
-    memory_context_turns: int = Field(default=1, ge=0, le=10)
-    # Retrieval profile when a request names none: "paper" (SPEC's 8 stages exactly) or
-    # "default" (plus the levers measured in docs/benchmarks/locomo.md).
-    retrieval_profile: Literal["paper", "default"] = "default"
-    # BM25 weight of a memory's context field beside its content's 1.0 (lever context_bm25).
-    bm25_context_boost: float = Field(default=0.5, ge=0.0, le=10.0)
-    # Proximity lever: how far apart (in moves) the query's terms may be for the extra score.
-    bm25_proximity_slop: int = Field(default=5, ge=0, le=50)
-    # Speaker lever: score factor (1 + boost) for memories of a speaker the query names.
-    speaker_boost: float = Field(default=0.2, ge=0.0, le=10.0)
-    # Feedback lever (Rocchio): the query vector moves by feedback_weight x the mean vector
-    # of the best feedback_top hits, and the shortlist is scored again.
-    feedback_top: int = Field(default=3, ge=1, le=20)
-    feedback_weight: float = Field(default=0.75, ge=0.0, le=10.0)
-    # Entity lever: a memory mentioning all the query's entities gets x (1 + entity_boost).
-    entity_boost: float = Field(default=0.2, ge=0.0, le=10.0)
-    # Neighbour lever: the first neighbour_top_n hits lend neighbour_decay of their score to
-    # the turns just before and after them in their session.
-    neighbour_top_n: int = Field(default=10, ge=0, le=100)
-    neighbour_decay: float = Field(default=0.5, ge=0.0, le=1.0)
-    # Time-mention lever: score factor (1 + boost) for memories naming a time, on "when" queries.
-    time_mention_boost: float = Field(default=0.2, ge=0.0, le=10.0)
-
-    # Outbox relay. One batch is claimed in one transaction and sent as bulk requests of at
-    # most opensearch_bulk_max_docs documents / opensearch_bulk_max_bytes of payload each.
-    relay_in_api: bool = True
-    relay_batch_size: int = 1000
-    opensearch_bulk_max_docs: int = 1000
-    opensearch_bulk_max_bytes: int = 5_000_000
-    # Bulk requests of one batch in flight at once: OpenSearch indexes them on several write
-    # threads. External versions keep the result right whichever request lands first.
-    opensearch_bulk_concurrency: int = 2
-    relay_poll_interval_s: float = 2.0
-    relay_backoff_base_s: float = 1.0
-    relay_backoff_max_s: float = 300.0
-    outbox_retention_hours: float = 24.0
-    # How long background relays leave a user erasure to the request that made it.
-    erase_handoff_s: float = 30.0
-    # After an erase, every write of that user is refused (409) for this long, so a write that
-    # was in flight when the erase ran cannot commit after it and bring the user back. Longer
-    # than any write request can take; the id is free again afterwards.
-    erase_write_block_s: float = 60.0
-    # Read-your-writes: the longest a request may wait for its user's outbox rows to reach
-    # OpenSearch (consistency="indexed" searches, ?wait_for=indexed writes).
-    index_wait_max_ms: int = 5000
-    # How often such a wait re-reads the outbox when no in-process delivery wakes it sooner.
-    index_wait_poll_ms: int = 50
-
-    # Ingestion / LLM (SPEC section 3). Without llm_base_url the deterministic extractor runs.
-    llm_base_url: str | None = Field(
+    # Background work claims rows of every tenant, so it needs a role in cognis_background.
+    worker_database_url: SecretStr | None = Field(
         default=None,
-        description="OpenAI-compatible API root, e.g. http://127.0.0.1:11434/v1 (Ollama).",
+        description="the role of the relay, the ingestion workers and reindex (a member of "
+        "`cognis_background`, e.g. `cognis_worker`); unset: `COGNIS_DATABASE_URL`, whose role "
+        "must then be in `cognis_background` too",
     )
-    llm_model: str | None = None
-    llm_api_key: SecretStr | None = None
-    llm_timeout_s: float = 30.0
-    # Transport retries (timeouts, 429, 5xx); an invalid answer is retried once on top.
-    llm_max_retries: int = 2
-    llm_backoff_base_s: float = 0.5
-    llm_response_format: Literal["auto", "json_schema", "json_object", "none"] = "auto"
-    llm_max_tokens: int = 1024
-    # A local model (app/llm/local_server.py): with a GGUF file named here, `make up` starts an
-    # xllamacpp server on 127.0.0.1:llm_local_port, and the service talks to it unless
-    # llm_base_url names another endpoint. One thread by default: on a shared CPU, llama.cpp
-    # with more threads than free cores slows down many times (docs/benchmarks/local-llm.md).
-    llm_gguf_path: str | None = None
-    llm_local_port: int = 8089
-    llm_local_threads: int = 1
-    llm_local_context: int = 4096
-    ingest_candidates: int = 10
-    # The LLM gate (app/ingest/gate.py): the LLM is asked only when a current memory is at least
-    # this cosine-similar to the message; otherwise the extractor without an LLM decides.
-    # 0 asks it for every message. Chosen in docs/benchmarks/llm-gate.md.
-    ingest_llm_gate_threshold: float = 0.3
-    ingest_duplicate_threshold: float = 0.99
-    ingest_max_messages: int = 100
-    ingest_worker_in_api: bool = True
-    ingest_worker_concurrency: int = 2
-    # Workers take only jobs of their queue: separate pools (e.g. per LLM) share one database.
-    ingest_queue: str = "default"
-    ingest_poll_interval_s: float = 0.5
-    # A job whose worker vanished is taken again once its lease has run out. The working
-    # worker renews the lease every `ingest_heartbeat_s`, so the lease can be short: a crashed
-    # process's jobs are taken over within seconds, however long an LLM call takes.
-    ingest_lease_s: float = 15.0
-    ingest_heartbeat_s: float = 5.0
-    ingest_max_attempts: int = 5
-    # Jobs wait this long before a worker takes them, so near-simultaneous submissions of one
-    # user are applied in timestamp order rather than arrival order.
-    ingest_settle_ms: int = 0
-    ingest_wait_timeout_s: float = 60.0
-    # Categories (app/ml/categories.py): below this gap between the two most likely categories
-    # the classifier is "uncertain" and the LLM, when configured, chooses among the top three.
-    category_uncertain_margin: float = 0.1
-    # Where the example bank's embeddings are cached (default ~/.cache/cognis-memory/categories).
-    category_cache_dir: str | None = None
+    migration_database_url: SecretStr | None = Field(
+        default=None,
+        description="Alembic's role: the tables' owner, with CREATEROLE for migration 0007's "
+        "groups; unset: `COGNIS_DATABASE_URL`",
+    )
+    db_pool_size: int = Field(default=10, description="connection pool size")
+    opensearch_url: str = Field(default="http://127.0.0.1:59200", description="OpenSearch endpoint")
+    opensearch_username: str | None = Field(
+        default=None, description="basic auth user, if the cluster needs one"
+    )
+    opensearch_password: SecretStr | None = Field(
+        default=None, description="basic auth password, with `COGNIS_OPENSEARCH_USERNAME`"
+    )
+    opensearch_index: str = Field(default="cognis-memories", description="index name")
+    opensearch_timeout_s: float = Field(default=5.0, description="per-request timeout")
+    opensearch_refresh_interval: str = Field(
+        default="250ms",
+        description="how soon a delivered memory is BM25-searchable (set when the index is "
+        "created)",
+    )
 
-    @field_validator("max_content_chars", "max_batch_size", "max_top_k", "ingest_max_messages")
-    @classmethod
-    def _within_published_bound(cls, value: int, info: ValidationInfo) -> int:
-        # The OpenAPI document publishes these bounds: a setting may lower one, never raise it.
-        from app.memories import fields
 
-        bound = {
-            "max_content_chars": fields.MAX_CONTENT_CHARS,
-            "max_batch_size": fields.MAX_BATCH_ITEMS,
-            "ingest_max_messages": fields.MAX_BATCH_ITEMS,
-            "max_top_k": fields.MAX_TOP_K,
-        }[str(info.field_name)]
-        if not 1 <= value <= bound:
-            raise ValueError(f"must lie in [1, {bound}] (the bound in app/memories/fields.py)")
-        return value
+class EmbeddingSettings(BaseModel):
+    """Embedding.
 
-    @field_validator("rrf_weight_vector", "rrf_weight_bm25")
-    @classmethod
-    def _weight_in_unit_interval(cls, value: float) -> float:
-        if not 0.0 <= value <= 1.0:
-            raise ValueError("RRF weights must lie in [0, 1]")
-        return value
+    The model that embeds memories and queries (768D stored, its 256D prefix searched first):
+    run in this process on torch or ONNX Runtime, or asked of an OpenAI-compatible server.
+    """
+
+    embedding_model: str = Field(
+        default="sentence-transformers/all-mpnet-base-v2",
+        description="hub name or local folder; `make up` sets the provisioned local "
+        "all-mpnet-base-v2 (768D). `~/.cache/cognis-memory/models/all-MiniLM-L6-v2` is the "
+        "small fast option (384D, zero-padded to 768: cosine is unchanged)",
+    )
+    embedding_device: str = Field(default="cpu", description="torch device")
+    # Micro-batching (app/ml/batching.py): texts of concurrent callers share one model call.
+    embedding_batch_size: int = Field(
+        default=32, description="most texts in one model call (micro-batch)"
+    )
+    embedding_batch_wait_ms: float = Field(
+        default=5.0,
+        description="how long the first waiting text waits for others to share its model call",
+    )
+    embedding_forward_batch_size: int = Field(
+        default=8,
+        description="texts per forward pass of a local model within one call, after sorting by "
+        "length (small passes of similar length pad least on a CPU: 33 texts/s against 20 for "
+        "one padded pass of 32 LoCoMo turns; docs/benchmarks/ingestion.md)",
+    )
+    embedding_backend: EmbeddingBackend = Field(
+        default="torch",
+        description="memories: `torch` (sentence-transformers), `onnx` (same vectors, cosine "
+        "1.0000 to torch; ONNX Runtime, extra `[onnx]`) or `onnx-int8` (dynamic int8: ~2-3x "
+        "faster for all-mpnet-base-v2 but lossy, mean cosine 0.99, top-10 overlap ~0.82 on "
+        "LoCoMo). The ONNX ones export the model once on first load; `make bench-embedding` "
+        "compares them; `http` asks an OpenAI-compatible embedding server "
+        "(`COGNIS_EMBEDDING_HTTP_*`)",
+    )
+    embedding_intra_op_threads: int | None = Field(
+        default=None,
+        description="cores one memory-embedding call uses (torch: `torch.set_num_threads`, "
+        "process-wide; ONNX: per session); unset: the cores actually available to the process "
+        "(CPU affinity, capped by a cgroup CPU quota)",
+    )
+    embedding_onnx_cache_dir: str | None = Field(
+        default=None,
+        description="where ONNX exports go (`<model>-<fingerprint>/`), never the model folder; "
+        "redone when the model's files change; unset: `~/.cache/cognis-memory/onnx`",
+    )
+    query_embedding_cache_size: int = Field(
+        default=1024, description="recent query embeddings kept (0 turns the cache off)"
+    )
+    # "onnx-int8" embeds a query in about half torch's time, at cosine ~0.99 to torch's vector,
+    # with no recall lost on LoCoMo (docs/benchmarks/locomo.md).
+    query_embedding_backend: EmbeddingBackend | Literal["same"] = Field(
+        default="onnx-int8",
+        description="search queries only: their own copy of the same model, with their own "
+        "queue, so a search never waits behind write batches. `onnx-int8` embeds a query in "
+        "about half torch's time with no recall lost on LoCoMo; `same` embeds queries with the "
+        "memories' embedder (one model in memory); `http` when `COGNIS_EMBEDDING_BACKEND=http` "
+        "and this is not set",
+    )
+    # Measured in docs/benchmarks/ingestion.md: one core embeds a query about as fast as two.
+    query_embedding_intra_op_threads: int | None = Field(
+        default=1,
+        description="cores one query embedding uses (the other core stays with Postgres and "
+        "write batches); unset: the cores available to the process",
+    )
+    embedding_http_url: str | None = Field(
+        default=None,
+        description="`http` backend: OpenAI-compatible API root (`POST {url}/embeddings`), e.g. "
+        "`http://127.0.0.1:8080/v1`; required with `http`",
+    )
+    embedding_http_model: str | None = Field(
+        default=None,
+        description="model name sent to that server; unset: `COGNIS_EMBEDDING_MODEL` (what "
+        "`embed-serve` runs from the same settings)",
+    )
+    embedding_http_api_key: SecretStr | None = Field(
+        default=None,
+        description="bearer key sent to it (and required by `embed-serve` when set)",
+    )
+    embedding_http_dimensions: int | None = Field(
+        default=None,
+        ge=1,
+        le=EMBEDDING_DIM,
+        description="`dimensions` to ask for (1-768, Matryoshka truncation on the server); "
+        "unset: the model's own size",
+    )
+    embedding_http_timeout_s: float = Field(default=10.0, description="per request")
+    embedding_http_max_retries: int = Field(
+        default=2,
+        ge=0,
+        description="retries of connection errors, timeouts, 429 and 5xx (exponential, "
+        "jittered); then the API answers 503 with `Retry-After`, having written nothing",
+    )
+    embedding_http_backoff_base_s: float = Field(
+        default=0.25, description="first retry's backoff, doubled on each further one"
+    )
 
     @field_validator(
-        "embedding_http_url",
-        "embedding_http_model",
-        "embedding_http_api_key",
-        "llm_gguf_path",
-        mode="before",
+        "embedding_http_url", "embedding_http_model", "embedding_http_api_key", mode="before"
     )
     @classmethod
-    def _empty_is_unset(cls, value: object) -> object:
-        # Compose passes `${VAR:-}` as an empty string: an empty key must not become "Bearer ".
-        return None if value == "" else value
+    def _empty_embedding_http_is_unset(cls, value: object) -> object:
+        return _empty_is_unset(value)
 
     @model_validator(mode="after")
-    def _heartbeat_within_lease(self) -> Settings:
-        if not 0 < self.ingest_heartbeat_s < self.ingest_lease_s / 2:
-            raise ValueError(
-                "COGNIS_INGEST_HEARTBEAT_S must be positive and under half of "
-                "COGNIS_INGEST_LEASE_S, so one late renewal does not lose the lease"
-            )
-        return self
-
-    @model_validator(mode="after")
-    def _local_llm_is_the_default_endpoint(self) -> Settings:
-        if self.llm_gguf_path and not self.llm_base_url:
-            self.llm_base_url = f"http://127.0.0.1:{self.llm_local_port}/v1"
-            self.llm_model = self.llm_model or LOCAL_LLM_ALIAS
-        return self
-
-    @model_validator(mode="after")
-    def _http_backend_has_an_endpoint(self) -> Settings:
+    def _http_backend_has_an_endpoint(self) -> EmbeddingSettings:
         query_backend_chosen = "query_embedding_backend" in self.model_fields_set
         if self.embedding_backend == "http" and not query_backend_chosen:
             # Embedding is remote: a local query model by default would defeat the point. Queries
@@ -325,6 +234,72 @@ class Settings(BaseSettings):
         if uses_http and not self.embedding_http_url:
             raise ValueError("the http embedding backend needs COGNIS_EMBEDDING_HTTP_URL")
         return self
+
+
+class ApiSettings(BaseModel):
+    """API.
+
+    The HTTP server: where it listens, the size of what it accepts, and its logs.
+    """
+
+    host: str = Field(
+        default="127.0.0.1", description="where `python -m app serve` listens: address"
+    )
+    port: int = Field(
+        default=8000,
+        description="where `python -m app serve` listens: port (`make up` uses "
+        "`COGNIS_API_PORT`, default 8000)",
+    )
+    max_content_chars: int = Field(
+        default=8000, description="longest memory text (at most the published 8000)"
+    )
+    max_batch_size: int = Field(
+        default=100, description="most memories per batch request (at most the published 100)"
+    )
+    max_metadata_bytes: int = Field(default=16_384, description="largest metadata object, as JSON")
+    log_json: bool | None = Field(
+        default=None, description="JSON log lines; unset: when stderr is not a terminal"
+    )
+    log_level: str = Field(default="INFO", description="log level")
+
+    _published_bounds = field_validator("max_content_chars", "max_batch_size")(
+        _within_published_bound
+    )
+
+
+class KeySettings(BaseModel):
+    """Keys.
+
+    Who may call: the default tenant's API keys, the admin keys that manage tenants and their
+    keys (`/admin/v1`), the keys of `/metrics`, and a rate limit per key.
+    """
+
+    api_key_hashes: str = Field(
+        default="",
+        description="comma-separated SHA-256 hex digests of accepted keys of the default "
+        'tenant (`printf %s "$KEY" | sha256sum`); with no API or admin key, the development '
+        "key `cognis-dev-key` is accepted (start-up warns)",
+    )
+    admin_key_hashes: str = Field(
+        default="",
+        description="the same for admin keys (`/admin/v1`: tenants and their keys); empty: the "
+        "admin API is off",
+    )
+    metrics_key_hashes: str = Field(
+        default="",
+        description="SHA-256 digests of the keys that may read `/metrics`; empty: it is open",
+    )
+    rate_limit_per_s: float = Field(
+        default=0.0,
+        ge=0.0,
+        description="per-key token bucket in each API process, requests/s on average; over "
+        "it: 429 with `Retry-After`; 0: no limit",
+    )
+    rate_limit_burst: int | None = Field(
+        default=None,
+        ge=1,
+        description="the bucket's size, the longest burst; unset: one second's worth",
+    )
 
     @property
     def api_key_hash_list(self) -> tuple[str, ...]:
@@ -342,9 +317,363 @@ class Settings(BaseSettings):
     def dev_key_enabled(self) -> bool:
         return not self.api_key_hash_list and not self.admin_key_hash_list
 
+
+class RetrievalSettings(BaseModel):
+    """Retrieval.
+
+    The search pipeline (SPEC section 4: its 8 stages and their constants) and the levers of
+    the retrieval profiles (README, *Retrieval*).
+    """
+
+    candidates_256d: int = Field(default=200, description="coarse 256D HNSW candidates")
+    candidates_768d: int = Field(default=50, description="kept after exact 768D re-scoring")
+    bm25_candidates: int = Field(default=50, description="BM25 hits fused")
+    hnsw_ef_search: int = Field(
+        default=200,
+        description="`hnsw.ef_search` for the 256D scan (iterative scan, relaxed order)",
+    )
+    # Exact search is under a millisecond for 600 rows and immune to a worn HNSW graph (after
+    # 14,000 rows of other users were erased, LoCoMo recall@10 fell from 0.757 to 0.740
+    # through the index).
+    exact_search_max_memories: int = Field(
+        default=5000,
+        ge=0,
+        description="a user with at most this many current memories is searched exactly at "
+        "256D (their rows by the user index, then sorted) instead of through HNSW; 0: always "
+        "HNSW",
+    )
+    rrf_k: int = Field(default=10, description="RRF constant k")
+    rrf_weight_vector: float = Field(default=0.70, description="RRF weight of the vector leg")
+    rrf_weight_bm25: float = Field(default=0.30, description="RRF weight of the BM25 leg")
+    default_top_k: int = Field(default=10, description="results of a search that asks for none")
+    max_top_k: int = Field(
+        default=100, description="most results one search may ask for (at most the published 100)"
+    )
+    temporal_weight_fused: float = Field(
+        default=0.60, description="temporal boost: weight of the fused score"
+    )
+    temporal_weight_time: float = Field(
+        default=0.40, description="temporal boost: weight of the time score"
+    )
+    temporal_min_score: float = Field(default=0.10, description="temporal score floor")
+    dedup_threshold: float = Field(
+        default=0.99, description="cosine above which a lower-ranked result is dropped"
+    )
+    cross_encoder_model: str | None = Field(
+        default=None, description="CrossEncoder name or local path; unset skips re-ranking"
+    )
+    rerank_top_n: int = Field(default=20, description="candidates the cross-encoder re-scores")
+    history_max_versions: int = Field(
+        default=20, description="earlier versions returned per hit for history queries"
+    )
+    memory_context_turns: int = Field(
+        default=1,
+        ge=0,
+        le=10,
+        description="previous turns of a session stored (and embedded) as a memory's context, "
+        "on write (lever `context_vector`); 0 stores none",
+    )
+    retrieval_profile: Literal["paper", "default"] = Field(
+        default="default",
+        description="profile of a search that names none: `paper` (SPEC's 8 stages exactly) "
+        "or `default` (plus the levers measured in docs/benchmarks/locomo.md)",
+    )
+    bm25_context_boost: float = Field(
+        default=0.5,
+        ge=0.0,
+        le=10.0,
+        description="weight of the context field beside the content's 1.0 (lever `context_bm25`)",
+    )
+    bm25_proximity_slop: int = Field(
+        default=5,
+        ge=0,
+        le=50,
+        description="moves a sloppy phrase match may make (lever `bm25_proximity`)",
+    )
+    speaker_boost: float = Field(
+        default=0.2,
+        ge=0.0,
+        le=10.0,
+        description="factor `1 + boost` for memories of a speaker the query names (lever "
+        "`speaker`)",
+    )
+    feedback_top: int = Field(
+        default=3,
+        ge=1,
+        le=20,
+        description="hits whose mean vector the query moves towards, Rocchio (lever `feedback`)",
+    )
+    feedback_weight: float = Field(
+        default=0.75,
+        ge=0.0,
+        le=10.0,
+        description="how far the query vector moves towards them (lever `feedback`)",
+    )
+    entity_boost: float = Field(
+        default=0.2,
+        ge=0.0,
+        le=10.0,
+        description="factor `1 + boost * shared / named` for memories mentioning the query's "
+        "entities (lever `entities`)",
+    )
+    neighbour_top_n: int = Field(
+        default=10,
+        ge=0,
+        le=100,
+        description="hits that lend their score to the turns just before and after them in "
+        "their session (lever `neighbours`)",
+    )
+    neighbour_decay: float = Field(
+        default=0.5,
+        ge=0.0,
+        le=1.0,
+        description="the share of that score the adjacent turns get (lever `neighbours`)",
+    )
+    time_mention_boost: float = Field(
+        default=0.2,
+        ge=0.0,
+        le=10.0,
+        description="factor `1 + boost` for memories naming a time, on when-questions (lever "
+        "`time_mentions`)",
+    )
+
+    _top_k_bound = field_validator("max_top_k")(_within_published_bound)
+
+    @field_validator("rrf_weight_vector", "rrf_weight_bm25")
+    @classmethod
+    def _weight_in_unit_interval(cls, value: float) -> float:
+        if not 0.0 <= value <= 1.0:
+            raise ValueError("RRF weights must lie in [0, 1]")
+        return value
+
+
+class RelaySettings(BaseModel):
+    """Relay.
+
+    The outbox relay that carries committed changes to OpenSearch, the read-your-writes waits
+    on it, and how an erasure is handed over. One batch is claimed in one transaction and sent
+    as bulk requests.
+    """
+
+    relay_in_api: bool = Field(
+        default=True, description="run the outbox relay inside the API process"
+    )
+    relay_batch_size: int = Field(
+        default=1000, description="outbox events claimed per batch (one transaction)"
+    )
+    opensearch_bulk_max_docs: int = Field(
+        default=1000, description="most documents in one bulk request; a batch is split"
+    )
+    opensearch_bulk_max_bytes: int = Field(
+        default=5_000_000, description="largest payload of one bulk request; a batch is split"
+    )
+    # OpenSearch indexes concurrent requests on several write threads; external versions keep
+    # the result right whichever request lands first.
+    opensearch_bulk_concurrency: int = Field(
+        default=2, description="bulk requests of one batch in flight at once"
+    )
+    relay_poll_interval_s: float = Field(
+        default=2.0, description="polling fallback when no NOTIFY arrives"
+    )
+    relay_backoff_base_s: float = Field(
+        default=1.0,
+        description="first retry's backoff after a failed delivery (exponential, jittered)",
+    )
+    relay_backoff_max_s: float = Field(default=300.0, description="longest retry backoff")
+    outbox_retention_hours: float = Field(
+        default=24.0, description="delivered outbox rows are purged after this"
+    )
+    erase_handoff_s: float = Field(
+        default=30.0,
+        description="how long background relays leave a user erasure to the request that made it",
+    )
+    # Longer than any write request can take; the id is free again afterwards.
+    erase_write_block_s: float = Field(
+        default=60.0,
+        description="after an erase, writes of that user are refused (409 `User erased`) this "
+        "long, so none in flight survives it",
+    )
+    index_wait_max_ms: int = Field(
+        default=5000,
+        description='default and maximum `wait_timeout_ms` of `consistency: "indexed"` and '
+        "`?wait_for=indexed`",
+    )
+    index_wait_poll_ms: int = Field(
+        default=50,
+        description="how often such a wait re-reads the outbox (a delivery in the same process "
+        "wakes it sooner)",
+    )
+
+
+class LlmSettings(BaseModel):
+    """LLM.
+
+    The OpenAI-compatible model ingestion asks (SPEC section 3), remote or a local GGUF file.
+    Without one, the deterministic extractor decides.
+    """
+
+    llm_base_url: str | None = Field(
+        default=None,
+        description="OpenAI-compatible API root (e.g. `http://127.0.0.1:11434/v1`, Ollama); "
+        "unset: deterministic extractor",
+    )
+    llm_model: str | None = Field(default=None, description="model name sent to that server")
+    llm_api_key: SecretStr | None = Field(
+        default=None, description="bearer key, if the server needs one"
+    )
+    llm_timeout_s: float = Field(default=30.0, description="per request")
+    llm_max_retries: int = Field(
+        default=2,
+        description="transport retries (timeouts, 429, 5xx), exponential and jittered; an "
+        "invalid answer is retried once on top",
+    )
+    llm_backoff_base_s: float = Field(
+        default=0.5, description="first retry's backoff, doubled on each further one"
+    )
+    llm_response_format: Literal["auto", "json_schema", "json_object", "none"] = Field(
+        default="auto",
+        description="`json_schema`, `json_object`, `none`, or `auto` (try them in that order)",
+    )
+    llm_max_tokens: int = Field(default=1024, description="answer length limit")
+    llm_gguf_path: str | None = Field(
+        default=None,
+        description="a GGUF file: `make up` serves it locally (xllamacpp, "
+        "app/llm/local_server.py) and the service uses it unless `COGNIS_LLM_BASE_URL` is set; "
+        "`smollm2` in `make up` names the test model",
+    )
+    llm_local_port: int = Field(default=8089, description="the local server's port (on 127.0.0.1)")
+    # On a shared CPU, llama.cpp with more threads than free cores slows down many times
+    # (docs/benchmarks/local-llm.md).
+    llm_local_threads: int = Field(default=1, description="the local server's threads")
+    llm_local_context: int = Field(default=4096, description="the local server's context size")
+
+    @field_validator("llm_gguf_path", mode="before")
+    @classmethod
+    def _empty_gguf_path_is_unset(cls, value: object) -> object:
+        return _empty_is_unset(value)
+
+    @model_validator(mode="after")
+    def _local_llm_is_the_default_endpoint(self) -> LlmSettings:
+        if self.llm_gguf_path and not self.llm_base_url:
+            self.llm_base_url = f"http://127.0.0.1:{self.llm_local_port}/v1"
+            self.llm_model = self.llm_model or LOCAL_LLM_ALIAS
+        return self
+
     @property
     def llm_enabled(self) -> bool:
         return bool(self.llm_base_url and self.llm_model)
+
+
+class IngestSettings(BaseModel):
+    """Ingestion.
+
+    Conversation messages in, versioned memories out (SPEC section 3): the decision's inputs,
+    the job queue and its workers, and the category classifier.
+    """
+
+    ingest_candidates: int = Field(
+        default=10, description="similar current memories shown to the extractor"
+    )
+    # Chosen in docs/benchmarks/llm-gate.md.
+    ingest_llm_gate_threshold: float = Field(
+        default=0.3,
+        description="the LLM is asked only when a current memory is at least this "
+        "cosine-similar to the message (else the extractor without an LLM decides); 0: always",
+    )
+    ingest_duplicate_threshold: float = Field(
+        default=0.99, description="cosine at which a new fact is a duplicate (NONE)"
+    )
+    ingest_max_messages: int = Field(
+        default=100, description="most messages per request (at most the published 100)"
+    )
+    ingest_worker_in_api: bool = Field(
+        default=True, description="run ingestion workers inside the API process"
+    )
+    ingest_worker_concurrency: int = Field(
+        default=2, description="worker loops per process (different users in parallel)"
+    )
+    ingest_queue: str = Field(
+        default="default",
+        description="job queue this process submits to and works on (separate worker pools, "
+        "e.g. per LLM, share one database)",
+    )
+    ingest_poll_interval_s: float = Field(
+        default=0.5,
+        description="worker polling when idle (the API wakes its own workers at once)",
+    )
+    # The lease can be short because the working worker renews it: a crashed process's jobs
+    # are taken over within seconds, however long an LLM call takes.
+    ingest_lease_s: float = Field(
+        default=15.0, description="a job whose worker vanished is taken again after this"
+    )
+    ingest_heartbeat_s: float = Field(
+        default=5.0,
+        description="a working worker renews its job's lease this often (under half the lease)",
+    )
+    ingest_max_attempts: int = Field(
+        default=5,
+        description="attempts before a job is marked failed (the message stays stored)",
+    )
+    ingest_settle_ms: int = Field(
+        default=0,
+        description="delay before a job can be taken, so near-simultaneous messages of a user "
+        "apply in timestamp order rather than arrival order",
+    )
+    ingest_wait_timeout_s: float = Field(
+        default=60.0,
+        description="longest `wait=true` request (then it answers 202 with the job)",
+    )
+    category_uncertain_margin: float = Field(
+        default=0.1,
+        description="below this gap between the two likeliest categories the classifier is "
+        "uncertain, and the LLM (if any) picks among the top three",
+    )
+    category_cache_dir: str | None = Field(
+        default=None,
+        description="cached embeddings of the category example bank; unset: "
+        "`~/.cache/cognis-memory/categories`",
+    )
+
+    _ingest_bound = field_validator("ingest_max_messages")(_within_published_bound)
+
+    @model_validator(mode="after")
+    def _heartbeat_within_lease(self) -> IngestSettings:
+        if not 0 < self.ingest_heartbeat_s < self.ingest_lease_s / 2:
+            raise ValueError(
+                "COGNIS_INGEST_HEARTBEAT_S must be positive and under half of "
+                "COGNIS_INGEST_LEASE_S, so one late renewal does not lose the lease"
+            )
+        return self
+
+
+class Settings(
+    StoreSettings,
+    EmbeddingSettings,
+    ApiSettings,
+    KeySettings,
+    RetrievalSettings,
+    RelaySettings,
+    LlmSettings,
+    IngestSettings,
+    BaseSettings,
+):
+    """Every knob of the service, read from COGNIS_* variables. Defaults are the paper's
+    constants."""
+
+    model_config = SettingsConfigDict(env_prefix="COGNIS_", extra="ignore")
+
+
+# The groups in the order the README lists them.
+SETTINGS_GROUPS: tuple[type[BaseModel], ...] = (
+    StoreSettings,
+    EmbeddingSettings,
+    ApiSettings,
+    KeySettings,
+    RetrievalSettings,
+    RelaySettings,
+    LlmSettings,
+    IngestSettings,
+)
 
 
 def _hash_list(hashes: str) -> tuple[str, ...]:

@@ -2,7 +2,7 @@
 (event time), from sql/bitemporal_v1.sql. Functions only: the downgrade drops no data.
 
 Revision ID: 0009_bitemporal_history
-Revises: 0006_memory_external_ids
+Revises: 0007_tenants
 Create Date: 2026-12-01 06:00:00
 """
 

@@ -8,7 +8,7 @@ and what the audit trail was missing (event time, LLM gate, prompt version).
 
 Revision ID: 0012_categories
 Revises: 0011_erase_tombstones
-Create Date: 2026-12-01 05:00:00
+Create Date: 2026-12-01 07:00:00
 """
 
 from collections.abc import Sequence

@@ -10,7 +10,7 @@ import msgspec
 from app.api.schemas.memories import MemoryOut
 from app.memories.fields import MAX_CONTENT_CHARS, Instant, SessionId, TopK
 from app.retrieval.pipeline import StageSwitches
-from app.retrieval.profiles import LeverOverrides, ProfileName
+from app.retrieval.profiles import PROFILES, LeverOverrides, ProfileName
 
 
 class RrfIn(msgspec.Struct, forbid_unknown_fields=True):
@@ -23,6 +23,16 @@ class RrfIn(msgspec.Struct, forbid_unknown_fields=True):
 
 Consistency = Literal["eventual", "indexed"]
 WaitTimeoutMs = Annotated[int, msgspec.Meta(ge=0, le=600_000)]
+
+
+def _profile_description() -> str:
+    """Each profile with the levers it switches on, read from PROFILES so the two agree."""
+    described = []
+    for name, levers in PROFILES.items():
+        on = [lever for lever in levers.__struct_fields__ if getattr(levers, lever)]
+        levers_on = f" plus the levers {', '.join(on)}" if on else " exactly"
+        described.append(f'"{name}": SPEC\'s 8 stages{levers_on}')
+    return "; ".join(described) + ". Null: COGNIS_RETRIEVAL_PROFILE."
 
 
 class SearchBody(msgspec.Struct, forbid_unknown_fields=True):
@@ -43,10 +53,7 @@ class SearchBody(msgspec.Struct, forbid_unknown_fields=True):
     rrf: RrfIn = msgspec.field(default_factory=RrfIn)
     profile: Annotated[
         ProfileName | None,
-        msgspec.Meta(
-            description='"paper": SPEC\'s 8 stages exactly; "default": plus the measured levers '
-            "(context, speaker, neighbours). Null: COGNIS_RETRIEVAL_PROFILE."
-        ),
+        msgspec.Meta(description=_profile_description()),
     ] = None
     levers: LeverOverrides = msgspec.field(default_factory=LeverOverrides)
     consistency: Annotated[

@@ -2,7 +2,7 @@
 
 Revision ID: 0011_erase_tombstones
 Revises: 0010_memory_context
-Create Date: 2026-12-01 05:00:00
+Create Date: 2026-12-01 06:20:00
 """
 
 from collections.abc import Sequence

@@ -8,7 +8,7 @@ names ("yesterday", "last May"), resolved against the memory's event time.
 
 Revision ID: 0010_memory_context
 Revises: 0009_bitemporal_history
-Create Date: 2026-12-01 05:00:00
+Create Date: 2026-12-01 06:10:00
 """
 
 from collections.abc import Sequence
