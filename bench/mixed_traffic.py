@@ -11,8 +11,8 @@ Phases, one run, one API process of the bench's own (its own job queue):
 It prints, for each bulk path: the interactive single-write latency (p50/p95), message
 time-to-searchable (202 -> its memory returned by OpenSearch for its token), search latency,
 and A's texts/s, with the ratios the issue sets (mixed p95 / idle p95, mixed bulk / alone).
-Tenants B and C are created through the admin API; A is the default tenant. Bench users are
-erased at the end. Prints numbers; asserts nothing. Not a test.
+Tenants A, B and C are created through the admin API; every bench user is erased at the end
+(the tenants stay, empty). Prints numbers; asserts nothing. Not a test.
 """
 
 from __future__ import annotations
@@ -35,7 +35,6 @@ from bench.foundation import LOCOMO, locomo_turns_and_questions, percentile
 from bench.ingestion import _start_api
 
 ROOT = Path(__file__).resolve().parent.parent
-DEV_KEY = "cognis-dev-key"
 
 
 @dataclass
@@ -173,10 +172,10 @@ async def _interactive(
         await asyncio.gather(*watchers)
 
 
-async def _bulk(url: str, user_id: str, texts: list[str], path: str) -> float:
+async def _bulk(url: str, key: str, user_id: str, texts: list[str], path: str) -> float:
     """A's import: texts/s through POST /memories/batch (100 a request, 2 clients) or one
     streamed POST /import."""
-    headers = {"X-API-Key": DEV_KEY}
+    headers = {"X-API-Key": key}
     started = time.perf_counter()
     async with httpx.AsyncClient(base_url=url, headers=headers, timeout=3600) as http:
         if path == "import":
@@ -211,10 +210,12 @@ async def _phase(
     texts: list[str],
     questions: list[str],
     bulk: tuple[str, str] | None,
+    users: list[tuple[str, str]],
 ) -> tuple[Interactive, float | None]:
     """Interactive load of B and C while A's bulk runs (or for --idle-s without it)."""
     seen, stop = Interactive(), asyncio.Event()
     tag = uuid.uuid4().hex[:6]
+    users += [(t, f"bench-{t}-{tag}") for t in ("b", "c")]
     loads = [
         asyncio.create_task(
             _interactive(url, keys[t], f"bench-{t}-{tag}", args, texts, questions, stop, seen)
@@ -226,7 +227,7 @@ async def _phase(
         await asyncio.sleep(args.idle_s)
     else:
         user_id, path = bulk
-        rate = await _bulk(url, user_id, texts[: args.bulk_texts], path)
+        rate = await _bulk(url, keys["a"], user_id, texts[: args.bulk_texts], path)
     stop.set()
     await asyncio.gather(*loads)
     return seen, rate
@@ -267,12 +268,13 @@ async def run(args: argparse.Namespace) -> None:
     texts = chat_texts(args.bulk_texts, args.turns_per_text)
     _, questions = locomo_turns_and_questions(1000)
     tag = uuid.uuid4().hex[:6]
-    bulk_users: list[str] = []
+    users: list[tuple[str, str]] = []  # (tenant, user): erased at the end
+    keys: dict[str, str] = {}
     try:
         async with httpx.AsyncClient(
             base_url=url, headers={"X-API-Key": admin_key}, timeout=60
         ) as admin:
-            keys = {t: await _tenant_key(admin, f"bench-{t}-{tag}") for t in ("b", "c")}
+            keys = {t: await _tenant_key(admin, f"bench-{t}-{tag}") for t in ("a", "b", "c")}
         words = sum(len(t.split()) for t in texts) / len(texts)
         print(
             f"bulk texts: {len(texts)}, {words:.0f} words each on average; interactive: "
@@ -280,14 +282,14 @@ async def run(args: argparse.Namespace) -> None:
             f"{args.interactive_rate}/s searches, per tenant (B, C)",
             flush=True,
         )
-        idle, _ = await _phase(url, keys, args, texts, questions, None)
-        print("idle (B and C only):")
+        idle, _ = await _phase(url, keys, args, texts, questions, None, users)
+        print("idle (B and C only):", flush=True)
         _report("interactive", idle, idle)
         for path in args.paths:
             alone_user, mixed_user = f"bench-a-{path}-{tag}", f"bench-a-{path}-mixed-{tag}"
-            bulk_users += [alone_user, mixed_user]
-            alone = await _bulk(url, alone_user, texts[: args.bulk_texts], path)
-            mixed, rate = await _phase(url, keys, args, texts, questions, (mixed_user, path))
+            users += [("a", alone_user), ("a", mixed_user)]
+            alone = await _bulk(url, keys["a"], alone_user, texts[: args.bulk_texts], path)
+            mixed, rate = await _phase(url, keys, args, texts, questions, (mixed_user, path), users)
             assert rate is not None
             print(
                 f"bulk through {path}: alone {alone:.1f} texts/s, mixed {rate:.1f} texts/s "
@@ -295,11 +297,9 @@ async def run(args: argparse.Namespace) -> None:
             )
             _report("interactive while A imports", mixed, idle)
     finally:
-        async with httpx.AsyncClient(
-            base_url=url, headers={"X-API-Key": DEV_KEY}, timeout=600
-        ) as http:
-            for user in bulk_users:
-                await http.delete(f"/v1/users/{user}")
+        async with httpx.AsyncClient(base_url=url, timeout=600) as http:
+            for tenant, user in users:
+                await http.delete(f"/v1/users/{user}", headers={"X-API-Key": keys[tenant]})
         process.terminate()
         process.wait(timeout=60)
 
