@@ -15,13 +15,13 @@ from litestar.params import Parameter
 
 from app.api.contract import USER_WRITE, UserId, problems
 from app.api.schemas.imports import ImportSummaryOut
-from app.config import CATEGORIES, EMBEDDING_DIM, SCOPES
 from app.errors import UnsupportedMediaTypeError
 from app.imports.lines import LineFormat
 from app.imports.service import DEFAULT_BATCH_SIZE, ImportOptions, MemoryImporter
 from app.imports.sources import ndjson_lines
 from app.memories.fields import check_user_id
 from app.runtime import Runtime
+from app.vocabulary import EMBEDDING_DIM, SCOPES, SEED_CATEGORIES
 
 NDJSON = "application/x-ndjson"
 _STRING = Schema(type=OpenAPIType.STRING)
@@ -43,7 +43,7 @@ _LINE = Schema(
         "scope": Schema(type=OpenAPIType.STRING, enum=list(SCOPES)),
         "category": Schema(
             type=OpenAPIType.STRING,
-            enum=list(CATEGORIES),
+            enum=list(SEED_CATEGORIES),
             description="Classified from the text when absent.",
         ),
         "metadata": Schema(type=OpenAPIType.OBJECT),

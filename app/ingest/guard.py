@@ -14,10 +14,10 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
-from app.config import OPERATIONS, SCOPES
 from app.ingest.domain import Candidate, MessageContext, Operation
 from app.ingest.prompt import INSTRUCTIONS
 from app.time_expressions import as_aware
+from app.vocabulary import OPERATIONS, SCOPES
 
 MAX_OPERATIONS = 20
 # Content sharing a run of this many words with the instructions is the prompt, not a fact.

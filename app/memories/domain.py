@@ -10,7 +10,6 @@ from typing import Any
 
 import msgspec
 
-from app.config import CATEGORIES, SCOPES
 from app.errors import InvalidInputError
 from app.memories.fields import (
     Category,
@@ -25,6 +24,7 @@ from app.memories.fields import (
     check_text,
 )
 from app.ml.embedder import Embedding
+from app.vocabulary import SCOPES, SEED_CATEGORIES
 
 
 class MemoryUpdate(msgspec.Struct, forbid_unknown_fields=True):
@@ -94,7 +94,7 @@ def check_draft(
     max_chars: int,
     max_metadata_bytes: int,
     field_prefix: str = "",
-    categories: tuple[str, ...] = CATEGORIES,
+    categories: tuple[str, ...] = SEED_CATEGORIES,
 ) -> MemoryDraft:
     """Normalise and validate a draft; raise InvalidInputError naming the offending field."""
     draft.content = check_content(draft.content, max_chars, f"{field_prefix}content")

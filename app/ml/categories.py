@@ -24,8 +24,8 @@ import anyio
 import numpy as np
 import structlog
 
-from app.config import CATEGORIES
 from app.ml.embedder import Embedder
+from app.vocabulary import SEED_CATEGORIES
 
 log = structlog.get_logger(__name__)
 
@@ -70,7 +70,7 @@ def load_bank(path: Path = BANK_PATH) -> dict[str, list[str]]:
 
 def builtin_definitions() -> list[CategoryDefinition]:
     """The paper's 15 with no extra examples: what a store without the table uses."""
-    return [CategoryDefinition(name, name.replace("_", " ")) for name in CATEGORIES]
+    return [CategoryDefinition(name, name.replace("_", " ")) for name in SEED_CATEGORIES]
 
 
 def training_set(definitions: list[CategoryDefinition]) -> tuple[list[str], list[str]]:
