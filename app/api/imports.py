@@ -43,8 +43,10 @@ _LINE = Schema(
         "scope": Schema(type=OpenAPIType.STRING, enum=list(SCOPES)),
         "category": Schema(
             type=OpenAPIType.STRING,
-            enum=list(SEED_CATEGORIES),
-            description="Classified from the text when absent.",
+            examples=list(SEED_CATEGORIES),
+            description="One of this deployment's categories (the `categories` table: the 15 "
+            "seeded, and any it added); an unknown one fails its line. Classified from the "
+            "text when absent.",
         ),
         "metadata": Schema(type=OpenAPIType.OBJECT),
         "embedding": Schema(

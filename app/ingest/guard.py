@@ -16,6 +16,7 @@ from typing import Any
 
 from app.ingest.domain import Candidate, MessageContext, Operation
 from app.ingest.prompt import INSTRUCTIONS
+from app.memories.categories import unknown_category_detail
 from app.time_expressions import as_aware
 from app.vocabulary import OPERATIONS, SCOPES
 
@@ -117,7 +118,7 @@ class AnswerGuard:
             self._check_content(content, where)
         category = _text(item, "category", where, required=op == "ADD")
         if category is not None and category not in self._categories:
-            raise InvalidAnswer(f"{where}: unknown category {category[:40]!r}")
+            raise InvalidAnswer(f"{where}: {unknown_category_detail(category, self._categories)}")
         reason = _text(item, "reason", where, required=op == "DELETE")
         scope = (_text(item, "scope", where, required=False) or "USER").upper()
         if scope not in SCOPES:

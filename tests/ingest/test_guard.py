@@ -37,10 +37,10 @@ def _answer(*ops: dict) -> str:
     return json.dumps({"operations": list(ops)})
 
 
-def test_a_valid_update_resolves_its_target_and_leaves_the_category_to_the_store() -> None:
+def test_a_valid_update_resolves_its_target_and_leaves_the_category_alone() -> None:
     (op,) = _guard().parse(_answer({"op": "update", "target": "m1", "content": "Lives in Osaka"}))
     assert op.op == "UPDATE" and op.target is TOKYO
-    # No category in the answer: the store re-categorises the new content.
+    # No category in the answer: the memory keeps its own (app/ingest/apply.py).
     assert op.category is None and op.scope == "USER"
 
 
