@@ -138,6 +138,12 @@ class CategoryClassifier:
     async def names(self) -> tuple[str, ...]:
         return tuple(d.name for d in await self.definitions())
 
+    async def current_names(self) -> tuple[str, ...]:
+        """The names read now, for a list an LLM is about to be shown (a call that costs far
+        more than the read): its answer is held to exactly the rows of this moment."""
+        self.forget()
+        return await self.names()
+
     async def _trained(self) -> object:
         # Locked: concurrent first callers (several worker loops) train once.
         async with self._lock:
