@@ -4,6 +4,8 @@ deployment added to the `categories` table while the service runs."""
 
 from __future__ import annotations
 
+import json
+
 import httpx
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -128,3 +130,18 @@ async def test_the_classifier_learns_a_deployments_category_without_a_restart(
     after = await create_memory(client, other, "Our puppy chewed my slippers again.")
     assert after["category"] in SEED_CATEGORIES
     assert (await client.delete(f"/v1/users/{other}")).status_code == 200
+
+
+async def test_the_openapi_document_describes_category_as_a_string_with_the_seeds_as_examples(
+    client: httpx.AsyncClient,
+) -> None:
+    schema = (await client.get("/schema/openapi.json")).json()
+    components = schema["components"]["schemas"]
+    for struct in ("MemoryCreate", "MemoryUpdate"):
+        category = components[struct]["properties"]["category"]
+        variants = category.get("oneOf", [category])
+        assert {"type": "string"} in variants or category.get("type") == "string"
+        # Not an enum: the table, not this document, says which names exist.
+        assert "enum" not in json.dumps(category)
+        assert category["examples"] == list(SEED_CATEGORIES)
+        assert "categories` table" in category["description"]
