@@ -3,48 +3,17 @@
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import Literal, get_args
+from typing import Literal
 
 from pydantic import BaseModel, Field, SecretStr, ValidationInfo, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-# The 15 categories of the paper: the seed rows of the `categories` table (a deployment may add
-# its own there; memories.category is a foreign key to it).
+from app import vocabulary
+
 # How the embedding model runs: sentence-transformers on torch, exported to ONNX (fp32 or
 # dynamic int8) and run by ONNX Runtime, or on another server behind an OpenAI-compatible
 # /embeddings endpoint ("http", e.g. `python -m app embed-serve`).
 EmbeddingBackend = Literal["torch", "onnx", "onnx-int8", "http"]
-
-# The 15 categories of the paper; the database enforces them with a CHECK constraint.
-Category = Literal[
-    "personal_details",
-    "professional",
-    "health",
-    "relationships",
-    "preferences",
-    "hobbies",
-    "goals",
-    "financial",
-    "educational",
-    "travel",
-    "emotional",
-    "technical_skills",
-    "dietary",
-    "behavioral_patterns",
-    "communication_style",
-]
-CATEGORIES: tuple[str, ...] = get_args(Category)
-
-# The stored vectors: the model's output zero-padded to 768D, and its re-normalised 256D prefix.
-EMBEDDING_DIM = 768
-COARSE_DIM = 256
-
-# USER memories persist across sessions; CONTEXT ones belong to one session.
-Scope = Literal["USER", "CONTEXT"]
-SCOPES: tuple[str, ...] = get_args(Scope)
-
-# What ingestion's extractor may decide for a fact (SPEC section 3).
-OPERATIONS: tuple[str, ...] = ("ADD", "UPDATE", "DELETE", "NONE")
 
 # The name the local LLM server answers to (COGNIS_LLM_GGUF_PATH without COGNIS_LLM_MODEL).
 LOCAL_LLM_ALIAS = "local"
@@ -60,16 +29,14 @@ DEV_API_KEY = "cognis-dev-key"
 
 def _within_published_bound(value: int, info: ValidationInfo) -> int:
     """The OpenAPI document publishes these bounds: a setting may lower one, never raise it."""
-    from app.memories import fields
-
     bound = {
-        "max_content_chars": fields.MAX_CONTENT_CHARS,
-        "max_batch_size": fields.MAX_BATCH_ITEMS,
-        "ingest_max_messages": fields.MAX_BATCH_ITEMS,
-        "max_top_k": fields.MAX_TOP_K,
+        "max_content_chars": vocabulary.MAX_CONTENT_CHARS,
+        "max_batch_size": vocabulary.MAX_BATCH_ITEMS,
+        "ingest_max_messages": vocabulary.MAX_BATCH_ITEMS,
+        "max_top_k": vocabulary.MAX_TOP_K,
     }[str(info.field_name)]
     if not 1 <= value <= bound:
-        raise ValueError(f"must lie in [1, {bound}] (the bound in app/memories/fields.py)")
+        raise ValueError(f"must lie in [1, {bound}] (the bound in app/vocabulary.py)")
     return value
 
 
@@ -201,7 +168,7 @@ class EmbeddingSettings(BaseModel):
     embedding_http_dimensions: int | None = Field(
         default=None,
         ge=1,
-        le=EMBEDDING_DIM,
+        le=vocabulary.EMBEDDING_DIM,
         description="`dimensions` to ask for (1-768, Matryoshka truncation on the server); "
         "unset: the model's own size",
     )

@@ -19,13 +19,13 @@ from pathlib import Path
 
 import numpy as np
 
-from app.config import CATEGORIES
 from app.ml.categories import CategoryClassifier, builtin_definitions, load_bank, training_set
 from app.ml.embedder import Embedder
 from app.ml.offline import user_cache_dir
+from app.vocabulary import SEED_CATEGORIES
 
 EVAL_PATH = Path(__file__).parent / "data" / "category_eval.tsv"
-SHORT = {name: "".join(part[:3] for part in name.split("_"))[:6] for name in CATEGORIES}
+SHORT = {name: "".join(part[:3] for part in name.split("_"))[:6] for name in SEED_CATEGORIES}
 
 
 def load_eval(path: Path = EVAL_PATH) -> list[tuple[str, str]]:
@@ -49,10 +49,10 @@ def eval_slices(path: Path = EVAL_PATH) -> dict[str, set[str]]:
 def confusion_markdown(pairs: list[tuple[str, str]]) -> str:
     """Rows: the true category; columns: the predicted one."""
     counts = Counter(pairs)
-    header = "| true \\ predicted | " + " | ".join(SHORT[c] for c in CATEGORIES) + " |"
-    lines = [header, "|---" * (len(CATEGORIES) + 1) + "|"]
-    for truth in CATEGORIES:
-        cells = " | ".join(str(counts[(truth, p)] or ".") for p in CATEGORIES)
+    header = "| true \\ predicted | " + " | ".join(SHORT[c] for c in SEED_CATEGORIES) + " |"
+    lines = [header, "|---" * (len(SEED_CATEGORIES) + 1) + "|"]
+    for truth in SEED_CATEGORIES:
+        cells = " | ".join(str(counts[(truth, p)] or ".") for p in SEED_CATEGORIES)
         lines.append(f"| {truth} | {cells} |")
     return "\n".join(lines)
 
@@ -84,7 +84,7 @@ async def run(model: str, margin: float, cross_validate: bool) -> None:
         f"{correct[~certain].mean() if (~certain).any() else float('nan'):.3f}"
     )
     print("\nper category (correct / total):")
-    for name in CATEGORIES:
+    for name in SEED_CATEGORIES:
         hits = [ok for ok, t in zip(correct, truth, strict=True) if t == name]
         print(f"  {name:22s} {sum(hits)}/{len(hits)}")
     print("\nconfusion matrix:\n")

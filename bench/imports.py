@@ -24,13 +24,14 @@ import msgspec
 import numpy as np
 from sqlalchemy import text
 
-from app.config import CATEGORIES, get_settings
+from app.config import get_settings
 from app.db.tenant import DEFAULT_TENANT_ID, act_as
 from app.db.vector_indexes import build_hnsw_indexes, drop_hnsw_indexes
 from app.imports.service import ImportOptions, ImportSummary
 from app.imports.sources import file_lines
 from app.memories.erasure import UserEraser
 from app.runtime import Runtime
+from app.vocabulary import SEED_CATEGORIES
 from bench.database import owner_engine
 
 
@@ -48,7 +49,7 @@ def write_lines(path: Path, count: int, seed: int = 11) -> None:
                     "external_id": f"bench-{number}",
                     "content": f"Synthetic imported memory {number}: a fact about topic "
                     f"{number % 97} from an earlier assistant",
-                    "category": CATEGORIES[number % len(CATEGORIES)],
+                    "category": SEED_CATEGORIES[number % len(SEED_CATEGORIES)],
                     "event_time": "2024-05-01T12:00:00Z",
                     "embedding": vector,
                 }

@@ -24,12 +24,12 @@ from pathlib import Path
 
 import httpx
 
-from app.config import CATEGORIES
 from app.ingest.context import message_context
 from app.ingest.domain import Candidate, IncomingMessage
 from app.ingest.guard import AnswerGuard, InvalidAnswer
 from app.ingest.prompt import chat_messages, operation_schema
 from app.ml.offline import user_cache_dir
+from app.vocabulary import SEED_CATEGORIES
 
 ROOT = Path(__file__).resolve().parent.parent
 MESSAGES = (
@@ -89,14 +89,14 @@ def measure(gguf: str, threads: int, decisions: int, omp: str, max_tokens: int) 
                 )
                 body = {
                     "model": "local",
-                    "messages": chat_messages(context, candidates, CATEGORIES),
+                    "messages": chat_messages(context, candidates, SEED_CATEGORIES),
                     "temperature": 0,
                     "max_tokens": max_tokens,
                     "response_format": {
                         "type": "json_schema",
                         "json_schema": {
                             "name": "memory_operations",
-                            "schema": operation_schema(CATEGORIES),
+                            "schema": operation_schema(SEED_CATEGORIES),
                             "strict": True,
                         },
                     },
@@ -109,7 +109,7 @@ def measure(gguf: str, threads: int, decisions: int, omp: str, max_tokens: int) 
                 gen_tps.append(timings.get("predicted_per_second", 0.0))
                 content = answer["choices"][0]["message"]["content"]
                 try:
-                    AnswerGuard(context, candidates, CATEGORIES, 2000).parse(content)
+                    AnswerGuard(context, candidates, SEED_CATEGORIES, 2000).parse(content)
                     accepted += 1
                 except InvalidAnswer:
                     pass

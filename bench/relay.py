@@ -42,11 +42,12 @@ from sqlalchemy.ext.asyncio import (
 
 from app.config import Settings
 from app.db.engine import create_engine, create_sessionmaker
-from app.db.models import COARSE_DIM, EMBEDDING_DIM, Memory, OutboxEvent
+from app.db.models import Memory, OutboxEvent
 from app.logging import configure_logging
 from app.search_index import outbox
 from app.search_index.client import MemoryIndex
 from app.search_index.relay import OutboxRelay
+from app.vocabulary import COARSE_DIM, EMBEDDING_DIM
 from bench.database import default_tenant, environment, owner_engine, owner_url, urls_on
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import uuid
+from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
@@ -50,3 +53,29 @@ def stage_rank(hit: dict, stage: str) -> int | None:
     """A result's rank at one stage of the explanation (None: not in that stage's list)."""
     entry = hit["explanation"].get(stage)
     return None if entry is None else entry["rank"]
+
+
+@contextlib.asynccontextmanager
+async def deployment_category(
+    db: AsyncEngine,
+    client: httpx.AsyncClient,
+    *user_ids: str,
+    examples: tuple[str, ...] = (),
+) -> AsyncIterator[str]:
+    """A category of the test's own, added as a deployment adds one (a row of `categories`,
+    under a unique name). On exit the users who filed memories under it are erased and the row
+    removed, so no other test sees it."""
+    name = f"zz_{uuid.uuid4().hex[:12]}"
+    async with db.begin() as connection:
+        await connection.execute(
+            text("INSERT INTO categories (name, description, examples) VALUES (:n, :d, :e)"),
+            {"n": name, "d": f"Test category {name}", "e": list(examples)},
+        )
+    try:
+        yield name
+    finally:
+        for user_id in user_ids:
+            erased = await client.delete(f"/v1/users/{user_id}")
+            assert erased.status_code == 200, erased.text
+        async with db.begin() as connection:
+            await connection.execute(text("DELETE FROM categories WHERE name = :n"), {"n": name})

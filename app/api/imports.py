@@ -15,13 +15,13 @@ from litestar.params import Parameter
 
 from app.api.contract import USER_WRITE, UserId, problems
 from app.api.schemas.imports import ImportSummaryOut
-from app.config import CATEGORIES, EMBEDDING_DIM, SCOPES
 from app.errors import UnsupportedMediaTypeError
 from app.imports.lines import LineFormat
 from app.imports.service import DEFAULT_BATCH_SIZE, ImportOptions, MemoryImporter
 from app.imports.sources import ndjson_lines
 from app.memories.fields import check_user_id
 from app.runtime import Runtime
+from app.vocabulary import EMBEDDING_DIM, SCOPES, SEED_CATEGORIES
 
 NDJSON = "application/x-ndjson"
 _STRING = Schema(type=OpenAPIType.STRING)
@@ -43,8 +43,10 @@ _LINE = Schema(
         "scope": Schema(type=OpenAPIType.STRING, enum=list(SCOPES)),
         "category": Schema(
             type=OpenAPIType.STRING,
-            enum=list(CATEGORIES),
-            description="Classified from the text when absent.",
+            examples=list(SEED_CATEGORIES),
+            description="One of this deployment's categories (the `categories` table: the 15 "
+            "seeded, and any it added); an unknown one fails its line. Classified from the "
+            "text when absent.",
         ),
         "metadata": Schema(type=OpenAPIType.OBJECT),
         "embedding": Schema(

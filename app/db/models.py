@@ -26,7 +26,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB, UUID
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-from app.config import COARSE_DIM, EMBEDDING_DIM, OPERATIONS, SCOPES
+from app.vocabulary import COARSE_DIM, EMBEDDING_DIM, OPERATIONS, SCOPES
 
 NAMING_CONVENTION = {
     "ix": "%(table_name)s_%(column_0_N_name)s_idx",

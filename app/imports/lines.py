@@ -15,12 +15,12 @@ from typing import Annotated, Any, Literal
 import msgspec
 import numpy as np
 
-from app.config import EMBEDDING_DIM, Scope
 from app.errors import InvalidInputError
 from app.imports.mem0 import MEM0_FIELD_NAMES, MEM0_KEYS, Mem0Memory, mem0_fields
 from app.memories.domain import MemoryDraft, check_draft
 from app.memories.fields import Metadata, SessionId, Speaker, check_text, check_user_id
 from app.time_expressions import as_aware
+from app.vocabulary import EMBEDDING_DIM, Scope
 
 LineFormat = Literal["auto", "jsonl", "mem0"]
 # What a line's own user_id means. "use": it names the memory's user, `user_id` being the

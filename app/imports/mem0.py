@@ -12,8 +12,8 @@ from typing import Any
 
 import msgspec
 
-from app.config import CATEGORIES
 from app.errors import InvalidInputError
+from app.vocabulary import SEED_CATEGORIES
 
 MAX_ID_CHARS = 256
 
@@ -26,7 +26,7 @@ MEM0_FIELD_NAMES = {"content": "memory", "external_id": "id", "event_time": "cre
 # mem0's default categories, onto ours; our own names map onto themselves. "milestones" and
 # "misc" have no counterpart: such memories are classified.
 MEM0_CATEGORIES: dict[str, str] = {
-    **{name: name for name in CATEGORIES},
+    **{name: name for name in SEED_CATEGORIES},
     "family": "relationships",
     "professional_details": "professional",
     "sports": "hobbies",

@@ -25,9 +25,10 @@ from app.imports.lines import (
 )
 from app.imports.sources import OversizedLine, RawLine
 from app.memories.bulk import BulkMemoryWriter
+from app.memories.categories import choose_categories, unknown_categories, unknown_category_detail
 from app.memories.fields import check_user_id
 from app.memories.repository import MemoryRepository
-from app.memories.service import complete_drafts, new_version
+from app.memories.service import embed_drafts, new_version
 from app.memories.user_lock import hold_for_write
 from app.ml.categories import CategoryClassifier
 from app.ml.embedder import Embedder, matryoshka
@@ -141,6 +142,7 @@ class MemoryImporter:
         outside any transaction)."""
         fresh = await self._not_yet_imported(batch)
         summary.skipped += len(batch) - len(fresh)
+        fresh = await self._with_known_categories(fresh, summary)
         if not fresh:
             return []
         given = [d for d in fresh if d.vector is not None]
@@ -150,8 +152,29 @@ class MemoryImporter:
             for item, embedding in zip(given, matryoshka(vectors), strict=True):
                 item.draft.embedding = embedding
         # The rest embedded together in one call; categories where none was given.
-        await complete_drafts([d.draft for d in fresh], self._embedder, self._classifier)
+        await embed_drafts([d.draft for d in fresh], self._embedder)
+        async with self._sessionmaker() as session:
+            await choose_categories(session, self._classifier, [d.draft for d in fresh])
         return [_memory(d) for d in fresh]
+
+    async def _with_known_categories(
+        self, batch: list[ImportDraft], summary: ImportSummary
+    ) -> list[ImportDraft]:
+        """The lines whose category (when given) is a row of the table; the others failed,
+        each with the same refusal POST /memories gives."""
+        given = {d.draft.category for d in batch if d.draft.category is not None}
+        if not given:
+            return batch
+        async with self._sessionmaker() as session:
+            unknown = await unknown_categories(session, self._classifier, given)
+        if not unknown:
+            return batch
+        known = await self._classifier.names()
+        for item in batch:
+            if item.draft.category in unknown:
+                detail = unknown_category_detail(item.draft.category, known)
+                summary.fail(LineError(item.line, "category", detail))
+        return [d for d in batch if d.draft.category not in unknown]
 
     async def _write(self, memories: list[Memory], summary: ImportSummary) -> None:
         """One transaction: the memories and their outbox rows."""

@@ -4,14 +4,12 @@ transaction, with an audit row per decision. UPDATE supersedes, DELETE ends; not
 from __future__ import annotations
 
 import uuid
-from typing import cast
 
 import msgspec
 
 from app.db.models import IngestDecision
 from app.ingest.domain import Extraction, MessageContext, Operation
 from app.memories.domain import MemoryDraft, MemoryUpdate
-from app.memories.fields import Category
 from app.memories.service import MemoryService
 from app.ml.embedder import Embedding
 
@@ -49,9 +47,9 @@ async def apply_operation(
             op.target.memory_id,
             MemoryUpdate(
                 content=op.content,
-                # No category given: the store re-categorises the new content.
-                # (A deployment's own categories too: the guard checked it against its list.)
-                category=msgspec.UNSET if op.category is None else cast(Category, op.category),
+                # No category given: the memory keeps its own (never a silent change); a
+                # given one was checked by the guard, and is again by the store.
+                category=msgspec.UNSET if op.category is None else op.category,
                 speaker=context.speaker,
                 event_time=op.event_time,
             ),

@@ -14,10 +14,11 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
-from app.config import OPERATIONS, SCOPES
 from app.ingest.domain import Candidate, MessageContext, Operation
 from app.ingest.prompt import INSTRUCTIONS
+from app.memories.categories import unknown_category_detail
 from app.time_expressions import as_aware
+from app.vocabulary import OPERATIONS, SCOPES
 
 MAX_OPERATIONS = 20
 # Content sharing a run of this many words with the instructions is the prompt, not a fact.
@@ -117,7 +118,7 @@ class AnswerGuard:
             self._check_content(content, where)
         category = _text(item, "category", where, required=op == "ADD")
         if category is not None and category not in self._categories:
-            raise InvalidAnswer(f"{where}: unknown category {category[:40]!r}")
+            raise InvalidAnswer(f"{where}: {unknown_category_detail(category, self._categories)}")
         reason = _text(item, "reason", where, required=op == "DELETE")
         scope = (_text(item, "scope", where, required=False) or "USER").upper()
         if scope not in SCOPES:

@@ -80,7 +80,7 @@ class IngestPipeline:
                     self._llm,
                     context,
                     candidates,
-                    await self._classifier.names(),
+                    await self._classifier.current_names(),
                     self._settings.max_content_chars,
                     deterministic,
                 )

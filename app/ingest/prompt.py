@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.config import OPERATIONS, SCOPES
 from app.ingest.domain import Candidate, MessageContext
+from app.vocabulary import OPERATIONS, SCOPES
 
 # Recorded in every audit row the LLM decided (ingest_decisions.prompt_version): bump it whenever
 # INSTRUCTIONS, the user prompt's layout or the schema change, so decisions stay comparable.

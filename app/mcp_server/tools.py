@@ -68,7 +68,11 @@ def build_server(settings: McpSettings, *, http_path: str = "/mcp") -> FastMCP:
         ctx: Context,
         content: Annotated[str, Field(description="The fact to remember, in one sentence.")],
         category: Annotated[
-            str | None, Field(description="e.g. preferences, health; default: classified.")
+            str | None,
+            Field(
+                description="One of the service's categories, e.g. preferences, health (an "
+                "unknown one is refused with the list); default: classified from the content."
+            ),
         ] = None,
         scope: Annotated[
             Literal["USER", "CONTEXT"],
@@ -161,10 +165,14 @@ def build_server(settings: McpSettings, *, http_path: str = "/mcp") -> FastMCP:
         ctx: Context,
         memory_id: str,
         content: str | None = None,
-        category: str | None = None,
+        category: Annotated[
+            str | None,
+            Field(description="A new category; default: the memory keeps its category."),
+        ] = None,
         event_time: datetime | None = None,
     ) -> dict[str, Any]:
-        """Change a current memory: a new version replaces it (the old one stays in history)."""
+        """Change a current memory: a new version replaces it (the old one stays in history).
+        Only the fields given change; new content keeps the memory's category."""
         changes = _unset_if_none(content=content, category=category, event_time=event_time)
         if not changes:
             raise ToolError("nothing to change: give content, category or event_time")

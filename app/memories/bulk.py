@@ -13,11 +13,11 @@ import io
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.config import COARSE_DIM, EMBEDDING_DIM
 from app.db import pgcopy
 from app.db.models import Memory
 from app.memories.repository import MemoryRepository
 from app.search_index import outbox
+from app.vocabulary import COARSE_DIM, EMBEDDING_DIM
 
 STAGING_TABLE = "memory_import_staging"
 # Column, binary COPY encoder: the staging table's layout.

@@ -10,7 +10,6 @@ from typing import Any
 
 import msgspec
 
-from app.config import CATEGORIES, SCOPES
 from app.errors import InvalidInputError
 from app.memories.fields import (
     Category,
@@ -25,6 +24,7 @@ from app.memories.fields import (
     check_text,
 )
 from app.ml.embedder import Embedding
+from app.vocabulary import SCOPES
 
 
 class MemoryUpdate(msgspec.Struct, forbid_unknown_fields=True):
@@ -32,7 +32,8 @@ class MemoryUpdate(msgspec.Struct, forbid_unknown_fields=True):
     (UNSET) field keeps its value."""
 
     content: Content | msgspec.UnsetType = msgspec.UNSET
-    category: Category | msgspec.UnsetType = msgspec.UNSET
+    # Omitted: kept, even when the content changes. null: chosen again by the classifier.
+    category: Category | msgspec.UnsetType | None = msgspec.UNSET
     scope: Scope | msgspec.UnsetType = msgspec.UNSET
     session_id: SessionId | msgspec.UnsetType | None = msgspec.UNSET
     speaker: Speaker | msgspec.UnsetType | None = msgspec.UNSET
@@ -94,19 +95,14 @@ def check_draft(
     max_chars: int,
     max_metadata_bytes: int,
     field_prefix: str = "",
-    categories: tuple[str, ...] = CATEGORIES,
 ) -> MemoryDraft:
-    """Normalise and validate a draft; raise InvalidInputError naming the offending field."""
+    """Normalise and validate a draft; raise InvalidInputError naming the offending field.
+    Its category is checked against the table by app/memories/categories.py."""
     draft.content = check_content(draft.content, max_chars, f"{field_prefix}content")
     check_metadata(draft.metadata, max_metadata_bytes, f"{field_prefix}metadata")
     check_text(draft.speaker, f"{field_prefix}speaker")
     check_text(draft.session_id, f"{field_prefix}session_id")
     draft.event_time = check_instant(draft.event_time, f"{field_prefix}event_time")
-    if draft.category is not None and draft.category not in categories:
-        raise InvalidInputError(
-            f"unknown category {draft.category!r}; expected one of: {', '.join(categories)}",
-            field=f"{field_prefix}category",
-        )
     if draft.scope not in SCOPES:
         raise InvalidInputError(
             f"scope must be USER or CONTEXT, not {draft.scope!r}", field=f"{field_prefix}scope"

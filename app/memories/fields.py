@@ -2,8 +2,9 @@
 msgspec types (shared by the API's wire schemas, which the OpenAPI document shows, and the
 import's lines) and the checks that every writer runs, whatever the door (API, import, LLM).
 
-Settings may lower a bound (`max_content_chars`, `max_top_k`, ...), never raise it past the
-value here: the published contract stays true."""
+The bounds themselves are domain vocabulary (app/vocabulary.py): settings may lower one
+(`max_content_chars`, `max_top_k`, ...), never raise it past that value, so the published
+contract stays true."""
 
 from __future__ import annotations
 
@@ -13,18 +14,29 @@ from typing import Annotated, Any
 
 import msgspec
 
-from app.config import Category, Scope
 from app.errors import InvalidInputError
 from app.time_expressions import as_aware
+from app.vocabulary import (
+    EARLIEST_YEAR,
+    LATEST_YEAR,
+    MAX_CONTENT_CHARS,
+    MAX_METADATA_DEPTH,
+    MAX_TOP_K,
+    SEED_CATEGORIES,
+    Scope,
+)
 
-MAX_CONTENT_CHARS = 8_000
-MAX_BATCH_ITEMS = 100
-MAX_TOP_K = 100
-MAX_METADATA_DEPTH = 32
-# Instants outside these years are typos (year 1, year 9999), not facts: they overflow date
-# arithmetic (relative phrases, time windows) long before they mean anything.
-EARLIEST_YEAR, LATEST_YEAR = 1000, 2999
-
+# A string, not an enum: the list is the deployment's `categories` table, checked by
+# app/memories/categories.py at every door; the seed 15 are the documented examples.
+Category = Annotated[
+    str,
+    msgspec.Meta(
+        description="One of this deployment's categories (the `categories` table): the 15 "
+        f"seeded are {', '.join(SEED_CATEGORIES)}; a deployment may add its own. An unknown "
+        "name is refused with a 400 that lists the known ones.",
+        examples=list(SEED_CATEGORIES),
+    ),
+]
 Content = Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_CONTENT_CHARS)]
 SessionId = Annotated[str, msgspec.Meta(min_length=1, max_length=256)]
 Speaker = Annotated[str, msgspec.Meta(min_length=1, max_length=256)]
@@ -104,9 +116,6 @@ def check_instant(moment: datetime | None, field: str) -> datetime | None:
 
 
 __all__ = [
-    "MAX_BATCH_ITEMS",
-    "MAX_CONTENT_CHARS",
-    "MAX_TOP_K",
     "USER_ID_REGEX",
     "Category",
     "Content",

@@ -14,6 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.config import Settings
 from app.db.models import Memory
 from app.errors import ConflictError, InvalidInputError, NotFoundError
+from app.memories.categories import choose_categories, require_categories
 from app.memories.context import contextual_text, link_session_turns, mentioned_time
 from app.memories.domain import MemoryDraft, MemoryUpdate, check_draft
 from app.memories.fields import check_text, check_user_id
@@ -76,16 +77,20 @@ class MemoryService:
                 f"{self._settings.max_batch_size} are allowed",
                 field="memories",
             )
-        many = len(drafts) > 1
-        categories = await self._classifier.names()
-        for i, draft in enumerate(drafts):
+        prefixes = [f"memories[{i}]." if len(drafts) > 1 else "" for i in range(len(drafts))]
+        for draft, prefix in zip(drafts, prefixes, strict=True):
             check_draft(
-                draft,
-                self._settings.max_content_chars,
-                self._settings.max_metadata_bytes,
-                f"memories[{i}]." if many else "",
-                categories,
+                draft, self._settings.max_content_chars, self._settings.max_metadata_bytes, prefix
             )
+        await require_categories(
+            self.repository.session,
+            self._classifier,
+            [
+                (d.category, f"{p}category")
+                for d, p in zip(drafts, prefixes, strict=True)
+                if d.category is not None
+            ],
+        )
         ids = [uuid.uuid4() for _ in drafts]
         sessions = {d.session_id for d in drafts if d.session_id is not None}
         if sessions:
@@ -93,7 +98,7 @@ class MemoryService:
             last = await self.repository.last_turns(user_id, sorted(sessions))
             link_session_turns(drafts, ids, last, self._settings.memory_context_turns)
         # Embedding is slow CPU work: done before the first write.
-        await complete_drafts(drafts, self._embedder, self._classifier)
+        await complete_drafts(self.repository.session, drafts, self._embedder, self._classifier)
         await hold_for_write(self.repository.session, user_id)
         now = await self.repository.now()
         for draft in drafts:
@@ -117,6 +122,9 @@ class MemoryService:
         self, user_id: str, filters: ListFilter, limit: int, cursor: str | None
     ) -> MemoryPage:
         check_text(filters.session_id, "session_id")
+        if filters.category is not None:
+            given = [(filters.category, "category")]
+            await require_categories(self.repository.session, self._classifier, given)
         after = decode_cursor(cursor) if cursor else None
         rows = await self.repository.list_page(check_user_id(user_id), filters, limit + 1, after)
         next_cursor = encode_cursor(rows[limit - 1]) if len(rows) > limit else None
@@ -179,22 +187,20 @@ class MemoryService:
             context=old.context,
             follows_chain_id=old.follows_chain_id,
         )
-        check_draft(
-            draft,
-            self._settings.max_content_chars,
-            self._settings.max_metadata_bytes,
-            categories=await self._classifier.names(),
-        )
+        check_draft(draft, self._settings.max_content_chars, self._settings.max_metadata_bytes)
+        if isinstance(changes.category, str):
+            await require_categories(
+                self.repository.session, self._classifier, [(changes.category, "category")]
+            )
         if draft.content == old.content:
             draft.embedding = Embedding(full=old.embedding_768d, coarse=old.embedding_256d)
             if old.context_embedding_768d is not None:
                 draft.context_embedding = old.context_embedding_768d
         else:
             draft.embedding = embedding
-            if changes.category is msgspec.UNSET:
-                # New content and no category given: the old one may no longer fit.
-                draft.category = None
-            await complete_drafts([draft], self._embedder, self._classifier)
+            await embed_drafts([draft], self._embedder)
+        # Only an explicit null asks for a new choice: new content alone keeps the category.
+        await choose_categories(self.repository.session, self._classifier, [draft])
         # Lock after embedding, so the row lock is held only for the short write.
         old = await self._lock_current(user_id, memory_id)
         now = await self.repository.now()
@@ -239,18 +245,15 @@ async def embed_drafts(drafts: list[MemoryDraft], embedder: Embedder) -> None:
 
 
 async def complete_drafts(
-    drafts: list[MemoryDraft], embedder: Embedder, classifier: CategoryClassifier
+    session: AsyncSession,
+    drafts: list[MemoryDraft],
+    embedder: Embedder,
+    classifier: CategoryClassifier,
 ) -> None:
     """Every draft embedded, and categorised by its embedding where no category was given
     (POST /memories and imports alike)."""
     await embed_drafts(drafts, embedder)
-    unlabelled = [d for d in drafts if d.category is None]
-    guessed = await classifier.classify(
-        [d.embedding.full for d in unlabelled if d.embedding is not None],
-        [d.content for d in unlabelled],
-    )
-    for draft, category in zip(unlabelled, guessed, strict=True):
-        draft.category = category
+    await choose_categories(session, classifier, drafts)
 
 
 def new_version(

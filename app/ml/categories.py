@@ -9,6 +9,10 @@ half of it).
 When the best and second-best probabilities are closer than `uncertain_margin`, the answer is
 "uncertain": an LLM, when one is configured, chooses among the three most likely categories;
 otherwise (or when its answer is not one of them) the most likely one stands.
+
+The classifier's list is the table's, read again after `DEFINITIONS_MAX_AGE_S` or when a
+writer finds it out of date (`forget`): a row a deployment adds or removes is learnt without a
+restart. Whether a name is a category is decided by app/memories/categories.py.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import os
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,8 +29,8 @@ import anyio
 import numpy as np
 import structlog
 
-from app.config import CATEGORIES
 from app.ml.embedder import Embedder
+from app.vocabulary import SEED_CATEGORIES
 
 log = structlog.get_logger(__name__)
 
@@ -34,6 +39,8 @@ BANK_PATH = Path(__file__).with_name("category_bank.tsv")
 # bank alone (bench/categories.py --cross-validate), never on the evaluation set.
 REGULARISATION_C = 4.0
 JUDGE_CHOICES = 3
+# How long the table's rows are trusted before they are read again.
+DEFINITIONS_MAX_AGE_S = 30.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,8 +76,8 @@ def load_bank(path: Path = BANK_PATH) -> dict[str, list[str]]:
 
 
 def builtin_definitions() -> list[CategoryDefinition]:
-    """The paper's 15 with no extra examples: what a store without the table uses."""
-    return [CategoryDefinition(name, name.replace("_", " ")) for name in CATEGORIES]
+    """The seed 15 with no extra examples: what a store without the table uses."""
+    return [CategoryDefinition(name, name.replace("_", " ")) for name in SEED_CATEGORIES]
 
 
 def training_set(definitions: list[CategoryDefinition]) -> tuple[list[str], list[str]]:
@@ -95,19 +102,24 @@ class CategoryClassifier:
         uncertain_margin: float = 0.1,
         cache_dir: Path | None = None,
         judge: CategoryJudge | None = None,
+        max_age_s: float = DEFINITIONS_MAX_AGE_S,
     ) -> None:
         self._embedder = embedder
         self._load_definitions = load_definitions
         self._uncertain_margin = uncertain_margin
         self._cache_dir = cache_dir
         self.judge = judge
+        self._max_age_s = max_age_s
         self._definitions: list[CategoryDefinition] | None = None
+        self._read_at = 0.0
         self._model: object | None = None
+        self._trained_on: list[CategoryDefinition] | None = None
         self._lock = asyncio.Lock()
 
     async def definitions(self) -> list[CategoryDefinition]:
-        """This deployment's categories, read once per process."""
-        if self._definitions is None:
+        """This deployment's categories, read again once they are older than max_age_s."""
+        stale = time.monotonic() - self._read_at > self._max_age_s
+        if self._definitions is None or (stale and self._load_definitions is not None):
             loaded: list[CategoryDefinition] = []
             if self._load_definitions is not None:
                 try:
@@ -115,18 +127,32 @@ class CategoryClassifier:
                 except Exception as exc:  # no table yet (an old schema): the built-in 15
                     log.warning("categories.table_unreadable", error=str(exc))
             self._definitions = loaded or builtin_definitions()
+            self._read_at = time.monotonic()
         return self._definitions
+
+    def forget(self) -> None:
+        """Read the table again at the next use (a writer found a row this copy lacks, or one
+        it has that is gone); the model is trained again if the rows changed."""
+        self._read_at = float("-inf")
 
     async def names(self) -> tuple[str, ...]:
         return tuple(d.name for d in await self.definitions())
 
+    async def current_names(self) -> tuple[str, ...]:
+        """The names read now, for a list an LLM is about to be shown (a call that costs far
+        more than the read): its answer is held to exactly the rows of this moment."""
+        self.forget()
+        return await self.names()
+
     async def _trained(self) -> object:
         # Locked: concurrent first callers (several worker loops) train once.
         async with self._lock:
-            if self._model is None:
-                sentences, labels = training_set(await self.definitions())
+            definitions = await self.definitions()
+            if self._model is None or definitions != self._trained_on:
+                sentences, labels = training_set(definitions)
                 vectors = await self._example_vectors(sentences)
                 self._model = await anyio.to_thread.run_sync(_fit, vectors, labels)
+                self._trained_on = definitions
                 log.info("categories.trained", examples=len(sentences), categories=len(set(labels)))
         return self._model
 

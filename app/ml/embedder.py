@@ -12,9 +12,10 @@ from typing import TYPE_CHECKING, Any, get_args
 import numpy as np
 import structlog
 
-from app.config import COARSE_DIM, EMBEDDING_DIM, EmbeddingBackend, Settings
+from app.config import EmbeddingBackend, Settings
 from app.ml.batching import MicroBatcher, Priority
 from app.ml.offline import offline_if_local
+from app.vocabulary import COARSE_DIM, EMBEDDING_DIM
 
 if TYPE_CHECKING:
     from app.ml.http_encoder import HttpEndpoint

@@ -20,8 +20,9 @@ from litestar import Litestar, Request, Response, get, post
 from litestar.datastructures import State
 from litestar.exceptions import HTTPException, NotAuthorizedException, NotFoundException
 
-from app.config import EMBEDDING_DIM, Settings, get_settings
+from app.config import Settings, get_settings
 from app.ml.embedder import Embedder, build_embedder, unit_prefix
+from app.vocabulary import EMBEDDING_DIM
 
 # OpenAI's own limit on inputs per request.
 MAX_INPUTS = 2048

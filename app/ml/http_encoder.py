@@ -19,8 +19,9 @@ import numpy as np
 import structlog
 from pydantic import SecretStr
 
-from app.config import EMBEDDING_DIM, Settings
+from app.config import Settings
 from app.errors import EmbedderAnswerError, EmbedderUnavailableError
+from app.vocabulary import EMBEDDING_DIM
 
 log = structlog.get_logger(__name__)
 

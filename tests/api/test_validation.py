@@ -12,7 +12,7 @@ BAD_CREATES = [
     ({"content": ""}, 400, "content"),
     ({"content": "   "}, 400, "content must not be empty"),
     ({"content": "x" * 8001}, 400, "length <= 8000"),
-    ({"content": "ok", "category": "astrology"}, 400, "Invalid enum value 'astrology'"),
+    ({"content": "ok", "category": "astrology"}, 400, "unknown category 'astrology'"),
     ({"content": "ok", "scope": "CONTEXT"}, 400, "session_id"),
     ({"content": "ok", "scope": "GLOBAL"}, 400, "scope"),
     ({"content": 42}, 400, "content"),

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 from sqlalchemy import text
 
-from app.config import CATEGORIES
 from app.ml.embedder import matryoshka
+from app.vocabulary import SEED_CATEGORIES
 from tests.conftest import wait_until
 from tests.factories import create_memory, search, stage_rank
 from tests.imports.helpers import (
@@ -49,7 +49,7 @@ async def test_jsonl_import_then_rerun_skips_everything(client, db, user_id) -> 
     assert context["event_time"].isoformat() == "2024-03-01T11:00:00+00:00"
     assert context["metadata"] == {"source": "old-app"}
     # No category given: classified as POST /memories does, into one of the 15.
-    assert context["category"] in CATEGORIES
+    assert context["category"] in SEED_CATEGORIES
     listed = (await client.get(f"/v1/users/{user_id}/memories", params={"limit": 10})).json()
     assert {m["external_id"] for m in listed["items"]} == set(rows)
 

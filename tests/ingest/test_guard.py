@@ -8,11 +8,11 @@ from datetime import UTC, datetime
 
 import pytest
 
-from app.config import CATEGORIES
 from app.ingest.context import identify_speaker, message_context
 from app.ingest.domain import Candidate, IncomingMessage
 from app.ingest.guard import AnswerGuard, InvalidAnswer, repeats_prompt
 from app.ingest.prompt import INSTRUCTIONS
+from app.vocabulary import SEED_CATEGORIES
 
 SENT = datetime(2023, 5, 8, 12, tzinfo=UTC)
 TOKYO = Candidate(
@@ -30,17 +30,17 @@ TOKYO = Candidate(
 def _guard(session_id: str | None = None, text: str = "I moved to Osaka") -> AnswerGuard:
     said = IncomingMessage(content=text, sent_at=SENT, session_id=session_id)
     context = message_context("u1", None, said, scope=None)
-    return AnswerGuard(context, [TOKYO], CATEGORIES, max_content_chars=200)
+    return AnswerGuard(context, [TOKYO], SEED_CATEGORIES, max_content_chars=200)
 
 
 def _answer(*ops: dict) -> str:
     return json.dumps({"operations": list(ops)})
 
 
-def test_a_valid_update_resolves_its_target_and_leaves_the_category_to_the_store() -> None:
+def test_a_valid_update_resolves_its_target_and_leaves_the_category_alone() -> None:
     (op,) = _guard().parse(_answer({"op": "update", "target": "m1", "content": "Lives in Osaka"}))
     assert op.op == "UPDATE" and op.target is TOKYO
-    # No category in the answer: the store re-categorises the new content.
+    # No category in the answer: the memory keeps its own (app/ingest/apply.py).
     assert op.category is None and op.scope == "USER"
 
 

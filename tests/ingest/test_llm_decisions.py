@@ -34,7 +34,7 @@ async def test_tokyo_then_osaka_is_an_update_with_a_version_chain(
 
     (current,) = await current_memories(llm_client, user_id)
     assert current["id"] == updated["memory_id"] and current["content"] == "Lives in Osaka"
-    # The answer named no category: the store categorised the new content.
+    # The answer named no category: the memory kept its own.
     assert current["category"] == "personal_details"
     history = await llm_client.get(f"/v1/users/{user_id}/memories/{current['id']}/history")
     versions = history.json()["versions"]

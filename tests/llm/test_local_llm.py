@@ -23,12 +23,13 @@ import httpx
 import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.config import CATEGORIES, OPERATIONS, Settings
+from app.config import Settings
 from app.ingest.context import message_context
 from app.ingest.domain import IncomingMessage
 from app.ingest.guard import AnswerGuard, InvalidAnswer, repeats_prompt
 from app.ingest.prompt import PROMPT_VERSION, chat_messages, operation_schema
 from app.llm.client import ChatClient
+from app.vocabulary import OPERATIONS, SEED_CATEGORIES
 from tests.conftest import LOG_DIR, ApiProcess
 from tests.ingest.helpers import current_memories, decisions, ingest, message, rows
 from tests.services import CACHE_DIR, ROOT
@@ -126,7 +127,7 @@ async def test_a_schema_constrained_answer_is_json_of_the_schema(local_llm_url: 
     client = ChatClient(settings)
     try:
         completion = await client.complete_json(
-            chat_messages(context, [], CATEGORIES), operation_schema(CATEGORIES)
+            chat_messages(context, [], SEED_CATEGORIES), operation_schema(SEED_CATEGORIES)
         )
     finally:
         await client.close()
@@ -143,9 +144,9 @@ async def test_a_schema_constrained_answer_is_json_of_the_schema(local_llm_url: 
     assert set(answer) == {"operations"} and isinstance(answer["operations"], list)
     for item in answer["operations"]:
         assert item["op"] in OPERATIONS
-        assert item["category"] is None or item["category"] in CATEGORIES
+        assert item["category"] is None or item["category"] in SEED_CATEGORIES
     # Valid JSON of the right shape can still be a bad decision: the guard judges it.
-    guard = AnswerGuard(context, [], CATEGORIES, max_content_chars=2000)
+    guard = AnswerGuard(context, [], SEED_CATEGORIES, max_content_chars=2000)
     try:
         operations = guard.parse(completion.content)
     except InvalidAnswer as exc:
@@ -184,7 +185,7 @@ async def test_decisions_go_through_the_guard_and_into_the_audit_trail(
         if decision["fallback_used"] and decision["operation"] == "ADD":
             assert by_id[decision["memory_id"]]["content"] in texts
     for memory in memories:
-        assert memory["content"].strip() and memory["category"] in CATEGORIES
+        assert memory["content"].strip() and memory["category"] in SEED_CATEGORIES
         assert not repeats_prompt(memory["content"], " ".join(texts))
     audit = await rows(
         db,

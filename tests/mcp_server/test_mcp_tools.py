@@ -17,9 +17,11 @@ from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.types import CallToolResult
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from tests.conftest import API_KEY, ROOT, ApiProcess
 from tests.conftest import _free_port as free_port
+from tests.factories import deployment_category
 
 TOOLS = {
     "add_memory",
@@ -130,6 +132,31 @@ async def test_stdio_tools_act_only_for_the_configured_user(
 
     others = (await client.get(f"/v1/users/{other_user_id}/memories")).json()["items"]
     assert [m["content"] for m in others] == ["Omar hides a spare key."]
+
+
+async def test_tools_take_a_deployments_category_and_never_change_one_silently(
+    api: ApiProcess, client: httpx.AsyncClient, db: AsyncEngine, user_id: str
+) -> None:
+    async with (
+        deployment_category(db, client, user_id) as custom,
+        stdio_session(api, user_id) as mcp,
+    ):
+        added = payload(
+            await mcp.call_tool("add_memory", {"content": "Noor keeps bees.", "category": custom})
+        )
+        assert added["category"] == custom
+        # New content alone: the memory keeps its category (it was once re-classified).
+        reworded = payload(
+            await mcp.call_tool(
+                "update_memory", {"memory_id": added["id"], "content": "Noor keeps three hives."}
+            )
+        )
+        assert (reworded["replaces_id"], reworded["category"]) == (added["id"], custom)
+        refused = await mcp.call_tool(
+            "add_memory", {"content": "Noor reads the stars.", "category": "astrology"}
+        )
+        assert "unknown category 'astrology'" in error_text(refused)
+        assert custom in error_text(refused)
 
 
 async def test_stdio_without_a_configured_user_refuses(api: ApiProcess) -> None:

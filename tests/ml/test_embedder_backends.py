@@ -14,9 +14,10 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
-from app.config import COARSE_DIM, EMBEDDING_DIM, Settings
+from app.config import Settings
 from app.ml import onnx_encoder
 from app.ml.embedder import Embedder, matryoshka
+from app.vocabulary import COARSE_DIM, EMBEDDING_DIM
 from tests import services
 
 SENTENCES = [

@@ -24,11 +24,12 @@ import pytest
 import uvicorn
 from pydantic import SecretStr
 
-from app.config import COARSE_DIM, EMBEDDING_DIM, Settings
+from app.config import Settings
 from app.errors import EmbedderAnswerError, EmbedderUnavailableError
 from app.ml.embedder import Embedder
 from app.ml.embedding_server import create_embedding_app, served_embedder
 from app.ml.http_encoder import HttpEncoder, HttpEndpoint
+from app.vocabulary import COARSE_DIM, EMBEDDING_DIM
 from tests import services
 
 SENTENCES = [

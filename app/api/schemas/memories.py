@@ -10,7 +10,6 @@ import msgspec
 
 from app.db.models import Memory
 from app.memories.fields import (
-    MAX_BATCH_ITEMS,
     Category,
     Content,
     Instant,
@@ -19,6 +18,7 @@ from app.memories.fields import (
     SessionId,
     Speaker,
 )
+from app.vocabulary import MAX_BATCH_ITEMS
 
 
 class MemoryCreate(msgspec.Struct, forbid_unknown_fields=True):

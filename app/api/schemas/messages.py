@@ -11,7 +11,6 @@ import msgspec
 from app.db.models import IngestDecision
 from app.ingest.domain import Extraction, Operation
 from app.memories.fields import (
-    MAX_BATCH_ITEMS,
     Content,
     Instant,
     Metadata,
@@ -19,6 +18,7 @@ from app.memories.fields import (
     SessionId,
     Speaker,
 )
+from app.vocabulary import MAX_BATCH_ITEMS
 
 IdempotencyKey = Annotated[str, msgspec.Meta(min_length=1, max_length=256)]
 

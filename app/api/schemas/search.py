@@ -8,9 +8,10 @@ from uuid import UUID
 import msgspec
 
 from app.api.schemas.memories import MemoryOut
-from app.memories.fields import MAX_CONTENT_CHARS, Instant, SessionId, TopK
+from app.memories.fields import Instant, SessionId, TopK
 from app.retrieval.pipeline import StageSwitches
 from app.retrieval.profiles import PROFILES, LeverOverrides, ProfileName
+from app.vocabulary import MAX_CONTENT_CHARS
 
 
 class RrfIn(msgspec.Struct, forbid_unknown_fields=True):

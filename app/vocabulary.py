@@ -1,0 +1,50 @@
+"""The domain's names and bounds: what a memory's fields may hold, not how a deployment runs.
+
+The bottom of the layering: it imports nothing from the app, and everything may import it
+(settings check their limits against the bounds here; the wire schemas publish them).
+"""
+
+from __future__ import annotations
+
+from typing import Literal, get_args
+
+# The paper's 15 categories: the seed rows of the `categories` table. They are examples, not
+# the list: a deployment may add rows there, and memories.category is a foreign key to that
+# table (app/memories/categories.py holds the rule every door applies).
+SEED_CATEGORIES: tuple[str, ...] = (
+    "personal_details",
+    "professional",
+    "health",
+    "relationships",
+    "preferences",
+    "hobbies",
+    "goals",
+    "financial",
+    "educational",
+    "travel",
+    "emotional",
+    "technical_skills",
+    "dietary",
+    "behavioral_patterns",
+    "communication_style",
+)
+
+# USER memories persist across sessions; CONTEXT ones belong to one session.
+Scope = Literal["USER", "CONTEXT"]
+SCOPES: tuple[str, ...] = get_args(Scope)
+
+# What ingestion's extractor may decide for a fact (SPEC section 3).
+OPERATIONS: tuple[str, ...] = ("ADD", "UPDATE", "DELETE", "NONE")
+
+# The stored vectors: the model's output zero-padded to 768D, and its re-normalised 256D prefix.
+EMBEDDING_DIM = 768
+COARSE_DIM = 256
+
+# Published bounds (the OpenAPI document shows them): a setting may lower one, never raise it.
+MAX_CONTENT_CHARS = 8_000
+MAX_BATCH_ITEMS = 100
+MAX_TOP_K = 100
+MAX_METADATA_DEPTH = 32
+# Instants outside these years are typos (year 1, year 9999), not facts: they overflow date
+# arithmetic (relative phrases, time windows) long before they mean anything.
+EARLIEST_YEAR, LATEST_YEAR = 1000, 2999
