@@ -262,6 +262,17 @@ class Settings(BaseSettings):
     category_uncertain_margin: float = 0.1
     # Where the example bank's embeddings are cached (default ~/.cache/cognis-memory/categories).
     category_cache_dir: str | None = None
+    # Ingestion batches (app/ingest/worker.py).
+    ingest_claim_max_messages: int = Field(
+        default=32,
+        ge=1,
+        le=1000,
+        description=(
+            "At most this many of one user's queued messages are claimed together, decided in "
+            "order and applied in one transaction. With an LLM the batch's transaction stays "
+            "open while each message is decided: lower it when LLM calls are slow."
+        ),
+    )
 
     @field_validator("max_content_chars", "max_batch_size", "max_top_k", "ingest_max_messages")
     @classmethod
