@@ -248,9 +248,16 @@ class IngestRepository:
 
     async def renew_lease(self, token: uuid.UUID, lease: timedelta) -> bool:
         """Extend a claim's lease (the worker's heartbeat); False once it is not ours."""
+        # Rows locked in apply order, as the claim and the final write lock them.
+        owned = (
+            select(IngestTask.message_id)
+            .where(IngestTask.lease_token == token, IngestTask.state == "running")
+            .order_by(IngestTask.sent_at, IngestTask.message_id)
+            .with_for_update()
+        )
         result = await self.session.execute(
             update(IngestTask)
-            .where(IngestTask.lease_token == token, IngestTask.state == "running")
+            .where(IngestTask.message_id.in_(owned.scalar_subquery()))
             .values(lease_expires_at=func.now() + lease)
         )
         return bool(result.rowcount)  # type: ignore[attr-defined]

@@ -161,10 +161,12 @@ class IngestWorker:
             # that ran meanwhile either removed the tasks or refuses this write.
             await hold_for_write(session, claim.user_id)
             repository = IngestRepository(session)
-            if await repository.lock_owned_tasks(claim.token) != set(claim.message_ids):
-                raise LeaseLost
             await repository.lock_user(claim.user_id)
             outcome = await self._apply_in_order(session, claim, messages, embeddings)
+            # Checked last, so the rows are not locked (and the heartbeat not blocked) while
+            # the batch is decided; a claim lost meanwhile rolls the whole batch back.
+            if await repository.lock_owned_tasks(claim.token) != set(claim.message_ids):
+                raise LeaseLost
             applied = [task.message_id for task, _, _ in outcome.applied]
             await repository.finish_tasks(applied, claim.token)
             for failure in outcome.failures:
