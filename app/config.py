@@ -590,6 +590,14 @@ class IngestSettings(BaseModel):
         default=60.0,
         description="longest `wait=true` request (then it answers 202 with the job)",
     )
+    ingest_claim_max_messages: int = Field(
+        default=32,
+        ge=1,
+        le=1000,
+        description="most messages of one user claimed together, decided in order and applied "
+        "in one transaction; with an LLM that transaction stays open while each is decided: "
+        "lower it when LLM calls are slow",
+    )
     category_uncertain_margin: float = Field(
         default=0.1,
         description="below this gap between the two likeliest categories the classifier is "

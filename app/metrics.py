@@ -117,6 +117,12 @@ INGEST_FAILURES = Counter(
 )
 for _final in ("true", "false"):
     INGEST_FAILURES.labels(final=_final)
+INGEST_BATCH_MESSAGES = Histogram(
+    "cognis_ingest_batch_messages",
+    "Messages per ingestion claim, each claim applied in one transaction (_count: claims).",
+    buckets=(1, 2, 4, 8, 16, 32, 64, 128),
+    registry=REGISTRY,
+)
 LLM_GATE = Counter(
     "cognis_ingest_llm_gate_total",
     "Messages by the LLM gate's verdict: call (a current memory is close) or skip.",

@@ -5,7 +5,9 @@
    the physical limit every other figure is a fraction of;
 2. batch create: POST /memories/batch (100 per request, category given), memories/s;
 3. messages at full speed: one message per request from concurrent clients, deterministic
-   extractor; accepted/s (202) and applied/s (first POST -> last memory searchable);
+   extractor; accepted/s (202) and applied/s (first POST -> last memory searchable), with the
+   model calls and the claims (one transaction each) the API counted for them; then the same
+   with several messages per request (--per-request, mode "several");
 4. messages at half that rate (offered load = 0.5 x applied/s): time-to-searchable (202 -> the
    memory current in Postgres, which the vector leg reads, AND returned by an OpenSearch BM25
    query for its token), while one client searches with fresh queries; search latency is also
@@ -33,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
+from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import create_async_engine
 
@@ -172,27 +175,42 @@ async def _watch(probes: list[Probe], env: dict[str, str], index: str, timeout_s
         await engine.dispose()
 
 
-async def _submit(http: httpx.AsyncClient, probe: Probe, turn: str) -> None:
+async def _submit(http: httpx.AsyncClient, probes: list[Probe], turns: list[str]) -> None:
+    """One request carrying these messages (each its own probe)."""
     response = await http.post(
-        f"/v1/users/{probe.user_id}/messages",
-        json={"messages": [{"content": f"{turn} (ref {probe.token})"}]},
+        f"/v1/users/{probes[0].user_id}/messages",
+        json={
+            "messages": [
+                {"content": f"{turn} (ref {probe.token})"}
+                for probe, turn in zip(probes, turns, strict=True)
+            ]
+        },
     )
     response.raise_for_status()
-    probe.accepted_at = time.perf_counter()
-    probe.message_id = response.json()["submitted"][0]["message_id"]
+    accepted_at = time.perf_counter()
+    for probe, submitted in zip(probes, response.json()["submitted"], strict=True):
+        probe.accepted_at = accepted_at
+        probe.message_id = submitted["message_id"]
 
 
-async def _drive(url: str, probes: list[Probe], turns: list[str], concurrency: int) -> float:
-    """Submit one message per request from `concurrency` clients; returns accepted/s."""
-    queue: asyncio.Queue[int] = asyncio.Queue()
-    for i in range(len(probes)):
-        queue.put_nowait(i)
+async def _drive(
+    url: str, probes: list[Probe], turns: list[str], concurrency: int, per_request: int
+) -> float:
+    """Submit `per_request` messages (of one user) per request from `concurrency` clients;
+    returns accepted/s."""
+    groups: dict[str, list[int]] = {}
+    for i, probe in enumerate(probes):
+        groups.setdefault(probe.user_id, []).append(i)
+    queue: asyncio.Queue[list[int]] = asyncio.Queue()
+    for indices in groups.values():
+        for start in range(0, len(indices), per_request):
+            queue.put_nowait(indices[start : start + per_request])
 
     async def client() -> None:
         async with httpx.AsyncClient(base_url=url, headers=HEADERS, timeout=120) as http:
             while not queue.empty():
-                i = queue.get_nowait()
-                await _submit(http, probes[i], turns[i])
+                chunk = queue.get_nowait()
+                await _submit(http, [probes[i] for i in chunk], [turns[i] for i in chunk])
 
     started = time.perf_counter()
     await asyncio.gather(*(client() for _ in range(concurrency)))
@@ -208,7 +226,7 @@ async def _paced(url: str, probes: list[Probe], turns: list[str], rate: float) -
             delay = started + i / rate - time.perf_counter()
             if delay > 0:
                 await asyncio.sleep(delay)
-            tasks.append(asyncio.create_task(_submit(http, probe, turns[i])))
+            tasks.append(asyncio.create_task(_submit(http, [probe], [turns[i]])))
         await asyncio.gather(*tasks)
 
 
@@ -230,19 +248,66 @@ async def _search_loop(
     return latencies
 
 
+@dataclass(frozen=True)
+class WorkCounts:
+    """Countable work of the API (from its /metrics): model calls, and ingestion claims, each
+    applied in one transaction, with the messages they carried."""
+
+    model_calls: float
+    claims: float
+    claimed_messages: float
+
+    def __sub__(self, other: WorkCounts) -> WorkCounts:
+        return WorkCounts(
+            self.model_calls - other.model_calls,
+            self.claims - other.claims,
+            self.claimed_messages - other.claimed_messages,
+        )
+
+    def describe(self, messages: int) -> str:
+        return (
+            f"{self.model_calls:.0f} model calls and {self.claims:.0f} claims (one transaction "
+            f"each, {self.claimed_messages / max(self.claims, 1):.1f} messages on average) for "
+            f"{messages} messages"
+        )
+
+
+async def _work_counts(url: str) -> WorkCounts:
+    async with httpx.AsyncClient(base_url=url, headers=HEADERS, timeout=30) as http:
+        body = (await http.get("/metrics")).text
+    values: dict[str, float] = {}
+    for family in text_string_to_metric_families(body):
+        for sample in family.samples:
+            if sample.labels.get("embedder", "memories") == "memories":
+                values[sample.name] = values.get(sample.name, 0.0) + sample.value
+    return WorkCounts(
+        values.get("cognis_embedding_batches_total", 0.0),
+        values.get("cognis_ingest_batch_messages_count", 0.0),
+        values.get("cognis_ingest_batch_messages_sum", 0.0),
+    )
+
+
 async def _messages(
-    url: str, env: dict[str, str], turns: list[str], users: list[str], args: argparse.Namespace
+    url: str,
+    env: dict[str, str],
+    turns: list[str],
+    users: list[str],
+    args: argparse.Namespace,
+    per_request: int = 1,
 ) -> MessageRun:
     index = env.get("COGNIS_OPENSEARCH_INDEX", "cognis-memories")
     probes = [
         Probe(user_id=users[i % len(users)], token=f"zq{uuid.uuid4().hex[:10]}")
         for i in range(len(turns))
     ]
+    before = await _work_counts(url)
     started = time.perf_counter()
     watcher = asyncio.create_task(_watch(probes, env, index, timeout_s=args.timeout_s))
-    accepted_per_s = await _drive(url, probes, turns, args.concurrency)
+    accepted_per_s = await _drive(url, probes, turns, args.concurrency, per_request)
     await watcher
-    return _result(probes, started, accepted_per_s)
+    run = _result(probes, started, accepted_per_s)
+    print(f"  work: {(await _work_counts(url) - before).describe(len(probes))}", flush=True)
+    return run
 
 
 def _result(probes: list[Probe], started: float, accepted_per_s: float) -> MessageRun:
@@ -307,6 +372,7 @@ async def deterministic(args: argparse.Namespace, turns: list[str], questions: l
     batch_user = f"bench-batch-{tag}"
     users = [f"bench-ingest-{tag}-{i}" for i in range(args.users)]
     paced_users = [f"bench-paced-{tag}-{i}" for i in range(args.users)]
+    several_users = [f"bench-several-{tag}-{i}" for i in range(args.users)]
     try:
         if "batch" in args.modes:
             rate = await _batch_create(url, batch_user, turns, 2)
@@ -320,6 +386,15 @@ async def deterministic(args: argparse.Namespace, turns: list[str], questions: l
         print(f"  time-to-searchable: {summary(full.to_searchable_ms)}", flush=True)
         if full.missing:
             print(f"  not searchable within {args.timeout_s:.0f} s: {full.missing}")
+
+        if "several" in args.modes:
+            several = await _messages(url, env, turns, several_users, args, args.per_request)
+            print(
+                f"messages, {args.per_request} per request: accepted "
+                f"{several.accepted_per_s:.1f}/s, applied {several.applied_per_s:.1f}/s "
+                f"({several.applied_per_s / args.raw:.2f} of raw)",
+                flush=True,
+            )
 
         idle = await _search_loop(url, users[0], questions, asyncio.Event(), args.searches)
         print(f"search, idle (fresh queries): {summary(idle)}", flush=True)
@@ -351,7 +426,7 @@ async def deterministic(args: argparse.Namespace, turns: list[str], questions: l
             ratio = percentile(busy, 95) / percentile(idle, 95)
             print(f"search while ingesting: {summary(busy)}; p95 {ratio:.2f}x idle", flush=True)
     finally:
-        await _erase(url, [batch_user, *users, *paced_users])
+        await _erase(url, [batch_user, *users, *paced_users, *several_users])
         process.terminate()
         process.wait(timeout=30)
 
@@ -387,7 +462,10 @@ def main() -> int:
     parser.add_argument("--workers", type=int, default=4, help="ingestion loops in the API")
     parser.add_argument("--searches", type=int, default=100, help="idle searches")
     parser.add_argument("--llm-latency-ms", type=float, default=300.0)
-    parser.add_argument("--modes", default="raw,batch,messages")
+    parser.add_argument(
+        "--per-request", type=int, default=10, help="messages per request (several)"
+    )
+    parser.add_argument("--modes", default="raw,batch,messages,several")
     parser.add_argument("--timeout-s", type=float, default=300.0)
     args = parser.parse_args()
     if "COGNIS_DATABASE_URL" not in os.environ:

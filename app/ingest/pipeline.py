@@ -1,5 +1,6 @@
 """One message through steps 2-4: context, candidates, extraction, then (unless a dry run) the
-write. Slow work (embedding, the LLM) happens outside any transaction."""
+write. The worker decides and applies a user's batch of messages in order in one transaction
+(app/ingest/worker.py), so each decision reads the store as the previous one left it."""
 
 from __future__ import annotations
 
@@ -52,15 +53,24 @@ class IngestPipeline:
         self._settings = settings
         self._llm = llm
 
-    async def decide(self, context: MessageContext) -> Decided:
-        """Steps 3 and the embedding half of step 4: no transaction is held meanwhile."""
-        embedding = context.embedding
-        if embedding is None:  # a dry run, or a message saved before step 1 kept its vector
-            (embedding,) = await self._embedder.embed([context.content])
+    async def embed(self, texts: list[str]) -> list[Embedding]:
+        """Every model call of ingestion goes through here."""
+        return await self._embedder.embed(texts)
+
+    async def decide_alone(self, context: MessageContext) -> Decided:
+        """`decide` against the committed store, in a session of its own (a dry run)."""
         async with self._sessionmaker() as session, session.begin():
-            candidates = await similar_memories(
-                MemoryRepository(session), context, embedding, self._settings
-            )
+            return await self.decide(session, context)
+
+    async def decide(self, session: AsyncSession, context: MessageContext) -> Decided:
+        """Step 3 and the embedding half of step 4, reading through `session`: in the worker's
+        batch transaction, so earlier messages' writes are among the candidates."""
+        embedding = context.embedding
+        if embedding is None:  # a dry run: the message was not saved
+            (embedding,) = await self.embed([context.content])
+        candidates = await similar_memories(
+            MemoryRepository(session), context, embedding, self._settings
+        )
 
         async def deterministic() -> Extraction:
             return await extract_deterministic(
@@ -99,12 +109,15 @@ class IngestPipeline:
                 if op.content is not None and op.content not in known
             )
         )
-        known.update(zip(new_texts, await self._embedder.embed(new_texts), strict=True))
-        await self._drop_repeated_adds(context, extraction, candidates, known)
+        known.update(zip(new_texts, await self.embed(new_texts), strict=True))
+        await self._drop_repeated_adds(
+            MemoryRepository(session), context, extraction, candidates, known
+        )
         return Decided(context, extraction, known)
 
     async def _drop_repeated_adds(
         self,
+        repository: MemoryRepository,
         context: MessageContext,
         extraction: Extraction,
         candidates: list[Candidate],
@@ -116,22 +129,20 @@ class IngestPipeline:
             return
         shown = {op.target.memory_id for op in extraction.operations if op.target is not None}
         by_id = {c.memory_id: c for c in candidates}
-        async with self._sessionmaker() as session:
-            repository = MemoryRepository(session)
-            for op in adds:
-                assert op.content is not None
-                open_ids = [c.memory_id for c in candidates if c.memory_id not in shown]
-                if not open_ids:
-                    return
-                # Exact 768D cosine in Postgres, by id: the statement stage 2 re-scores with.
-                scores = await repository.exact_768d_scores(
-                    context.user_id, open_ids, known[op.content].full
-                )
-                memory_id, similarity = max(scores.items(), key=lambda pair: pair[1])
-                if similarity >= self._settings.ingest_duplicate_threshold:
-                    op.op, op.target = "NONE", by_id[memory_id]
-                    op.reason = f"ADD repeats a current memory (cosine {similarity:.3f})"
-                    shown.add(memory_id)
+        for op in adds:
+            assert op.content is not None
+            open_ids = [c.memory_id for c in candidates if c.memory_id not in shown]
+            if not open_ids:
+                return
+            # Exact 768D cosine in Postgres, by id: the statement stage 2 re-scores with.
+            scores = await repository.exact_768d_scores(
+                context.user_id, open_ids, known[op.content].full
+            )
+            memory_id, similarity = max(scores.items(), key=lambda pair: pair[1])
+            if similarity >= self._settings.ingest_duplicate_threshold:
+                op.op, op.target = "NONE", by_id[memory_id]
+                op.reason = f"ADD repeats a current memory (cosine {similarity:.3f})"
+                shown.add(memory_id)
 
     async def apply(
         self, session: AsyncSession, job_id: uuid.UUID, decided: Decided

@@ -1,14 +1,26 @@
 """Every ingestion query. Each takes the user id, except the worker's claim, which hands out
-work across users and then only touches the claimed row."""
+work across tenants and users and then only touches the claimed rows."""
 
 from __future__ import annotations
 
 import uuid
-from datetime import timedelta
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Select, and_, bindparam, exists, func, or_, select, text, tuple_, update
-from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy import (
+    Select,
+    and_,
+    bindparam,
+    exists,
+    func,
+    or_,
+    select,
+    text,
+    tuple_,
+    update,
+)
+from sqlalchemy.dialects.postgresql import UUID, insert
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import aliased
 
@@ -19,12 +31,20 @@ from app.ml.embedder import Embedding
 OPEN_STATES = ("queued", "running")
 
 
-def _next_due_task() -> Select[Any]:
-    """The claim query, built once: building it per call cost more than running it."""
+def _next_due_head() -> Select[Any]:
+    """The claim query, built once: building it per call cost more than running it.
+
+    Only the head of a (tenant, user) queue is eligible: its earliest open task, while no
+    other task of that user is being worked on, so one user's messages apply in order.
+    Among the heads, tenants take turns: the tenants after `after_tenant` (the last one this
+    worker served) come first, then the rest, so a tenant with a large backlog never holds up
+    another tenant's next message for more than one round. Within a tenant the oldest head goes
+    first; a user whose batch was just applied goes to the back (`move_user_to_back`)."""
     task = aliased(IngestTask)
     earlier = aliased(IngestTask)
     busy = aliased(IngestTask)
     now = func.now()
+    after_tenant = bindparam("after_tenant", type_=UUID(as_uuid=True))
     return (
         select(task)
         .where(
@@ -35,24 +55,80 @@ def _next_due_task() -> Select[Any]:
                 and_(task.state == "running", task.lease_expires_at < now),
             ),
             ~exists().where(
+                earlier.tenant_id == task.tenant_id,
                 earlier.user_id == task.user_id,
                 earlier.state.in_(OPEN_STATES),
                 tuple_(earlier.sent_at, earlier.message_id) < tuple_(task.sent_at, task.message_id),
             ),
             ~exists().where(
+                busy.tenant_id == task.tenant_id,
                 busy.user_id == task.user_id,
                 busy.state == "running",
                 busy.lease_expires_at >= now,
                 busy.message_id != task.message_id,
             ),
         )
-        .order_by(task.available_at)
+        .order_by(
+            # False (a tenant after the last one served) sorts first; no cursor: all alike.
+            func.coalesce(task.tenant_id <= after_tenant, False),
+            task.tenant_id,
+            task.available_at,
+        )
         .limit(1)
         .with_for_update(skip_locked=True, of=task)
     )
 
 
-_NEXT_DUE_TASK = _next_due_task()
+def _user_open_tasks_after() -> Select[IngestTask, datetime]:
+    """A user's open tasks after a given one, in apply order, locked in that order (the order
+    the final write locks them in too, so the two never deadlock). The position is read from
+    the head's row, not sent back: a timestamp's round trip need not compare equal."""
+    head = aliased(IngestTask)
+    position = (
+        select(head.sent_at, head.message_id)
+        .where(head.message_id == bindparam("message_id"))
+        .scalar_subquery()
+    )
+    return (
+        select(IngestTask, func.now())
+        .where(
+            IngestTask.tenant_id == bindparam("tenant_id"),
+            IngestTask.user_id == bindparam("user_id"),
+            IngestTask.state.in_(OPEN_STATES),
+            tuple_(IngestTask.sent_at, IngestTask.message_id) > position,
+        )
+        .order_by(IngestTask.sent_at, IngestTask.message_id)
+        .limit(bindparam("limit"))
+        .with_for_update()
+    )
+
+
+_NEXT_DUE_HEAD = _next_due_head()
+_USER_OPEN_TASKS_AFTER = _user_open_tasks_after()
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimedTask:
+    """What the worker keeps of a claimed task (plain data: no ORM row to expire)."""
+
+    message_id: uuid.UUID
+    job_id: uuid.UUID
+    scope: str | None
+    attempts: int
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """One user's due tasks, in apply order, leased together under one token."""
+
+    tenant_id: uuid.UUID
+    user_id: str
+    token: uuid.UUID
+    tasks: list[ClaimedTask]
+
+    @property
+    def message_ids(self) -> list[uuid.UUID]:
+        return [t.message_id for t in self.tasks]
 
 
 class IngestRepository:
@@ -119,57 +195,98 @@ class IngestRepository:
             )
         )
 
-    async def get_message(self, user_id: str, message_id: uuid.UUID) -> Message | None:
-        return await self.session.scalar(
-            select(Message).where(Message.user_id == user_id, Message.id == message_id)
+    async def get_messages(
+        self, user_id: str, message_ids: list[uuid.UUID]
+    ) -> dict[uuid.UUID, Message]:
+        rows = await self.session.scalars(
+            select(Message).where(Message.user_id == user_id, Message.id.in_(message_ids))
+        )
+        return {m.id: m for m in rows}
+
+    async def claim(
+        self, queue: str, lease: timedelta, max_tasks: int, after_tenant: uuid.UUID | None
+    ) -> Claim | None:
+        """Take the next due user's head task and the user's due tasks after it (at most
+        `max_tasks` in all), leased together under one token; the head is locked with SKIP
+        LOCKED, so workers never share a user. None when nothing is due."""
+        head = await self.session.scalar(
+            _NEXT_DUE_HEAD, {"queue": queue, "after_tenant": after_tenant}
+        )
+        if head is None:
+            return None
+        tasks = [head]
+        if max_tasks > 1:
+            following = await self.session.execute(
+                _USER_OPEN_TASKS_AFTER,
+                {
+                    "tenant_id": head.tenant_id,
+                    "user_id": head.user_id,
+                    "message_id": head.message_id,
+                    "limit": max_tasks - 1,
+                },
+            )
+            for task, now in following:
+                # Up to the first task that may not run yet (other queue, backing off, leased):
+                # taking a later one would apply it before an earlier one.
+                if not _due(task, queue, now):
+                    break
+                tasks.append(task)
+        token = uuid.uuid4()
+        expires = await self.session.scalar(select(func.now() + lease))
+        for task in tasks:
+            task.state = "running"
+            task.attempts += 1
+            task.lease_token = token
+            task.lease_expires_at = expires
+        await self.session.flush()
+        return Claim(
+            tenant_id=head.tenant_id,
+            user_id=head.user_id,
+            token=token,
+            tasks=[ClaimedTask(t.message_id, t.job_id, t.scope, t.attempts) for t in tasks],
         )
 
-    async def claim_next(self, queue: str, lease: timedelta) -> IngestTask | None:
-        """Take the next due task, locking it with SKIP LOCKED so workers never share one.
-
-        Per user, only the earliest open task (by message time) is eligible, and only while no
-        other task of that user is being worked on: one user's messages apply in order."""
-        claimed = await self.session.scalar(_NEXT_DUE_TASK, {"queue": queue})
-        if claimed is None:
-            return None
-        claimed.state = "running"
-        claimed.attempts += 1
-        claimed.lease_token = uuid.uuid4()
-        claimed.lease_expires_at = await self.session.scalar(select(func.now() + lease))
-        await self.session.flush()
-        return claimed
-
-    async def renew_lease(self, message_id: uuid.UUID, token: uuid.UUID, lease: timedelta) -> bool:
-        """Extend a running task's lease (the worker's heartbeat); False once it is not ours."""
+    async def renew_lease(self, token: uuid.UUID, lease: timedelta) -> bool:
+        """Extend a claim's lease (the worker's heartbeat); False once it is not ours."""
+        # Rows locked in apply order, as the claim and the final write lock them.
+        owned = (
+            select(IngestTask.message_id)
+            .where(IngestTask.lease_token == token, IngestTask.state == "running")
+            .order_by(IngestTask.sent_at, IngestTask.message_id)
+            .with_for_update()
+        )
         result = await self.session.execute(
             update(IngestTask)
-            .where(
-                IngestTask.message_id == message_id,
-                IngestTask.lease_token == token,
-                IngestTask.state == "running",
-            )
+            .where(IngestTask.message_id.in_(owned.scalar_subquery()))
             .values(lease_expires_at=func.now() + lease)
         )
         return bool(result.rowcount)  # type: ignore[attr-defined]
 
-    async def lock_owned_task(self, message_id: uuid.UUID, token: uuid.UUID) -> IngestTask | None:
-        """Re-lock a task for the final write; None if another worker has taken it over."""
-        return await self.session.scalar(
-            select(IngestTask)
-            .where(
-                IngestTask.message_id == message_id,
-                IngestTask.lease_token == token,
-                IngestTask.state == "running",
-            )
+    async def lock_owned_tasks(self, token: uuid.UUID) -> set[uuid.UUID]:
+        """Re-lock a claim's tasks for the final write (in apply order, as the claim did); the
+        ids still ours: one missing was taken over by another worker."""
+        rows = await self.session.scalars(
+            select(IngestTask.message_id)
+            .where(IngestTask.lease_token == token, IngestTask.state == "running")
+            .order_by(IngestTask.sent_at, IngestTask.message_id)
             .with_for_update()
-            .execution_options(populate_existing=True)
         )
+        return set(rows)
 
     async def lock_user(self, user_id: str) -> None:
         """Serialise writes of one user's ingestion across workers (transaction-scoped)."""
         await self.session.execute(
             text("SELECT pg_advisory_xact_lock(hashtextextended(:key, 0))"),
             {"key": f"cognis-ingest:{user_id}"},
+        )
+
+    async def finish_tasks(self, message_ids: list[uuid.UUID], token: uuid.UUID) -> None:
+        if not message_ids:
+            return
+        await self.session.execute(
+            update(IngestTask)
+            .where(IngestTask.message_id.in_(message_ids), IngestTask.lease_token == token)
+            .values(state="done", finished_at=func.now(), lease_token=None, last_error=None)
         )
 
     async def release_task(
@@ -185,6 +302,33 @@ class IngestRepository:
             update(IngestTask)
             .where(IngestTask.message_id == message_id, IngestTask.lease_token == token)
             .values(**values)
+        )
+
+    async def return_unstarted(self, message_ids: list[uuid.UUID], token: uuid.UUID) -> None:
+        """Hand back claimed tasks that were not attempted (an earlier one of the batch will be
+        retried first): queued again, their attempt not counted."""
+        if not message_ids:
+            return
+        await self.session.execute(
+            update(IngestTask)
+            .where(IngestTask.message_id.in_(message_ids), IngestTask.lease_token == token)
+            .values(state="queued", attempts=IngestTask.attempts - 1, lease_token=None)
+        )
+
+    async def move_user_to_back(self, user_id: str) -> None:
+        """After a batch: the user's next task counts as due from now, so the claim's "oldest
+        head first" serves the tenant's other users before this user's backlog again."""
+        head = (
+            select(IngestTask.message_id)
+            .where(IngestTask.user_id == user_id, IngestTask.state == "queued")
+            .order_by(IngestTask.sent_at, IngestTask.message_id)
+            .limit(1)
+            .scalar_subquery()
+        )
+        await self.session.execute(
+            update(IngestTask)
+            .where(IngestTask.message_id == head)
+            .values(available_at=func.greatest(IngestTask.available_at, func.now()))
         )
 
     def add_decisions(self, decisions: list[IngestDecision]) -> None:
@@ -205,3 +349,12 @@ class IngestRepository:
             .order_by(IngestDecision.message_id, IngestDecision.position)
         )
         return list(rows)
+
+
+def _due(task: IngestTask, queue: str, now: datetime) -> bool:
+    """Whether a task may be taken now (the head query's conditions, for one row)."""
+    if task.queue != queue or task.available_at > now:
+        return False
+    return task.state == "queued" or (
+        task.lease_expires_at is not None and task.lease_expires_at < now
+    )

@@ -97,7 +97,7 @@ class IngestService:
         results = []
         for message in sorted(messages, key=lambda m: m.sent_at):
             context = message_context(user_id, None, message, message.scope)
-            decided = await self._pipeline.decide(context)
+            decided = await self._pipeline.decide_alone(context)
             results.append(DryRunResult(context, decided.extraction))
         return results
 

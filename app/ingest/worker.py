@@ -1,8 +1,15 @@
 """Ingestion workers: take queued messages from Postgres (FOR UPDATE SKIP LOCKED, no broker),
 run the pipeline, write the result in one transaction.
 
-A task is leased, and the lease renewed by a heartbeat while the worker works on it: if the
-worker dies mid-job, the short lease runs out and another worker takes the task again within
+A claim takes one user's due messages together (up to `ingest_claim_max_messages`), in the
+order they were sent; tenants take turns at the claim, so one tenant's backlog never holds up
+another's next message for more than a round. The batch is decided and applied in order in one
+transaction: each decision reads the store as the previous one left it, keeps its own audit
+rows, and a message that fails is rolled back alone (a savepoint) and handled as before: bad
+input fails at once, anything else is retried later, and the messages after it wait for it.
+
+The claim is leased, and the lease renewed by a heartbeat while the worker works on it: if the
+worker dies mid-batch, the short lease runs out and another worker takes the tasks again within
 seconds. Nothing is written before the final transaction, so a crash leaves the store as it was.
 """
 
@@ -11,21 +18,21 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
+from dataclasses import dataclass, field
 from datetime import timedelta
 
 import numpy as np
 import structlog
-from sqlalchemy import func
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app import metrics
 from app.config import Settings
-from app.db.models import IngestTask
+from app.db.models import IngestDecision, Message
 from app.db.tenant import tenant_scope
 from app.errors import InvalidInputError, UserErasedError
 from app.ingest.context import message_context
-from app.ingest.pipeline import IngestPipeline
-from app.ingest.repository import IngestRepository
+from app.ingest.pipeline import Decided, IngestPipeline
+from app.ingest.repository import Claim, ClaimedTask, IngestRepository
 from app.memories.user_lock import hold_for_write
 from app.ml.embedder import Embedding
 from app.wakeup import sleep_until_woken
@@ -38,7 +45,23 @@ PERMANENT_ERRORS = (InvalidInputError, OverflowError)
 
 
 class LeaseLost(Exception):
-    """Another worker took the task over after this one's lease ran out."""
+    """Another worker took the tasks over after this one's lease ran out."""
+
+
+@dataclass(frozen=True, slots=True)
+class Failure:
+    task: ClaimedTask
+    error: Exception
+    final: bool
+
+
+@dataclass(slots=True)
+class BatchOutcome:
+    """What became of a claim's tasks in the batch transaction."""
+
+    applied: list[tuple[ClaimedTask, Decided, list[IngestDecision]]] = field(default_factory=list)
+    failures: list[Failure] = field(default_factory=list)
+    unstarted: list[ClaimedTask] = field(default_factory=list)
 
 
 class IngestWorker:
@@ -52,42 +75,52 @@ class IngestWorker:
         self._pipeline = pipeline
         self._settings = settings
         self._wake = asyncio.Event()
+        # The tenant of this worker's last claim: the next claim starts with the tenants after
+        # it (round robin; every loop of the worker shares it).
+        self._last_tenant: uuid.UUID | None = None
 
     def wake(self) -> None:
         """New work was queued by this process: do not wait for the next poll."""
         self._wake.set()
 
-    async def _claim(self) -> IngestTask | None:
+    async def claim(self) -> Claim | None:
+        """The next user's batch of due messages, the tenants taking turns."""
         lease = timedelta(seconds=self._settings.ingest_lease_s)
         async with self._sessionmaker() as session, session.begin():
-            return await IngestRepository(session).claim_next(self._settings.ingest_queue, lease)
+            claim = await IngestRepository(session).claim(
+                self._settings.ingest_queue,
+                lease,
+                self._settings.ingest_claim_max_messages,
+                self._last_tenant,
+            )
+        if claim is not None:
+            self._last_tenant = claim.tenant_id
+        return claim
 
     async def run_once(self) -> bool:
-        """Process one task if one is due; False when there was none."""
-        task = await self._claim()
-        if task is None:
+        """Process one claim if something is due; False when nothing was."""
+        claim = await self.claim()
+        if claim is None:
             return False
-        assert task.lease_token is not None
-        token = task.lease_token
-        heartbeat = asyncio.create_task(self._keep_lease(task.message_id, token))
+        heartbeat = asyncio.create_task(self._keep_lease(claim.token))
         # Claimed across tenants; handled as its tenant's, so every read and write stays there.
-        with tenant_scope(task.tenant_id):
+        with tenant_scope(claim.tenant_id):
             try:
-                await self._process(task, token)
+                await self._process(claim)
             except LeaseLost:
-                log.warning("ingest.lease_lost", message_id=str(task.message_id))
-            except UserErasedError:  # its message and task went with the user
-                log.info("ingest.user_erased", message_id=str(task.message_id))
+                log.warning("ingest.lease_lost", message_ids=_ids(claim.tasks))
+            except UserErasedError:  # its messages and tasks went with the user
+                log.info("ingest.user_erased", message_ids=_ids(claim.tasks))
             except Exception as exc:
-                await self._give_back(task, token, exc)
+                await self._give_back(claim, claim.tasks, exc)
             finally:
                 heartbeat.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await heartbeat
         return True
 
-    async def _keep_lease(self, message_id: uuid.UUID, token: uuid.UUID) -> None:
-        """Heartbeat: renew the lease while the task is worked on. Stops when it is no longer
+    async def _keep_lease(self, token: uuid.UUID) -> None:
+        """Heartbeat: renew the lease while the claim is worked on. Stops when it is no longer
         ours; a failed renewal (the database away) is retried at the next beat, and the final
         write checks ownership anyway."""
         lease = timedelta(seconds=self._settings.ingest_lease_s)
@@ -95,70 +128,133 @@ class IngestWorker:
             await asyncio.sleep(self._settings.ingest_heartbeat_s)
             try:
                 async with self._sessionmaker() as session, session.begin():
-                    renewed = await IngestRepository(session).renew_lease(message_id, token, lease)
+                    renewed = await IngestRepository(session).renew_lease(token, lease)
             except Exception as exc:
-                log.warning(
-                    "ingest.lease_renewal_failed", message_id=str(message_id), error=str(exc)
-                )
+                log.warning("ingest.lease_renewal_failed", token=str(token), error=str(exc))
                 continue
             if not renewed:
-                log.warning("ingest.lease_not_renewed", message_id=str(message_id))
+                log.warning("ingest.lease_not_renewed", token=str(token))
                 return
 
-    async def _process(self, task: IngestTask, token: uuid.UUID) -> None:
+    async def _message_embeddings(self, messages: list[Message]) -> dict[uuid.UUID, Embedding]:
+        """Step 1's vectors; those a message lacks (saved before they were kept) in one call."""
+        embeddings = {
+            m.id: Embedding(full=np.asarray(m.embedding_768d), coarse=np.asarray(m.embedding_256d))
+            for m in messages
+            if m.embedding_768d is not None and m.embedding_256d is not None
+        }
+        missing = [m for m in messages if m.id not in embeddings]
+        computed = await self._pipeline.embed([m.content for m in missing])
+        embeddings.update(zip((m.id for m in missing), computed, strict=True))
+        return embeddings
+
+    async def _process(self, claim: Claim) -> None:
         async with self._sessionmaker() as session:
-            message = await IngestRepository(session).get_message(task.user_id, task.message_id)
-        if message is None:  # erased meanwhile: the task row went with it
-            return
-        embedding = None
-        if message.embedding_768d is not None and message.embedding_256d is not None:
-            embedding = Embedding(
-                full=np.asarray(message.embedding_768d), coarse=np.asarray(message.embedding_256d)
+            messages = await IngestRepository(session).get_messages(
+                claim.user_id, claim.message_ids
             )
-        context = message_context(message.user_id, message.id, message, task.scope, embedding)
-        decided = await self._pipeline.decide(context)
+        if not messages:  # erased meanwhile: the task rows went with them
+            return
+        embeddings = await self._message_embeddings(list(messages.values()))
         async with self._sessionmaker() as session, session.begin():
             # The user's write lock first (an erase takes it before the task rows): an erase
-            # that ran meanwhile either removed the task or refuses this write.
-            await hold_for_write(session, task.user_id)
+            # that ran meanwhile either removed the tasks or refuses this write.
+            await hold_for_write(session, claim.user_id)
             repository = IngestRepository(session)
-            owned = await repository.lock_owned_task(task.message_id, token)
-            if owned is None:
+            await repository.lock_user(claim.user_id)
+            outcome = await self._apply_in_order(session, claim, messages, embeddings)
+            # Checked last, so the rows are not locked (and the heartbeat not blocked) while
+            # the batch is decided; a claim lost meanwhile rolls the whole batch back.
+            if await repository.lock_owned_tasks(claim.token) != set(claim.message_ids):
                 raise LeaseLost
-            await repository.lock_user(task.user_id)
-            rows = await self._pipeline.apply(session, task.job_id, decided)
-            owned.state = "done"
-            owned.finished_at = func.now()
-            owned.lease_token = None
-            owned.last_error = None
-        metrics.observe_applied_message(
-            decided.extraction.extractor,
-            decided.extraction.fallback_used,
-            [r.operation for r in rows],
-        )
-        log.info(
-            "ingest.message_applied",
-            user_id=task.user_id,
-            message_id=str(task.message_id),
-            operations=[r.operation for r in rows],
-            extractor=decided.extraction.extractor,
-            fallback_used=decided.extraction.fallback_used,
-        )
+            applied = [task.message_id for task, _, _ in outcome.applied]
+            await repository.finish_tasks(applied, claim.token)
+            for failure in outcome.failures:
+                await repository.release_task(
+                    failure.task.message_id,
+                    claim.token,
+                    _describe(failure.error),
+                    _retry_in(failure.task),
+                    failure.final,
+                )
+            await repository.return_unstarted(_ids_of(outcome.unstarted), claim.token)
+            await repository.move_user_to_back(claim.user_id)
+        self._report(claim, outcome)
 
-    async def _give_back(self, task: IngestTask, token: uuid.UUID, exc: Exception) -> None:
+    async def _apply_in_order(
+        self,
+        session: AsyncSession,
+        claim: Claim,
+        messages: dict[uuid.UUID, Message],
+        embeddings: dict[uuid.UUID, Embedding],
+    ) -> BatchOutcome:
+        """Decide and apply each message in turn, each in a savepoint of the batch transaction:
+        a failed message is undone alone. After one that will be retried, the rest wait."""
+        outcome = BatchOutcome()
+        for position, task in enumerate(claim.tasks):
+            message = messages[task.message_id]
+            try:
+                async with session.begin_nested():
+                    context = message_context(
+                        claim.user_id, message.id, message, task.scope, embeddings[message.id]
+                    )
+                    decided = await self._pipeline.decide(session, context)
+                    rows = await self._pipeline.apply(session, task.job_id, decided)
+            except Exception as exc:
+                final = self._is_final(task, exc)
+                outcome.failures.append(Failure(task, exc, final))
+                log.exception(
+                    "ingest.task_failed",
+                    message_id=str(task.message_id),
+                    final=final,
+                    error=_describe(exc),
+                )
+                if not final:
+                    outcome.unstarted = claim.tasks[position + 1 :]
+                    break
+                continue
+            outcome.applied.append((task, decided, rows))
+        return outcome
+
+    def _is_final(self, task: ClaimedTask, exc: Exception) -> bool:
         # Bad input stays bad: retrying it only holds up the user's later messages.
         permanent = isinstance(exc, PERMANENT_ERRORS)
-        final = permanent or task.attempts >= self._settings.ingest_max_attempts
-        metrics.INGEST_FAILURES.labels(final=str(final).lower()).inc()
-        error = f"{type(exc).__name__}: {exc}"
-        log.exception(
-            "ingest.task_failed", message_id=str(task.message_id), final=final, error=error
-        )
-        retry_in = timedelta(seconds=min(2.0**task.attempts, RETRY_BACKOFF_MAX_S))
-        async with self._sessionmaker() as session, session.begin():
-            await IngestRepository(session).release_task(
-                task.message_id, token, error, retry_in, final
+        return permanent or task.attempts >= self._settings.ingest_max_attempts
+
+    def _report(self, claim: Claim, outcome: BatchOutcome) -> None:
+        """Metrics and logs, once the batch is committed."""
+        metrics.INGEST_BATCH_MESSAGES.observe(len(claim.tasks))
+        for failure in outcome.failures:
+            metrics.INGEST_FAILURES.labels(final=str(failure.final).lower()).inc()
+        for task, decided, rows in outcome.applied:
+            operations = [r.operation for r in rows]
+            extraction = decided.extraction
+            metrics.observe_applied_message(
+                extraction.extractor, extraction.fallback_used, operations
             )
+            log.info(
+                "ingest.message_applied",
+                user_id=claim.user_id,
+                message_id=str(task.message_id),
+                operations=operations,
+                extractor=extraction.extractor,
+                fallback_used=extraction.fallback_used,
+                batch_size=len(claim.tasks),
+            )
+
+    async def _give_back(self, claim: Claim, tasks: list[ClaimedTask], exc: Exception) -> None:
+        """The batch failed as a whole (nothing of it was written): each task back for a later
+        attempt, or failed for good."""
+        error = _describe(exc)
+        log.exception("ingest.batch_failed", message_ids=_ids(tasks), error=error)
+        async with self._sessionmaker() as session, session.begin():
+            repository = IngestRepository(session)
+            for task in tasks:
+                final = self._is_final(task, exc)
+                metrics.INGEST_FAILURES.labels(final=str(final).lower()).inc()
+                await repository.release_task(
+                    task.message_id, claim.token, error, _retry_in(task), final
+                )
 
     async def _loop(self, stop: asyncio.Event) -> None:
         while not stop.is_set():
@@ -177,3 +273,19 @@ class IngestWorker:
         loops = max(1, self._settings.ingest_worker_concurrency)
         await asyncio.gather(*(self._loop(stop) for _ in range(loops)))
         log.info("ingest.worker_stopped")
+
+
+def _describe(exc: Exception) -> str:
+    return f"{type(exc).__name__}: {exc}"
+
+
+def _retry_in(task: ClaimedTask) -> timedelta:
+    return timedelta(seconds=min(2.0**task.attempts, RETRY_BACKOFF_MAX_S))
+
+
+def _ids_of(tasks: list[ClaimedTask]) -> list[uuid.UUID]:
+    return [t.message_id for t in tasks]
+
+
+def _ids(tasks: list[ClaimedTask]) -> list[str]:
+    return [str(t.message_id) for t in tasks]

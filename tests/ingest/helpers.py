@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from typing import Any
 
@@ -65,3 +66,15 @@ async def scalar(db: AsyncEngine, sql: str, **params: Any) -> Any:
 async def rows(db: AsyncEngine, sql: str, **params: Any) -> list[Any]:
     async with db.connect() as connection:
         return list((await connection.execute(text(sql), params)).mappings())
+
+
+_SAMPLE = re.compile(r'^cognis_embedding_(texts|batches)_total\{embedder="memories"\} (\S+)$', re.M)
+
+
+async def model_counts(client: httpx.AsyncClient) -> dict[str, float]:
+    """Texts embedded and model calls made so far by the API's memory embedder."""
+    response = await client.get("/metrics")
+    assert response.status_code == 200
+    counts = {"texts": 0.0, "batches": 0.0}
+    counts.update({kind: float(value) for kind, value in _SAMPLE.findall(response.text)})
+    return counts

@@ -4,24 +4,12 @@
 from __future__ import annotations
 
 import asyncio
-import re
 
 import httpx
 import numpy as np
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from tests.ingest.helpers import ingest, message, rows
-
-_SAMPLE = re.compile(r'^cognis_embedding_(texts|batches)_total\{embedder="memories"\} (\S+)$', re.M)
-
-
-async def model_counts(client: httpx.AsyncClient) -> dict[str, float]:
-    """Texts embedded and model calls made so far by the API's memory embedder."""
-    response = await client.get("/metrics")
-    assert response.status_code == 200
-    counts = {"texts": 0.0, "batches": 0.0}
-    counts.update({kind: float(value) for kind, value in _SAMPLE.findall(response.text)})
-    return counts
+from tests.ingest.helpers import ingest, message, model_counts, rows
 
 
 async def _warm_up(client: httpx.AsyncClient, user_id: str) -> None:
