@@ -263,6 +263,22 @@ class Settings(BaseSettings):
     # Where the example bank's embeddings are cached (default ~/.cache/cognis-memory/categories).
     category_cache_dir: str | None = None
 
+    # Write deadlines (app/api/deadlines.py): a write refused with 503 + Retry-After, nothing
+    # written, when its model work and write cannot be done within this budget. A client may ask
+    # for less with the X-Cognis-Deadline-Ms header. Keep both below the clients' timeouts.
+    write_deadline_ms: int = Field(
+        default=30_000,
+        ge=0,
+        description="Deadline of an interactive write (one memory, a PATCH, POST /messages' "
+        "save), in ms from its arrival; 0: none unless the client sends one.",
+    )
+    bulk_write_deadline_ms: int = Field(
+        default=55_000,
+        ge=0,
+        description="Deadline of POST /memories/batch, in ms from its arrival; 0: none unless "
+        "the client sends one. Imports have none: they commit batch by batch.",
+    )
+
     @field_validator("max_content_chars", "max_batch_size", "max_top_k", "ingest_max_messages")
     @classmethod
     def _within_published_bound(cls, value: int, info: ValidationInfo) -> int:

@@ -20,7 +20,7 @@ from app.ingest.llm_extractor import extract_with_llm
 from app.ingest.repository import IngestRepository
 from app.llm.client import ChatClient
 from app.memories.repository import MemoryRepository
-from app.memories.service import MemoryService
+from app.memories.service import MemoryService, interactive_write
 from app.metrics import LLM_GATE
 from app.ml.categories import CategoryClassifier
 from app.ml.embedder import Embedder, Embedding
@@ -55,8 +55,10 @@ class IngestPipeline:
     async def decide(self, context: MessageContext) -> Decided:
         """Steps 3 and the embedding half of step 4: no transaction is held meanwhile."""
         embedding = context.embedding
+        # A message is interactive work (queries first, imports after), in its tenant's share.
+        work = interactive_write(context.user_id)
         if embedding is None:  # a dry run, or a message saved before step 1 kept its vector
-            (embedding,) = await self._embedder.embed([context.content])
+            (embedding,) = await self._embedder.embed([context.content], work)
         async with self._sessionmaker() as session, session.begin():
             candidates = await similar_memories(
                 MemoryRepository(session), context, embedding, self._settings
@@ -99,7 +101,7 @@ class IngestPipeline:
                 if op.content is not None and op.content not in known
             )
         )
-        known.update(zip(new_texts, await self._embedder.embed(new_texts), strict=True))
+        known.update(zip(new_texts, await self._embedder.embed(new_texts, work), strict=True))
         await self._drop_repeated_adds(context, extraction, candidates, known)
         return Decided(context, extraction, known)
 

@@ -13,12 +13,14 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.config import Settings
 from app.db.models import Memory
+from app.db.tenant import current_tenant
 from app.errors import ConflictError, InvalidInputError, NotFoundError
 from app.memories.context import contextual_text, link_session_turns, mentioned_time
 from app.memories.domain import MemoryDraft, MemoryUpdate, check_draft
 from app.memories.fields import check_text, check_user_id
 from app.memories.repository import ListFilter, MemoryRepository
 from app.memories.user_lock import hold_for_write
+from app.ml.batching import Work, WorkClass
 from app.ml.categories import CategoryClassifier
 from app.ml.embedder import Embedder, Embedding
 from app.search_index import outbox
@@ -65,8 +67,11 @@ class MemoryService:
         self._classifier = classifier
         self._settings = settings
 
-    async def create(self, user_id: str, drafts: list[MemoryDraft]) -> list[Memory]:
-        """Store new memories (version 1 of new chains) with their outbox events."""
+    async def create(
+        self, user_id: str, drafts: list[MemoryDraft], work: Work | None = None
+    ) -> list[Memory]:
+        """Store new memories (version 1 of new chains) with their outbox events. `work`: the
+        model work's class and deadline (default: an interactive write of this user)."""
         check_user_id(user_id)
         if not drafts:
             raise InvalidInputError("give at least one memory", field="memories")
@@ -93,7 +98,9 @@ class MemoryService:
             last = await self.repository.last_turns(user_id, sorted(sessions))
             link_session_turns(drafts, ids, last, self._settings.memory_context_turns)
         # Embedding is slow CPU work: done before the first write.
-        await complete_drafts(drafts, self._embedder, self._classifier)
+        work = work or interactive_write(user_id)
+        await complete_drafts(drafts, self._embedder, self._classifier, work)
+        work.check_deadline()
         await hold_for_write(self.repository.session, user_id)
         now = await self.repository.now()
         for draft in drafts:
@@ -105,6 +112,8 @@ class MemoryService:
         self.repository.add(memories)
         outbox.enqueue_index(self.repository.session, memories)
         await self.repository.session.flush()
+        # Past the deadline (a long wait for the user's lock): rolled back, never committed.
+        work.check_deadline()
         return memories
 
     async def get(self, user_id: str, memory_id: uuid.UUID) -> Memory:
@@ -154,10 +163,12 @@ class MemoryService:
         memory_id: uuid.UUID,
         changes: MemoryUpdate,
         embedding: Embedding | None = None,
+        work: Work | None = None,
     ) -> Memory:
         """Supersede the current version with a new one (git-like: nothing edited in place).
         `embedding` is the new content's when the caller already has it; else it is computed
-        here."""
+        here, as `work` (default: an interactive write of this user)."""
+        work = work or interactive_write(user_id)
         if changes.changes_nothing:
             fields = ", ".join(MemoryUpdate.__struct_fields__)
             raise InvalidInputError(
@@ -194,7 +205,8 @@ class MemoryService:
             if changes.category is msgspec.UNSET:
                 # New content and no category given: the old one may no longer fit.
                 draft.category = None
-            await complete_drafts([draft], self._embedder, self._classifier)
+            await complete_drafts([draft], self._embedder, self._classifier, work)
+        work.check_deadline()
         # Lock after embedding, so the row lock is held only for the short write.
         old = await self._lock_current(user_id, memory_id)
         now = await self.repository.now()
@@ -207,6 +219,7 @@ class MemoryService:
         self.repository.add([new])
         outbox.enqueue_index(self.repository.session, [old, new])
         await self.repository.session.flush()
+        work.check_deadline()
         return new
 
     async def delete(self, user_id: str, memory_id: uuid.UUID) -> Memory:
@@ -220,7 +233,12 @@ class MemoryService:
         return memory
 
 
-async def embed_drafts(drafts: list[MemoryDraft], embedder: Embedder) -> None:
+def interactive_write(user_id: str) -> Work:
+    """A single write of this user, in the tenant of the work in progress."""
+    return Work(WorkClass.INTERACTIVE, current_tenant(), user_id)
+
+
+async def embed_drafts(drafts: list[MemoryDraft], embedder: Embedder, work: Work) -> None:
     """Embed the drafts that have no embedding yet, and the contextual text of those with a
     context (app/memories/context.py), in one call."""
     missing = [d for d in drafts if d.embedding is None]
@@ -230,7 +248,7 @@ async def embed_drafts(drafts: list[MemoryDraft], embedder: Embedder) -> None:
         if d.context_embedding is None and (text := contextual_text(d)) is not None
     ]
     embeddings = await embedder.embed(
-        [d.content for d in missing] + [text for _, text in with_context]
+        [d.content for d in missing] + [text for _, text in with_context], work
     )
     for draft, embedding in zip(missing, embeddings[: len(missing)], strict=True):
         draft.embedding = embedding
@@ -239,11 +257,11 @@ async def embed_drafts(drafts: list[MemoryDraft], embedder: Embedder) -> None:
 
 
 async def complete_drafts(
-    drafts: list[MemoryDraft], embedder: Embedder, classifier: CategoryClassifier
+    drafts: list[MemoryDraft], embedder: Embedder, classifier: CategoryClassifier, work: Work
 ) -> None:
     """Every draft embedded, and categorised by its embedding where no category was given
     (POST /memories and imports alike)."""
-    await embed_drafts(drafts, embedder)
+    await embed_drafts(drafts, embedder, work)
     unlabelled = [d for d in drafts if d.category is None]
     guessed = await classifier.classify(
         [d.embedding.full for d in unlabelled if d.embedding is not None],

@@ -1,0 +1,60 @@
+"""Write deadlines: a write that cannot be done in time is refused, never committed after its
+client has stopped waiting.
+
+A write's deadline runs from its arrival: COGNIS_WRITE_DEADLINE_MS for an interactive write,
+COGNIS_BULK_WRITE_DEADLINE_MS for a batch, or the client's X-Cognis-Deadline-Ms when that is
+shorter. Its texts wait in the embedding queue (app/ml/batching.py) at most that long; a write
+whose deadline passes before it commits is answered 503 + Retry-After (problem+json), and
+nothing of it is written.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from litestar.params import Parameter
+
+from app.db.tenant import current_tenant
+from app.ml.batching import Deadline, Work, WorkClass
+from app.runtime import Runtime
+
+DEADLINE_HEADER = "X-Cognis-Deadline-Ms"
+MAX_DEADLINE_MS = 3_600_000
+
+RequestedDeadline = Annotated[
+    int | None,
+    Parameter(
+        header=DEADLINE_HEADER,
+        ge=1,
+        le=MAX_DEADLINE_MS,
+        description="Milliseconds this client will wait. A write that cannot be done within "
+        "them (nor within the server's own deadline) is refused with 503 and Retry-After, "
+        "and nothing of it is written.",
+    ),
+]
+
+
+def write_work(
+    work_class: WorkClass, user_id: str, configured_ms: int, requested_ms: int | None
+) -> Work:
+    """The model work of a write of `user_id` in the request's tenant, with the shorter of
+    the two deadlines (0 or None: none of that side)."""
+    budgets = [ms for ms in (configured_ms, requested_ms) if ms]
+    deadline = Deadline.after_ms(min(budgets)) if budgets else None
+    return Work(work_class, current_tenant(), user_id, deadline)
+
+
+async def provide_interactive_work(
+    user_id: str, runtime: Runtime, deadline_ms: RequestedDeadline = None
+) -> Work:
+    """One memory, a PATCH, a message: served before bulk work."""
+    return write_work(
+        WorkClass.INTERACTIVE, user_id, runtime.settings.write_deadline_ms, deadline_ms
+    )
+
+
+async def provide_bulk_work(
+    user_id: str, runtime: Runtime, deadline_ms: RequestedDeadline = None
+) -> Work:
+    """A batch create: behind queries and interactive writes."""
+    return write_work(WorkClass.BULK, user_id, runtime.settings.bulk_write_deadline_ms, deadline_ms)
