@@ -15,6 +15,7 @@ from typing import Annotated
 from litestar.params import Parameter
 
 from app.db.tenant import current_tenant
+from app.errors import InvalidInputError
 from app.ml.batching import Deadline, Work, WorkClass
 from app.runtime import Runtime
 
@@ -22,24 +23,34 @@ DEADLINE_HEADER = "X-Cognis-Deadline-Ms"
 MAX_DEADLINE_MS = 3_600_000
 
 RequestedDeadline = Annotated[
-    int | None,
+    str | None,
     Parameter(
         header=DEADLINE_HEADER,
-        ge=1,
-        le=MAX_DEADLINE_MS,
-        description="Milliseconds this client will wait. A write that cannot be done within "
-        "them (nor within the server's own deadline) is refused with 503 and Retry-After, "
-        "and nothing of it is written.",
+        description=f"Milliseconds this client will wait (1-{MAX_DEADLINE_MS}). A write that "
+        "cannot be done within them (nor within the server's own deadline) is refused with "
+        "503 and Retry-After, and nothing of it is written.",
     ),
 ]
 
 
-def write_work(
-    work_class: WorkClass, user_id: str, configured_ms: int, requested_ms: int | None
-) -> Work:
+def requested_ms(header: str | None) -> int | None:
+    """The client's deadline in ms; InvalidInputError naming the header when it is not one."""
+    if header is None:
+        return None
+    value = header.strip()
+    if not value.isdigit() or not 1 <= int(value) <= MAX_DEADLINE_MS:
+        raise InvalidInputError(
+            f"{DEADLINE_HEADER} must be a whole number of milliseconds from 1 to "
+            f"{MAX_DEADLINE_MS}, not {header[:32]!r}",
+            field=DEADLINE_HEADER,
+        )
+    return int(value)
+
+
+def write_work(work_class: WorkClass, user_id: str, configured_ms: int, header: str | None) -> Work:
     """The model work of a write of `user_id` in the request's tenant, with the shorter of
-    the two deadlines (0 or None: none of that side)."""
-    budgets = [ms for ms in (configured_ms, requested_ms) if ms]
+    the server's deadline and the client's (0 or no header: none of that side)."""
+    budgets = [ms for ms in (configured_ms, requested_ms(header)) if ms]
     deadline = Deadline.after_ms(min(budgets)) if budgets else None
     return Work(work_class, current_tenant(), user_id, deadline)
 
