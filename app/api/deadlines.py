@@ -14,6 +14,7 @@ from typing import Annotated
 
 from litestar.params import Parameter
 
+from app.api.contract import UserId
 from app.db.tenant import current_tenant
 from app.errors import InvalidInputError
 from app.ml.batching import Deadline, Work, WorkClass
@@ -56,7 +57,7 @@ def write_work(work_class: WorkClass, user_id: str, configured_ms: int, header: 
 
 
 async def provide_interactive_work(
-    user_id: str, runtime: Runtime, deadline_ms: RequestedDeadline = None
+    user_id: UserId, runtime: Runtime, deadline_ms: RequestedDeadline = None
 ) -> Work:
     """One memory, a PATCH, a message: served before bulk work."""
     return write_work(
@@ -65,7 +66,7 @@ async def provide_interactive_work(
 
 
 async def provide_bulk_work(
-    user_id: str, runtime: Runtime, deadline_ms: RequestedDeadline = None
+    user_id: UserId, runtime: Runtime, deadline_ms: RequestedDeadline = None
 ) -> Work:
     """A batch create: behind queries and interactive writes."""
     return write_work(WorkClass.BULK, user_id, runtime.settings.bulk_write_deadline_ms, deadline_ms)
