@@ -228,6 +228,20 @@ class ApiSettings(BaseModel):
         default=None, description="JSON log lines; unset: when stderr is not a terminal"
     )
     log_level: str = Field(default="INFO", description="log level")
+    # Write deadlines (app/api/deadlines.py). Keep both below the clients' timeouts.
+    write_deadline_ms: int = Field(
+        default=30_000,
+        ge=0,
+        description="an interactive write (one memory, a PATCH, `POST /messages`' save) not done "
+        "within this many ms of its arrival is refused with 503 + `Retry-After`, nothing "
+        "written; a client's shorter `X-Cognis-Deadline-Ms` wins; 0: none",
+    )
+    bulk_write_deadline_ms: int = Field(
+        default=55_000,
+        ge=0,
+        description="the same for `POST /memories/batch` (imports have none: they commit batch "
+        "by batch); keep it below your clients' timeouts (60 s in the Python client and MCP)",
+    )
 
     _published_bounds = field_validator("max_content_chars", "max_batch_size")(
         _within_published_bound

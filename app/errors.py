@@ -50,6 +50,16 @@ class EmbedderUnavailableError(CognisError):
     retry_after_s = 5
 
 
+class DeadlineExceededError(CognisError):
+    """A write that could not be done within its deadline (COGNIS_WRITE_DEADLINE_MS, or the
+    client's shorter X-Cognis-Deadline-Ms): refused before anything was committed, so the same
+    request can simply be sent again."""
+
+    status_code = 503
+    title = "Deadline exceeded"
+    retry_after_s = 5
+
+
 class EmbedderAnswerError(CognisError):
     """The embedding server answered, but not with usable embeddings (a wrong count, dimension,
     or shape, or a refusal such as 401): a configuration fault that retrying will not mend."""

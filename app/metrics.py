@@ -1,10 +1,12 @@
-"""Prometheus metrics: retrieval stages and requests, embedding batches, the outbox backlog,
-OpenSearch CPU, ingestion, its LLM gate and the guard's verdicts. Dashboard and alerts:
-docs/observability/."""
+"""Prometheus metrics: retrieval stages and requests, embedding batches and queues, the outbox
+backlog, OpenSearch CPU, ingestion, its LLM gate and the guard's verdicts. Dashboard and
+alerts: docs/observability/."""
 
 from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from app.ml.batching import WorkClass
 
 REGISTRY = CollectorRegistry()
 BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.25, 0.5, 1.0, 2.5)
@@ -60,15 +62,56 @@ EMBEDDING_BATCH_SECONDS = Histogram(
 )
 
 
-def batch_observer(embedder: str):
-    """The callback an embedder's micro-batcher calls after each model call."""
+# Model work waits in three scheduling classes (app/ml/batching.py): queries, interactive
+# writes, bulk work. Waits run far beyond a search's, up to a write's deadline.
+WAIT_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+EMBEDDING_QUEUE_TEXTS = Gauge(
+    "cognis_embedding_queue_texts",
+    "Texts waiting for the embedding model, by embedder and scheduling class.",
+    ["embedder", "class"],
+    registry=REGISTRY,
+)
+EMBEDDING_QUEUE_WAIT_SECONDS = Histogram(
+    "cognis_embedding_queue_wait_seconds",
+    "A request's wait for the embedding model until its first text went in (or until it "
+    "left unstarted), by embedder and scheduling class.",
+    ["embedder", "class"],
+    buckets=WAIT_BUCKETS,
+    registry=REGISTRY,
+)
+EMBEDDING_DEADLINE_SHED = Counter(
+    "cognis_embedding_deadline_shed_total",
+    "Requests refused (503) because their deadline passed before their texts were embedded.",
+    ["embedder", "class"],
+    registry=REGISTRY,
+)
 
-    def observe_batch(texts: int, seconds: float) -> None:
-        EMBEDDED_TEXTS.labels(embedder=embedder).inc(texts)
-        EMBEDDING_BATCHES.labels(embedder=embedder).inc()
-        EMBEDDING_BATCH_SECONDS.labels(embedder=embedder).observe(seconds)
 
-    return observe_batch
+class EmbeddingObserver:
+    """What an embedder's micro-batcher reports, as the series above (app.ml.batching's
+    QueueObserver)."""
+
+    def __init__(self, embedder: str) -> None:
+        self._embedder = embedder
+        for work_class in WorkClass:  # every series from the start, for rate() and alerts
+            labels = {"embedder": embedder, "class": work_class.label}
+            EMBEDDING_QUEUE_TEXTS.labels(**labels)
+            EMBEDDING_QUEUE_WAIT_SECONDS.labels(**labels)
+            EMBEDDING_DEADLINE_SHED.labels(**labels)
+
+    def batch(self, texts: int, seconds: float) -> None:
+        EMBEDDED_TEXTS.labels(embedder=self._embedder).inc(texts)
+        EMBEDDING_BATCHES.labels(embedder=self._embedder).inc()
+        EMBEDDING_BATCH_SECONDS.labels(embedder=self._embedder).observe(seconds)
+
+    def waited(self, work_class: WorkClass, seconds: float) -> None:
+        EMBEDDING_QUEUE_WAIT_SECONDS.labels(self._embedder, work_class.label).observe(seconds)
+
+    def depth(self, work_class: WorkClass, texts: int) -> None:
+        EMBEDDING_QUEUE_TEXTS.labels(self._embedder, work_class.label).set(texts)
+
+    def shed(self, work_class: WorkClass) -> None:
+        EMBEDDING_DEADLINE_SHED.labels(self._embedder, work_class.label).inc()
 
 
 # Read from Postgres and OpenSearch when /metrics is scraped (app/api/health.py): the same

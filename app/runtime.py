@@ -18,7 +18,7 @@ from app.ingest.pipeline import IngestPipeline
 from app.ingest.worker import IngestWorker
 from app.llm.categories import llm_category_judge
 from app.llm.client import ChatClient
-from app.metrics import batch_observer
+from app.metrics import EmbeddingObserver
 from app.ml.categories import CategoryClassifier
 from app.ml.cross_encoder import CrossEncoderScorer
 from app.ml.embedder import Embedder, build_embedder
@@ -74,14 +74,14 @@ class Runtime:
             settings,
             settings.embedding_backend,
             settings.embedding_intra_op_threads,
-            on_batch=batch_observer("memories"),
+            observer=EmbeddingObserver("memories"),
         )
         query_embedder = (
             build_embedder(
                 settings,
                 settings.query_embedding_backend,
                 settings.query_embedding_intra_op_threads,
-                on_batch=batch_observer("queries"),
+                observer=EmbeddingObserver("queries"),
             )
             if settings.query_embedding_backend != "same"
             else embedder

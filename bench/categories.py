@@ -19,10 +19,13 @@ from pathlib import Path
 
 import numpy as np
 
+from app.ml.batching import Work, WorkClass
 from app.ml.categories import CategoryClassifier, builtin_definitions, load_bank, training_set
 from app.ml.embedder import Embedder
 from app.ml.offline import user_cache_dir
 from app.vocabulary import SEED_CATEGORIES
+
+BENCH = Work(WorkClass.BULK)  # offline measurements: no tenant, no deadline
 
 EVAL_PATH = Path(__file__).parent / "data" / "category_eval.tsv"
 SHORT = {name: "".join(part[:3] for part in name.split("_"))[:6] for name in SEED_CATEGORIES}
@@ -66,7 +69,7 @@ async def run(model: str, margin: float, cross_validate: bool) -> None:
     rows = load_eval()
     bank = {s for sentences in load_bank().values() for s in sentences}
     overlap = sum(1 for _, s in rows if s in bank)
-    vectors = [e.full for e in await embedder.embed([s for _, s in rows])]
+    vectors = [e.full for e in await embedder.embed([s for _, s in rows], BENCH)]
     results = await classifier.classify_detailed(vectors)
     truth = [c for c, _ in rows]
     predicted = [r.category for r in results]
@@ -98,7 +101,7 @@ async def run(model: str, margin: float, cross_validate: bool) -> None:
         from sklearn.model_selection import StratifiedKFold, cross_val_score
 
         sentences, labels = training_set(builtin_definitions())
-        matrix = np.stack([e.full for e in await embedder.embed(sentences)])
+        matrix = np.stack([e.full for e in await embedder.embed(sentences, BENCH)])
         folds = StratifiedKFold(5, shuffle=True, random_state=0)
         print("\n5-fold cross-validation on the bank only:")
         for c in (1.0, 4.0, 10.0, 30.0, 100.0):

@@ -28,10 +28,12 @@ from pathlib import Path
 
 import numpy as np
 
+from app.ml.batching import Work, WorkClass
 from app.ml.embedder import Embedder
 from app.ml.offline import user_cache_dir
 from bench.foundation import LOCOMO
 
+BENCH = Work(WorkClass.BULK)  # offline measurements: no tenant, no deadline
 PAIRS_PATH = Path(__file__).parent / "data" / "update_pairs.tsv"
 
 
@@ -77,8 +79,8 @@ async def run(args: argparse.Namespace) -> None:
     embedder.load()
 
     pairs = load_pairs()
-    earlier = await embedder.embed([a for a, _ in pairs])
-    later = await embedder.embed([b for _, b in pairs])
+    earlier = await embedder.embed([a for a, _ in pairs], BENCH)
+    later = await embedder.embed([b for _, b in pairs], BENCH)
     similarity = np.array([a.full @ b.full for a, b in zip(earlier, later, strict=True)])
     print(
         f"update pairs: {len(pairs)}; cosine min {similarity.min():.3f}, "
@@ -88,7 +90,7 @@ async def run(args: argparse.Namespace) -> None:
     started = time.perf_counter()
     nearest: list[float | None] = []
     for turns in conversations(Path(args.locomo), args.conversations):
-        vectors = np.stack([e.full for e in await embedder.embed(turns)])
+        vectors = np.stack([e.full for e in await embedder.embed(turns, BENCH)])
         nearest += nearest_earlier(vectors)
     embed_s = time.perf_counter() - started
     known = np.array([s for s in nearest if s is not None])

@@ -59,6 +59,8 @@ EXPECTED_DEFAULTS: dict[str, object] = {
     "max_metadata_bytes": 16384,
     "log_json": None,
     "log_level": "INFO",
+    "write_deadline_ms": 30000,
+    "bulk_write_deadline_ms": 55000,
     # KeySettings
     "api_key_hashes": "",
     "admin_key_hashes": "",

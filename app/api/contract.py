@@ -52,7 +52,8 @@ _WHY = {
     415: "Unsupported media type.",
     429: "Over this key's rate limit: retry after Retry-After seconds.",
     502: "The embedding server gave an unusable answer.",
-    503: "A store or the embedder is unavailable for now: retry after Retry-After seconds.",
+    503: "A store or the embedder is unavailable for now, or a write's deadline passed before "
+    "it could be done (nothing written): retry after Retry-After seconds.",
 }
 # What any authenticated route can answer, body or not (429 only with rate limits set).
 COMMON = (400, 401, 429, 503)

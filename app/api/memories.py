@@ -10,6 +10,7 @@ from litestar.params import Parameter
 
 from app.api.consistency import WRITE_WAIT_HEADERS, WriteWait, provide_write_wait
 from app.api.contract import COMMON, USER_WRITE, WITH_BODY, UserId, problems
+from app.api.deadlines import provide_bulk_work, provide_interactive_work
 from app.api.dependencies import provide_memory_service
 from app.api.schemas.memories import (
     HistoryOut,
@@ -23,6 +24,7 @@ from app.memories.domain import MemoryDraft, MemoryUpdate, parse_memory_id
 from app.memories.fields import Category, Scope, SessionId
 from app.memories.repository import ListFilter
 from app.memories.service import MemoryService
+from app.ml.batching import Work
 
 
 def _draft(body: MemoryCreate) -> MemoryDraft:
@@ -44,6 +46,7 @@ class MemoryController(Controller):
     dependencies = {
         "service": Provide(provide_memory_service),
         "index_wait": Provide(provide_write_wait),
+        "work": Provide(provide_interactive_work),
     }
 
     @post(
@@ -53,14 +56,20 @@ class MemoryController(Controller):
         responses=problems(*USER_WRITE),
     )
     async def create_memory(
-        self, user_id: UserId, data: MemoryCreate, service: MemoryService, index_wait: WriteWait
+        self,
+        user_id: UserId,
+        data: MemoryCreate,
+        service: MemoryService,
+        index_wait: WriteWait,
+        work: Work,
     ) -> Response[MemoryOut]:
-        (memory,) = await service.create(user_id, [_draft(data)])
+        (memory,) = await service.create(user_id, [_draft(data)], work)
         return Response(MemoryOut.of(memory), headers=await index_wait.headers(user_id, [memory]))
 
     @post(
         "/batch",
         summary="Create several memories in one transaction",
+        dependencies={"work": Provide(provide_bulk_work)},
         response_headers=WRITE_WAIT_HEADERS,
         responses=problems(*USER_WRITE),
     )
@@ -70,8 +79,9 @@ class MemoryController(Controller):
         data: MemoryBatchCreate,
         service: MemoryService,
         index_wait: WriteWait,
+        work: Work,
     ) -> Response[MemoryBatchOut]:
-        memories = await service.create(user_id, [_draft(m) for m in data.memories])
+        memories = await service.create(user_id, [_draft(m) for m in data.memories], work)
         return Response(
             MemoryBatchOut(items=[MemoryOut.of(m) for m in memories]),
             headers=await index_wait.headers(user_id, memories),
@@ -126,8 +136,9 @@ class MemoryController(Controller):
         data: MemoryUpdate,
         service: MemoryService,
         index_wait: WriteWait,
+        work: Work,
     ) -> Response[MemoryOut]:
-        memory = await service.update(user_id, parse_memory_id(memory_id), data)
+        memory = await service.update(user_id, parse_memory_id(memory_id), data, work=work)
         return Response(MemoryOut.of(memory), headers=await index_wait.headers(user_id, [memory]))
 
     @delete(

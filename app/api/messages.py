@@ -17,6 +17,7 @@ from app.api.consistency import (
     provide_write_wait,
 )
 from app.api.contract import COMMON, USER_WRITE, UserId, problems
+from app.api.deadlines import provide_interactive_work
 from app.api.dependencies import provide_ingest_service
 from app.api.schemas.messages import (
     DecisionOut,
@@ -31,6 +32,7 @@ from app.api.schemas.messages import (
 from app.errors import InvalidInputError
 from app.ingest.domain import IncomingMessage
 from app.ingest.service import IngestService, JobView
+from app.ml.batching import Work
 
 
 def _incoming(m: MessageIn) -> IncomingMessage:
@@ -81,7 +83,10 @@ class MessageController(Controller):
         "/messages",
         status_code=HTTP_202_ACCEPTED,
         summary="Submit conversation messages: saved at once, turned into memories by a job",
-        dependencies={"index_wait": Provide(provide_write_wait)},
+        dependencies={
+            "index_wait": Provide(provide_write_wait),
+            "work": Provide(provide_interactive_work),
+        },
         response_headers=WRITE_WAIT_HEADERS,
         responses={
             HTTP_200_OK: ResponseSpec(
@@ -99,6 +104,7 @@ class MessageController(Controller):
         data: MessagesIn,
         service: IngestService,
         index_wait: WriteWait,
+        work: Work,
         wait: bool = False,
         dry_run: bool = False,
     ) -> Response[JobOut | DryRunOut]:
@@ -130,7 +136,7 @@ class MessageController(Controller):
                 status_code=HTTP_200_OK,
             )
         # Step 1 is committed by the service before any slow work starts.
-        job_id, saved = await service.submit(user_id, incoming)
+        job_id, saved = await service.submit(user_id, incoming, work)
         if wait:
             view = await service.wait_for_job(user_id, job_id)
         else:

@@ -14,6 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.config import Settings
 from app.db.models import Memory
+from app.db.tenant import current_tenant
 from app.errors import UserErasedError
 from app.imports.lines import (
     ImportDraft,
@@ -30,6 +31,7 @@ from app.memories.fields import check_user_id
 from app.memories.repository import MemoryRepository
 from app.memories.service import embed_drafts, new_version
 from app.memories.user_lock import hold_for_write
+from app.ml.batching import Work, WorkClass
 from app.ml.categories import CategoryClassifier
 from app.ml.embedder import Embedder, matryoshka
 
@@ -93,6 +95,8 @@ class MemoryImporter:
             max_metadata_bytes=self._settings.max_metadata_bytes,
         )
         summary = ImportSummary()
+        # Bulk model work: behind searches and single writes, shared fairly with other tenants.
+        work = Work(WorkClass.BULK, current_tenant(), options.user_id)
         batch: list[ImportDraft] = []
         # One batch is written while the next is read and prepared: Postgres and this
         # process work side by side.
@@ -110,7 +114,7 @@ class MemoryImporter:
                     continue
                 batch.append(parsed)
                 if len(batch) >= options.batch_size:
-                    memories = await self._prepare(batch, summary)
+                    memories = await self._prepare(batch, summary, work)
                     batch = []
                     if writing is not None:
                         await writing
@@ -118,7 +122,7 @@ class MemoryImporter:
                             progress(summary)
                     writing = asyncio.create_task(self._write(memories, summary))
             if batch:
-                memories = await self._prepare(batch, summary)
+                memories = await self._prepare(batch, summary, work)
                 if writing is not None:
                     await writing
                 writing = asyncio.create_task(self._write(memories, summary))
@@ -137,7 +141,9 @@ class MemoryImporter:
         )
         return summary
 
-    async def _prepare(self, batch: list[ImportDraft], summary: ImportSummary) -> list[Memory]:
+    async def _prepare(
+        self, batch: list[ImportDraft], summary: ImportSummary, work: Work
+    ) -> list[Memory]:
         """The batch's memories not imported yet, embedded and categorised (slow CPU work,
         outside any transaction)."""
         fresh = await self._not_yet_imported(batch)
@@ -152,7 +158,7 @@ class MemoryImporter:
             for item, embedding in zip(given, matryoshka(vectors), strict=True):
                 item.draft.embedding = embedding
         # The rest embedded together in one call; categories where none was given.
-        await embed_drafts([d.draft for d in fresh], self._embedder)
+        await embed_drafts([d.draft for d in fresh], self._embedder, work)
         async with self._sessionmaker() as session:
             await choose_categories(session, self._classifier, [d.draft for d in fresh])
         return [_memory(d) for d in fresh]

@@ -15,6 +15,7 @@ from app.ingest.repository import IngestRepository
 from app.memories.domain import check_content, check_metadata
 from app.memories.fields import check_instant, check_text, check_user_id
 from app.memories.user_lock import hold_for_write
+from app.ml.batching import Work
 from app.ml.embedder import Embedder
 
 MAX_KEY_CHARS = 256
@@ -64,12 +65,15 @@ async def save_messages(
     settings: Settings,
     user_id: str,
     messages: list[IncomingMessage],
+    work: Work,
 ) -> tuple[uuid.UUID, list[SavedMessage]]:
-    """Store the messages and queue one task each; flushes, never commits."""
+    """Store the messages and queue one task each; flushes, never commits. DeadlineExceeded
+    (nothing written) when `work`'s deadline passes first."""
     check_user_id(user_id)
     check_messages(messages, settings)
     # Embedding is CPU work: before the first statement opens the transaction.
-    embeddings = await embedder.embed([m.content for m in messages])
+    embeddings = await embedder.embed([m.content for m in messages], work)
+    work.check_deadline()
     await hold_for_write(repository.session, user_id)
     job_id = uuid.uuid4()
     settle = timedelta(milliseconds=settings.ingest_settle_ms)
@@ -91,4 +95,5 @@ async def save_messages(
         saved.append(SavedMessage(message_id, job_id, duplicate=False))
     if all(s.duplicate for s in saved):
         job_id = saved[0].job_id
+    work.check_deadline()  # the caller's transaction then rolls back: nothing committed late
     return job_id, saved

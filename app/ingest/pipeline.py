@@ -21,7 +21,7 @@ from app.ingest.llm_extractor import extract_with_llm
 from app.ingest.repository import IngestRepository
 from app.llm.client import ChatClient
 from app.memories.repository import MemoryRepository
-from app.memories.service import MemoryService
+from app.memories.service import MemoryService, interactive_write
 from app.metrics import LLM_GATE
 from app.ml.categories import CategoryClassifier
 from app.ml.embedder import Embedder, Embedding
@@ -53,9 +53,10 @@ class IngestPipeline:
         self._settings = settings
         self._llm = llm
 
-    async def embed(self, texts: list[str]) -> list[Embedding]:
-        """Every model call of ingestion goes through here."""
-        return await self._embedder.embed(texts)
+    async def embed(self, texts: list[str], user_id: str) -> list[Embedding]:
+        """Every model call of ingestion goes through here: a message is interactive work
+        (queries first, imports after), in its tenant's and user's share."""
+        return await self._embedder.embed(texts, interactive_write(user_id))
 
     async def decide_alone(self, context: MessageContext) -> Decided:
         """`decide` against the committed store, in a session of its own (a dry run)."""
@@ -67,7 +68,7 @@ class IngestPipeline:
         batch transaction, so earlier messages' writes are among the candidates."""
         embedding = context.embedding
         if embedding is None:  # a dry run: the message was not saved
-            (embedding,) = await self.embed([context.content])
+            (embedding,) = await self.embed([context.content], context.user_id)
         candidates = await similar_memories(
             MemoryRepository(session), context, embedding, self._settings
         )
@@ -109,7 +110,7 @@ class IngestPipeline:
                 if op.content is not None and op.content not in known
             )
         )
-        known.update(zip(new_texts, await self.embed(new_texts), strict=True))
+        known.update(zip(new_texts, await self.embed(new_texts, context.user_id), strict=True))
         await self._drop_repeated_adds(
             MemoryRepository(session), context, extraction, candidates, known
         )

@@ -19,6 +19,8 @@ from app.ingest.pipeline import IngestPipeline
 from app.ingest.repository import IngestRepository
 from app.ingest.worker import IngestWorker
 from app.memories.fields import check_user_id
+from app.memories.service import interactive_write
+from app.ml.batching import Work
 from app.ml.embedder import Embedder
 
 WAIT_POLL_S = 0.05
@@ -64,13 +66,19 @@ class IngestService:
         self._settings = settings
 
     async def submit(
-        self, user_id: str, messages: list[IncomingMessage]
+        self, user_id: str, messages: list[IncomingMessage], work: Work | None = None
     ) -> tuple[uuid.UUID, list[SavedMessage]]:
         """Step 1 as its own unit of work: the messages and their tasks are committed before
-        this returns (before any slow work, and before a caller waits for the job)."""
+        this returns (before any slow work, and before a caller waits for the job). `work`:
+        the model work's class and deadline (default: an interactive write of this user)."""
         async with self._sessionmaker() as session, session.begin():
             saved = await save_messages(
-                IngestRepository(session), self._embedder, self._settings, user_id, messages
+                IngestRepository(session),
+                self._embedder,
+                self._settings,
+                user_id,
+                messages,
+                work or interactive_write(user_id),
             )
         self._worker.wake()
         return saved

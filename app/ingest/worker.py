@@ -136,7 +136,9 @@ class IngestWorker:
                 log.warning("ingest.lease_not_renewed", token=str(token))
                 return
 
-    async def _message_embeddings(self, messages: list[Message]) -> dict[uuid.UUID, Embedding]:
+    async def _message_embeddings(
+        self, user_id: str, messages: list[Message]
+    ) -> dict[uuid.UUID, Embedding]:
         """Step 1's vectors; those a message lacks (saved before they were kept) in one call."""
         embeddings = {
             m.id: Embedding(full=np.asarray(m.embedding_768d), coarse=np.asarray(m.embedding_256d))
@@ -144,7 +146,7 @@ class IngestWorker:
             if m.embedding_768d is not None and m.embedding_256d is not None
         }
         missing = [m for m in messages if m.id not in embeddings]
-        computed = await self._pipeline.embed([m.content for m in missing])
+        computed = await self._pipeline.embed([m.content for m in missing], user_id)
         embeddings.update(zip((m.id for m in missing), computed, strict=True))
         return embeddings
 
@@ -155,7 +157,7 @@ class IngestWorker:
             )
         if not messages:  # erased meanwhile: the task rows went with them
             return
-        embeddings = await self._message_embeddings(list(messages.values()))
+        embeddings = await self._message_embeddings(claim.user_id, list(messages.values()))
         async with self._sessionmaker() as session, session.begin():
             # The user's write lock first (an erase takes it before the task rows): an erase
             # that ran meanwhile either removed the tasks or refuses this write.

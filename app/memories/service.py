@@ -13,6 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.config import Settings
 from app.db.models import Memory
+from app.db.tenant import current_tenant
 from app.errors import ConflictError, InvalidInputError, NotFoundError
 from app.memories.categories import choose_categories, require_categories
 from app.memories.context import contextual_text, link_session_turns, mentioned_time
@@ -20,6 +21,7 @@ from app.memories.domain import MemoryDraft, MemoryUpdate, check_draft
 from app.memories.fields import check_text, check_user_id
 from app.memories.repository import ListFilter, MemoryRepository
 from app.memories.user_lock import hold_for_write
+from app.ml.batching import Work, WorkClass
 from app.ml.categories import CategoryClassifier
 from app.ml.embedder import Embedder, Embedding
 from app.search_index import outbox
@@ -66,8 +68,11 @@ class MemoryService:
         self._classifier = classifier
         self._settings = settings
 
-    async def create(self, user_id: str, drafts: list[MemoryDraft]) -> list[Memory]:
-        """Store new memories (version 1 of new chains) with their outbox events."""
+    async def create(
+        self, user_id: str, drafts: list[MemoryDraft], work: Work | None = None
+    ) -> list[Memory]:
+        """Store new memories (version 1 of new chains) with their outbox events. `work`: the
+        model work's class and deadline (default: an interactive write of this user)."""
         check_user_id(user_id)
         if not drafts:
             raise InvalidInputError("give at least one memory", field="memories")
@@ -98,7 +103,11 @@ class MemoryService:
             last = await self.repository.last_turns(user_id, sorted(sessions))
             link_session_turns(drafts, ids, last, self._settings.memory_context_turns)
         # Embedding is slow CPU work: done before the first write.
-        await complete_drafts(self.repository.session, drafts, self._embedder, self._classifier)
+        work = work or interactive_write(user_id)
+        await complete_drafts(
+            self.repository.session, drafts, self._embedder, self._classifier, work
+        )
+        work.check_deadline()
         await hold_for_write(self.repository.session, user_id)
         now = await self.repository.now()
         for draft in drafts:
@@ -110,6 +119,8 @@ class MemoryService:
         self.repository.add(memories)
         outbox.enqueue_index(self.repository.session, memories)
         await self.repository.session.flush()
+        # Past the deadline (a long wait for the user's lock): rolled back, never committed.
+        work.check_deadline()
         return memories
 
     async def get(self, user_id: str, memory_id: uuid.UUID) -> Memory:
@@ -162,10 +173,12 @@ class MemoryService:
         memory_id: uuid.UUID,
         changes: MemoryUpdate,
         embedding: Embedding | None = None,
+        work: Work | None = None,
     ) -> Memory:
         """Supersede the current version with a new one (git-like: nothing edited in place).
         `embedding` is the new content's when the caller already has it; else it is computed
-        here."""
+        here, as `work` (default: an interactive write of this user)."""
+        work = work or interactive_write(user_id)
         if changes.changes_nothing:
             fields = ", ".join(MemoryUpdate.__struct_fields__)
             raise InvalidInputError(
@@ -198,9 +211,10 @@ class MemoryService:
                 draft.context_embedding = old.context_embedding_768d
         else:
             draft.embedding = embedding
-            await embed_drafts([draft], self._embedder)
+            await embed_drafts([draft], self._embedder, work)
         # Only an explicit null asks for a new choice: new content alone keeps the category.
         await choose_categories(self.repository.session, self._classifier, [draft])
+        work.check_deadline()
         # Lock after embedding, so the row lock is held only for the short write.
         old = await self._lock_current(user_id, memory_id)
         now = await self.repository.now()
@@ -213,6 +227,7 @@ class MemoryService:
         self.repository.add([new])
         outbox.enqueue_index(self.repository.session, [old, new])
         await self.repository.session.flush()
+        work.check_deadline()
         return new
 
     async def delete(self, user_id: str, memory_id: uuid.UUID) -> Memory:
@@ -226,7 +241,12 @@ class MemoryService:
         return memory
 
 
-async def embed_drafts(drafts: list[MemoryDraft], embedder: Embedder) -> None:
+def interactive_write(user_id: str) -> Work:
+    """A single write of this user, in the tenant of the work in progress."""
+    return Work(WorkClass.INTERACTIVE, current_tenant(), user_id)
+
+
+async def embed_drafts(drafts: list[MemoryDraft], embedder: Embedder, work: Work) -> None:
     """Embed the drafts that have no embedding yet, and the contextual text of those with a
     context (app/memories/context.py), in one call."""
     missing = [d for d in drafts if d.embedding is None]
@@ -236,7 +256,7 @@ async def embed_drafts(drafts: list[MemoryDraft], embedder: Embedder) -> None:
         if d.context_embedding is None and (text := contextual_text(d)) is not None
     ]
     embeddings = await embedder.embed(
-        [d.content for d in missing] + [text for _, text in with_context]
+        [d.content for d in missing] + [text for _, text in with_context], work
     )
     for draft, embedding in zip(missing, embeddings[: len(missing)], strict=True):
         draft.embedding = embedding
@@ -249,10 +269,11 @@ async def complete_drafts(
     drafts: list[MemoryDraft],
     embedder: Embedder,
     classifier: CategoryClassifier,
+    work: Work,
 ) -> None:
     """Every draft embedded, and categorised by its embedding where no category was given
     (POST /memories and imports alike)."""
-    await embed_drafts(drafts, embedder)
+    await embed_drafts(drafts, embedder, work)
     await choose_categories(session, classifier, drafts)
 
 

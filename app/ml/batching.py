@@ -1,12 +1,29 @@
-"""Dynamic micro-batching for one embedding model.
+"""Dynamic micro-batching for one embedding model, with scheduling classes and fair shares.
 
 Texts from concurrent callers (API requests, ingestion workers, imports) are gathered for at
 most `max_wait_s`, or until `max_batch` texts are waiting, and run as one model call: on a CPU
-a batch of 16 costs far less than 16 calls of one. Queries jump the queue: when a batch is
-formed, waiting query texts go first, so a search waits at most for the model call already
-running, never for the write backlog.
+a batch of 16 costs far less than 16 calls of one.
 
-One dispatcher task per event loop feeds the model one batch at a time from a worker thread;
+Every request says whose work it is (`Work`: a scheduling class, a tenant, a user). A model
+call is formed text by text from the head of the classes, most urgent first:
+
+- QUERY: searches. They wait at most for the model call already running.
+- INTERACTIVE: single writes (a memory, a PATCH, a message, its ingestion).
+- BULK: batch creates, imports, re-embedding.
+
+Within a class the model is shared fairly between tenants, and within a tenant between users,
+by start-time fair queuing (the idea behind Linux's CFS): the next text comes from the waiting
+tenant (then user) that has been served the fewest characters so far, and a tenant that starts
+waiting joins at the level of the one served last, so idle time earns no credit. Characters,
+capped where models truncate, stand for model time. A request is taken a text at a time, so a
+batch of 100 never holds the model for more than one call of `max_batch` texts: an interactive
+text that arrives meanwhile goes into the next call, ahead of the rest of the batch.
+
+A request may carry a deadline: if its texts have not all been embedded by then it fails with
+DeadlineExceededError and its remaining texts leave the queue (nobody waits for them any more).
+A caller that goes away (cancelled) leaves the queue the same way.
+
+One dispatcher task per event loop feeds the model one call at a time from a worker thread;
 the model itself is never called concurrently.
 """
 
@@ -14,30 +31,203 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
-from collections.abc import Callable, Sequence
+import time
+import uuid
+from collections import deque
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
-from typing import Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 import anyio
 
+from app.errors import DeadlineExceededError
+
 T = TypeVar("T")
 
+# A text's cost in characters, capped: the models truncate long inputs (all-mpnet-base-v2 at
+# 384 word pieces, about 2,000 characters of English), so beyond this a text costs no more.
+MAX_TEXT_COST = 2000
 
-class Priority(IntEnum):
-    """Lower runs first."""
+
+class WorkClass(IntEnum):
+    """Scheduling classes of model work; lower runs first."""
 
     QUERY = 0
-    WRITE = 1
+    INTERACTIVE = 1
+    BULK = 2
+
+    @property
+    def label(self) -> str:
+        return self.name.lower()
 
 
-@dataclass(order=True)
+@dataclass(frozen=True, slots=True)
+class Deadline:
+    """When the client stops waiting (time.monotonic() seconds), and the budget it came from."""
+
+    at: float
+    budget_ms: int
+
+    @classmethod
+    def after_ms(cls, budget_ms: int) -> Deadline:
+        return cls(time.monotonic() + budget_ms / 1000, budget_ms)
+
+    def remaining_s(self) -> float:
+        return self.at - time.monotonic()
+
+    def refusal(self) -> DeadlineExceededError:
+        return DeadlineExceededError(
+            f"this write could not be done within its deadline of {self.budget_ms} ms (the "
+            "model is busy with other work); nothing was written: send it again after "
+            "Retry-After seconds",
+            deadline_ms=self.budget_ms,
+        )
+
+    def check(self) -> None:
+        """Refuse (DeadlineExceededError) once the deadline has passed: called before a write
+        starts and before it commits, so nothing is committed after the client stopped
+        waiting."""
+        if self.remaining_s() <= 0:
+            raise self.refusal()
+
+
+@dataclass(frozen=True, slots=True)
+class Work:
+    """On whose behalf texts are embedded: the class, the tenant and user shared fairly
+    within it, and optionally a deadline."""
+
+    work_class: WorkClass
+    tenant: uuid.UUID | None = None
+    user: str | None = None
+    deadline: Deadline | None = None
+
+    def check_deadline(self) -> None:
+        if self.deadline is not None:
+            self.deadline.check()
+
+
+class QueueObserver(Protocol):
+    """What a batcher reports (app/metrics.py turns it into Prometheus series)."""
+
+    def batch(self, texts: int, seconds: float) -> None:
+        """One model call: its texts and duration."""
+
+    def waited(self, work_class: WorkClass, seconds: float) -> None:
+        """A request's wait until its first text went to the model (or until it left the
+        queue unstarted: its deadline passed or its caller went away)."""
+
+    def depth(self, work_class: WorkClass, texts: int) -> None:
+        """Texts of the class now waiting for the model."""
+
+    def shed(self, work_class: WorkClass) -> None:
+        """A request dropped because its deadline passed before its texts were embedded."""
+
+
+@dataclass(eq=False)
 class _Request(Generic[T]):
-    priority: int
-    seq: int
-    texts: list[str] = field(compare=False)
-    future: asyncio.Future[list[T]] = field(compare=False)
+    work: Work
+    texts: list[str]
+    future: asyncio.Future[list[T]]
+    enqueued_at: float
+    # Positions in the order they are taken: shortest first, so a long request's model calls
+    # each hold texts of similar length (less padding).
+    order: list[int] = field(init=False)
+    taken: int = 0
+    answered: int = 0
+    results: list[Any] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.order = sorted(range(len(self.texts)), key=lambda i: len(self.texts[i]))
+        self.results = [None] * len(self.texts)
+
+    @property
+    def untaken(self) -> int:
+        return len(self.texts) - self.taken
+
+
+def text_cost(text: str) -> int:
+    return max(1, min(len(text), MAX_TEXT_COST))
+
+
+class _FairShare:
+    """Start-time fair queuing between the waiting flows of one level (tenants of a class, or
+    users of a tenant): `next` is the flow served least so far; a flow that joins starts at the
+    service of the flow served last, never below it (no credit for idle time)."""
+
+    def __init__(self) -> None:
+        self._served: dict[Hashable, float] = {}  # insertion order breaks ties: first come
+        self._level = 0.0
+
+    def __bool__(self) -> bool:
+        return bool(self._served)
+
+    def join(self, flow: Hashable) -> None:
+        self._served.setdefault(flow, self._level)
+
+    def next(self) -> Hashable:
+        return min(self._served, key=self._served.__getitem__)
+
+    def charge(self, flow: Hashable, cost: int) -> None:
+        self._level = self._served[flow]
+        self._served[flow] += cost
+
+    def leave(self, flow: Hashable) -> None:
+        del self._served[flow]
+
+
+class _ClassQueue(Generic[T]):
+    """The waiting requests of one class, per tenant and user, shared fairly."""
+
+    def __init__(self) -> None:
+        self.texts = 0  # untaken texts of requests still waiting for their answer
+        self._tenants = _FairShare()
+        self._users: dict[Hashable, _FairShare] = {}
+        self._waiting: dict[tuple[Hashable, Hashable], deque[_Request[T]]] = {}
+
+    def push(self, request: _Request[T]) -> None:
+        tenant, user = request.work.tenant, request.work.user
+        requests = self._waiting.get((tenant, user))
+        if requests is None:
+            requests = self._waiting[(tenant, user)] = deque()
+            self._tenants.join(tenant)
+            self._users.setdefault(tenant, _FairShare()).join(user)
+        requests.append(request)
+        self.texts += len(request.texts)
+
+    def discard(self, request: _Request[T]) -> None:
+        """The request's untaken texts are not wanted any more (it is answered, failed, expired
+        or cancelled); its entry leaves the structure when it comes up."""
+        self.texts -= request.untaken
+        request.taken = len(request.texts)
+
+    def pop(self) -> tuple[_Request[T], int] | None:
+        """The next text in fair order: its request and position."""
+        while self._tenants:
+            tenant = self._tenants.next()
+            users = self._users[tenant]
+            user = users.next()
+            requests = self._waiting[(tenant, user)]
+            request = requests[0]
+            position = None
+            if request.untaken:
+                position = request.order[request.taken]
+                request.taken += 1
+                self.texts -= 1
+                cost = text_cost(request.texts[position])
+                self._tenants.charge(tenant, cost)
+                users.charge(user, cost)
+            if not request.untaken:
+                requests.popleft()
+            if not requests:
+                del self._waiting[(tenant, user)]
+                users.leave(user)
+                if not users:
+                    del self._users[tenant]
+                    self._tenants.leave(tenant)
+            if position is not None:
+                return request, position
+        return None
 
 
 @dataclass
@@ -48,117 +238,151 @@ class BatchStats:
     texts: int = 0
 
 
+class _Queues(Generic[T]):
+    """One event loop's queues, one per class."""
+
+    def __init__(self) -> None:
+        self.by_class: dict[WorkClass, _ClassQueue[T]] = {c: _ClassQueue() for c in WorkClass}
+        self.arrived = asyncio.Event()
+
+    @property
+    def texts(self) -> int:
+        return sum(q.texts for q in self.by_class.values())
+
+
 class MicroBatcher(Generic[T]):
     def __init__(
         self,
         encode: Callable[[list[str]], Sequence[T]],
         max_batch: int = 32,
         max_wait_s: float = 0.005,
-        on_batch: Callable[[int, float], None] | None = None,
+        observer: QueueObserver | None = None,
     ) -> None:
         if max_batch < 1:
             raise ValueError("max_batch must be at least 1")
         self._encode = encode
         self._max_batch = max_batch
         self._max_wait_s = max_wait_s
-        self._on_batch = on_batch
-        self._seq = itertools.count()
+        self._observer = observer
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._queue: asyncio.PriorityQueue[_Request[T]] | None = None
+        self._queues: _Queues[T] | None = None
         self._dispatcher: asyncio.Task[None] | None = None
-        self._arrived = asyncio.Event()
         self.stats = BatchStats()
 
-    async def submit(self, texts: list[str], priority: Priority = Priority.WRITE) -> list[T]:
-        """The model's output for each text, in order. Large requests are split into pieces of
-        `max_batch`, so one import never holds the model longer than one batch."""
+    def queued(self, work_class: WorkClass) -> int:
+        """Texts of the class waiting for the model (in this event loop)."""
+        return self._queues.by_class[work_class].texts if self._queues is not None else 0
+
+    async def submit(self, texts: list[str], work: Work) -> list[T]:
+        """The model's output for each text, in order, once every text has been through the
+        model; DeadlineExceededError if the work's deadline passes first."""
         if not texts:
             return []
-        queue = self._ensure_dispatcher()
+        deadline = work.deadline
+        if deadline is not None and deadline.remaining_s() <= 0:
+            self._report("shed", work.work_class)
+            raise deadline.refusal()
+        queues = self._ensure_dispatcher()
         loop = asyncio.get_running_loop()
-        # Pieces of similar length: a large request sorted before it is split pads far less.
-        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
-        futures = []
-        for start in range(0, len(texts), self._max_batch):
-            future: asyncio.Future[list[T]] = loop.create_future()
-            chunk = [texts[i] for i in order[start : start + self._max_batch]]
-            queue.put_nowait(_Request(int(priority), next(self._seq), chunk, future))
-            futures.append(future)
-        self._arrived.set()
-        outputs = [item for chunk in await asyncio.gather(*futures) for item in chunk]
-        results: list[T | None] = [None] * len(texts)
-        for position, i in enumerate(order):
-            results[i] = outputs[position]
-        return results  # type: ignore[return-value]
+        request: _Request[T] = _Request(work, texts, loop.create_future(), time.monotonic())
+        queue = queues.by_class[work.work_class]
+        queue.push(request)
+        request.future.add_done_callback(lambda _: self._left(queue, request))
+        self._report("depth", work.work_class, queue.texts)
+        queues.arrived.set()
+        expiry = None
+        if deadline is not None:
+            expiry = loop.call_later(deadline.remaining_s(), self._expire, request)
+        try:
+            return await request.future
+        finally:
+            if expiry is not None:
+                expiry.cancel()
 
-    def _ensure_dispatcher(self) -> asyncio.PriorityQueue[_Request[T]]:
+    def _expire(self, request: _Request[T]) -> None:
+        if not request.future.done():
+            assert request.work.deadline is not None
+            self._report("shed", request.work.work_class)
+            request.future.set_exception(request.work.deadline.refusal())
+
+    def _left(self, queue: _ClassQueue[T], request: _Request[T]) -> None:
+        """The request is answered, failed, expired or cancelled: its untaken texts go."""
+        if request.untaken:
+            if not request.taken:  # never started: its wait ends here
+                self._report("waited", request.work.work_class, _since(request.enqueued_at))
+            queue.discard(request)
+            self._report("depth", request.work.work_class, queue.texts)
+
+    def _report(self, event: str, *args: Any) -> None:
+        if self._observer is not None:
+            getattr(self._observer, event)(*args)
+
+    def _ensure_dispatcher(self) -> _Queues[T]:
         loop = asyncio.get_running_loop()
         if self._loop is not loop or self._dispatcher is None or self._dispatcher.done():
-            # A new event loop (a CLI command, a test session) gets its own queue and task.
+            # A new event loop (a CLI command, a test session) gets its own queues and task.
             self._loop = loop
-            self._queue = asyncio.PriorityQueue()
-            self._arrived = asyncio.Event()
-            self._dispatcher = loop.create_task(self._dispatch(self._queue))
-        assert self._queue is not None
-        return self._queue
+            self._queues = _Queues()
+            self._dispatcher = loop.create_task(self._dispatch(self._queues))
+        assert self._queues is not None
+        return self._queues
 
-    async def _dispatch(self, queue: asyncio.PriorityQueue[_Request[T]]) -> None:
+    async def _dispatch(self, queues: _Queues[T]) -> None:
+        loop = asyncio.get_running_loop()
         while True:
-            first = await queue.get()
-            batch = await self._gather(queue, first)
+            while not queues.texts:
+                queues.arrived.clear()
+                await queues.arrived.wait()
+            # Wait up to max_wait_s for more texts, unless a full call is already waiting.
+            linger_until = loop.time() + self._max_wait_s
+            while queues.texts < self._max_batch:
+                remaining = linger_until - loop.time()
+                if remaining <= 0:
+                    break
+                queues.arrived.clear()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(queues.arrived.wait(), remaining)
+            batch = self._take(queues)
             if batch:
                 await self._run(batch)
 
-    async def _gather(
-        self, queue: asyncio.PriorityQueue[_Request[T]], first: _Request[T]
-    ) -> list[_Request[T]]:
-        """Wait up to max_wait_s for more texts, then take the most urgent that fit."""
-        waiting = [first]
-        deadline = asyncio.get_running_loop().time() + self._max_wait_s
-        while True:
-            while not queue.empty():
-                waiting.append(queue.get_nowait())
-            remaining = deadline - asyncio.get_running_loop().time()
-            if sum(len(r.texts) for r in waiting) >= self._max_batch or remaining <= 0:
-                break
-            self._arrived.clear()
-            # Waiting on an event, not on queue.get(): a timed-out get may drop an item.
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._arrived.wait(), remaining)
-        waiting.sort()
-        batch: list[_Request[T]] = []
-        size = 0
-        for request in waiting:
-            if request.future.cancelled():
-                continue
-            if batch and size + len(request.texts) > self._max_batch:
-                queue.put_nowait(request)  # back in line, keeping its place by seq
-                continue
-            batch.append(request)
-            size += len(request.texts)
+    def _take(self, queues: _Queues[T]) -> list[tuple[_Request[T], int]]:
+        """Up to max_batch texts from the head of the classes, most urgent class first."""
+        batch: list[tuple[_Request[T], int]] = []
+        for work_class, queue in queues.by_class.items():
+            before = len(batch)
+            while len(batch) < self._max_batch and (item := queue.pop()) is not None:
+                request, _ = item
+                if request.taken == 1:  # its first text: the request starts now
+                    self._report("waited", work_class, _since(request.enqueued_at))
+                batch.append(item)
+            if len(batch) > before:
+                self._report("depth", work_class, queue.texts)
         return batch
 
-    async def _run(self, batch: list[_Request[T]]) -> None:
+    async def _run(self, batch: list[tuple[_Request[T], int]]) -> None:
         # The local encoders sort a call's texts by length themselves (sentence-transformers,
         # app/ml/onnx_encoder.py): no second sort here.
-        texts = [text for request in batch for text in request.texts]
-        loop = asyncio.get_running_loop()
-        started = loop.time()
+        texts = [request.texts[position] for request, position in batch]
+        started = time.monotonic()
         try:
             outputs = await anyio.to_thread.run_sync(self._encode, texts)
         except Exception as exc:
-            for request in batch:
+            for request, _ in batch:
                 if not request.future.done():
                     request.future.set_exception(exc)
             return
-        elapsed = loop.time() - started
         self.stats.calls += 1
         self.stats.texts += len(texts)
-        if self._on_batch is not None:
-            self._on_batch(len(texts), elapsed)
-        offset = 0
-        for request in batch:
-            chunk = list(outputs[offset : offset + len(request.texts)])
-            offset += len(request.texts)
-            if not request.future.done():
-                request.future.set_result(chunk)
+        self._report("batch", len(texts), _since(started))
+        for (request, position), output in zip(batch, outputs, strict=True):
+            if request.future.done():
+                continue
+            request.results[position] = output
+            request.answered += 1
+            if request.answered == len(request.texts):
+                request.future.set_result(request.results)
+
+
+def _since(started: float) -> float:
+    return max(0.0, time.monotonic() - started)

@@ -29,6 +29,7 @@ import anyio
 import numpy as np
 import structlog
 
+from app.ml.batching import Work, WorkClass
 from app.ml.embedder import Embedder
 from app.vocabulary import SEED_CATEGORIES
 
@@ -170,7 +171,8 @@ class CategoryClassifier:
                 log.warning("categories.cache_unreadable", path=str(path), error=str(exc))
         missing = list(dict.fromkeys(s for s in sentences if s not in cached))
         if missing:
-            embedded = await self._embedder.embed(missing)
+            # The example bank: background work of no tenant, behind every request.
+            embedded = await self._embedder.embed(missing, Work(WorkClass.BULK))
             cached.update(zip(missing, (e.full for e in embedded), strict=True))
             if path is not None:
                 self._save_cache(path, cached)

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import os
+import uuid
 from collections import OrderedDict
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, get_args
@@ -13,7 +13,7 @@ import numpy as np
 import structlog
 
 from app.config import EmbeddingBackend, Settings
-from app.ml.batching import MicroBatcher, Priority
+from app.ml.batching import MicroBatcher, QueueObserver, Work, WorkClass
 from app.ml.offline import offline_if_local
 from app.vocabulary import COARSE_DIM, EMBEDDING_DIM
 
@@ -75,8 +75,9 @@ def available_cores() -> int:
 class Embedder:
     """A sentence embedding model behind a micro-batching queue (app/ml/batching.py).
 
-    Every text the service embeds goes through `embed` (writes) or `embed_query` (searches,
-    served first); concurrent callers share model calls."""
+    Every text the service embeds goes through `embed` or `embed_query` (searches), with the
+    `Work` it is done for: its scheduling class, tenant and user (app/ml/batching.py);
+    concurrent callers share model calls."""
 
     def __init__(
         self,
@@ -89,7 +90,7 @@ class Embedder:
         backend: EmbeddingBackend = "torch",
         intra_op_threads: int | None = None,
         onnx_cache_dir: str | None = None,
-        on_batch: Callable[[int, float], None] | None = None,
+        observer: QueueObserver | None = None,
         http_endpoint: HttpEndpoint | None = None,
     ) -> None:
         if backend not in get_args(EmbeddingBackend):
@@ -110,7 +111,7 @@ class Embedder:
             self.embed_sync,
             max_batch=batch_size,
             max_wait_s=batch_wait_ms / 1000,
-            on_batch=on_batch,
+            observer=observer,
         )
         self._model: Any = None
         self._query_cache_size = query_cache_size
@@ -182,29 +183,34 @@ class Embedder:
             vectors = self._model.encode(texts, batch_size=self._forward_batch_size)
         return matryoshka(vectors)
 
-    async def embed_query(self, text: str) -> Embedding:
-        """One query's embedding, from a small LRU cache when it was asked recently."""
+    async def embed_query(
+        self, text: str, tenant: uuid.UUID | None = None, user: str | None = None
+    ) -> Embedding:
+        """One query's embedding (class QUERY: ahead of every write), from a small LRU cache
+        when it was asked recently."""
         cached = self._query_cache.get(text)
         if cached is not None:
             self._query_cache.move_to_end(text)
             return cached
-        (embedding,) = await self.batcher.submit([text], Priority.QUERY)
+        (embedding,) = await self.batcher.submit([text], Work(WorkClass.QUERY, tenant, user))
         if self._query_cache_size:
             self._query_cache[text] = embedding
             if len(self._query_cache) > self._query_cache_size:
                 self._query_cache.popitem(last=False)
         return embedding
 
-    async def embed(self, texts: list[str]) -> list[Embedding]:
-        """Embed off the event loop, batched with whatever else is waiting for the model."""
-        return await self.batcher.submit(texts, Priority.WRITE)
+    async def embed(self, texts: list[str], work: Work) -> list[Embedding]:
+        """Embed off the event loop, batched with whatever else is waiting for the model, in
+        the turn of `work`'s class, tenant and user; DeadlineExceededError if its deadline
+        passes first."""
+        return await self.batcher.submit(texts, work)
 
 
 def build_embedder(
     settings: Settings,
     backend: EmbeddingBackend,
     intra_op_threads: int | None,
-    on_batch: Callable[[int, float], None] | None = None,
+    observer: QueueObserver | None = None,
 ) -> Embedder:
     """An embedder as the settings describe it (the API's, the worker's, embed-serve's)."""
     from app.ml.http_encoder import HttpEndpoint
@@ -219,6 +225,6 @@ def build_embedder(
         backend=backend,
         intra_op_threads=intra_op_threads,
         onnx_cache_dir=settings.embedding_onnx_cache_dir,
-        on_batch=on_batch,
+        observer=observer,
         http_endpoint=HttpEndpoint.from_settings(settings) if backend == "http" else None,
     )

@@ -21,6 +21,7 @@ from litestar.datastructures import State
 from litestar.exceptions import HTTPException, NotAuthorizedException, NotFoundException
 
 from app.config import Settings, get_settings
+from app.ml.batching import Work, WorkClass
 from app.ml.embedder import Embedder, build_embedder, unit_prefix
 from app.vocabulary import EMBEDDING_DIM
 
@@ -79,7 +80,9 @@ async def create_embeddings(
     if not _same_model(data.model, embedder.model_name):
         raise NotFoundException(f"model {data.model!r} is not served here")
     texts = [data.input] if isinstance(data.input, str) else data.input
-    embeddings = await embedder.embed(texts)
+    # Its callers (API processes) have already scheduled the texts: served as they come,
+    # shared between the callers that name themselves in `user`.
+    embeddings = await embedder.embed(texts, Work(WorkClass.INTERACTIVE, user=data.user))
     vectors = np.stack([e.full for e in embeddings])
     if data.dimensions is not None:
         vectors = unit_prefix(vectors, data.dimensions)

@@ -22,6 +22,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app import metrics
 from app.config import Settings
+from app.db.tenant import current_tenant
 from app.memories.repository import MemoryRepository
 from app.ml.cross_encoder import CrossEncoderScorer
 from app.ml.embedder import Embedder
@@ -126,7 +127,9 @@ class RetrievalPipeline:
 
         async def vector_path() -> tuple[list[Candidate], int]:
             with timer.stage("query_embedding_ms"):
-                embedding = await self._embedder.embed_query(search_text)
+                embedding = await self._embedder.embed_query(
+                    search_text, current_tenant(), request.user_id
+                )
             options = VectorLegSettings(
                 shortlist=settings.candidates_256d,
                 keep=settings.candidates_768d,

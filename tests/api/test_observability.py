@@ -85,6 +85,8 @@ def test_every_series_named_exists_with_its_labels(
         "cognis_ingest_llm_answers_total",
         "cognis_http_requests_total",
         "cognis_opensearch_cpu_percent",
+        "cognis_embedding_queue_wait_seconds_bucket",
+        "cognis_embedding_queue_texts",
     ):
         assert wanted in named
 
@@ -98,6 +100,9 @@ def test_the_traffic_shows_in_the_series(
         "cognis_ingest_messages_total"
     ]
     assert scraped["cognis_opensearch_cpu_percent"], "no OpenSearch node reported"
+    # The model queue's series, per scheduling class, from the start.
+    classes = {labels["class"] for labels in scraped["cognis_embedding_queue_wait_seconds_count"]}
+    assert classes == {"query", "interactive", "bulk"}
     routes = {labels["path"] for labels in scraped["cognis_http_requests_total"]}
     assert "/v1/users/{user_id}/search" in routes
     # Labelled by route template: no user id becomes a label value (unbounded cardinality).

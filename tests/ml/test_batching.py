@@ -1,35 +1,93 @@
-"""The micro-batcher: concurrent texts share model calls, queries go first, errors reach the
-callers of the failed batch only. The model here is a plain function that records its calls."""
+"""The micro-batcher: concurrent texts share model calls; queries, then interactive writes,
+then bulk work; fair shares between tenants and then users; bulk requests yield between
+model calls; deadlines shed queued work; errors reach the callers of the failed call only.
+
+The model here is a plain function that records its calls. Where order matters, the model is
+held inside a first call (a threading.Event) while the test queues the rest: every later call
+is then formed from a known queue, so the assertions hold whatever the machine's speed."""
 
 from __future__ import annotations
 
 import asyncio
 import threading
-import time
+import uuid
+from collections import Counter
 
 import numpy as np
 import pytest
 
-from app.ml.batching import MicroBatcher, Priority
+from app.errors import DeadlineExceededError
+from app.ml.batching import Deadline, MicroBatcher, Work, WorkClass
 from app.ml.embedder import Embedder
+
+QUERY, INTERACTIVE, BULK = WorkClass.QUERY, WorkClass.INTERACTIVE, WorkClass.BULK
+TENANT_A, TENANT_B = uuid.UUID(int=1), uuid.UUID(int=2)
+WRITE = Work(INTERACTIVE)
 
 
 class RecordingModel:
-    """Stands in for a model: returns each text's length, records every call's texts."""
+    """Stands in for a model: returns each text's length, records every call's texts. With
+    `hold`, the first call waits until the test calls `release()`."""
 
-    def __init__(self, delay_s: float = 0.0, fail_on: str | None = None) -> None:
+    def __init__(self, fail_on: str | None = None, hold: bool = False) -> None:
         self.calls: list[list[str]] = []
-        self.delay_s = delay_s
         self.fail_on = fail_on
         self.started = threading.Event()
+        self._released = threading.Event()
+        if not hold:
+            self._released.set()
 
     def __call__(self, texts: list[str]) -> list[int]:
         self.calls.append(list(texts))
         self.started.set()
-        time.sleep(self.delay_s)
+        self._released.wait(30)
         if self.fail_on is not None and self.fail_on in texts:
             raise RuntimeError(f"model failed on {self.fail_on!r}")
         return [len(t) for t in texts]
+
+    def release(self) -> None:
+        self._released.set()
+
+
+class RecordingObserver:
+    def __init__(self) -> None:
+        self.batches: list[int] = []
+        self.waits: list[WorkClass] = []
+        self.depths: dict[WorkClass, int] = {}
+        self.sheds: list[WorkClass] = []
+
+    def batch(self, texts: int, seconds: float) -> None:
+        self.batches.append(texts)
+
+    def waited(self, work_class: WorkClass, seconds: float) -> None:
+        assert seconds >= 0
+        self.waits.append(work_class)
+
+    def depth(self, work_class: WorkClass, texts: int) -> None:
+        self.depths[work_class] = texts
+
+    def shed(self, work_class: WorkClass) -> None:
+        self.sheds.append(work_class)
+
+
+async def hold_model(batcher: MicroBatcher, model: RecordingModel) -> asyncio.Task:
+    """Start a first call and wait until the model is inside it (and held there)."""
+    first = asyncio.create_task(batcher.submit(["hold"], Work(QUERY)))
+    await asyncio.to_thread(model.started.wait, 5)
+    return first
+
+
+async def queue(batcher: MicroBatcher, texts: list[str], work: Work) -> asyncio.Task:
+    """Submit in a task; one turn of the loop lets it reach the queue (submit queues its
+    texts before its first await)."""
+    task = asyncio.create_task(batcher.submit(texts, work))
+    await asyncio.sleep(0)
+    return task
+
+
+def owners(call: list[str]) -> list[str]:
+    """The owner prefix of each text in a call ("a1:3" -> "a1")."""
+    return [t.split(":")[0] for t in call]
 
 
 async def test_concurrent_requests_share_one_model_call() -> None:
@@ -37,7 +95,7 @@ async def test_concurrent_requests_share_one_model_call() -> None:
     batcher = MicroBatcher(model, max_batch=32, max_wait_s=0.05)
 
     texts = [["a" * i] for i in range(1, 9)]
-    results = await asyncio.gather(*(batcher.submit(t) for t in texts))
+    results = await asyncio.gather(*(batcher.submit(t, WRITE) for t in texts))
 
     assert results == [[i] for i in range(1, 9)]  # every caller gets its own text's output
     assert len(model.calls) == 1 and len(model.calls[0]) == 8
@@ -49,7 +107,7 @@ async def test_outputs_keep_input_order_although_the_batch_is_sorted_by_length()
     batcher = MicroBatcher(model, max_batch=32, max_wait_s=0.0)
     texts = ["ccc", "a", "bbbbb", "dd"]
 
-    assert await batcher.submit(texts) == [3, 1, 5, 2]
+    assert await batcher.submit(texts, WRITE) == [3, 1, 5, 2]
     assert model.calls == [["a", "dd", "ccc", "bbbbb"]]  # shortest first, less padding
 
 
@@ -58,7 +116,7 @@ async def test_a_large_request_is_split_into_batches_of_similar_length() -> None
     batcher = MicroBatcher(model, max_batch=4, max_wait_s=0.0)
     lengths = [5, 1, 9, 3, 7, 2, 10, 4, 8, 6]
 
-    result = await batcher.submit(["x" * n for n in lengths])
+    result = await batcher.submit(["x" * n for n in lengths], Work(BULK))
 
     assert result == lengths  # back in the caller's order
     # Sorted before splitting: each model call pads to a near neighbour, not the longest text.
@@ -69,21 +127,154 @@ async def test_a_large_request_is_split_into_batches_of_similar_length() -> None
     ]
 
 
-async def test_a_query_jumps_the_write_backlog() -> None:
-    model = RecordingModel(delay_s=0.2)
-    batcher = MicroBatcher(model, max_batch=2, max_wait_s=0.0)
+async def test_calls_take_queries_then_interactive_writes_then_bulk_work() -> None:
+    model = RecordingModel(hold=True)
+    batcher = MicroBatcher(model, max_batch=3, max_wait_s=0.0)
+    first = await hold_model(batcher, model)
 
-    first = asyncio.create_task(batcher.submit(["w0"]))
-    await asyncio.to_thread(model.started.wait, 5)  # the model is busy with the first batch
-    writes = [asyncio.create_task(batcher.submit([f"w{i}"])) for i in range(1, 5)]
-    await asyncio.sleep(0.01)
-    query = asyncio.create_task(batcher.submit(["query"], Priority.QUERY))
-    await asyncio.gather(first, query, *writes)
+    # Queued least urgent first: arrival order must not decide.
+    bulk = await queue(batcher, [f"b:{i}" for i in range(4)], Work(BULK))
+    interactive = await queue(batcher, ["i:0", "i:1"], WRITE)
+    query = await queue(batcher, ["q:0"], Work(QUERY))
+    model.release()
+    await asyncio.gather(first, bulk, interactive, query)
 
-    # The query arrived after four writes but ran in the very next model call.
-    assert model.calls[0] == ["w0"]
-    assert "query" in model.calls[1]
-    assert sum(len(c) for c in model.calls) == 6
+    assert [owners(call) for call in model.calls[1:]] == [
+        ["q", "i", "i"],
+        ["b", "b", "b"],
+        ["b"],
+    ]
+
+
+async def test_bulk_work_yields_to_an_interactive_write_between_model_calls() -> None:
+    model = RecordingModel(hold=True)
+    batcher = MicroBatcher(model, max_batch=4, max_wait_s=0.0)
+
+    # A batch of 10: the model is held inside its first call of 4.
+    bulk = asyncio.create_task(batcher.submit([f"b:{i}" for i in range(10)], Work(BULK)))
+    await asyncio.to_thread(model.started.wait, 5)
+    assert model.calls == [["b:0", "b:1", "b:2", "b:3"]]
+    write = await queue(batcher, ["i:0"], WRITE)
+    model.release()
+    assert await write == [3]
+    await bulk
+
+    # The write went into the very next call, ahead of the batch's remaining 6 texts.
+    assert owners(model.calls[1]) == ["i", "b", "b", "b"]
+    assert [len(c) for c in model.calls] == [4, 4, 3]
+
+
+async def test_tenants_share_a_class_fairly_whoever_came_first() -> None:
+    model = RecordingModel(hold=True)
+    batcher = MicroBatcher(model, max_batch=4, max_wait_s=0.0)
+    first = await hold_model(batcher, model)
+
+    # Tenant A's large import is queued first; B's arrives behind all of it.
+    a = await queue(batcher, [f"a:{i:02}" for i in range(40)], Work(BULK, TENANT_A, "u"))
+    b = await queue(batcher, [f"b:{i:02}" for i in range(4)], Work(BULK, TENANT_B, "u"))
+    model.release()
+    await asyncio.gather(first, a, b)
+
+    # B is served alongside A from the next call on, text for text, not after A's 40.
+    assert [Counter(owners(call)) for call in model.calls[1:3]] == [Counter(a=2, b=2)] * 2
+    assert all(owners(call) == ["a"] * 4 for call in model.calls[3:])
+
+
+async def test_fair_shares_count_characters_not_texts() -> None:
+    model = RecordingModel(hold=True)
+    batcher = MicroBatcher(model, max_batch=6, max_wait_s=0.0)
+    first = await hold_model(batcher, model)
+
+    # A's texts are twice as long as B's: each gets the same number of characters per call.
+    a = await queue(batcher, [f"a:{i}" + "x" * 17 for i in range(10)], Work(BULK, TENANT_A))
+    b = await queue(batcher, [f"b:{i}" + "x" * 7 for i in range(20)], Work(BULK, TENANT_B))
+    model.release()
+    await asyncio.gather(first, a, b)
+
+    assert [Counter(owners(call)) for call in model.calls[1:4]] == [Counter(a=2, b=4)] * 3
+
+
+async def test_within_a_tenant_its_users_share_its_part() -> None:
+    model = RecordingModel(hold=True)
+    batcher = MicroBatcher(model, max_batch=4, max_wait_s=0.0)
+    first = await hold_model(batcher, model)
+
+    a1 = await queue(batcher, [f"a1:{i}" for i in range(8)], Work(INTERACTIVE, TENANT_A, "u1"))
+    a2 = await queue(batcher, [f"a2:{i}" for i in range(8)], Work(INTERACTIVE, TENANT_A, "u2"))
+    b = await queue(batcher, [f"b:{i}" for i in range(8)], Work(INTERACTIVE, TENANT_B, "u1"))
+    model.release()
+    await asyncio.gather(first, a1, a2, b)
+
+    # Tenants first (a tenant with two busy users does not get two shares), then users.
+    assert [Counter(owners(call)) for call in model.calls[1:3]] == [Counter(a1=1, a2=1, b=2)] * 2
+
+
+async def test_queue_depth_and_wait_are_reported_per_class() -> None:
+    model = RecordingModel(hold=True)
+    observer = RecordingObserver()
+    batcher = MicroBatcher(model, max_batch=4, max_wait_s=0.0, observer=observer)
+    first = await hold_model(batcher, model)
+    assert observer.waits == [QUERY] and observer.batches == []
+
+    bulk = await queue(batcher, [f"b:{i}" for i in range(6)], Work(BULK))
+    write = await queue(batcher, ["i:0", "i:1"], WRITE)
+    assert observer.depths == {QUERY: 0, BULK: 6, INTERACTIVE: 2}
+    assert batcher.queued(BULK) == 6 and batcher.queued(INTERACTIVE) == 2
+
+    model.release()
+    await asyncio.gather(first, bulk, write)
+
+    assert observer.depths == {QUERY: 0, BULK: 0, INTERACTIVE: 0}
+    assert observer.batches == [1, 4, 4]
+    # One wait per request, when its first text went in.
+    assert observer.waits == [QUERY, INTERACTIVE, BULK]
+
+
+async def test_a_write_past_its_deadline_leaves_the_queue_unembedded() -> None:
+    model = RecordingModel(hold=True)
+    observer = RecordingObserver()
+    batcher = MicroBatcher(model, max_batch=4, max_wait_s=0.0, observer=observer)
+    first = await hold_model(batcher, model)
+
+    late = Work(INTERACTIVE, TENANT_A, "u", Deadline.after_ms(20))
+    with pytest.raises(DeadlineExceededError) as refused:
+        # The model is held until after this returns: the texts cannot have started in time.
+        await batcher.submit(["late:0", "late:1"], late)
+    assert refused.value.status_code == 503 and refused.value.extra["deadline_ms"] == 20
+    assert batcher.queued(INTERACTIVE) == 0 and observer.depths[INTERACTIVE] == 0
+    assert observer.sheds == [INTERACTIVE] and observer.waits == [QUERY, INTERACTIVE]
+
+    model.release()
+    await first
+    assert await batcher.submit(["next"], WRITE) == [4]
+    assert all("late" not in t for call in model.calls for t in call)
+
+
+async def test_an_expired_deadline_is_refused_before_queueing() -> None:
+    model = RecordingModel()
+    observer = RecordingObserver()
+    batcher = MicroBatcher(model, max_batch=4, max_wait_s=0.0, observer=observer)
+
+    with pytest.raises(DeadlineExceededError):
+        await batcher.submit(["late"], Work(BULK, deadline=Deadline.after_ms(-1)))
+    assert model.calls == [] and observer.sheds == [BULK]
+
+
+async def test_a_caller_that_goes_away_leaves_the_queue() -> None:
+    model = RecordingModel(hold=True)
+    batcher = MicroBatcher(model, max_batch=4, max_wait_s=0.0)
+    first = await hold_model(batcher, model)
+
+    gone = await queue(batcher, [f"gone:{i}" for i in range(5)], Work(BULK))
+    assert batcher.queued(BULK) == 5
+    gone.cancel()
+    await asyncio.sleep(0)
+    assert batcher.queued(BULK) == 0
+
+    model.release()
+    await first
+    assert await batcher.submit(["next"], Work(BULK)) == [4]
+    assert all("gone" not in t for call in model.calls for t in call)
 
 
 async def test_a_failed_batch_fails_its_callers_and_the_batcher_goes_on() -> None:
@@ -91,8 +282,8 @@ async def test_a_failed_batch_fails_its_callers_and_the_batcher_goes_on() -> Non
     batcher = MicroBatcher(model, max_batch=8, max_wait_s=0.0)
 
     with pytest.raises(RuntimeError, match="model failed"):
-        await batcher.submit(["bad"])
-    assert await batcher.submit(["good"]) == [4]
+        await batcher.submit(["bad"], WRITE)
+    assert await batcher.submit(["good"], WRITE) == [4]
 
 
 async def test_the_real_model_gives_the_same_vectors_batched_or_alone(model_path: str) -> None:
@@ -101,7 +292,7 @@ async def test_the_real_model_gives_the_same_vectors_batched_or_alone(model_path
     alone = [embedder.embed_sync([t])[0] for t in texts]
     calls_before = embedder.batcher.stats.calls
 
-    together = await asyncio.gather(*(embedder.embed([t]) for t in texts))
+    together = await asyncio.gather(*(embedder.embed([t], WRITE) for t in texts))
 
     assert embedder.batcher.stats.calls == calls_before + 1
     for (batched,), single in zip(together, alone, strict=True):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from app.ml.batching import Work, WorkClass
 from app.ml.categories import (
     CategoryClassifier,
     CategoryDefinition,
@@ -26,7 +27,7 @@ def embedder(model_path: str) -> Embedder:
 
 
 async def _vectors(embedder: Embedder, texts: list[str]) -> list[np.ndarray]:
-    return [e.full for e in await embedder.embed(texts)]
+    return [e.full for e in await embedder.embed(texts, Work(WorkClass.BULK))]
 
 
 def test_the_bank_covers_every_category_and_shares_nothing_with_the_evaluation_set() -> None:

@@ -1,0 +1,192 @@
+"""Write deadlines (app/api/deadlines.py): a write that cannot be done in time is answered 503
+with Retry-After, and nothing of it is written, neither when its texts wait for a busy model
+nor when the deadline passes while it waits for the user's write lock.
+
+The model is held busy by a first call that waits on a threading.Event: the writes behind it
+cannot start within their deadline however fast the machine is."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+import time
+from collections.abc import AsyncIterator
+
+import httpx
+import pytest
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from app.api.deadlines import DEADLINE_HEADER
+from app.db.tenant import DEFAULT_TENANT_ID
+from app.ml.batching import MicroBatcher, Work, WorkClass
+from tests.conftest import InProcessApi, wait_until
+
+BUSY = "the model is busy with this"
+COUNTS = text(
+    "SELECT (SELECT count(*) FROM memories WHERE user_id = :u) AS memories,"
+    " (SELECT count(*) FROM outbox WHERE user_id = :u) AS outbox,"
+    " (SELECT count(*) FROM messages WHERE user_id = :u) AS messages,"
+    " (SELECT count(*) FROM ingest_tasks WHERE user_id = :u) AS tasks"
+)
+
+
+@contextlib.asynccontextmanager
+async def busy_model(
+    batcher: MicroBatcher, monkeypatch: pytest.MonkeyPatch
+) -> AsyncIterator[list[str]]:
+    """The model inside a call that lasts until the block ends; yields every text the model
+    is given, during the block and after it (until the test ends)."""
+    started, released = threading.Event(), threading.Event()
+    encode, seen = batcher._encode, []
+
+    def recorded(texts: list[str]):
+        seen.extend(texts)
+        if BUSY in texts:
+            started.set()
+            released.wait(60)
+        return encode(texts)
+
+    monkeypatch.setattr(batcher, "_encode", recorded)
+    blocker = asyncio.create_task(batcher.submit([BUSY], Work(WorkClass.BULK)))
+    try:
+        await asyncio.to_thread(started.wait, 30)
+        yield seen
+    finally:
+        released.set()
+        await blocker
+
+
+def assert_refused(response: httpx.Response, deadline_ms: int) -> None:
+    assert response.status_code == 503, response.text
+    assert response.headers["content-type"].startswith("application/problem+json")
+    assert int(response.headers["retry-after"]) > 0
+    problem = response.json()
+    assert problem["title"] == "Deadline exceeded"
+    assert problem["deadline_ms"] == deadline_ms
+    assert "nothing was written" in problem["detail"]
+
+
+async def test_writes_that_cannot_start_in_time_are_refused_and_write_nothing(
+    client: httpx.AsyncClient,
+    inprocess_api: InProcessApi,
+    db: AsyncEngine,
+    user_id: str,
+    other_user_id: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    created = await client.post(
+        f"/v1/users/{other_user_id}/memories", json={"content": "Ada keeps two cats."}
+    )
+    assert created.status_code == 201, created.text
+    memory_id = created.json()["id"]
+    deadline = {DEADLINE_HEADER: "50"}
+
+    batcher = inprocess_api.app.state.runtime.embedder.batcher
+    async with busy_model(batcher, monkeypatch) as seen:
+        single = await client.post(
+            f"/v1/users/{user_id}/memories",
+            json={"content": "Ada moved to Porto.", "category": "personal_details"},
+            headers=deadline,
+        )
+        batch = await client.post(
+            f"/v1/users/{user_id}/memories/batch",
+            json={"memories": [{"content": "Ada speaks Portuguese."}]},
+            headers=deadline,
+        )
+        message = await client.post(
+            f"/v1/users/{user_id}/messages",
+            json={"messages": [{"content": "I adopted a third cat."}]},
+            headers=deadline,
+        )
+        update = await client.patch(
+            f"/v1/users/{other_user_id}/memories/{memory_id}",
+            json={"content": "Ada keeps three cats."},
+            headers=deadline,
+        )
+
+    for response in (single, batch, message, update):
+        assert_refused(response, 50)
+    async with db.connect() as conn:
+        assert tuple(await conn.execute(COUNTS, {"u": user_id})) == ((0, 0, 0, 0),)
+        versions = await conn.execute(
+            text("SELECT content, is_current FROM memories WHERE user_id = :u"),
+            {"u": other_user_id},
+        )
+        assert list(versions) == [("Ada keeps two cats.", True)]
+    # The refused texts left the queue unembedded; the same write, sent again, goes through.
+    retried = await client.post(
+        f"/v1/users/{user_id}/memories", json={"content": "Ada moved to Porto."}
+    )
+    assert retried.status_code == 201, retried.text
+    refused = {"Ada speaks Portuguese.", "I adopted a third cat.", "Ada keeps three cats."}
+    assert not refused & set(seen)
+    assert seen.count("Ada moved to Porto.") == 1
+
+
+async def test_a_deadline_that_passes_while_waiting_for_the_lock_commits_nothing(
+    client: httpx.AsyncClient, db: AsyncEngine, user_id: str
+) -> None:
+    """A PATCH of metadata only (no model work) waits for the user's write lock, held (as an
+    erase holds it) until its deadline has passed: the new version is rolled back, not
+    committed late."""
+    created = await client.post(
+        f"/v1/users/{user_id}/memories", json={"content": "Ada keeps two cats."}
+    )
+    assert created.status_code == 201, created.text
+    deadline_ms = 2000
+    key = f"cognis-user:{DEFAULT_TENANT_ID}:{user_id}"
+    async with db.connect() as holder:
+        transaction = await holder.begin()
+        await holder.execute(
+            text("SELECT pg_advisory_xact_lock(hashtextextended(:key, 0))"), {"key": key}
+        )
+        started = time.monotonic()
+        write = asyncio.create_task(
+            client.patch(
+                f"/v1/users/{user_id}/memories/{created.json()['id']}",
+                json={"metadata": {"source": "late"}},
+                headers={DEADLINE_HEADER: str(deadline_ms)},
+            )
+        )
+
+        async def waiting_for_the_lock() -> bool:
+            waiting = await holder.scalar(
+                text(
+                    "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
+                    " AND ((classid::bigint << 32) | objid::bigint)"
+                    " = hashtextextended(:key, 0)"
+                ),
+                {"key": key},
+            )
+            return bool(waiting)
+
+        await wait_until(waiting_for_the_lock, timeout=deadline_ms / 1000, interval=0.02)
+        # The deadline passes while the write waits (the condition this test is about).
+        await asyncio.sleep(started + deadline_ms / 1000 + 0.05 - time.monotonic())
+        await transaction.rollback()
+        response = await write
+
+    assert_refused(response, deadline_ms)
+    async with db.connect() as conn:
+        rows = await conn.execute(
+            text("SELECT metadata, is_current FROM memories WHERE user_id = :u"), {"u": user_id}
+        )
+        assert list(rows) == [({}, True)]
+        counts = (await conn.execute(COUNTS, {"u": user_id})).one()
+        assert (counts.memories, counts.outbox) == (1, 1)
+
+
+async def test_a_deadline_header_must_be_a_positive_number_of_ms(
+    client: httpx.AsyncClient, user_id: str
+) -> None:
+    for value in ("soon", "0", "-5"):
+        response = await client.post(
+            f"/v1/users/{user_id}/memories",
+            json={"content": "Ada moved to Porto."},
+            headers={DEADLINE_HEADER: value},
+        )
+        assert response.status_code == 400, response.text
+        assert response.headers["content-type"].startswith("application/problem+json")
+        assert response.json()["field"] == DEADLINE_HEADER
