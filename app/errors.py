@@ -71,3 +71,8 @@ class EmbedderAnswerError(CognisError):
 class UnsupportedMediaTypeError(CognisError):
     status_code = 415
     title = "Unsupported media type"
+
+
+class PayloadTooLargeError(CognisError):
+    status_code = 413
+    title = "Payload too large"

@@ -31,6 +31,7 @@ EXPECTED_INDEXES = {
     "memories_chain_current_idx": ("UNIQUE", "WHERE is_current"),
     "outbox_pending_idx": ("WHERE (processed_at IS NULL)",),
     "outbox_user_pending_idx": ("(user_id, id)", "WHERE (processed_at IS NULL)"),
+    "outbox_user_delivered_idx": ("(user_id, processed_at)", "WHERE (processed_at IS NOT NULL)"),
     "memories_user_external_id_idx": (
         "UNIQUE",
         "(tenant_id, user_id, external_id)",

@@ -18,7 +18,7 @@ from app.api.schemas.imports import ImportSummaryOut
 from app.errors import UnsupportedMediaTypeError
 from app.imports.lines import LineFormat
 from app.imports.service import DEFAULT_BATCH_SIZE, ImportOptions, MemoryImporter
-from app.imports.sources import ndjson_lines
+from app.imports.sources import MAX_DOCUMENT_BYTES, import_records
 from app.memories.fields import check_user_id
 from app.runtime import Runtime
 from app.vocabulary import EMBEDDING_DIM, SCOPES, SEED_CATEGORIES
@@ -68,8 +68,24 @@ class ImportOperation(Operation):
     def __post_init__(self) -> None:
         self.request_body = RequestBody(
             required=True,
-            description="JSON Lines (application/x-ndjson), streamed: one memory per line.",
-            content={NDJSON: Content(schema=_LINE)},
+            description="JSON Lines (application/x-ndjson), streamed: one memory per line. "
+            'Or a mem0 export as it is (application/json): a JSON list, or {"results": [...]}, '
+            f"read whole (at most {MAX_DOCUMENT_BYTES // (1024 * 1024)} MiB).",
+            content={
+                NDJSON: Content(schema=_LINE),
+                MediaType.JSON: Content(
+                    schema=Schema(
+                        one_of=[
+                            Schema(type=OpenAPIType.ARRAY, items=_LINE),
+                            Schema(
+                                type=OpenAPIType.OBJECT,
+                                required=["results"],
+                                properties={"results": Schema(type=OpenAPIType.ARRAY, items=_LINE)},
+                            ),
+                        ]
+                    )
+                ),
+            },
         )
 
 
@@ -88,7 +104,8 @@ class ImportController(Controller):
         summary="Import a user's history from JSON Lines (idempotent by external_id)",
         description="Lines are imported in batches, each committed on its own: bad lines are "
         "reported (line, field, detail) while the good ones land, and a rerun skips what an "
-        "earlier run imported. The first 100 errors are listed; `failed` counts them all.",
+        "earlier run imported. The first 100 errors are listed; `failed` counts them all. "
+        "A leading UTF-8 byte-order mark is ignored.",
         operation_class=ImportOperation,
         responses=problems(*USER_WRITE, 415),
         request_max_body_size=None,
@@ -103,12 +120,15 @@ class ImportController(Controller):
     ) -> ImportSummaryOut:
         check_user_id(user_id)
         media_type = request.headers.get("Content-Type", "").split(";")[0].strip().lower()
-        if media_type not in (NDJSON, "application/jsonl", MediaType.TEXT):
+        if media_type not in (NDJSON, "application/jsonl", MediaType.TEXT, MediaType.JSON):
             raise UnsupportedMediaTypeError(
-                f"send the lines as {NDJSON}, not {media_type or 'no content type'}"
+                f"send the lines as {NDJSON} (or a JSON document as {MediaType.JSON}), "
+                f"not {media_type or 'no content type'}"
             )
         summary = await importer.run(
-            ndjson_lines(request.stream()),
+            # The body's shape (JSON Lines or one document) is told by its first line, as the
+            # CLI tells a file's.
+            import_records(request.stream(), max_document_bytes=MAX_DOCUMENT_BYTES),
             ImportOptions(user_id=user_id, line_format=line_format, batch_size=batch_size),
         )
         return ImportSummaryOut.of(summary)

@@ -23,8 +23,8 @@ from app.memories.fields import check_instant, check_text, check_user_id
 from app.retrieval.pipeline import SearchRequest
 from app.retrieval.profiles import resolve_levers
 from app.runtime import Runtime
-from app.search_index import outbox
 from app.search_index.freshness import IndexWait, wait_until_indexed
+from app.search_index.freshness import index_lag as index_lag_of
 
 
 class SearchController(Controller):
@@ -64,9 +64,10 @@ class SearchController(Controller):
             waited = await wait_until_indexed(
                 runtime.sessionmaker, runtime.relay, user_id, timeout_s
             )
-        lag = await outbox.user_index_lag(db_session, user_id)
+        lag = await index_lag_of(db_session, runtime.index, user_id, waited)
         index_lag = IndexLagOut(
             pending=lag.pending,
+            unrefreshed=lag.unrefreshed,
             oldest_pending_age_ms=lag.oldest_pending_age_ms,
             consistency=data.consistency,
             # After a wait, events written since the request began do not make it stale;

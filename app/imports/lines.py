@@ -18,7 +18,14 @@ import numpy as np
 from app.errors import InvalidInputError
 from app.imports.mem0 import MEM0_FIELD_NAMES, MEM0_KEYS, Mem0Memory, mem0_fields
 from app.memories.domain import MemoryDraft, check_draft
-from app.memories.fields import Metadata, SessionId, Speaker, check_text, check_user_id
+from app.memories.fields import (
+    MAX_METADATA_DEPTH,
+    Metadata,
+    SessionId,
+    Speaker,
+    check_text,
+    check_user_id,
+)
 from app.time_expressions import as_aware
 from app.vocabulary import EMBEDDING_DIM, Scope
 
@@ -84,12 +91,19 @@ _FIELD_AT = re.compile(r"at `\$\.([A-Za-z_]+)")
 _FIELD_NAMED = re.compile(r"field `([^`]+)`")
 
 
-def parse_line(number: int, raw: bytes | object, rules: LineRules) -> ImportDraft | LineError:
-    """Decode and validate one line (raw JSON bytes, or an item of a JSON list)."""
+def parse_line(number: int, raw: bytes, rules: LineRules) -> ImportDraft | LineError:
+    """Decode and validate one line (or one item of a JSON list)."""
     try:
-        obj = msgspec.json.decode(raw) if isinstance(raw, bytes | bytearray) else raw
+        obj = msgspec.json.decode(raw)
     except msgspec.DecodeError as exc:
         return LineError(number, None, f"not valid JSON: {exc}")
+    except RecursionError:
+        # POST /memories answers the same with a 400; here it is this line's error.
+        return LineError(
+            number,
+            None,
+            f"nested too deeply to read: metadata may nest at most {MAX_METADATA_DEPTH} levels",
+        )
     if not isinstance(obj, dict):
         return LineError(number, None, f"expected a JSON object, got {type(obj).__name__}")
     is_mem0 = rules.line_format == "mem0" or (

@@ -28,7 +28,6 @@ from app.imports.sources import OversizedLine, RawLine
 from app.memories.bulk import BulkMemoryWriter
 from app.memories.categories import choose_categories, unknown_categories, unknown_category_detail
 from app.memories.fields import check_user_id
-from app.memories.repository import MemoryRepository
 from app.memories.service import embed_drafts, new_version
 from app.memories.user_lock import hold_for_write
 from app.ml.batching import Work, WorkClass
@@ -87,6 +86,9 @@ class MemoryImporter:
         """Import every line; bad lines are reported, the good ones still land."""
         if options.user_id is not None:
             check_user_id(options.user_id)
+        if (only_user := _only_user(options)) is not None:
+            # Refused as every other write of an erased user is (409), before reading a line.
+            await self._refuse_if_erased(only_user)
         rules = LineRules(
             user_id=options.user_id,
             line_users=options.line_users,
@@ -120,12 +122,12 @@ class MemoryImporter:
                         await writing
                         if progress is not None:
                             progress(summary)
-                    writing = asyncio.create_task(self._write(memories, summary))
+                    writing = asyncio.create_task(self._write(memories, summary, options))
             if batch:
                 memories = await self._prepare(batch, summary, work)
                 if writing is not None:
                     await writing
-                writing = asyncio.create_task(self._write(memories, summary))
+                writing = asyncio.create_task(self._write(memories, summary, options))
         finally:
             # Also when reading failed: what was prepared is committed, a rerun skips it.
             if writing is not None:
@@ -141,11 +143,15 @@ class MemoryImporter:
         )
         return summary
 
+    async def _refuse_if_erased(self, user_id: str) -> None:
+        async with self._sessionmaker() as session, session.begin():
+            await hold_for_write(session, user_id)
+
     async def _prepare(
         self, batch: list[ImportDraft], summary: ImportSummary, work: Work
-    ) -> list[Memory]:
-        """The batch's memories not imported yet, embedded and categorised (slow CPU work,
-        outside any transaction)."""
+    ) -> list[tuple[int, Memory]]:
+        """The batch's memories not imported yet (with their line numbers), embedded and
+        categorised (slow CPU work, outside any transaction)."""
         fresh = await self._not_yet_imported(batch)
         summary.skipped += len(batch) - len(fresh)
         fresh = await self._with_known_categories(fresh, summary)
@@ -161,7 +167,7 @@ class MemoryImporter:
         await embed_drafts([d.draft for d in fresh], self._embedder, work)
         async with self._sessionmaker() as session:
             await choose_categories(session, self._classifier, [d.draft for d in fresh])
-        return [_memory(d) for d in fresh]
+        return [(d.line, _memory(d)) for d in fresh]
 
     async def _with_known_categories(
         self, batch: list[ImportDraft], summary: ImportSummary
@@ -182,31 +188,41 @@ class MemoryImporter:
                 summary.fail(LineError(item.line, "category", detail))
         return [d for d in batch if d.draft.category not in unknown]
 
-    async def _write(self, memories: list[Memory], summary: ImportSummary) -> None:
+    async def _write(
+        self, lines: list[tuple[int, Memory]], summary: ImportSummary, options: ImportOptions
+    ) -> None:
         """One transaction: the memories and their outbox rows."""
-        if not memories:
+        if not lines:
             return
         async with self._sessionmaker() as session, session.begin():
-            memories = await self._writable(MemoryRepository(session), memories, summary)
+            memories = await self._writable(session, lines, summary, options)
             inserted = await BulkMemoryWriter(session).insert_new(memories) if memories else []
         summary.imported += len(inserted)
         # Imported by a concurrent run (or an earlier batch of this one) since the check.
         summary.skipped += len(memories) - len(inserted)
 
     async def _writable(
-        self, repository: MemoryRepository, memories: list[Memory], summary: ImportSummary
+        self,
+        session: AsyncSession,
+        lines: list[tuple[int, Memory]],
+        summary: ImportSummary,
+        options: ImportOptions,
     ) -> list[Memory]:
         """The memories whose user may be written now (each user's write lock taken, in a
-        fixed order); those of a user erased moments ago are failed, not written."""
-        refused: set[str] = set()
-        for user_id in sorted({m.user_id for m in memories}):
+        fixed order). A user erased moments ago: a one-user import is refused as a whole
+        (UserErasedError, 409); otherwise that user's lines fail, each with its number."""
+        refused: dict[str, str] = {}
+        for user_id in sorted({m.user_id for _, m in lines}):
             try:
-                await hold_for_write(repository.session, user_id)
+                await hold_for_write(session, user_id)
             except UserErasedError as exc:
-                refused.add(user_id)
-                dropped = sum(1 for m in memories if m.user_id == user_id)
-                summary.fail(LineError(0, "user_id", f"{dropped} lines: {exc.detail}"), dropped)
-        return [m for m in memories if m.user_id not in refused]
+                if _only_user(options) is not None:
+                    raise
+                refused[user_id] = exc.detail
+        for line, memory in lines:
+            if memory.user_id in refused:
+                summary.fail(LineError(line, "user_id", refused[memory.user_id]))
+        return [m for _, m in lines if m.user_id not in refused]
 
     async def _not_yet_imported(self, batch: list[ImportDraft]) -> list[ImportDraft]:
         """Drop the lines already imported, and repeats of an external id within the batch
@@ -219,6 +235,12 @@ class MemoryImporter:
                 known.add(draft.key)
                 fresh.append(draft)
         return fresh
+
+
+def _only_user(options: ImportOptions) -> str | None:
+    """The user of every line, when the import is one user's (the endpoint, the CLI's
+    --user); None when each line names its own."""
+    return None if options.line_users == "use" else options.user_id
 
 
 def _memory(item: ImportDraft) -> Memory:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import uuid
 from dataclasses import dataclass
 from typing import Any
@@ -19,6 +20,32 @@ log = structlog.get_logger(__name__)
 
 # What "OpenSearch is not answering" looks like to the caller: the outbox holds the write.
 UNAVAILABLE = (OSConnectionError, ConnectionTimeout, OSError)
+
+# After a scheduled refresh starts, it takes a while to finish on a busy node: a delivered
+# document counts as maybe unsearchable for its refresh interval plus this much.
+REFRESH_MARGIN_S = 1.0
+_TIME_VALUE = re.compile(r"(\d+(?:\.\d+)?)(nanos|micros|ms|s|m|h|d)")
+_TIME_UNIT_S = {
+    "nanos": 1e-9,
+    "micros": 1e-6,
+    "ms": 1e-3,
+    "s": 1.0,
+    "m": 60.0,
+    "h": 3600.0,
+    "d": 86400.0,
+}
+
+
+def refresh_window_s(refresh_interval: str) -> float | None:
+    """How long after its delivery a document may still be missing from searches: the
+    index's refresh interval (an OpenSearch time value) plus a margin. None for "-1" (no
+    scheduled refresh: only an explicit one makes it searchable)."""
+    match = _TIME_VALUE.fullmatch(refresh_interval.strip())
+    if match is None:
+        if refresh_interval.strip() == "-1":
+            return None
+        raise ValueError(f"not an OpenSearch time value: {refresh_interval!r}")
+    return float(match.group(1)) * _TIME_UNIT_S[match.group(2)] + REFRESH_MARGIN_S
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,6 +138,8 @@ class MemoryIndex:
             auth = (settings.opensearch_username, settings.opensearch_password.get_secret_value())
         self.name = settings.opensearch_index
         self._refresh_interval = settings.opensearch_refresh_interval
+        # The interval this service creates the index with: keep an existing index's equal.
+        self.refresh_window_s = refresh_window_s(settings.opensearch_refresh_interval)
         self._fields_added = False
         self.client = AsyncOpenSearch(
             hosts=[settings.opensearch_url],

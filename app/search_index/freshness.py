@@ -1,8 +1,9 @@
 """Read-your-writes over the outbox: how stale a user's BM25 index is, and waiting it out.
 
-Postgres commits first; OpenSearch follows through the outbox. A caller that must see its
-own writes in the BM25 leg asks to wait, bounded, until its user's pending events are
-delivered and searchable. The wait reads the outbox, so it works whichever process relays.
+Postgres commits first; OpenSearch follows through the outbox, and a delivered document is
+searchable only after the index's next refresh. A caller that must see its own writes in the
+BM25 leg asks to wait, bounded, until its user's pending events are delivered and searchable.
+The wait reads the outbox, so it works whichever process relays.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from dataclasses import dataclass
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.search_index import outbox
+from app.search_index.client import MemoryIndex
 from app.search_index.relay import OutboxRelay
 
 
@@ -41,3 +43,13 @@ async def wait_until_indexed(
     # searchable before the index's next scheduled refresh.
     indexed = await relay.deliver_now(ids, timeout_s)
     return IndexWait(waited_ms=round((time.perf_counter() - started) * 1000, 3), indexed=indexed)
+
+
+async def index_lag(
+    session: AsyncSession, index: MemoryIndex, user_id: str, waited: IndexWait | None
+) -> outbox.IndexLag:
+    """The user's events not yet searchable: undelivered, or delivered within the index's
+    refresh window. After a wait that ended in a refresh, what it delivered is searchable:
+    only events delivered later (none from before the request) could still be unrefreshed."""
+    window = 0.0 if waited is not None and waited.indexed else index.refresh_window_s
+    return await outbox.user_index_lag(session, user_id, window)

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Select, any_, bindparam, delete, exists, func, insert, select, update
+from sqlalchemy import Select, any_, bindparam, delete, exists, func, insert, select, true, update
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import aliased
@@ -108,7 +108,9 @@ async def mark_delivered(session: AsyncSession, events: list[OutboxEvent]) -> No
         await session.execute(
             update(OutboxEvent)
             .where(OutboxEvent.id.in_(index_ids))
-            .values(processed_at=func.now(), last_error=None)
+            # The time of delivery (the bulk request has returned), not the transaction's
+            # start: the index lag counts a delivery as unrefreshed from here.
+            .values(processed_at=func.clock_timestamp(), last_error=None)
         )
     if erase_ids:
         # An erased user's tombstone is removed too: nothing of that user stays behind.
@@ -140,27 +142,51 @@ async def pending_count(session: AsyncSession) -> int:
 
 @dataclass(frozen=True, slots=True)
 class IndexLag:
-    """How far OpenSearch is behind Postgres for one user: events not yet delivered."""
+    """How far OpenSearch is behind Postgres for one user: events not yet searchable there.
+    `pending` counts both those not yet delivered and the `unrefreshed` ones: delivered, but
+    maybe not yet made searchable by a refresh of the index."""
 
     pending: int
+    unrefreshed: int
     oldest_pending_age_ms: float | None
 
 
-async def user_index_lag(session: AsyncSession, user_id: str) -> IndexLag:
-    """One user's undelivered events and the age of the oldest (outbox_user_pending_idx)."""
-    oldest = func.min(OutboxEvent.created_at)
+async def user_index_lag(
+    session: AsyncSession, user_id: str, refresh_window_s: float | None
+) -> IndexLag:
+    """One user's events not yet searchable, and the age of the oldest: those not delivered
+    (outbox_user_pending_idx), and those delivered less than `refresh_window_s` ago
+    (outbox_user_delivered_idx; None: every delivered one still kept, the index having no
+    scheduled refresh)."""
+    # clock_timestamp, not now(): the caller's transaction may have begun earlier.
+    undelivered = select(
+        func.count().label("events"), func.min(OutboxEvent.created_at).label("oldest")
+    ).where(OutboxEvent.user_id == user_id, OutboxEvent.processed_at.is_(None))
+    unrefreshed = select(
+        func.count().label("events"), func.min(OutboxEvent.created_at).label("oldest")
+    ).where(OutboxEvent.user_id == user_id, OutboxEvent.processed_at.is_not(None))
+    if refresh_window_s is not None:
+        # A subquery, evaluated once: clock_timestamp() is volatile, and a volatile bound
+        # in the condition itself would keep the index from being used.
+        since = select(
+            func.clock_timestamp() - func.make_interval(0, 0, 0, 0, 0, 0, refresh_window_s)
+        ).scalar_subquery()
+        unrefreshed = unrefreshed.where(OutboxEvent.processed_at > since)
+    waiting, delivered = undelivered.subquery(), unrefreshed.subquery()
+    oldest = func.least(waiting.c.oldest, delivered.c.oldest)
     row = (
         await session.execute(
             select(
-                func.count(),
-                # clock_timestamp, not now(): the caller's transaction may have begun earlier.
+                waiting.c.events,
+                delivered.c.events,
                 func.extract("epoch", func.clock_timestamp() - oldest) * 1000,
-            ).where(OutboxEvent.user_id == user_id, OutboxEvent.processed_at.is_(None))
+            ).select_from(waiting.join(delivered, true()))  # one row each
         )
     ).one()
-    pending, age_ms = int(row[0]), row[1]
+    age_ms = row[2]
     return IndexLag(
-        pending=pending,
+        pending=int(row[0]) + int(row[1]),
+        unrefreshed=int(row[1]),
         oldest_pending_age_ms=None if age_ms is None else round(max(float(age_ms), 0.0), 3),
     )
 

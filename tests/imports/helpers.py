@@ -12,6 +12,27 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 NDJSON = {"Content-Type": "application/x-ndjson"}
+JSON = {"Content-Type": "application/json"}
+BOM = b"\xef\xbb\xbf"
+
+
+def deeply_nested(levels: int = 1500) -> str:
+    """A JSON object nested `levels` deep, as text (json.dumps would recurse too deep)."""
+    return '{"a": ' * levels + "1" + "}" * levels
+
+
+def mem0_record(number: int, user_id: str | None = None, **fields: Any) -> dict[str, Any]:
+    """A record as mem0's export has it (category given, so nothing needs classifying)."""
+    return {
+        "id": f"m0-{number}",
+        "memory": f"Remembered thing number {number} from the mem0 export",
+        "user_id": user_id,
+        "metadata": None,
+        "categories": ["sports"],
+        "created_at": "2024-07-20T10:30:00-07:00",
+        "updated_at": None,
+        **fields,
+    }
 
 
 def jsonl(records: list[dict[str, Any] | str]) -> bytes:
@@ -44,10 +65,14 @@ async def chunked(body: bytes, size: int) -> AsyncIterator[bytes]:
 
 
 async def post_import(
-    client: httpx.AsyncClient, user_id: str, body: bytes | AsyncIterator[bytes], **params: Any
+    client: httpx.AsyncClient,
+    user_id: str,
+    body: bytes | AsyncIterator[bytes],
+    headers: dict[str, str] = NDJSON,
+    **params: Any,
 ) -> dict[str, Any]:
     response = await client.post(
-        f"/v1/users/{user_id}/import", content=body, headers=NDJSON, params=params
+        f"/v1/users/{user_id}/import", content=body, headers=headers, params=params
     )
     assert response.status_code == 200, response.text
     return response.json()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 from sqlalchemy import text
 
@@ -10,11 +12,15 @@ from app.vocabulary import SEED_CATEGORIES
 from tests.conftest import wait_until
 from tests.factories import create_memory, search, stage_rank
 from tests.imports.helpers import (
+    BOM,
+    JSON,
     NDJSON,
     chunked,
+    deeply_nested,
     history,
     imported_rows,
     jsonl,
+    mem0_record,
     post_import,
     random_vector,
 )
@@ -192,3 +198,81 @@ async def test_a_body_of_any_size_is_read_line_by_line(client, db, user_id) -> N
     assert summary["errors"][0]["line"] == 1
     assert "at most 262144" in summary["errors"][0]["detail"]
     assert set(await imported_rows(db, user_id)) == {"h-0"}
+
+
+async def test_a_line_nested_too_deeply_fails_alone(client, db, user_id) -> None:
+    """As POST /memories answers such metadata with a 400, the import fails that line only."""
+    deep = deeply_nested()
+    single = await client.post(
+        f"/v1/users/{user_id}/memories",
+        content=f'{{"content": "x", "metadata": {deep}}}',
+        headers=JSON,
+    )
+    assert single.status_code == 400, single.text
+    good = history(2)
+    deep_line = f'{{"external_id": "deep", "content": "x", "metadata": {deep}}}'
+    summary = await post_import(client, user_id, jsonl([good[0], deep_line, good[1]]))
+    assert (summary["imported"], summary["failed"]) == (2, 1)
+    (error,) = summary["errors"]
+    assert error["line"] == 2 and "nested too deeply" in error["detail"]
+    assert set(await imported_rows(db, user_id)) == {"h-0", "h-1"}
+
+
+async def test_an_import_for_a_user_erased_moments_ago_is_refused(client, db, user_id) -> None:
+    """409 problem+json, as every other write of that user gets, and nothing is written."""
+    await create_memory(client, user_id, "Soon to be forgotten")
+    assert (await client.delete(f"/v1/users/{user_id}")).status_code == 200
+    response = await client.post(
+        f"/v1/users/{user_id}/import", content=jsonl(history(2)), headers=NDJSON
+    )
+    assert response.status_code == 409, response.text
+    assert response.headers["Content-Type"].startswith("application/problem+json")
+    assert "erased" in response.json()["detail"]
+    assert await imported_rows(db, user_id) == {}
+
+
+async def test_a_byte_order_mark_is_skipped(client, db, user_id) -> None:
+    summary = await post_import(client, user_id, BOM + jsonl(history(2)))
+    assert summary == {"imported": 2, "skipped": 0, "failed": 0, "errors": []}
+    assert set(await imported_rows(db, user_id)) == {"h-0", "h-1"}
+
+
+async def test_a_mem0_export_is_read_as_a_list_or_as_results(client, db, user_id) -> None:
+    """A JSON list and an object with a "results" list, as mem0 exports them; "line" is the
+    record's position, and a bad record (even one nested too deeply) fails alone."""
+    records = [mem0_record(1, user_id), mem0_record(2, user_id), mem0_record(3, None)]
+    as_list = json.dumps(records, indent=2).encode()
+    summary = await post_import(client, user_id, BOM + as_list, headers=JSON)
+    assert summary == {"imported": 3, "skipped": 0, "failed": 0, "errors": []}
+    rows = await imported_rows(db, user_id)
+    assert set(rows) == {"m0-1", "m0-2", "m0-3"}
+    assert rows["m0-1"]["category"] == "hobbies"
+    assert rows["m0-1"]["content"] == records[0]["memory"]
+
+    deep = json.dumps(mem0_record(5, user_id, metadata={"x": 1})).replace(
+        '{"x": 1}', deeply_nested()
+    )
+    results = (
+        '{"results": ['
+        + ", ".join(
+            [
+                json.dumps(mem0_record(1, user_id)),  # imported above: skipped
+                json.dumps(mem0_record(4, user_id, memory="  ")),
+                deep,
+                json.dumps(mem0_record(6, user_id)),
+            ]
+        )
+        + '], "relations": []}'
+    ).encode()
+    # Sent as JSON Lines (one line), in pieces: the shape is told by the body, not the header.
+    summary = await post_import(client, user_id, chunked(results, 1000))
+    assert (summary["imported"], summary["skipped"], summary["failed"]) == (1, 1, 2)
+    assert [(e["line"], e["field"]) for e in summary["errors"]] == [(2, "memory"), (3, None)]
+    assert "nested too deeply" in summary["errors"][1]["detail"]
+    assert set(await imported_rows(db, user_id)) == {"m0-1", "m0-2", "m0-3", "m0-6"}
+
+    not_an_export = await client.post(
+        f"/v1/users/{user_id}/import", content=b'{\n  "memories": []\n}', headers=JSON
+    )
+    assert not_an_export.status_code == 400, not_an_export.text
+    assert '"results" list' in not_an_export.json()["detail"]

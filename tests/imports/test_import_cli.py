@@ -12,7 +12,16 @@ import uuid
 from sqlalchemy import text
 
 from tests.conftest import ROOT, run_cli, run_cli_async
-from tests.imports.helpers import history, imported_rows, jsonl, random_vector
+from tests.factories import create_memory
+from tests.imports.helpers import (
+    BOM,
+    deeply_nested,
+    history,
+    imported_rows,
+    jsonl,
+    mem0_record,
+    random_vector,
+)
 
 
 async def test_cli_imports_jsonl_and_resumes(migrated, db, user_id, tmp_path) -> None:
@@ -115,6 +124,65 @@ async def test_defer_index_rebuilds_the_hnsw_indexes(migrated, db, user_id, tmp_
     assert "ef_construction='128'" in indexes["memories_embedding_256d_hnsw_idx"]
     assert "memories_embedding_768d_hnsw_idx" not in indexes
     assert len(await imported_rows(db, user_id)) == 3
+
+
+async def test_cli_reads_as_the_endpoint_does(
+    migrated, db, client, user_id, other_user_id, tmp_path
+) -> None:
+    """A byte-order mark, a record nested too deeply and an erased user, as a file."""
+    await create_memory(client, other_user_id, "Soon to be forgotten")
+    assert (await client.delete(f"/v1/users/{other_user_id}")).status_code == 200
+    async with db.begin() as connection:  # the window outlasts this slow test's CLI runs
+        await connection.execute(
+            text(
+                "UPDATE user_erasures SET writes_refused_until = now() + interval '1 hour'"
+                " WHERE user_id = :u"
+            ),
+            {"u": other_user_id},
+        )
+
+    # A mem0 list naming its users: the erased user's records fail, each with its position.
+    deep = json.dumps(mem0_record(2, user_id, metadata={"x": 1})).replace(
+        '{"x": 1}', deeply_nested()
+    )
+    records = [
+        json.dumps(mem0_record(1, user_id)),
+        deep,
+        json.dumps(mem0_record(3, other_user_id)),
+        json.dumps(mem0_record(4, user_id)),
+    ]
+    export = tmp_path / "mem0.json"
+    export.write_bytes(BOM + ("[\n" + ",\n".join(records) + "\n]").encode())
+    listed = await asyncio.to_thread(run_cli, migrated, "app", "import", str(export))
+    assert listed.returncode == 1, listed.stderr[-3000:]
+    summary = json.loads(listed.stdout)
+    assert (summary["imported"], summary["failed"]) == (2, 2)
+    errors = {e["line"]: e for e in summary["errors"]}
+    assert set(errors) == {2, 3}
+    assert "nested too deeply" in errors[2]["detail"]
+    assert errors[3]["field"] == "user_id" and "erased" in errors[3]["detail"]
+    assert set(await imported_rows(db, user_id)) == {"m0-1", "m0-4"}
+    assert await imported_rows(db, other_user_id) == {}
+
+    # JSON Lines with a BOM: the same, line by line.
+    lines = tmp_path / "lines.jsonl"
+    deep_line = f'{{"external_id": "deep", "content": "x", "metadata": {deeply_nested()}}}'
+    lines.write_bytes(BOM + jsonl([*history(2), deep_line]))
+    read = await asyncio.to_thread(
+        run_cli, migrated, "app", "import", str(lines), "--user", user_id
+    )
+    assert read.returncode == 1, read.stderr[-3000:]
+    summary = json.loads(read.stdout)
+    assert (summary["imported"], summary["failed"]) == (2, 1)
+    assert summary["errors"][0]["line"] == 3
+
+    # Every line for the erased user: refused as a whole, nothing written.
+    refused = await asyncio.to_thread(
+        run_cli, migrated, "app", "import", str(lines), "--user", other_user_id
+    )
+    assert refused.returncode == 2, refused.stderr[-3000:]
+    assert "erased" in refused.stderr
+    assert await imported_rows(db, other_user_id) == {}
 
 
 def test_cli_refuses_what_it_cannot_read(migrated, tmp_path) -> None:

@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
+from app.errors import InvalidInputError, PayloadTooLargeError
 from app.imports.lines import ImportDraft, LineError, LineRules, parse_line
 from app.imports.mem0 import our_category
-from app.imports.sources import OversizedLine, ndjson_lines
+from app.imports.sources import OversizedLine, import_records, ndjson_lines
+from tests.imports.helpers import BOM, deeply_nested
 
 RULES = LineRules(
     user_id="alice",
@@ -90,3 +94,46 @@ def test_null_optional_fields_are_absent_ones() -> None:
     assert isinstance(parsed, ImportDraft)
     assert (parsed.draft.content, parsed.draft.metadata, parsed.draft.category) == ("x", {}, None)
     assert parsed.user_id == "alice" and parsed.vector is None
+
+
+async def _records(body: bytes, piece: int = 7, **limits: int) -> list[tuple[int, object]]:
+    pieces = [body[i : i + piece] for i in range(0, len(body), piece)]
+    return [item async for item in import_records(_chunks(*pieces), **limits)]
+
+
+async def test_a_byte_order_mark_is_not_part_of_the_first_line() -> None:
+    assert await _records(BOM + b'{"a": 1}\n\n{"b": 2}\n') == [(1, b'{"a": 1}'), (3, b'{"b": 2}')]
+    assert await _records(BOM + b'[{"a": 1}, {"b": 2}]') == [(1, b'{"a": 1}'), (2, b'{"b": 2}')]
+
+
+async def test_a_json_document_is_split_into_its_records_undecoded() -> None:
+    deep = deeply_nested().encode()
+    items = [b'{"id": "1", "memory": "a, [b] {c} \\"d\\""}', b'{"id": "2", "m": ' + deep + b"}"]
+    listed = b"[\n  " + b",\n  ".join(items) + b"\n]\n"
+    assert await _records(listed) == [(1, items[0]), (2, items[1])]
+    # {"results": [...]}: over several lines, or on one; other members are ignored.
+    wrapped = b'{"relations": [{"x": 1}],\n "results": [' + b", ".join(items) + b"]}"
+    assert await _records(wrapped) == [(1, items[0]), (2, items[1])]
+    one_line = wrapped.replace(b"\n", b"") + b"\n"
+    assert await _records(one_line) == [(1, items[0]), (2, items[1])]
+    assert await _records(b"[]") == []
+    # The deep record decodes to its own error.
+    parsed = parse_line(2, items[1], RULES)
+    assert isinstance(parsed, LineError) and "nested too deeply" in parsed.detail
+
+
+async def test_what_is_not_one_document_is_read_as_json_lines() -> None:
+    lines = b'{"a": [1,\n{"b": 2}\n'  # a broken first line: no document, two bad lines
+    assert await _records(lines) == [(1, b'{"a": [1,'), (2, b'{"b": 2}')]
+    assert await _records(b'{not json\n{"b": 2}\n') == [(1, b"{not json"), (2, b'{"b": 2}')]
+    truncated = b'[{"a": 1},\n{"b": 2'
+    assert await _records(truncated) == [(1, b'[{"a": 1},'), (2, b'{"b": 2')]
+    with pytest.raises(InvalidInputError, match='"results" list'):
+        await _records(b'{\n  "memories": []\n}')
+
+
+async def test_a_document_over_its_bound_is_refused_before_any_record() -> None:
+    body = b"[" + b", ".join([b'{"a": 1}'] * 20) + b"]"
+    with pytest.raises(PayloadTooLargeError):
+        await _records(body, max_document_bytes=100)
+    assert len(await _records(body, max_document_bytes=len(body))) == 20

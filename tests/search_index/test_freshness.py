@@ -3,10 +3,17 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import AsyncIterator
 
 import pytest
 from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from app.config import Settings
+from app.db.engine import create_engine, create_sessionmaker
+from app.search_index.client import MemoryIndex, refresh_window_s
+from app.search_index.outbox import user_index_lag
+from app.search_index.relay import OutboxRelay
 from tests.conftest import only_running
 from tests.factories import create_memory, indexed_document, search, stage_rank
 
@@ -30,12 +37,17 @@ async def searchable(opensearch, index_name: str, memory_id: str) -> dict | None
 
 
 async def test_index_lag_counts_this_users_pending_events_only(
-    client, db, user_id, other_user_id
+    client, db, inprocess_api, monkeypatch, user_id, other_user_id
 ) -> None:
+    # A refresh window of zero first: only undelivered events count (the memory's own,
+    # delivered by the indexed search below, would otherwise count for a second or so).
+    runtime_index = inprocess_api.app.state.runtime.index
+    monkeypatch.setattr(runtime_index, "refresh_window_s", 0.0)
     memory = await create_memory(client, user_id, "I keep bees on the roof")
     fresh = await search(client, user_id, "bees", consistency="indexed")
     assert fresh["index_lag"] == {
         "pending": 0,
+        "unrefreshed": 0,
         "oldest_pending_age_ms": None,
         "consistency": "indexed",
         "stale": False,
@@ -73,12 +85,32 @@ async def test_index_lag_counts_this_users_pending_events_only(
         assert other["pending"] == 3
         assert other["oldest_pending_age_ms"] >= 60_000
 
+        # Delivered, but within the index's refresh window (an hour here, so certainly):
+        # still pending for the BM25 leg.
+        monkeypatch.setattr(runtime_index, "refresh_window_s", 3600.0)
         async with db.begin() as connection:
             await connection.execute(
                 text("UPDATE outbox SET processed_at = now() WHERE id = :id"), {"id": held[0]}
             )
+        unrefreshed = (await search(client, user_id, "bees"))["index_lag"]
+        # Both: the memory's own event too, delivered by the indexed search within the hour
+        # (that search's refresh made it searchable, but another request cannot know).
+        assert (unrefreshed["pending"], unrefreshed["unrefreshed"]) == (2, 2)
+        assert unrefreshed["oldest_pending_age_ms"] >= 2000
+        assert unrefreshed["stale"] is True
+        # An indexed wait refreshes the index: nothing delivered before it is pending then.
+        waited = (await search(client, user_id, "bees", consistency="indexed"))["index_lag"]
+        assert (waited["pending"], waited["unrefreshed"], waited["stale"]) == (0, 0, False)
+
+        async with db.begin() as connection:
+            await connection.execute(
+                text(
+                    "UPDATE outbox SET processed_at = now() - interval '2 hours' WHERE user_id = :u"
+                ),
+                {"u": user_id},
+            )
         caught_up = (await search(client, user_id, "bees"))["index_lag"]
-        assert caught_up["pending"] == 0
+        assert (caught_up["pending"], caught_up["unrefreshed"]) == (0, 0)
         assert caught_up["oldest_pending_age_ms"] is None
         assert caught_up["stale"] is False
     finally:
@@ -191,3 +223,62 @@ async def test_messages_wait_for_indexed_after_the_job(
         assert written, message
         for memory_id in written:
             assert await searchable(opensearch, index_name, memory_id) is not None
+
+
+@pytest.fixture
+async def slow_refresh(
+    migrated: dict[str, str], service_urls, index_name: str
+) -> AsyncIterator[tuple[async_sessionmaker[AsyncSession], MemoryIndex, OutboxRelay]]:
+    """A relay into an index of its own that refreshes once an hour: what it delivers is
+    certainly not searchable until a refresh is asked for."""
+    settings = Settings(
+        database_url=migrated["COGNIS_WORKER_DATABASE_URL"],
+        opensearch_url=service_urls.opensearch_url,
+        opensearch_index=f"{index_name}-hourly",
+        opensearch_refresh_interval="1h",
+    )
+    engine = create_engine(settings)
+    sessionmaker = create_sessionmaker(engine)
+    index = MemoryIndex(settings)
+    await index.ensure_index()
+    yield sessionmaker, index, OutboxRelay(sessionmaker, index, settings)
+    await index.drop_index()
+    await index.close()
+    await engine.dispose()
+
+
+async def test_a_delivered_event_the_index_has_not_refreshed_is_pending(
+    slow_refresh, db, opensearch, index_name, user_id
+) -> None:
+    sessionmaker, index, relay = slow_refresh
+    assert index.refresh_window_s is not None and index.refresh_window_s > 3600
+    memory_id = uuid.uuid4()
+    async with db.begin() as connection:
+        event_id = (
+            await connection.execute(INSERT_HELD_EVENT, {"u": user_id, "m": memory_id, "age_s": 0})
+        ).scalar_one()
+    report = await relay.run_once([event_id])
+    assert report.delivered == 1
+    hourly = f"{index_name}-hourly"
+    assert await indexed_document(opensearch, hourly, str(memory_id)) is not None
+    assert await searchable(opensearch, hourly, str(memory_id)) is None  # BM25 cannot see it
+
+    async with sessionmaker() as session:
+        lag = await user_index_lag(session, user_id, index.refresh_window_s)
+        assert (lag.pending, lag.unrefreshed) == (1, 1)
+        assert lag.oldest_pending_age_ms is not None
+        # Without a scheduled refresh (-1), a delivered event stays unrefreshed too.
+        assert (await user_index_lag(session, user_id, None)).unrefreshed == 1
+        # Past the window it no longer counts.
+        assert (await user_index_lag(session, user_id, 0.0)).pending == 0
+
+    await index.refresh()
+    assert await searchable(opensearch, hourly, str(memory_id)) is not None
+
+
+def test_the_refresh_window_is_the_interval_plus_a_margin() -> None:
+    assert refresh_window_s("250ms") == 1.25
+    assert refresh_window_s("1h") == 3601.0
+    assert refresh_window_s("-1") is None
+    with pytest.raises(ValueError, match="time value"):
+        refresh_window_s("soon")

@@ -93,7 +93,18 @@ class IndexLagOut(msgspec.Struct):
 
     pending: Annotated[
         int,
-        msgspec.Meta(description="This user's changes committed but not yet in the BM25 index."),
+        msgspec.Meta(
+            description="This user's changes committed but maybe not yet searchable in the BM25 "
+            "index: not yet delivered to it, or delivered within its refresh window "
+            "(`unrefreshed`)."
+        ),
+    ]
+    unrefreshed: Annotated[
+        int,
+        msgspec.Meta(
+            description="Of `pending`: delivered to the index less than its refresh interval "
+            "(plus a second) ago, so a search may not see them yet."
+        ),
     ]
     oldest_pending_age_ms: Annotated[
         float | None, msgspec.Meta(description="Age of the oldest of them; null when none.")
@@ -104,7 +115,8 @@ class IndexLagOut(msgspec.Struct):
         msgspec.Meta(
             description="True when the BM25 leg may have missed or shown an older state of "
             'this user\'s memories: changes were pending ("eventual"), or the "indexed" wait '
-            "ran out before they were delivered. False when the BM25 stage was switched off."
+            "ran out before they were delivered and searchable. False when the BM25 stage was "
+            "switched off."
         ),
     ]
     waited_ms: Annotated[
