@@ -262,6 +262,13 @@ class Settings(BaseSettings):
     category_uncertain_margin: float = 0.1
     # Where the example bank's embeddings are cached (default ~/.cache/cognis-memory/categories).
     category_cache_dir: str | None = None
+    idempotency_ttl_s: float = Field(
+        default=86_400.0,
+        gt=0,
+        description="How long the response to a write sent with an Idempotency-Key is kept and "
+        "replayed to a retry with the same key (app/idempotency). A retry after this is a new "
+        "request.",
+    )
 
     @field_validator("max_content_chars", "max_batch_size", "max_top_k", "ingest_max_messages")
     @classmethod
