@@ -7,6 +7,11 @@ key and value ride in the memory's metadata, and a put on an existing key writes
 (the earlier one stays in the chain's history). Memories written by other means (messages, REST)
 appear as items too, keyed by their memory id, with `{"content", "category"}` as value.
 
+A put repeated after the first committed writes nothing (it finds the value unchanged). Its
+update or delete sends an idempotency key derived from the version it replaces, so a put repeated
+while the first is still in flight is done once as well; a first put of a new key sends a new key
+(retried by the client with that key), so two concurrent first puts can create two items.
+
 Needs the `langgraph` extra: `pip install 'cognis-client[langgraph]'`.
 """
 
