@@ -236,6 +236,13 @@ class ApiSettings(BaseModel):
         "within this many ms of its arrival is refused with 503 + `Retry-After`, nothing "
         "written; a client's shorter `X-Cognis-Deadline-Ms` wins; 0: none",
     )
+    idempotency_ttl_s: float = Field(
+        default=86_400.0,
+        gt=0,
+        description="how long the response to a write sent with an `Idempotency-Key` is kept and "
+        "replayed to a retry with the same key (app/idempotency); a retry after this is a new "
+        "request",
+    )
     bulk_write_deadline_ms: int = Field(
         default=55_000,
         ge=0,

@@ -45,6 +45,9 @@ MAX_CONTENT_CHARS = 8_000
 MAX_BATCH_ITEMS = 100
 MAX_TOP_K = 100
 MAX_METADATA_DEPTH = 32
+# An idempotency key (the Idempotency-Key header, a message's idempotency_key): a UUID fits
+# many times over; a longer one is a mistake (a whole body sent as the key).
+MAX_IDEMPOTENCY_KEY_CHARS = 256
 # Instants outside these years are typos (year 1, year 9999), not facts: they overflow date
 # arithmetic (relative phrases, time windows) long before they mean anything.
 EARLIEST_YEAR, LATEST_YEAR = 1000, 2999

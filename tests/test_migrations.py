@@ -135,7 +135,7 @@ async def test_upgrade_downgrade_upgrade_round_trip(scratch: Scratch) -> None:
     } <= routines
     # 0005 dropped the 768D HNSW index (no query searches it); one step down brings it back.
     assert "memories_embedding_768d_hnsw_idx" not in indexes
-    assert {"tenants", "api_keys"} <= tables
+    assert {"tenants", "api_keys", "idempotency_keys"} <= tables
     # Before tenants, user ids were unique in the whole deployment (a forced downgrade: it
     # drops every other tenant's rows).
     await alembic_async(env, "-x", "force=true", "downgrade", "0006_memory_external_ids")

@@ -47,9 +47,12 @@ _WHY = {
     404: "No such resource for this user.",
     409: "A conflict: the resource changed meanwhile (e.g. a superseded version: reread and "
     "retry), the name is taken, or the user was erased moments ago (retry after "
-    "`writes_refused_until`).",
+    "`writes_refused_until`), or the first request with this Idempotency-Key is still running "
+    "(`code: idempotency_key_in_use`: retry with the same key after Retry-After seconds).",
     413: "The request body is too large.",
     415: "Unsupported media type.",
+    422: "The Idempotency-Key was already used for a different request (`code: "
+    "idempotency_key_reused`): send a new key for a new request.",
     429: "Over this key's rate limit: retry after Retry-After seconds.",
     502: "The embedding server gave an unusable answer.",
     503: "A store or the embedder is unavailable for now, or a write's deadline passed before "
@@ -60,6 +63,8 @@ COMMON = (400, 401, 429, 503)
 WITH_BODY = (*COMMON, 413, 502)
 # A write of a user's data: refused (409) for a while after the user's erase.
 USER_WRITE = (*WITH_BODY, 409)
+# A write that takes an Idempotency-Key: the key reused for another request.
+KEYED = (422,)
 
 
 def problems(*statuses: int) -> dict[int, ResponseSpec]:

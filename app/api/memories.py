@@ -9,9 +9,10 @@ from litestar.di import Provide
 from litestar.params import Parameter
 
 from app.api.consistency import WRITE_WAIT_HEADERS, WriteWait, provide_write_wait
-from app.api.contract import COMMON, USER_WRITE, WITH_BODY, UserId, problems
+from app.api.contract import COMMON, KEYED, USER_WRITE, WITH_BODY, UserId, problems
 from app.api.deadlines import provide_bulk_work, provide_interactive_work
 from app.api.dependencies import provide_memory_service
+from app.api.idempotency import REPLAY_HEADERS, IdempotentWrite, provide_idempotent_write
 from app.api.schemas.memories import (
     HistoryOut,
     MemoryBatchCreate,
@@ -20,6 +21,7 @@ from app.api.schemas.memories import (
     MemoryList,
     MemoryOut,
 )
+from app.db.models import Memory
 from app.memories.domain import MemoryDraft, MemoryUpdate, parse_memory_id
 from app.memories.fields import Category, Scope, SessionId
 from app.memories.repository import ListFilter
@@ -40,6 +42,11 @@ def _draft(body: MemoryCreate) -> MemoryDraft:
     )
 
 
+def _one(memories: list[Memory]) -> MemoryOut:
+    (memory,) = memories
+    return MemoryOut.of(memory)
+
+
 class MemoryController(Controller):
     path = "/v1/users/{user_id:str}/memories"
     tags = ["memories"]
@@ -47,13 +54,14 @@ class MemoryController(Controller):
         "service": Provide(provide_memory_service),
         "index_wait": Provide(provide_write_wait),
         "work": Provide(provide_interactive_work),
+        "idempotency": Provide(provide_idempotent_write),
     }
 
     @post(
         "/",
         summary="Create a memory (version 1 of a new chain)",
-        response_headers=WRITE_WAIT_HEADERS,
-        responses=problems(*USER_WRITE),
+        response_headers=WRITE_WAIT_HEADERS + REPLAY_HEADERS,
+        responses=problems(*USER_WRITE, *KEYED),
     )
     async def create_memory(
         self,
@@ -62,16 +70,18 @@ class MemoryController(Controller):
         service: MemoryService,
         index_wait: WriteWait,
         work: Work,
+        idempotency: IdempotentWrite,
     ) -> Response[MemoryOut]:
-        (memory,) = await service.create(user_id, [_draft(data)], work)
-        return Response(MemoryOut.of(memory), headers=await index_wait.headers(user_id, [memory]))
+        return await idempotency.respond(
+            lambda: service.create(user_id, [_draft(data)], work), _one, index_wait
+        )
 
     @post(
         "/batch",
         summary="Create several memories in one transaction",
         dependencies={"work": Provide(provide_bulk_work)},
-        response_headers=WRITE_WAIT_HEADERS,
-        responses=problems(*USER_WRITE),
+        response_headers=WRITE_WAIT_HEADERS + REPLAY_HEADERS,
+        responses=problems(*USER_WRITE, *KEYED),
     )
     async def create_memories(
         self,
@@ -80,11 +90,12 @@ class MemoryController(Controller):
         service: MemoryService,
         index_wait: WriteWait,
         work: Work,
+        idempotency: IdempotentWrite,
     ) -> Response[MemoryBatchOut]:
-        memories = await service.create(user_id, [_draft(m) for m in data.memories], work)
-        return Response(
-            MemoryBatchOut(items=[MemoryOut.of(m) for m in memories]),
-            headers=await index_wait.headers(user_id, memories),
+        return await idempotency.respond(
+            lambda: service.create(user_id, [_draft(m) for m in data.memories], work),
+            lambda memories: MemoryBatchOut(items=[MemoryOut.of(m) for m in memories]),
+            index_wait,
         )
 
     @get(
@@ -126,8 +137,8 @@ class MemoryController(Controller):
     @patch(
         "/{memory_id:str}",
         summary="Update: insert a new version superseding this one",
-        response_headers=WRITE_WAIT_HEADERS,
-        responses=problems(*WITH_BODY, 404, 409),
+        response_headers=WRITE_WAIT_HEADERS + REPLAY_HEADERS,
+        responses=problems(*WITH_BODY, 404, 409, *KEYED),
     )
     async def update_memory(
         self,
@@ -137,22 +148,32 @@ class MemoryController(Controller):
         service: MemoryService,
         index_wait: WriteWait,
         work: Work,
+        idempotency: IdempotentWrite,
     ) -> Response[MemoryOut]:
-        memory = await service.update(user_id, parse_memory_id(memory_id), data, work=work)
-        return Response(MemoryOut.of(memory), headers=await index_wait.headers(user_id, [memory]))
+        async def update() -> list[Memory]:
+            return [await service.update(user_id, parse_memory_id(memory_id), data, work=work)]
+
+        return await idempotency.respond(update, _one, index_wait)
 
     @delete(
         "/{memory_id:str}",
         status_code=200,
         summary="Delete: end the current version (the row is kept in history)",
-        response_headers=WRITE_WAIT_HEADERS,
-        responses=problems(*COMMON, 404, 409),
+        response_headers=WRITE_WAIT_HEADERS + REPLAY_HEADERS,
+        responses=problems(*COMMON, 404, 409, *KEYED),
     )
     async def delete_memory(
-        self, user_id: UserId, memory_id: str, service: MemoryService, index_wait: WriteWait
+        self,
+        user_id: UserId,
+        memory_id: str,
+        service: MemoryService,
+        index_wait: WriteWait,
+        idempotency: IdempotentWrite,
     ) -> Response[MemoryOut]:
-        memory = await service.delete(user_id, parse_memory_id(memory_id))
-        return Response(MemoryOut.of(memory), headers=await index_wait.headers(user_id, [memory]))
+        async def delete() -> list[Memory]:
+            return [await service.delete(user_id, parse_memory_id(memory_id))]
+
+        return await idempotency.respond(delete, _one, index_wait)
 
     @get(
         "/{memory_id:str}/history",

@@ -16,9 +16,15 @@ from app.api.consistency import (
     WriteWait,
     provide_write_wait,
 )
-from app.api.contract import COMMON, USER_WRITE, UserId, problems
+from app.api.contract import COMMON, KEYED, USER_WRITE, UserId, problems
 from app.api.deadlines import provide_interactive_work
 from app.api.dependencies import provide_ingest_service
+from app.api.idempotency import (
+    REPLAY_HEADERS,
+    IdempotentWrite,
+    KeyTakenError,
+    provide_idempotent_write,
+)
 from app.api.schemas.messages import (
     DecisionOut,
     DryRunMessageOut,
@@ -30,7 +36,8 @@ from app.api.schemas.messages import (
     SubmittedMessageOut,
 )
 from app.errors import InvalidInputError
-from app.ingest.domain import IncomingMessage
+from app.idempotency.rules import IdempotencyKeyInUseError
+from app.ingest.domain import IncomingMessage, SavedMessage
 from app.ingest.service import IngestService, JobView
 from app.ml.batching import Work
 
@@ -86,8 +93,9 @@ class MessageController(Controller):
         dependencies={
             "index_wait": Provide(provide_write_wait),
             "work": Provide(provide_interactive_work),
+            "idempotency": Provide(provide_idempotent_write),
         },
-        response_headers=WRITE_WAIT_HEADERS,
+        response_headers=WRITE_WAIT_HEADERS + REPLAY_HEADERS,
         responses={
             HTTP_200_OK: ResponseSpec(
                 data_container=JobOut | DryRunOut,  # type: ignore[arg-type]
@@ -95,7 +103,7 @@ class MessageController(Controller):
                 "dry_run=true: the decisions that would be taken, nothing written.",
                 generate_examples=False,
             ),
-            **problems(*USER_WRITE),
+            **problems(*USER_WRITE, *KEYED),
         },
     )
     async def submit_messages(
@@ -105,6 +113,7 @@ class MessageController(Controller):
         service: IngestService,
         index_wait: WriteWait,
         work: Work,
+        idempotency: IdempotentWrite,
         wait: bool = False,
         dry_run: bool = False,
     ) -> Response[JobOut | DryRunOut]:
@@ -135,32 +144,26 @@ class MessageController(Controller):
                 ),
                 status_code=HTTP_200_OK,
             )
-        # Step 1 is committed by the service before any slow work starts.
-        job_id, saved = await service.submit(user_id, incoming, work)
-        if wait:
-            view = await service.wait_for_job(user_id, job_id)
-        else:
-            view = await service.read_job(user_id, job_id)
-        body = job_out(view)
-        body.submitted = [SubmittedMessageOut(s.message_id, s.job_id, s.duplicate) for s in saved]
-        finished = view.state in ("done", "failed")
-        headers: dict[str, str] = {}
-        if index_wait.requested:
-            if finished:
-                written = {
-                    memory_id
-                    for decisions in view.decisions.values()
-                    for d in decisions
-                    for memory_id in (d.memory_id, d.target_memory_id)
-                    if memory_id is not None
-                }
-                headers = await index_wait.headers_for(user_id, sorted(written))
-            else:
-                headers = {INDEX_STATE_HEADER: "pending"}
-        return Response(
-            body,
-            status_code=HTTP_200_OK if wait and finished else HTTP_202_ACCEPTED,
-            headers=headers,
+        submitted: tuple[uuid.UUID, list[SavedMessage] | None]
+        if idempotency.request is None:
+            # Step 1 is committed by the service before any slow work starts.
+            submitted = await service.submit(user_id, incoming, work)
+            return await _job_response(service, index_wait, user_id, submitted, wait)
+        previous = await idempotency.previous()
+        if previous is None:
+            try:
+                submitted = await service.submit(user_id, incoming, work, idempotency.claim_job)
+            except KeyTakenError:  # a twin with this key committed its step 1 first
+                previous = await idempotency.previous()
+                if previous is None:  # and expired since: vanishingly rare, but not a 500
+                    raise IdempotencyKeyInUseError(idempotency.request.key, 1) from None
+        if previous is not None:
+            if previous.state == "done":
+                return idempotency.replay(previous)
+            # Its request died before answering: answer from its job (never a second job).
+            submitted = (idempotency.check_abandoned(previous), None)
+        return await idempotency.finish(
+            await _job_response(service, index_wait, user_id, submitted, wait)
         )
 
     @get(
@@ -170,3 +173,42 @@ class MessageController(Controller):
     )
     async def get_job(self, user_id: UserId, job_id: str, service: IngestService) -> JobOut:
         return job_out(await service.read_job(user_id, _parse_job_id(job_id)))
+
+
+async def _job_response(
+    service: IngestService,
+    index_wait: WriteWait,
+    user_id: str,
+    submitted: tuple[uuid.UUID, list[SavedMessage] | None],
+    wait: bool,
+) -> Response[JobOut | DryRunOut]:
+    """What a submission answers: its job (finished, with wait=true), and which messages
+    it saved (None: from the job's tasks, when the submitting request is gone)."""
+    job_id, saved = submitted
+    if wait:
+        view = await service.wait_for_job(user_id, job_id)
+    else:
+        view = await service.read_job(user_id, job_id)
+    body = job_out(view)
+    if saved is None:
+        saved = [SavedMessage(t.message_id, job_id, duplicate=False) for t in view.tasks]
+    body.submitted = [SubmittedMessageOut(s.message_id, s.job_id, s.duplicate) for s in saved]
+    finished = view.state in ("done", "failed")
+    headers: dict[str, str] = {}
+    if index_wait.requested:
+        if finished:
+            written = {
+                memory_id
+                for decisions in view.decisions.values()
+                for d in decisions
+                for memory_id in (d.memory_id, d.target_memory_id)
+                if memory_id is not None
+            }
+            headers = await index_wait.headers_for(user_id, sorted(written))
+        else:
+            headers = {INDEX_STATE_HEADER: "pending"}
+    return Response(
+        body,
+        status_code=HTTP_200_OK if wait and finished else HTTP_202_ACCEPTED,
+        headers=headers,
+    )

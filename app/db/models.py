@@ -17,6 +17,7 @@ from sqlalchemy import (
     Identity,
     Index,
     Integer,
+    LargeBinary,
     MetaData,
     SmallInteger,
     Text,
@@ -388,4 +389,45 @@ class IngestDecision(Base):
         Index(None, "message_id"),
         Index(None, "job_id"),
         Index(None, "user_id", "created_at"),
+    )
+
+
+IDEMPOTENCY_STATES = ("running", "done")
+
+
+class IdempotencyKey(Base):
+    """A write sent with an Idempotency-Key, and the response it got (app/idempotency): a
+    retry with the same key, user and request is answered with that response instead of
+    writing again. Written in the write's own transaction; kept until `expires_at`
+    (COGNIS_IDEMPOTENCY_TTL_S), then purged by the relay.
+
+    A memory write stores its row `done`, response and all, at commit. A message submission
+    stores it `running` with its job when step 1 commits, and `done` once it has answered."""
+
+    __tablename__ = "idempotency_keys"
+
+    tenant_id: Mapped[uuid.UUID] = tenant_column(primary_key=True)
+    user_id: Mapped[str] = mapped_column(Text, primary_key=True)
+    key: Mapped[str] = mapped_column(Text, primary_key=True)
+    # Method and route template, e.g. "PATCH /v1/users/{user_id}/memories/{memory_id}".
+    route: Mapped[str] = mapped_column(Text, nullable=False)
+    # SHA-256 of the method, path, query and canonical JSON body: "the same request".
+    request_hash: Mapped[bytes] = mapped_column(LargeBinary, nullable=False)
+    state: Mapped[str] = mapped_column(Text, nullable=False)
+    job_id: Mapped[uuid.UUID | None] = mapped_column(UUID(as_uuid=True))
+    response_status: Mapped[int | None] = mapped_column(SmallInteger)
+    # The body exactly as first sent (JSON bytes), so a replay is byte for byte the same.
+    response_body: Mapped[bytes | None] = mapped_column(LargeBinary)
+    created_at: Mapped[datetime] = mapped_column(
+        DateTime(timezone=True), nullable=False, server_default=func.now()
+    )
+    expires_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False)
+
+    __table_args__ = (
+        CheckConstraint(_in_list("state", IDEMPOTENCY_STATES), name="state"),
+        CheckConstraint(
+            "state = 'running' OR (response_status IS NOT NULL AND response_body IS NOT NULL)",
+            name="done_has_response",
+        ),
+        Index(None, "expires_at"),
     )

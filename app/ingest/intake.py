@@ -17,8 +17,7 @@ from app.memories.fields import check_instant, check_text, check_user_id
 from app.memories.user_lock import hold_for_write
 from app.ml.batching import Work
 from app.ml.embedder import Embedder
-
-MAX_KEY_CHARS = 256
+from app.vocabulary import MAX_IDEMPOTENCY_KEY_CHARS
 
 
 def check_messages(messages: list[IncomingMessage], settings: Settings) -> None:
@@ -43,9 +42,12 @@ def check_messages(messages: list[IncomingMessage], settings: Settings) -> None:
                 "CONTEXT memories belong to one session: give the message's session_id",
                 field=f"{where}session_id",
             )
-        if message.idempotency_key is not None and len(message.idempotency_key) > MAX_KEY_CHARS:
+        if (
+            message.idempotency_key is not None
+            and len(message.idempotency_key) > MAX_IDEMPOTENCY_KEY_CHARS
+        ):
             raise InvalidInputError(
-                f"idempotency_key is longer than {MAX_KEY_CHARS} characters",
+                f"idempotency_key is longer than {MAX_IDEMPOTENCY_KEY_CHARS} characters",
                 field=f"{where}idempotency_key",
             )
         check_metadata(message.metadata, settings.max_metadata_bytes, f"{where}metadata")

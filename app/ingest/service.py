@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
@@ -66,11 +67,17 @@ class IngestService:
         self._settings = settings
 
     async def submit(
-        self, user_id: str, messages: list[IncomingMessage], work: Work | None = None
+        self,
+        user_id: str,
+        messages: list[IncomingMessage],
+        work: Work | None = None,
+        also: Callable[[AsyncSession, uuid.UUID], Awaitable[None]] | None = None,
     ) -> tuple[uuid.UUID, list[SavedMessage]]:
         """Step 1 as its own unit of work: the messages and their tasks are committed before
         this returns (before any slow work, and before a caller waits for the job). `work`:
-        the model work's class and deadline (default: an interactive write of this user)."""
+        the model work's class and deadline (default: an interactive write of this user).
+        `also` writes more in that transaction, given the job id (the request's idempotency
+        key); what it raises rolls the whole step back."""
         async with self._sessionmaker() as session, session.begin():
             saved = await save_messages(
                 IngestRepository(session),
@@ -80,6 +87,8 @@ class IngestService:
                 messages,
                 work or interactive_write(user_id),
             )
+            if also is not None:
+                await also(session, saved[0])
         self._worker.wake()
         return saved
 

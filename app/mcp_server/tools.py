@@ -7,8 +7,9 @@ from collections.abc import AsyncIterator
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
+import httpx
 import msgspec
-from cognis_client import CognisError, MemoryInput, Message
+from cognis_client import CognisError, MemoryInput, Message, new_idempotency_key
 from mcp.server.fastmcp import Context, FastMCP
 from mcp.server.fastmcp.exceptions import ToolError
 from mcp.server.transport_security import TransportSecuritySettings
@@ -41,6 +42,24 @@ def _unset_if_none(**fields: Any) -> dict[str, Any]:
     return {name: value for name, value in fields.items() if value is not None}
 
 
+# Every write tool takes one: the agent passes back the key an earlier call reported, so a
+# retry of a write whose outcome it never learnt is done at most once.
+IdempotencyKey = Annotated[
+    str | None,
+    Field(
+        description="Only to retry a write that failed or timed out: the idempotency_key its "
+        "error gave. The service then does the write at most once. Leave empty otherwise.",
+        max_length=256,
+    ),
+]
+
+
+def _retry_hint(key: str | None) -> str:
+    if key is None:
+        return ""
+    return f" To retry safely (never writing twice), call again with idempotency_key={key!r}."
+
+
 def build_server(settings: McpSettings, *, http_path: str = "/mcp") -> FastMCP:
     """The tools, bound to a way of finding each call's user and API client."""
     server = FastMCP(
@@ -55,13 +74,21 @@ def build_server(settings: McpSettings, *, http_path: str = "/mcp") -> FastMCP:
     )
 
     @contextlib.asynccontextmanager
-    async def api(ctx: Context) -> AsyncIterator[Caller]:
+    async def api(ctx: Context, key: str | None = None) -> AsyncIterator[Caller]:
+        """The caller's API client; errors become the tool's answer (with the write's
+        idempotency key, `key`, so that the agent can retry it safely)."""
         try:
             async with caller(ctx, settings) as who:
                 yield who
         except CognisError as exc:
             # The API's own explanation, e.g. "404 Not found: memory ... does not exist".
-            raise ToolError(str(exc)) from exc
+            raise ToolError(str(exc) + _retry_hint(key)) from exc
+        except httpx.TransportError as exc:
+            why = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+            done = "" if key is None else " The write may or may not have happened."
+            raise ToolError(
+                f"no answer from the memory service ({why}).{done}{_retry_hint(key)}"
+            ) from exc
 
     @server.tool()
     async def add_memory(
@@ -82,6 +109,7 @@ def build_server(settings: McpSettings, *, http_path: str = "/mcp") -> FastMCP:
         event_time: Annotated[
             datetime | None, Field(description="When the fact happened (ISO 8601).")
         ] = None,
+        idempotency_key: IdempotencyKey = None,
     ) -> dict[str, Any]:
         """Store one memory as given (no extraction). Returns the new memory."""
         draft = MemoryInput(
@@ -93,8 +121,9 @@ def build_server(settings: McpSettings, *, http_path: str = "/mcp") -> FastMCP:
                 event_time=event_time,
             )
         )
-        async with api(ctx) as who:
-            return _plain(await who.client.add_memory(who.user_id, draft))
+        key = idempotency_key or new_idempotency_key()
+        async with api(ctx, key) as who:
+            return _plain(await who.client.add_memory(who.user_id, draft, idempotency_key=key))
 
     @server.tool()
     async def add_messages(
@@ -104,6 +133,7 @@ def build_server(settings: McpSettings, *, http_path: str = "/mcp") -> FastMCP:
         wait: Annotated[
             bool, Field(description="Wait for the memories to be written (default).")
         ] = True,
+        idempotency_key: IdempotencyKey = None,
     ) -> dict[str, Any]:
         """Send conversation messages; the service extracts memories from them and decides for
         each fact whether it is new (ADD), changes a memory (UPDATE), ends one (DELETE) or is
@@ -120,8 +150,10 @@ def build_server(settings: McpSettings, *, http_path: str = "/mcp") -> FastMCP:
             )
             for m in messages
         ]
-        async with api(ctx) as who:
-            return _plain(await who.client.add_messages(who.user_id, batch, wait=wait))
+        key = idempotency_key or new_idempotency_key()
+        async with api(ctx, key) as who:
+            job = await who.client.add_messages(who.user_id, batch, wait=wait, idempotency_key=key)
+            return _plain(job)
 
     @server.tool()
     async def search_memories(
@@ -170,20 +202,30 @@ def build_server(settings: McpSettings, *, http_path: str = "/mcp") -> FastMCP:
             Field(description="A new category; default: the memory keeps its category."),
         ] = None,
         event_time: datetime | None = None,
+        idempotency_key: IdempotencyKey = None,
     ) -> dict[str, Any]:
         """Change a current memory: a new version replaces it (the old one stays in history).
         Only the fields given change; new content keeps the memory's category."""
         changes = _unset_if_none(content=content, category=category, event_time=event_time)
         if not changes:
             raise ToolError("nothing to change: give content, category or event_time")
-        async with api(ctx) as who:
-            return _plain(await who.client.update_memory(who.user_id, memory_id, **changes))
+        key = idempotency_key or new_idempotency_key()
+        async with api(ctx, key) as who:
+            memory = await who.client.update_memory(
+                who.user_id, memory_id, idempotency_key=key, **changes
+            )
+            return _plain(memory)
 
     @server.tool()
-    async def delete_memory(ctx: Context, memory_id: str) -> dict[str, Any]:
+    async def delete_memory(
+        ctx: Context, memory_id: str, idempotency_key: IdempotencyKey = None
+    ) -> dict[str, Any]:
         """End a memory: it is no longer returned, but stays in its chain's history."""
-        async with api(ctx) as who:
-            return _plain(await who.client.delete_memory(who.user_id, memory_id))
+        key = idempotency_key or new_idempotency_key()
+        async with api(ctx, key) as who:
+            return _plain(
+                await who.client.delete_memory(who.user_id, memory_id, idempotency_key=key)
+            )
 
     @server.tool()
     async def list_memories(

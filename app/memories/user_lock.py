@@ -10,7 +10,7 @@ from sqlalchemy import delete, func, select, text
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.db.models import Memory, Message, OutboxEvent, UserErasure
+from app.db.models import IdempotencyKey, Memory, Message, OutboxEvent, UserErasure
 from app.db.tenant import current_tenant
 from app.errors import UserErasedError
 
@@ -67,7 +67,14 @@ async def erase_user(
     writes for `block_writes_s` seconds after this transaction."""
     await session.execute(_USER_ERASE_LOCK, {"key": _user_lock_key(user_id)})
     counts: dict[str, int] = {}
-    for name, model in (("memories", Memory), ("messages", Message), ("outbox", OutboxEvent)):
+    # Stored idempotent responses go too: they repeat the user's memories and messages.
+    tables = (
+        ("memories", Memory),
+        ("messages", Message),
+        ("outbox", OutboxEvent),
+        ("idempotency_keys", IdempotencyKey),
+    )
+    for name, model in tables:
         result = await session.execute(delete(model).where(model.user_id == user_id))
         counts[name] = int(result.rowcount or 0)  # type: ignore[attr-defined]
     erased_at = func.clock_timestamp()

@@ -24,6 +24,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.config import Settings
 from app.db.models import OutboxEvent
+from app.idempotency import store as idempotency_store
 from app.search_index import outbox
 from app.search_index.client import UNAVAILABLE, BulkOutcome, MemoryIndex
 from app.search_index.documents import with_tenant
@@ -211,8 +212,11 @@ class OutboxRelay:
         async with self._sessionmaker() as session, session.begin():
             purged = await outbox.purge_processed(session, cutoff)
             tombstones = await outbox.purge_erasures(session)
-        if purged or tombstones:
-            log.info("outbox.purged", count=purged, erase_tombstones=tombstones)
+            keys = await idempotency_store.purge_expired(session)
+        if purged or tombstones or keys:
+            log.info(
+                "outbox.purged", count=purged, erase_tombstones=tombstones, idempotency_keys=keys
+            )
 
     async def _listen(self) -> asyncpg.Connection | None:
         try:

@@ -3,6 +3,7 @@ and a small graph that stores a fact in one run and recalls it in another (no LL
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import AsyncIterator
 from typing import TypedDict
@@ -150,3 +151,23 @@ def test_sync_methods_and_refusals(api: ApiProcess, user_id: str) -> None:
         store.get(("a", "b", "c"), "tea")
     with pytest.raises(NotImplementedError, match="namespaces"):
         store.list_namespaces()
+
+
+async def test_a_put_repeated_while_the_first_is_in_flight_is_done_once(
+    store: CognisStore, client: httpx.AsyncClient, user_id: str
+) -> None:
+    """Both puts find the same version and send the same idempotency key (derived from that
+    version and the value): one new version, and neither put fails."""
+    namespace = ("memories", user_id)
+    await store.aput(namespace, "city", {"content": "Lives in Tokyo"})
+    await asyncio.gather(
+        store.aput(namespace, "city", {"content": "Lives in Osaka"}),
+        store.aput(namespace, "city", {"content": "Lives in Osaka"}),
+    )
+    item = await store.aget(namespace, "city")
+    assert item is not None and item.value == {"content": "Lives in Osaka"}
+    listed = await client.get(f"/v1/users/{user_id}/memories", params={"include_superseded": True})
+    assert sorted(m["content"] for m in listed.json()["items"]) == [
+        "Lives in Osaka",
+        "Lives in Tokyo",
+    ]

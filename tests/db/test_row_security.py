@@ -10,7 +10,14 @@ from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError, ProgrammingError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
-TABLES = ("messages", "memories", "outbox", "ingest_tasks", "ingest_decisions")
+TABLES = (
+    "messages",
+    "memories",
+    "outbox",
+    "ingest_tasks",
+    "ingest_decisions",
+    "idempotency_keys",
+)
 VECTOR_768 = "[" + ",".join(["0.1"] * 768) + "]"
 VECTOR_256 = "[" + ",".join(["0.1"] * 256) + "]"
 SET_TENANT = text("SELECT set_config('cognis.tenant_id', :t, true)")
@@ -26,6 +33,7 @@ async def _seed(owner: AsyncEngine, tenant_id: uuid.UUID, user_id: str) -> None:
         "u": user_id,
         "e768": VECTOR_768,
         "e256": VECTOR_256,
+        "k": str(message_id),
     }
     async with owner.begin() as connection:
         await connection.execute(SET_TENANT, {"t": str(tenant_id)})
@@ -39,6 +47,9 @@ async def _seed(owner: AsyncEngine, tenant_id: uuid.UUID, user_id: str) -> None:
             " VALUES (:m, :j, :u, now())",
             "INSERT INTO ingest_decisions (job_id, message_id, user_id, position, operation,"
             " extractor) VALUES (:j, :m, :u, 0, 'NONE', 'deterministic')",
+            "INSERT INTO idempotency_keys (user_id, key, route, request_hash, state, expires_at)"
+            " VALUES (:u, :k, 'POST /v1/users/{user_id}/messages', decode('00', 'hex'),"
+            " 'running', now() + interval '1 day')",
         ):
             await connection.execute(text(statement), params)
 

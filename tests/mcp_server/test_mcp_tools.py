@@ -256,3 +256,30 @@ async def test_http_server_beside_the_api_forwards_the_callers_key(
     async with http_session(mcp_beside, {"X-API-Key": "wrong", "X-Cognis-User": user_id}) as mcp:
         refused = await mcp.call_tool("list_memories", {})
     assert "401" in error_text(refused)
+
+
+async def test_write_tools_send_an_idempotency_key_and_name_it_on_failure(
+    api: ApiProcess, client: httpx.AsyncClient, user_id: str
+) -> None:
+    """An agent that retries a write with the key its failure named gets the write once."""
+    headers = {"X-API-Key": API_KEY, "X-Cognis-User": user_id}
+    key = "agent-retry-1"
+    async with http_session(api.url, headers) as mcp:
+        first = payload(
+            await mcp.call_tool(
+                "add_memory", {"content": "Noor sings alto.", "idempotency_key": key}
+            )
+        )
+        again = payload(
+            await mcp.call_tool(
+                "add_memory", {"content": "Noor sings alto.", "idempotency_key": key}
+            )
+        )
+        missing = await mcp.call_tool(
+            "delete_memory", {"memory_id": "00000000-0000-0000-0000-000000000000"}
+        )
+    assert again["id"] == first["id"]
+    listed = (await client.get(f"/v1/users/{user_id}/memories")).json()["items"]
+    assert [m["id"] for m in listed] == [first["id"]]
+    # Without a key from the agent the tool made one, and tells it how to retry safely.
+    assert "404" in error_text(missing) and "idempotency_key='" in error_text(missing)

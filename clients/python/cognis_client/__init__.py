@@ -1,6 +1,6 @@
 """Python client for Cognis Memory: sync and async clients, typed results, a LangGraph store."""
 
-from cognis_client._calls import RetryPolicy
+from cognis_client._calls import RetryPolicy, new_idempotency_key
 from cognis_client.client import AsyncCognisClient, CognisClient
 from cognis_client.errors import (
     AuthenticationError,
@@ -49,4 +49,5 @@ __all__ = [
     "ServerError",
     "ServiceUnavailableError",
     "StageScore",
+    "new_idempotency_key",
 ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Generic, TypedDict, TypeVar
@@ -27,20 +28,40 @@ from cognis_client.models import (
 
 T = TypeVar("T")
 RETRYABLE_STATUS = 503
+IDEMPOTENCY_KEY_HEADER = "Idempotency-Key"
+
+
+def new_idempotency_key() -> str:
+    """A key for one logical write: sent with every attempt of it, so the server does it once."""
+    return str(uuid.uuid4())
 
 
 @dataclass(frozen=True)
 class Call(Generic[T]):
+    """One logical API call: every attempt of it (the client's retries) sends the same request,
+    idempotency key included."""
+
     method: str
     path: str
     result: type[T]
     params: dict[str, Any] = field(default_factory=dict)
     body: Any = None
+    # Writes: the server replays the first response to a retry with this key.
+    idempotency_key: str | None = None
+    # A call that is not a write, or whose repetition changes nothing (a search, an erase).
+    safe_to_repeat: bool = False
+
+    @property
+    def repeatable(self) -> bool:
+        """May be sent again after an attempt whose outcome is unknown (a timeout)."""
+        return self.method == "GET" or self.safe_to_repeat or self.idempotency_key is not None
 
     def request(self, http: httpx.Client | httpx.AsyncClient) -> httpx.Request:
         params = {k: _param(v) for k, v in self.params.items() if v is not None}
         content = msgspec.json.encode(self.body) if self.body is not None else None
-        headers = {"Content-Type": "application/json"} if content is not None else None
+        headers = {"Content-Type": "application/json"} if content is not None else {}
+        if self.idempotency_key is not None:
+            headers[IDEMPOTENCY_KEY_HEADER] = self.idempotency_key
         return http.build_request(
             self.method, self.path, params=params, content=content, headers=headers
         )
@@ -55,8 +76,10 @@ def _param(value: Any) -> str:
 
 @dataclass(frozen=True)
 class RetryPolicy:
-    """Retries of 503 answers: the server's Retry-After when it sends one, else exponential
-    backoff with jitter. A wait longer than `max_delay_s` is not made: the error is raised."""
+    """Retries of 503 answers, of 409 `idempotency_key_in_use` and of attempts whose answer
+    never came (timeouts, dropped connections) when the call is safe to repeat: the server's
+    Retry-After when it sends one, else exponential backoff with jitter. A wait longer than
+    `max_delay_s` is not made: the error is raised."""
 
     max_retries: int = 3
     backoff_base_s: float = 0.5
@@ -76,16 +99,28 @@ def _memory(user_id: str, memory_id: Any) -> str:
     return f"{_user(user_id)}/memories/{quote(str(memory_id), safe='')}"
 
 
-def add_memory(user_id: str, memory: MemoryInput) -> Call[Memory]:
-    return Call("POST", f"{_user(user_id)}/memories", Memory, body=memory)
+def add_memory(user_id: str, memory: MemoryInput, key: str | None) -> Call[Memory]:
+    return Call(
+        "POST",
+        f"{_user(user_id)}/memories",
+        Memory,
+        body=memory,
+        idempotency_key=key or new_idempotency_key(),
+    )
 
 
 class _Batch(msgspec.Struct):
     items: list[Memory]
 
 
-def add_memories(user_id: str, memories: list[MemoryInput]) -> Call[_Batch]:
-    return Call("POST", f"{_user(user_id)}/memories/batch", _Batch, body={"memories": memories})
+def add_memories(user_id: str, memories: list[MemoryInput], key: str | None) -> Call[_Batch]:
+    return Call(
+        "POST",
+        f"{_user(user_id)}/memories/batch",
+        _Batch,
+        body={"memories": memories},
+        idempotency_key=key or new_idempotency_key(),
+    )
 
 
 def get_memory(user_id: str, memory_id: Any) -> Call[Memory]:
@@ -110,12 +145,25 @@ def list_memories(user_id: str, options: ListOptions) -> Call[MemoryPage]:
     return Call("GET", f"{_user(user_id)}/memories", MemoryPage, params=dict(options))
 
 
-def update_memory(user_id: str, memory_id: Any, changes: MemoryChanges) -> Call[Memory]:
-    return Call("PATCH", _memory(user_id, memory_id), Memory, body=changes)
+def update_memory(
+    user_id: str, memory_id: Any, changes: MemoryChanges, key: str | None
+) -> Call[Memory]:
+    return Call(
+        "PATCH",
+        _memory(user_id, memory_id),
+        Memory,
+        body=changes,
+        idempotency_key=key or new_idempotency_key(),
+    )
 
 
-def delete_memory(user_id: str, memory_id: Any) -> Call[Memory]:
-    return Call("DELETE", _memory(user_id, memory_id), Memory)
+def delete_memory(user_id: str, memory_id: Any, key: str | None) -> Call[Memory]:
+    return Call(
+        "DELETE",
+        _memory(user_id, memory_id),
+        Memory,
+        idempotency_key=key or new_idempotency_key(),
+    )
 
 
 def history(user_id: str, memory_id: Any) -> Call[History]:
@@ -134,16 +182,25 @@ class SearchOptions(TypedDict, total=False):
 
 
 def search(user_id: str, query: str, options: SearchOptions) -> Call[SearchResult]:
-    return Call("POST", f"{_user(user_id)}/search", SearchResult, body={"query": query, **options})
+    return Call(
+        "POST",
+        f"{_user(user_id)}/search",
+        SearchResult,
+        body={"query": query, **options},
+        safe_to_repeat=True,
+    )
 
 
-def add_messages(user_id: str, messages: list[Message], *, wait: bool) -> Call[Job]:
+def add_messages(
+    user_id: str, messages: list[Message], *, wait: bool, key: str | None
+) -> Call[Job]:
     return Call(
         "POST",
         f"{_user(user_id)}/messages",
         Job,
         params={"wait": wait},
         body={"messages": messages},
+        idempotency_key=key or new_idempotency_key(),
     )
 
 
@@ -152,7 +209,7 @@ def get_job(user_id: str, job_id: Any) -> Call[Job]:
 
 
 def erase_user(user_id: str) -> Call[Erasure]:
-    return Call("DELETE", _user(user_id), Erasure)
+    return Call("DELETE", _user(user_id), Erasure, safe_to_repeat=True)
 
 
 def as_messages(messages: list[Message | str | dict[str, Any]]) -> list[Message]:

@@ -11,7 +11,13 @@ import httpx
 
 from cognis_client import _calls as calls
 from cognis_client._calls import Call, ListOptions, MemoryFilters, RetryPolicy, SearchOptions
-from cognis_client.errors import ServiceUnavailableError, error_from_response
+from cognis_client.errors import (
+    CognisError,
+    ConflictError,
+    ServiceUnavailableError,
+    error_from_response,
+    retry_after_s,
+)
 from cognis_client.models import (
     Erasure,
     History,
@@ -26,8 +32,9 @@ from cognis_client.models import (
 
 T = TypeVar("T")
 DEFAULT_TIMEOUT_S = 60.0
-# Called before each retry with (attempt number from 1, seconds about to be waited, the error).
-OnRetry = Callable[[int, float, ServiceUnavailableError], None]
+# Called before each retry with (attempt number from 1, seconds about to be waited, the error:
+# a 503, a 409 idempotency_key_in_use, or the httpx error of an attempt that got no answer).
+OnRetry = Callable[[int, float, Exception], None]
 
 
 def _headers(api_key: str | None) -> dict[str, str]:
@@ -39,17 +46,45 @@ class _Retrying:
         self.retry = retry
         self.on_retry = on_retry
 
-    def next_delay(self, attempt: int, response: httpx.Response) -> float:
+    def next_delay(self, call: Call[Any], attempt: int, response: httpx.Response) -> float:
         """Seconds to wait before retrying this answer; raises when it must not be retried."""
         error = error_from_response(response)
-        if not isinstance(error, ServiceUnavailableError) or attempt >= self.retry.max_retries:
+        if not _retryable(call, error):
             raise error
-        delay = self.retry.delay_s(attempt, error.retry_after_s)
-        if delay > self.retry.max_delay_s:
+        return self._delay(call, attempt, error, retry_after_s(response))
+
+    def lost_answer_delay(
+        self, call: Call[Any], attempt: int, error: httpx.TransportError
+    ) -> float:
+        """An attempt got no answer (timeout, dropped connection): the write may have happened.
+        Retried only when that is safe, i.e. the call is a read or carries an idempotency key
+        (then the server does the write once and replays its answer)."""
+        if not call.repeatable:
+            raise error
+        return self._delay(call, attempt, error, None)
+
+    def _delay(
+        self, call: Call[Any], attempt: int, error: Exception, retry_after: float | None
+    ) -> float:
+        delay = self.retry.delay_s(attempt, retry_after)
+        if attempt >= self.retry.max_retries or delay > self.retry.max_delay_s:
+            if call.idempotency_key is not None:
+                error.add_note(
+                    f"Idempotency-Key: {call.idempotency_key} (pass idempotency_key= with this "
+                    "value to retry without risking a second write)"
+                )
             raise error
         if self.on_retry is not None:
             self.on_retry(attempt + 1, delay, error)
         return delay
+
+
+def _retryable(call: Call[Any], error: CognisError) -> bool:
+    if isinstance(error, ServiceUnavailableError):
+        return True
+    # The first attempt with this key is still running on the server: its answer will come.
+    in_use = error.problem.get("code") == "idempotency_key_in_use"
+    return isinstance(error, ConflictError) and in_use and call.idempotency_key is not None
 
 
 class CognisClient(_Retrying):
@@ -82,20 +117,38 @@ class CognisClient(_Retrying):
     def _send(self, call: Call[T]) -> T:
         attempt = 0
         while True:
-            response = self.http.send(call.request(self.http))
-            if response.is_success:
-                return call.decode(response)
-            time.sleep(self.next_delay(attempt, response))
+            try:
+                response = self.http.send(call.request(self.http))
+            except httpx.TransportError as error:
+                delay = self.lost_answer_delay(call, attempt, error)
+            else:
+                if response.is_success:
+                    return call.decode(response)
+                delay = self.next_delay(call, attempt, response)
+            time.sleep(delay)
             attempt += 1
 
-    def add_memory(self, user_id: str, memory: MemoryInput | str | dict[str, Any]) -> Memory:
-        return self._send(calls.add_memory(user_id, calls.as_memory_input(memory)))
+    def add_memory(
+        self,
+        user_id: str,
+        memory: MemoryInput | str | dict[str, Any],
+        *,
+        idempotency_key: str | None = None,
+    ) -> Memory:
+        """One new memory. `idempotency_key`: the key of this logical write (default: a new
+        one, reused by the client's own retries); the same key later replays, never rewrites."""
+        call = calls.add_memory(user_id, calls.as_memory_input(memory), idempotency_key)
+        return self._send(call)
 
     def add_memories(
-        self, user_id: str, memories: list[MemoryInput | str | dict[str, Any]]
+        self,
+        user_id: str,
+        memories: list[MemoryInput | str | dict[str, Any]],
+        *,
+        idempotency_key: str | None = None,
     ) -> list[Memory]:
         batch = [calls.as_memory_input(m) for m in memories]
-        return self._send(calls.add_memories(user_id, batch)).items
+        return self._send(calls.add_memories(user_id, batch, idempotency_key)).items
 
     def get_memory(self, user_id: str, memory_id: Any) -> Memory:
         return self._send(calls.get_memory(user_id, memory_id))
@@ -116,12 +169,17 @@ class CognisClient(_Retrying):
                 return
             cursor = page.next_cursor
 
-    def update_memory(self, user_id: str, memory_id: Any, **changes: Any) -> Memory:
+    def update_memory(
+        self, user_id: str, memory_id: Any, *, idempotency_key: str | None = None, **changes: Any
+    ) -> Memory:
         """A new version superseding `memory_id`; fields of `MemoryChanges` as keywords."""
-        return self._send(calls.update_memory(user_id, memory_id, MemoryChanges(**changes)))
+        call = calls.update_memory(user_id, memory_id, MemoryChanges(**changes), idempotency_key)
+        return self._send(call)
 
-    def delete_memory(self, user_id: str, memory_id: Any) -> Memory:
-        return self._send(calls.delete_memory(user_id, memory_id))
+    def delete_memory(
+        self, user_id: str, memory_id: Any, *, idempotency_key: str | None = None
+    ) -> Memory:
+        return self._send(calls.delete_memory(user_id, memory_id, idempotency_key))
 
     def history(self, user_id: str, memory_id: Any) -> History:
         return self._send(calls.history(user_id, memory_id))
@@ -131,9 +189,15 @@ class CognisClient(_Retrying):
         return self._send(calls.search(user_id, query, options))
 
     def add_messages(
-        self, user_id: str, messages: list[Message | str | dict[str, Any]], *, wait: bool = False
+        self,
+        user_id: str,
+        messages: list[Message | str | dict[str, Any]],
+        *,
+        wait: bool = False,
+        idempotency_key: str | None = None,
     ) -> Job:
-        return self._send(calls.add_messages(user_id, calls.as_messages(messages), wait=wait))
+        batch = calls.as_messages(messages)
+        return self._send(calls.add_messages(user_id, batch, wait=wait, key=idempotency_key))
 
     def get_job(self, user_id: str, job_id: Any) -> Job:
         return self._send(calls.get_job(user_id, job_id))
@@ -172,20 +236,38 @@ class AsyncCognisClient(_Retrying):
     async def _send(self, call: Call[T]) -> T:
         attempt = 0
         while True:
-            response = await self.http.send(call.request(self.http))
-            if response.is_success:
-                return call.decode(response)
-            await asyncio.sleep(self.next_delay(attempt, response))
+            try:
+                response = await self.http.send(call.request(self.http))
+            except httpx.TransportError as error:
+                delay = self.lost_answer_delay(call, attempt, error)
+            else:
+                if response.is_success:
+                    return call.decode(response)
+                delay = self.next_delay(call, attempt, response)
+            await asyncio.sleep(delay)
             attempt += 1
 
-    async def add_memory(self, user_id: str, memory: MemoryInput | str | dict[str, Any]) -> Memory:
-        return await self._send(calls.add_memory(user_id, calls.as_memory_input(memory)))
+    async def add_memory(
+        self,
+        user_id: str,
+        memory: MemoryInput | str | dict[str, Any],
+        *,
+        idempotency_key: str | None = None,
+    ) -> Memory:
+        """One new memory. `idempotency_key`: the key of this logical write (default: a new
+        one, reused by the client's own retries); the same key later replays, never rewrites."""
+        call = calls.add_memory(user_id, calls.as_memory_input(memory), idempotency_key)
+        return await self._send(call)
 
     async def add_memories(
-        self, user_id: str, memories: list[MemoryInput | str | dict[str, Any]]
+        self,
+        user_id: str,
+        memories: list[MemoryInput | str | dict[str, Any]],
+        *,
+        idempotency_key: str | None = None,
     ) -> list[Memory]:
         batch = [calls.as_memory_input(m) for m in memories]
-        return (await self._send(calls.add_memories(user_id, batch))).items
+        return (await self._send(calls.add_memories(user_id, batch, idempotency_key))).items
 
     async def get_memory(self, user_id: str, memory_id: Any) -> Memory:
         return await self._send(calls.get_memory(user_id, memory_id))
@@ -207,12 +289,17 @@ class AsyncCognisClient(_Retrying):
                 return
             cursor = page.next_cursor
 
-    async def update_memory(self, user_id: str, memory_id: Any, **changes: Any) -> Memory:
+    async def update_memory(
+        self, user_id: str, memory_id: Any, *, idempotency_key: str | None = None, **changes: Any
+    ) -> Memory:
         """A new version superseding `memory_id`; fields of `MemoryChanges` as keywords."""
-        return await self._send(calls.update_memory(user_id, memory_id, MemoryChanges(**changes)))
+        call = calls.update_memory(user_id, memory_id, MemoryChanges(**changes), idempotency_key)
+        return await self._send(call)
 
-    async def delete_memory(self, user_id: str, memory_id: Any) -> Memory:
-        return await self._send(calls.delete_memory(user_id, memory_id))
+    async def delete_memory(
+        self, user_id: str, memory_id: Any, *, idempotency_key: str | None = None
+    ) -> Memory:
+        return await self._send(calls.delete_memory(user_id, memory_id, idempotency_key))
 
     async def history(self, user_id: str, memory_id: Any) -> History:
         return await self._send(calls.history(user_id, memory_id))
@@ -224,9 +311,15 @@ class AsyncCognisClient(_Retrying):
         return await self._send(calls.search(user_id, query, options))
 
     async def add_messages(
-        self, user_id: str, messages: list[Message | str | dict[str, Any]], *, wait: bool = False
+        self,
+        user_id: str,
+        messages: list[Message | str | dict[str, Any]],
+        *,
+        wait: bool = False,
+        idempotency_key: str | None = None,
     ) -> Job:
-        return await self._send(calls.add_messages(user_id, calls.as_messages(messages), wait=wait))
+        batch = calls.as_messages(messages)
+        return await self._send(calls.add_messages(user_id, batch, wait=wait, key=idempotency_key))
 
     async def get_job(self, user_id: str, job_id: Any) -> Job:
         return await self._send(calls.get_job(user_id, job_id))

@@ -7,12 +7,18 @@ key and value ride in the memory's metadata, and a put on an existing key writes
 (the earlier one stays in the chain's history). Memories written by other means (messages, REST)
 appear as items too, keyed by their memory id, with `{"content", "category"}` as value.
 
+A put repeated after the first committed writes nothing (it finds the value unchanged). Its
+update or delete sends an idempotency key derived from the version it replaces, so a put repeated
+while the first is still in flight is done once as well; a first put of a new key sends a new key
+(retried by the client with that key), so two concurrent first puts can create two items.
+
 Needs the `langgraph` extra: `pip install 'cognis-client[langgraph]'`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import uuid
 from collections.abc import Iterable
@@ -52,6 +58,14 @@ def memory_text(value: dict[str, Any]) -> str:
         if isinstance(value.get(field), str) and value[field].strip():
             return value[field]
     return json.dumps(value, sort_keys=True, default=str)
+
+
+def _version_key(action: str, memory_id: uuid.UUID, value: Any = None) -> str:
+    """The idempotency key of a change to one memory version: a version is superseded at most
+    once, so a put repeated while the first is still in flight (a retry after a timeout: it
+    still finds the old version) sends the same key and is done once."""
+    change = json.dumps([action, str(memory_id), value], sort_keys=True, default=str)
+    return "langgraph-" + hashlib.sha256(change.encode()).hexdigest()
 
 
 class CognisStore(BaseStore):
@@ -189,7 +203,8 @@ class CognisStore(BaseStore):
         existing = await self._find(client, op.namespace, op.key)
         if op.value is None:
             if existing is not None:
-                await client.delete_memory(user_id, existing.id)
+                key = _version_key("delete", existing.id)
+                await client.delete_memory(user_id, existing.id, idempotency_key=key)
             return
         value = dict(op.value)
         stored = self._stored(existing) if existing is not None else None
@@ -202,7 +217,11 @@ class CognisStore(BaseStore):
         metadata = {METADATA_KEY: {"key": op.key, "value": value, "created_at": created_at}}
         if existing is not None:
             await client.update_memory(
-                user_id, existing.id, content=memory_text(value), metadata=metadata
+                user_id,
+                existing.id,
+                idempotency_key=_version_key("put", existing.id, value),
+                content=memory_text(value),
+                metadata=metadata,
             )
             return
         draft = MemoryInput(content=memory_text(value), metadata=metadata)
