@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from litestar import Controller, Response, delete, get, patch, post
+from litestar import Controller, delete, get, patch, post
 from litestar.di import Provide
 from litestar.params import Parameter
 
@@ -54,9 +54,10 @@ class MemoryController(Controller):
     )
     async def create_memory(
         self, user_id: UserId, data: MemoryCreate, service: MemoryService, index_wait: WriteWait
-    ) -> Response[MemoryOut]:
+    ) -> MemoryOut:
         (memory,) = await service.create(user_id, [_draft(data)])
-        return Response(MemoryOut.of(memory), headers=await index_wait.headers(user_id, [memory]))
+        index_wait.after_commit(user_id, [memory])
+        return MemoryOut.of(memory)
 
     @post(
         "/batch",
@@ -70,12 +71,10 @@ class MemoryController(Controller):
         data: MemoryBatchCreate,
         service: MemoryService,
         index_wait: WriteWait,
-    ) -> Response[MemoryBatchOut]:
+    ) -> MemoryBatchOut:
         memories = await service.create(user_id, [_draft(m) for m in data.memories])
-        return Response(
-            MemoryBatchOut(items=[MemoryOut.of(m) for m in memories]),
-            headers=await index_wait.headers(user_id, memories),
-        )
+        index_wait.after_commit(user_id, memories)
+        return MemoryBatchOut(items=[MemoryOut.of(m) for m in memories])
 
     @get(
         "/",
@@ -126,9 +125,10 @@ class MemoryController(Controller):
         data: MemoryUpdate,
         service: MemoryService,
         index_wait: WriteWait,
-    ) -> Response[MemoryOut]:
+    ) -> MemoryOut:
         memory = await service.update(user_id, parse_memory_id(memory_id), data)
-        return Response(MemoryOut.of(memory), headers=await index_wait.headers(user_id, [memory]))
+        index_wait.after_commit(user_id, [memory])
+        return MemoryOut.of(memory)
 
     @delete(
         "/{memory_id:str}",
@@ -139,9 +139,10 @@ class MemoryController(Controller):
     )
     async def delete_memory(
         self, user_id: UserId, memory_id: str, service: MemoryService, index_wait: WriteWait
-    ) -> Response[MemoryOut]:
+    ) -> MemoryOut:
         memory = await service.delete(user_id, parse_memory_id(memory_id))
-        return Response(MemoryOut.of(memory), headers=await index_wait.headers(user_id, [memory]))
+        index_wait.after_commit(user_id, [memory])
+        return MemoryOut.of(memory)
 
     @get(
         "/{memory_id:str}/history",
