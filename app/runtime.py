@@ -156,12 +156,11 @@ class Runtime:
         and/or the ingestion workers, each finishing the batch in hand before it returns. Every
         process kind starts them here: the API (COGNIS_RELAY_IN_API,
         COGNIS_INGEST_WORKER_IN_API), `python -m app relay` and `python -m app worker`."""
-        loops = []
-        if relay:
-            loops.append(self.relay.run_forever(stop))
         if ingest_worker:
             # Workers embed what they write; a no-op where the process has loaded it already.
             await anyio.to_thread.run_sync(self.embedder.load)
+        loops = [self.relay.run_forever(stop)] if relay else []
+        if ingest_worker:
             loops.append(self.ingest_worker.run_forever(stop))
         await asyncio.gather(*loops)
 
