@@ -6,8 +6,6 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from app.ml.batching import WorkClass
-
 REGISTRY = CollectorRegistry()
 BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.25, 0.5, 1.0, 2.5)
 
@@ -85,33 +83,6 @@ EMBEDDING_DEADLINE_SHED = Counter(
     ["embedder", "class"],
     registry=REGISTRY,
 )
-
-
-class EmbeddingObserver:
-    """What an embedder's micro-batcher reports, as the series above (app.ml.batching's
-    QueueObserver)."""
-
-    def __init__(self, embedder: str) -> None:
-        self._embedder = embedder
-        for work_class in WorkClass:  # every series from the start, for rate() and alerts
-            labels = {"embedder": embedder, "class": work_class.label}
-            EMBEDDING_QUEUE_TEXTS.labels(**labels)
-            EMBEDDING_QUEUE_WAIT_SECONDS.labels(**labels)
-            EMBEDDING_DEADLINE_SHED.labels(**labels)
-
-    def batch(self, texts: int, seconds: float) -> None:
-        EMBEDDED_TEXTS.labels(embedder=self._embedder).inc(texts)
-        EMBEDDING_BATCHES.labels(embedder=self._embedder).inc()
-        EMBEDDING_BATCH_SECONDS.labels(embedder=self._embedder).observe(seconds)
-
-    def waited(self, work_class: WorkClass, seconds: float) -> None:
-        EMBEDDING_QUEUE_WAIT_SECONDS.labels(self._embedder, work_class.label).observe(seconds)
-
-    def depth(self, work_class: WorkClass, texts: int) -> None:
-        EMBEDDING_QUEUE_TEXTS.labels(self._embedder, work_class.label).set(texts)
-
-    def shed(self, work_class: WorkClass) -> None:
-        EMBEDDING_DEADLINE_SHED.labels(self._embedder, work_class.label).inc()
 
 
 # Read from Postgres and OpenSearch when /metrics is scraped (app/api/health.py): the same

@@ -1,13 +1,18 @@
 """The composition root: the long-lived parts of a process (engine, clients, embedders, relay,
-workers), built once, the same way for the API, the relay, the worker and the CLI."""
+workers), built once, the same way for the API, the relay, the worker and the CLI; and the one
+place where any of these processes starts the outbox relay and the ingestion workers."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import math
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
+import anyio
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from app.config import Settings
@@ -18,14 +23,15 @@ from app.ingest.pipeline import IngestPipeline
 from app.ingest.worker import IngestWorker
 from app.llm.categories import llm_category_judge
 from app.llm.client import ChatClient
-from app.metrics import EmbeddingObserver
 from app.ml.categories import CategoryClassifier
 from app.ml.cross_encoder import CrossEncoderScorer
 from app.ml.embedder import Embedder, build_embedder
+from app.ml.observer import EmbeddingObserver
 from app.ml.offline import user_cache_dir
 from app.retrieval.pipeline import RetrievalPipeline
 from app.search_index.client import MemoryIndex
 from app.search_index.relay import OutboxRelay
+from app.tenants.authentication import KeyCheck
 from app.tenants.rate_limit import RateLimiter
 
 
@@ -44,12 +50,8 @@ class Runtime:
     relay: OutboxRelay
     retrieval: RetrievalPipeline
     cross_encoder: CrossEncoderScorer | None
-    rate_limiter: RateLimiter | None = None
-
-    def rate_limit(self, key_id: str) -> None:
-        """Count a request of this key; RateLimitedError (429) when it is over its rate."""
-        if self.rate_limiter is not None:
-            self.rate_limiter.check(key_id)
+    # Which tenant a presented API key acts for, counted against the key's rate.
+    keys: KeyCheck
 
     def load_models(self) -> None:
         """Load the embedding model(s) now rather than on the first request (blocking)."""
@@ -113,12 +115,16 @@ class Runtime:
             relay=OutboxRelay(background_sessionmaker, index, settings),
             retrieval=RetrievalPipeline(query_embedder, index, settings, cross_encoder),
             cross_encoder=cross_encoder,
-            rate_limiter=RateLimiter(
-                settings.rate_limit_per_s,
-                settings.rate_limit_burst or math.ceil(settings.rate_limit_per_s),
-            )
-            if settings.rate_limit_per_s > 0
-            else None,
+            keys=KeyCheck(
+                settings,
+                sessionmaker,
+                RateLimiter(
+                    settings.rate_limit_per_s,
+                    settings.rate_limit_burst or math.ceil(settings.rate_limit_per_s),
+                )
+                if settings.rate_limit_per_s > 0
+                else None,
+            ),
         )
         if runtime.llm is not None:
             classifier.judge = llm_category_judge(runtime.llm)
@@ -142,6 +148,35 @@ class Runtime:
     @cached_property
     def importer(self) -> MemoryImporter:
         return MemoryImporter(self.sessionmaker, self.embedder, self.classifier, self.settings)
+
+    async def run_background(
+        self, stop: asyncio.Event, *, relay: bool, ingest_worker: bool
+    ) -> None:
+        """This process's share of the background work until `stop` is set: the outbox relay
+        and/or the ingestion workers, each finishing the batch in hand before it returns. Every
+        process kind starts them here: the API (COGNIS_RELAY_IN_API,
+        COGNIS_INGEST_WORKER_IN_API), `python -m app relay` and `python -m app worker`."""
+        if ingest_worker:
+            # Workers embed what they write; a no-op where the process has loaded it already.
+            await anyio.to_thread.run_sync(self.embedder.load)
+        loops = [self.relay.run_forever(stop)] if relay else []
+        if ingest_worker:
+            loops.append(self.ingest_worker.run_forever(stop))
+        await asyncio.gather(*loops)
+
+    @contextlib.asynccontextmanager
+    async def background(self, *, relay: bool, ingest_worker: bool) -> AsyncIterator[None]:
+        """`run_background` as a task of this process while the block runs (the API's
+        lifespan); on leaving, the loops finish their batch and stop."""
+        stop = asyncio.Event()
+        task = asyncio.create_task(
+            self.run_background(stop, relay=relay, ingest_worker=ingest_worker)
+        )
+        try:
+            yield
+        finally:
+            stop.set()
+            await task
 
     async def close(self) -> None:
         if self.__dict__.get("llm") is not None:

@@ -29,7 +29,7 @@ import pytest
 from opensearchpy import AsyncOpenSearch
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
-from app.api.app import create_app
+from app.asgi import create_app
 from app.config import Settings
 from app.db.engine import SERVER_SETTINGS
 from app.db.tenant import DEFAULT_TENANT_ID, TENANT_SETTING

@@ -7,7 +7,7 @@ from litestar.di import Provide
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.api.contract import COMMON, WITH_BODY, problems
-from app.api.schemas.admin import (
+from app.tenants.schemas import (
     IssuedKeyOut,
     KeyCreate,
     KeyList,

@@ -6,13 +6,15 @@ Searches ask with `"consistency": "indexed"` in the body; writes with `?wait_for
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
-from typing import Annotated, Literal
+from functools import partial
+from typing import Annotated, Any, Literal
 
+from litestar import Request
 from litestar.datastructures import ResponseHeader
 from litestar.params import Parameter
-from sqlalchemy.ext.asyncio import AsyncSession
+from litestar.types import Message, Scope
 
 from app.config import Settings
 from app.db.models import Memory
@@ -22,6 +24,9 @@ from app.search_index.freshness import wait_until_indexed
 
 INDEX_STATE_HEADER = "X-Index-State"
 INDEX_WAIT_HEADER = "X-Index-Wait-Ms"
+SendHook = Callable[[Message, Scope], Awaitable[None]]
+# In the request's scope state: the wait a write asked for, run after the framework's commit.
+_AFTER_COMMIT = "cognis_wait_after_commit"
 
 WRITE_WAIT_HEADERS = [
     ResponseHeader(
@@ -60,18 +65,17 @@ class WriteWait:
 
     requested: bool
     timeout_s: float
-    session: AsyncSession
     runtime: Runtime
+    request: Request[Any, Any, Any]
 
-    async def headers(self, user_id: str, memories: Iterable[Memory]) -> dict[str, str]:
-        """Wait if asked (after committing); the response headers that report the outcome."""
+    def after_commit(self, user_id: str, memories: Iterable[Memory]) -> None:
+        """If asked, wait for these memory versions once the framework has committed the
+        request (the relay can only deliver committed events): `commit_then_wait` waits and
+        adds the headers that report the outcome to the response."""
         if not self.requested:
-            return {}
-        # The framework commits after the handler returns, but the relay can only deliver
-        # committed events: commit now (the framework's commit then has nothing left to do).
-        await self.session.commit()
+            return
         ids = {m.id for m in memories} | {m.replaces_id for m in memories if m.replaces_id}
-        return await self.headers_for(user_id, sorted(ids))
+        self.request.scope["state"][_AFTER_COMMIT] = partial(self.headers_for, user_id, sorted(ids))
 
     async def headers_for(self, user_id: str, memory_ids: list[uuid.UUID]) -> dict[str, str]:
         """Wait for the events of already committed memory versions (ingestion jobs)."""
@@ -90,8 +94,30 @@ class WriteWait:
         }
 
 
+def commit_then_wait(commit: SendHook) -> SendHook:
+    """The session's before-send handler: `commit` (the framework's autocommit) first, then the
+    wait a write asked for (`WriteWait.after_commit`), before its response starts."""
+
+    async def handler(message: Message, scope: Scope) -> None:
+        await commit(message, scope)
+        if message["type"] != "http.response.start":
+            return
+        wait = scope["state"].pop(_AFTER_COMMIT, None)
+        if wait is not None and 200 <= message["status"] < 300:
+            headers = await wait()
+            message["headers"] = [
+                *message["headers"],
+                *(
+                    (name.encode("latin-1"), value.encode("latin-1"))
+                    for name, value in headers.items()
+                ),
+            ]
+
+    return handler
+
+
 async def provide_write_wait(
-    db_session: AsyncSession,
+    request: Request[Any, Any, Any],
     runtime: Runtime,
     wait_for: Annotated[
         Literal["indexed"] | None,
@@ -113,6 +139,6 @@ async def provide_write_wait(
     return WriteWait(
         requested=wait_for == "indexed",
         timeout_s=wait_bound_s(runtime.settings, wait_timeout_ms),
-        session=db_session,
         runtime=runtime,
+        request=request,
     )

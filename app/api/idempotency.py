@@ -85,8 +85,8 @@ class IdempotentWrite:
         request = self.request
         if request is None:
             memories = await write()
-            headers = await index_wait.headers(self.user_id, memories)
-            return Response(render(memories), headers=headers)
+            index_wait.after_commit(self.user_id, memories)
+            return Response(render(memories))
         stored = await self.previous()
         if stored is not None:
             return self.replay(stored)
@@ -111,8 +111,8 @@ class IdempotentWrite:
             if (stored := await self.previous()) is None:
                 raise IdempotencyKeyInUseError(request.key, retry_after_s=1)
             return self.replay(stored)
-        headers = await index_wait.headers(self.user_id, memories)
-        return _json(body, self.status_code, headers)
+        index_wait.after_commit(self.user_id, memories)
+        return _json(body, self.status_code, {})
 
     async def claim_job(self, session: AsyncSession, job_id: uuid.UUID) -> None:
         """In a message submission's step-1 transaction: the key, `running` with its job."""

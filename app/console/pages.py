@@ -18,14 +18,14 @@ from litestar.params import Body, Parameter
 from litestar.response import Redirect
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.api.auth import API_KEY_HEADER, tenant_of_key
-from app.api.in_process import in_process_client
 from app.console import queries
 from app.console.diff import field_changes, word_diff
 from app.db.tenant import act_as
+from app.in_process import in_process_client
 from app.retrieval.candidates import STAGES
 from app.search_index.outbox import pending_count
 from app.search_index.relay import oldest_pending_age_s
+from app.tenants.authentication import API_KEY_HEADER
 
 COOKIE = "cognis_console_key"
 PAGE_SIZE = 50
@@ -44,7 +44,7 @@ async def require_console_key(connection: ASGIConnection, _: BaseRouteHandler) -
     """The logged-in key's tenant binds the page's queries, as the API's key check does."""
     act_as(None)
     key = connection.cookies.get(COOKIE)
-    tenant_id = await tenant_of_key(key, connection.app.state.runtime) if key else None
+    tenant_id = await connection.app.state.runtime.keys.tenant_of(key) if key else None
     if tenant_id is None:
         raise NotAuthorizedException("log in with an API key")
     act_as(tenant_id)
@@ -103,7 +103,7 @@ class ConsoleLogin(Controller):
         data: Annotated[dict[str, str], Body(media_type=RequestEncodingType.URL_ENCODED)],
     ) -> Response[Any]:
         key = data.get("key", "").strip()
-        if not key or await tenant_of_key(key, request.app.state.runtime) is None:
+        if not key or await request.app.state.runtime.keys.tenant_of(key) is None:
             return render("login.html", 401, error="That key is not accepted.")
         return Redirect("/console", cookies=[_key_cookie(request, key)])
 

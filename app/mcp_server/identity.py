@@ -18,11 +18,12 @@ from pydantic import SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 from starlette.requests import Request
 
-from app.api.in_process import in_process_client
+from app.in_process import in_process_client
+from app.tenants.authentication import API_KEY_HEADER
 
 USER_HEADER = "X-Cognis-User"
 # Headers an HTTP caller authenticates with; forwarded as they came to the API's own key check.
-AUTH_HEADERS = ("X-API-Key", "Authorization")
+AUTH_HEADERS = (API_KEY_HEADER, "Authorization")
 
 
 class McpSettings(BaseSettings):
@@ -58,7 +59,7 @@ async def caller(ctx: Context, settings: McpSettings) -> AsyncIterator[Caller]:
             f"the {USER_HEADER} header from the MCP client's configuration (HTTP)"
         )
     api_key = settings.api_key.get_secret_value() if settings.api_key else None
-    headers = {"X-API-Key": api_key} if api_key else {}
+    headers = {API_KEY_HEADER: api_key} if api_key else {}
     if request is not None and api_key is None:
         headers = {name: request.headers[name] for name in AUTH_HEADERS if name in request.headers}
     if request is not None and request.scope.get("cognis_mcp_in_process"):

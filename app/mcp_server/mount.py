@@ -1,4 +1,5 @@
-"""The MCP endpoint inside the API process: POST/GET/DELETE /mcp, behind the API's key check.
+"""The MCP endpoint inside the API process: POST/GET/DELETE /mcp, behind the guards the
+composition gives it (the API's key check: app/asgi.py).
 
 Stateless streamable HTTP (JSON answers), so any API replica behind a load balancer can answer
 any call. Tool calls go through the API's own routes in process (no network hop), carrying the
@@ -13,22 +14,22 @@ from typing import Any
 
 from litestar import Litestar, asgi
 from litestar.handlers import ASGIRouteHandler
-from litestar.types import Receive, Scope, Send
+from litestar.types import Guard, Receive, Scope, Send
 
-from app.api.auth import require_api_key
 from app.mcp_server.identity import McpSettings
 from app.mcp_server.tools import build_server
 
 MCP_PATH = "/mcp"
 
 
-def mcp_endpoint() -> tuple[ASGIRouteHandler, Callable[[Litestar], Any]]:
-    """The route handler to mount, and the lifespan that runs its session manager."""
+def mcp_endpoint(guards: list[Guard]) -> tuple[ASGIRouteHandler, Callable[[Litestar], Any]]:
+    """The route handler to mount behind `guards`, and the lifespan that runs its session
+    manager."""
     server = build_server(McpSettings(), http_path=MCP_PATH)
     server.streamable_http_app()  # creates the session manager
     manager = server.session_manager
 
-    @asgi(MCP_PATH, guards=[require_api_key], include_in_schema=False)
+    @asgi(MCP_PATH, guards=guards, include_in_schema=False)
     async def mcp(scope: Scope, receive: Receive, send: Send) -> None:
         await manager.handle_request({**scope, "cognis_mcp_in_process": True}, receive, send)  # type: ignore[arg-type]
 

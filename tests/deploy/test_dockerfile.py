@@ -24,9 +24,10 @@ def _hadolint() -> str:
 
 
 def _cli_commands() -> set[str]:
-    tree = ast.parse((ROOT / "app" / "cli.py").read_text())
+    trees = [ast.parse(path.read_text()) for path in (ROOT / "app" / "cli").glob("*.py")]
     return {
         node.args[0].value
+        for tree in trees
         for node in ast.walk(tree)
         if isinstance(node, ast.Call)
         and getattr(node.func, "attr", None) == "add_parser"

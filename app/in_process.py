@@ -1,5 +1,6 @@
 """An API client that calls this very process's routes (no network hop): the MCP endpoint and the
-web console use the public API through it, so its key check, validation and isolation apply."""
+web console use the public API through it, so its key check, validation and isolation apply.
+It lives below the web layer: the API's siblings reach the API without importing it."""
 
 from __future__ import annotations
 

@@ -1,37 +1,29 @@
-"""The ASGI application: plugins, controllers, error handling, start-up and shutdown."""
+"""The ASGI application of `python -m app serve`: the REST API, the web console and the MCP
+endpoint, side by side on one runtime, with the session plugin, error handling, metrics and the
+process's start-up and shutdown. The three never import each other; they meet here."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 
 import anyio
 import structlog
-from litestar import Litestar, Router
+from litestar import Litestar
 from litestar.datastructures import State
-from litestar.di import Provide
-from litestar.openapi import OpenAPIConfig
-from litestar.openapi.spec import Components, SecurityScheme
 from litestar.plugins.prometheus import PrometheusConfig
 from litestar.plugins.sqlalchemy import (
     AsyncSessionConfig,
     SQLAlchemyAsyncConfig,
     SQLAlchemyPlugin,
+    async_autocommit_handler_maker,
 )
 
-from app import __version__
-from app.api.admin import TenantAdminController
-from app.api.auth import API_KEY_HEADER, require_admin_key, require_api_key
+from app.api.auth import require_api_key
+from app.api.consistency import commit_then_wait
 from app.api.contract import StrictRequest
-from app.api.dependencies import provide_runtime
-from app.api.health import health, metrics_endpoint, ready
-from app.api.imports import ImportController
-from app.api.memories import MemoryController
-from app.api.messages import MessageController
 from app.api.problems import EXCEPTION_HANDLERS
-from app.api.search import SearchController
-from app.api.users import UserController
+from app.api.routes import api_route_handlers, openapi_config
 from app.config import DEV_API_KEY, Settings, get_settings
 from app.console.pages import ConsoleLogin, ConsolePages
 from app.db.roles import check_database_roles
@@ -75,29 +67,20 @@ async def _lifespan(app: Litestar) -> AsyncIterator[None]:
         await runtime.index.ensure_index()
     except Exception as exc:
         log.warning("search_index.unavailable_at_startup", error=str(exc))
-    stop = asyncio.Event()
-    relay_task = None
-    if settings.relay_in_api:
-        relay_task = asyncio.create_task(runtime.relay.run_forever(stop))
-    ingest_task = None
-    if settings.ingest_worker_in_api:
-        ingest_task = asyncio.create_task(runtime.ingest_worker.run_forever(stop))
-    log.info(
-        "api.started",
-        host=settings.host,
-        port=settings.port,
-        relay=settings.relay_in_api,
-        ingest_worker=settings.ingest_worker_in_api,
-        llm=settings.llm_model if settings.llm_enabled else None,
-    )
     try:
-        yield
+        async with runtime.background(
+            relay=settings.relay_in_api, ingest_worker=settings.ingest_worker_in_api
+        ):
+            log.info(
+                "api.started",
+                host=settings.host,
+                port=settings.port,
+                relay=settings.relay_in_api,
+                ingest_worker=settings.ingest_worker_in_api,
+                llm=settings.llm_model if settings.llm_enabled else None,
+            )
+            yield
     finally:
-        stop.set()
-        if relay_task is not None:
-            await relay_task
-        if ingest_task is not None:
-            await ingest_task
         await runtime.close()
 
 
@@ -108,41 +91,15 @@ def create_app(settings: Settings | None = None) -> Litestar:
     db_config = SQLAlchemyAsyncConfig(
         engine_instance=runtime.engine,
         session_config=AsyncSessionConfig(expire_on_commit=False),
-        before_send_handler="autocommit",
+        # One session per request, committed by the framework before the response starts;
+        # then the index wait a write asked for (?wait_for=indexed).
+        before_send_handler=commit_then_wait(async_autocommit_handler_maker()),
         create_all=False,
         set_default_exception_handler=False,
     )
-    mcp, mcp_lifespan = mcp_endpoint()
-    api = Router(
-        path="/",
-        route_handlers=[
-            MemoryController,
-            ImportController,
-            MessageController,
-            SearchController,
-            UserController,
-        ],
-        guards=[require_api_key],
-        dependencies={"runtime": Provide(provide_runtime)},
-        security=[{"apiKey": []}],
-    )
-    admin = Router(
-        path="/",
-        route_handlers=[TenantAdminController],
-        guards=[require_admin_key],
-        security=[{"apiKey": []}],
-    )
+    mcp, mcp_lifespan = mcp_endpoint(guards=[require_api_key])
     return Litestar(
-        route_handlers=[
-            health,
-            ready,
-            metrics_endpoint,
-            api,
-            admin,
-            mcp,
-            ConsoleLogin,
-            ConsolePages,
-        ],
+        route_handlers=[*api_route_handlers(), mcp, ConsoleLogin, ConsolePages],
         plugins=[SQLAlchemyPlugin(config=db_config)],
         exception_handlers=EXCEPTION_HANDLERS,
         request_class=StrictRequest,
@@ -150,17 +107,5 @@ def create_app(settings: Settings | None = None) -> Litestar:
         middleware=[HTTP_METRICS.middleware],
         lifespan=[_lifespan, mcp_lifespan],
         state=State({"runtime": runtime}),
-        openapi_config=OpenAPIConfig(
-            title="Cognis Memory",
-            version=__version__,
-            description="Long-term memory for conversational AI agents.",
-            path="/schema",
-            components=Components(
-                security_schemes={
-                    "apiKey": SecurityScheme(
-                        type="apiKey", name=API_KEY_HEADER, security_scheme_in="header"
-                    )
-                }
-            ),
-        ),
+        openapi_config=openapi_config(),
     )

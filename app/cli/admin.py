@@ -14,10 +14,10 @@ from typing import Any
 
 import msgspec
 
-from app.api.schemas.admin import IssuedKeyOut, KeyOut, TenantOut
 from app.config import get_settings
 from app.db.engine import create_engine, create_sessionmaker
 from app.errors import CognisError
+from app.tenants.schemas import IssuedKeyOut, KeyOut, TenantOut
 from app.tenants.service import TenantAdmin
 
 

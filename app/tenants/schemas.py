@@ -1,4 +1,5 @@
-"""Wire schemas of the admin API: tenants and their keys."""
+"""Wire schemas of tenants and their keys: the admin API's bodies and answers, and the JSON
+that `python -m app admin` prints (the same structs)."""
 
 from __future__ import annotations
 

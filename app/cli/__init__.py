@@ -1,0 +1,97 @@
+"""Command line: serve, relay, worker, reindex, import, admin, migrate, embed-serve, mcp."""
+
+# Every command and its flags are declared here; what each does lives beside: processes.py (the
+# long-running ones), maintenance.py (the stores), admin.py (tenants and their keys).
+
+from __future__ import annotations
+
+import argparse
+
+from app.cli import maintenance, processes
+from app.cli.admin import add_admin_commands
+from app.config import get_settings
+from app.logging import configure_logging
+
+
+def _positive(value: str) -> int:
+    number = int(value)
+    if number < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return number
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="cognis", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+    serve = commands.add_parser("serve", help="run the REST API (with the outbox relay inside)")
+    serve.add_argument("--host")
+    serve.add_argument("--port", type=int)
+    serve.set_defaults(func=processes.serve)
+    relay = commands.add_parser("relay", help="run the outbox relay on its own (scale-out)")
+    relay.add_argument("--once", action="store_true", help="deliver what is due, then exit")
+    relay.set_defaults(func=processes.relay)
+    reindex = commands.add_parser("reindex", help="rebuild the OpenSearch index from Postgres")
+    reindex.add_argument("--tenant", help="only this tenant's memories (id or name)")
+    reindex.add_argument("--user", help="only this user's memories (with --tenant)")
+    reindex.add_argument("--recreate", action="store_true", help="drop and recreate the index")
+    reindex.set_defaults(func=maintenance.reindex)
+    worker = commands.add_parser("worker", help="run ingestion workers on their own (scale-out)")
+    worker.add_argument("--once", action="store_true", help="process what is due, then exit")
+    worker.set_defaults(func=processes.worker)
+    bulk = commands.add_parser(
+        "import",
+        help="import a history file (JSON Lines, or mem0's export); reruns skip what is in",
+    )
+    bulk.add_argument("file", help="JSON Lines, or a JSON list of mem0 records")
+    bulk.add_argument("--user", help="import every line as this user's (default: the lines')")
+    bulk.add_argument("--tenant", help="the tenant to import into (id or name; default: default)")
+    bulk.add_argument("--format", choices=["auto", "jsonl", "mem0"], default="auto")
+    bulk.add_argument("--batch-size", type=_positive, default=500)
+    bulk.add_argument(
+        "--defer-index",
+        action="store_true",
+        help="drop the HNSW indexes for the load and rebuild them after (quiet deployments: "
+        "vector searches scan exactly meanwhile)",
+    )
+    bulk.set_defaults(func=maintenance.import_history)
+    add_admin_commands(commands)
+    migrate = commands.add_parser("migrate", help="alembic upgrade")
+    migrate.add_argument("revision", nargs="?", default="head")
+    migrate.set_defaults(func=maintenance.migrate)
+    embed_serve = commands.add_parser(
+        "embed-serve", help="serve the embedding model over an OpenAI-compatible /v1/embeddings"
+    )
+    embed_serve.add_argument("--host", default="127.0.0.1")
+    embed_serve.add_argument("--port", type=int, default=8080)
+    embed_serve.add_argument(
+        "--backend",
+        choices=("torch", "onnx", "onnx-int8"),
+        help="how to run the model (default: COGNIS_EMBEDDING_BACKEND)",
+    )
+    embed_serve.set_defaults(func=processes.embed_serve)
+    mcp = commands.add_parser(
+        "mcp", help="MCP server (stdio, or HTTP beside the API) calling the API (COGNIS_MCP_*)"
+    )
+    mcp.add_argument("--transport", choices=("stdio", "http"), default="stdio")
+    mcp.add_argument("--host", default="127.0.0.1")
+    mcp.add_argument("--port", type=int, default=8001)
+    mcp.set_defaults(func=processes.mcp)
+    llm_serve = commands.add_parser(
+        "llm-serve", help="serve a local GGUF model over an OpenAI-compatible API (xllamacpp)"
+    )
+    llm_serve.add_argument("--gguf", help="the GGUF file (default: COGNIS_LLM_GGUF_PATH)")
+    llm_serve.add_argument("--port", type=int, help="default: COGNIS_LLM_LOCAL_PORT")
+    llm_serve.add_argument("--threads", type=_positive, help="default: COGNIS_LLM_LOCAL_THREADS")
+    llm_serve.set_defaults(func=processes.llm_serve)
+    args = parser.parse_args(argv)
+    if args.command == "mcp":  # a thin API client: no database, no models
+        configure_logging()
+        return int(args.func(args))
+    if args.command in ("embed-serve", "llm-serve"):
+        from app.ml.embedding_server import standalone_settings
+
+        settings = standalone_settings()  # needs no database URL
+    else:
+        settings = get_settings()
+    configure_logging(settings.log_level, settings.log_json)
+    return int(args.func(args))

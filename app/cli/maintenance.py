@@ -1,0 +1,138 @@
+"""Commands on the stores: rebuild the BM25 index, import a history file, migrate the schema."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+import sys
+import uuid
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from app.cli.processes import with_runtime
+from app.config import get_settings
+
+if TYPE_CHECKING:
+    from app.runtime import Runtime
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+async def tenant_id_of(runtime: Runtime, ref: str) -> uuid.UUID:
+    """A tenant's id from its id or name (a CognisError if there is none)."""
+    from app.tenants.service import TenantAdmin
+
+    async with runtime.sessionmaker() as session:
+        return (await TenantAdmin(session).tenant(ref)).id
+
+
+def reindex(args: argparse.Namespace) -> int:
+    from app.db.tenant import act_as
+    from app.search_index.reindex import requeue_memories
+
+    async def body(runtime: Runtime) -> int:
+        if args.tenant is not None:  # only its rows: the background role, bound to it
+            act_as(await tenant_id_of(runtime, args.tenant))
+        index, relay = runtime.index, runtime.relay
+        if args.recreate:
+            await index.drop_index()
+            print("dropped index", index.name, flush=True)
+        await index.ensure_index()
+        queued = await requeue_memories(
+            runtime.background_sessionmaker,
+            user_id=args.user,
+            progress=lambda n: print(f"queued {n} memory versions", flush=True),
+        )
+        print(f"queued {queued} memory versions in all; delivering...", flush=True)
+        delivered = failed = 0
+        while True:
+            report = await relay.run_once()
+            delivered += report.delivered
+            failed += report.failed
+            if report.claimed:
+                print(f"delivered {delivered} (failed {failed})", flush=True)
+            if report.claimed == 0 or report.delivered == 0:
+                break
+        return 0 if failed == 0 else 1
+
+    return with_runtime(body)
+
+
+def import_history(args: argparse.Namespace) -> int:
+    """Bulk import of a history file; see app.imports."""
+    from app.errors import CognisError
+    from app.imports.progress import ProgressReport, summary_json
+    from app.imports.service import ImportOptions
+    from app.imports.sources import file_lines
+    from app.memories.fields import check_user_id
+    from app.runtime import Runtime
+
+    path = Path(args.file)
+    if not path.is_file():
+        print(f"no such file: {path}", file=sys.stderr)
+        return 2
+
+    async def body() -> int:
+        from app.db.engine import create_engine
+        from app.db.tenant import DEFAULT_TENANT_ID, act_as
+        from app.db.vector_indexes import build_hnsw_indexes, drop_hnsw_indexes
+
+        # SIGTERM stops the import as Ctrl-C does: batches committed stay, the one in flight
+        # rolls back, and deferred indexes are rebuilt before the process ends.
+        task = asyncio.current_task()
+        assert task is not None
+        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
+        settings = get_settings()
+        runtime = Runtime.build(settings)
+        try:
+            act_as(await tenant_id_of(runtime, args.tenant) if args.tenant else DEFAULT_TENANT_ID)
+            # Index DDL needs the tables' owner: the migration role, where one is configured.
+            owner = runtime.engine
+            if args.defer_index and settings.migration_database_url is not None:
+                owner = create_engine(settings, settings.migration_database_url.get_secret_value())
+            if args.defer_index:
+                print("dropping the HNSW indexes of memories for the load", file=sys.stderr)
+                await drop_hnsw_indexes(owner)
+            try:
+                summary = await runtime.importer.run(
+                    file_lines(path),
+                    ImportOptions(
+                        user_id=args.user,
+                        line_users="use" if args.user is None else "ignore",
+                        line_format=args.format,
+                        batch_size=args.batch_size,
+                    ),
+                    progress=report.update,
+                )
+            finally:
+                if args.defer_index:
+                    print("rebuilding the HNSW indexes ...", file=sys.stderr, flush=True)
+                    await build_hnsw_indexes(owner, on_built=report.index_built)
+                    if owner is not runtime.engine:
+                        await owner.dispose()
+        finally:
+            await runtime.close()
+        report.finish(summary)
+        print(summary_json(summary))
+        return 0 if summary.failed == 0 else 1
+
+    report = ProgressReport(sys.stderr)
+    try:
+        if args.user is not None:
+            check_user_id(args.user)
+        return asyncio.run(body())
+    except CognisError as exc:
+        print(f"cannot import {path}: {exc.detail}", file=sys.stderr)
+        return 2
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        report.interrupted()
+        return 130
+
+
+def migrate(args: argparse.Namespace) -> int:
+    from alembic import command
+    from alembic.config import Config
+
+    command.upgrade(Config(str(ROOT / "alembic.ini")), args.revision)
+    return 0
