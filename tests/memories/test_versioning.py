@@ -161,22 +161,32 @@ async def test_an_empty_patch_is_rejected_and_makes_no_version(client, user_id) 
     assert [v["id"] for v in history["versions"]] == [memory["id"]]
 
 
-async def test_new_content_without_a_category_is_categorised_again(client, user_id) -> None:
+async def test_new_content_keeps_its_category_unless_asked_to_classify_again(
+    client, user_id
+) -> None:
     created = await client.post(
         f"/v1/users/{user_id}/memories", json={"content": "I play the violin in an orchestra"}
     )
     assert created.status_code == 201, created.text
     memory = created.json()
     assert memory["category"] == "hobbies"
+    # New content alone never changes the category behind the caller's back.
     changed = await client.patch(
         f"/v1/users/{user_id}/memories/{memory['id']}",
         json={"content": "I'm allergic to shellfish"},
     )
     assert changed.status_code == 200, changed.text
-    assert changed.json()["category"] == "dietary"
+    assert changed.json()["category"] == "hobbies"
+    # An explicit null asks the classifier again, and the response shows its choice.
+    asked = await client.patch(
+        f"/v1/users/{user_id}/memories/{changed.json()['id']}",
+        json={"content": "I'm allergic to shellfish", "category": None},
+    )
+    assert asked.status_code == 200, asked.text
+    assert asked.json()["category"] == "dietary"
     # A category given with the new content is kept as given.
     kept = await client.patch(
-        f"/v1/users/{user_id}/memories/{changed.json()['id']}",
+        f"/v1/users/{user_id}/memories/{asked.json()['id']}",
         json={"content": "I'm allergic to shellfish and peanuts", "category": "health"},
     )
     assert kept.json()["category"] == "health"
