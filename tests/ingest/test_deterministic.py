@@ -113,9 +113,12 @@ async def test_messages_of_one_request_apply_in_timestamp_order(
         message("I started learning Rust", "2023-06-02T10:00:00Z"),
         message("I started learning Go", "2023-06-01T10:00:00Z"),
     )
+    # Both are applied in one transaction (one created_at): the audit rows' identity column
+    # gives the order they were decided and written in.
     applied = await rows(
         db,
-        "SELECT content FROM memories WHERE user_id = :u ORDER BY created_at, version",
+        "SELECT m.content FROM ingest_decisions d JOIN memories m ON m.id = d.memory_id"
+        " WHERE d.user_id = :u AND d.operation = 'ADD' ORDER BY d.id",
         u=user_id,
     )
     assert [r["content"] for r in applied] == ["I started learning Go", "I started learning Rust"]
