@@ -20,8 +20,8 @@ from app.api.schemas.search import (
 )
 from app.errors import InvalidInputError
 from app.memories.fields import check_instant, check_text, check_user_id
-from app.retrieval.pipeline import SearchRequest
-from app.retrieval.profiles import resolve_levers
+from app.retrieval.profiles import lever_changes
+from app.retrieval.request import SearchRequest
 from app.runtime import Runtime
 from app.search_index.freshness import IndexWait, wait_until_indexed
 from app.search_index.freshness import index_lag as index_lag_of
@@ -85,7 +85,8 @@ class SearchController(Controller):
                 session_id=data.session_id,
                 as_of=as_of,
                 switches=data.stages,
-                levers=resolve_levers(data.profile or settings.retrieval_profile, data.levers),
+                profile=data.profile,
+                levers=lever_changes(data.levers),
                 rrf_k=data.rrf.k,
                 weight_vector=data.rrf.weight_vector,
                 weight_bm25=data.rrf.weight_bm25,

@@ -22,7 +22,7 @@ from app.console import queries
 from app.console.diff import field_changes, word_diff
 from app.db.tenant import act_as
 from app.in_process import in_process_client
-from app.retrieval.candidates import STAGES
+from app.retrieval.pipeline import STAGES
 from app.search_index.outbox import pending_count
 from app.search_index.relay import oldest_pending_age_s
 from app.tenants.authentication import API_KEY_HEADER

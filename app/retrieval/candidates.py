@@ -3,27 +3,12 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from app.db.models import Memory
-
-# Stage names, in pipeline order, as they appear in explanations.
-STAGES = (
-    "256d",
-    "768d",
-    "feedback",
-    "bm25",
-    "rrf",
-    "speaker",
-    "entities",
-    "neighbours",
-    "time_mention",
-    "temporal",
-    "rerank",
-    "final",
-)
 
 
 @dataclass(slots=True)
@@ -64,11 +49,9 @@ class Candidate:
         self.stages[stage] = StageScore(rank=rank, score=score)
 
     def explanation(self) -> dict[str, dict[str, Any]]:
-        return {
-            name: {"rank": s.rank, "score": s.score}
-            for name in STAGES
-            if (s := self.stages.get(name)) is not None
-        }
+        """Rank and score at each stage that saw the candidate, in the order they ran (a
+        stage records once per candidate, so the dict's order is the pipeline's)."""
+        return {name: {"rank": s.rank, "score": s.score} for name, s in self.stages.items()}
 
 
 def rank_by_score(candidates: list[Candidate], stage: str) -> list[Candidate]:
@@ -77,3 +60,13 @@ def rank_by_score(candidates: list[Candidate], stage: str) -> list[Candidate]:
     for position, candidate in enumerate(ordered, start=1):
         candidate.record(stage, position, candidate.score)
     return ordered
+
+
+def boost_scores(
+    candidates: list[Candidate], factor: Callable[[Candidate], float], stage: str
+) -> list[Candidate]:
+    """Multiply each candidate's score by the factor it earns (1.0: none), then rank by score
+    at `stage`: the one way the speaker, entity and time-mention levers boost."""
+    for candidate in candidates:
+        candidate.score *= factor(candidate)
+    return rank_by_score(candidates, stage)

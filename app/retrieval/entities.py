@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from app.retrieval.candidates import Candidate, rank_by_score
+from app.retrieval.candidates import Candidate, boost_scores
 from app.retrieval.function_words import FUNCTION_WORDS
 from app.retrieval.speakers import name_pattern, named_speakers
 
@@ -99,8 +99,9 @@ def boost_shared_entities(
     entities = query_entities(query, {c.speaker for c in ranked if c.speaker})
     if not entities:
         return ranked, entities
-    for candidate in ranked:
-        text = candidate.text
-        shared = sum(1 for entity in entities if mentions(text, entity))
-        candidate.score *= 1.0 + boost * shared / len(entities)
-    return rank_by_score(ranked, "entities"), entities
+
+    def factor(candidate: Candidate) -> float:
+        shared = sum(1 for entity in entities if mentions(candidate.text, entity))
+        return 1.0 + boost * shared / len(entities)
+
+    return boost_scores(ranked, factor, "entities"), entities

@@ -1,4 +1,5 @@
-"""Stage 4: weighted Reciprocal Rank Fusion.
+"""Stage 4: weighted Reciprocal Rank Fusion, and the levers that change its weights or its
+formula.
 
 RRF_r(d) = 1 / (k + rank_r(d)) with 1-based ranks; score(d) = sum_r weight_r * RRF_r(d).
 A document missing from a list contributes nothing for that list.
@@ -7,11 +8,26 @@ A document missing from a list contributes nothing for that list.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass
 
 from app.retrieval.candidates import Candidate, rank_by_score
+from app.retrieval.entities import names_something
+from app.retrieval.plan import Lever, RetrievalPlan
 from app.search_index.client import TextHit
+
+BALANCED_LEGS = Lever(
+    "balanced_legs",
+    "Fusion weighs the two legs equally (0.5 / 0.5) instead of the settings' 70/30: with "
+    "context on both legs, BM25 is nearly as strong alone as the vector leg.",
+)
+TYPED_WEIGHTS = Lever(
+    "typed_weights",
+    "Fusion weights by query type: a query naming an entity or a number (after the speakers' "
+    "names are gone) weighs BM25 0.7 and the vector 0.3.",
+)
+SCORE_FUSION = Lever("score_fusion", "Fusion by min-max normalised scores instead of RRF ranks.")
+LEVERS = (BALANCED_LEGS, TYPED_WEIGHTS, SCORE_FUSION)
 
 BALANCED = (0.5, 0.5)  # lever balanced_legs: (vector, BM25)
 LEXICAL = (0.3, 0.7)  # lever typed_weights, for a query that names something: the paper's
@@ -29,6 +45,39 @@ def leg_weights(
     if balanced:
         return BALANCED, "balanced"
     return configured, "configured"
+
+
+def plan_weights(
+    plan: RetrievalPlan, text: str, speakers: Iterable[str]
+) -> tuple[tuple[float, float], str | None]:
+    """The weights (vector, BM25) this search fuses with, and why when lever typed_weights
+    asked (the explanation's `fusion` status). `text` is what the legs searched; the
+    request's own weights win over every lever."""
+    typed = plan.on(TYPED_WEIGHTS)
+    settings = plan.settings
+    (weight_vector, weight_bm25), why = leg_weights(
+        (settings.rrf_weight_vector, settings.rrf_weight_bm25),
+        plan.on(BALANCED_LEGS),
+        typed and names_something(text, speakers),
+    )
+    if plan.weight_vector is not None:
+        weight_vector = plan.weight_vector
+    if plan.weight_bm25 is not None:
+        weight_bm25 = plan.weight_bm25
+    return (weight_vector, weight_bm25), why if typed else None
+
+
+def fuse(
+    plan: RetrievalPlan,
+    vector_hits: list[Candidate],
+    text_hits: Sequence[TextHit],
+    weights: tuple[float, float],
+) -> list[Candidate]:
+    """Stage 4 as the plan asks: weighted RRF, or normalised scores (lever score_fusion)."""
+    weight_vector, weight_bm25 = weights
+    if plan.on(SCORE_FUSION):
+        return fuse_scores(vector_hits, text_hits, weight_vector, weight_bm25)
+    return fuse_legs(vector_hits, text_hits, plan.rrf_k, weight_vector, weight_bm25)
 
 
 @dataclass(frozen=True, slots=True)

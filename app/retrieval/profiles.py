@@ -1,96 +1,107 @@
-"""Retrieval profiles: which levers beyond the paper's 8 stages a search uses.
+"""Retrieval profiles as recipes: which levers beyond the paper's 8 stages a search uses.
 
 `paper` is SPEC's pipeline exactly. `default` adds the levers that earned their place on the
 LoCoMo ablation (docs/benchmarks/locomo.md). A request names a profile and may switch single
 levers on or off on top of it; the settings name the profile used when a request names none.
+
+Each lever is declared beside the step that reads it (legs.py, fusion.py, ranking.py); the
+`Levers` recipe struct and the API's `LeverOverrides` are made from those declarations, so a
+new lever is its step plus, where it earns its place, an entry in a recipe below.
 """
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import TYPE_CHECKING, Annotated, Literal, get_args
 
 import msgspec
 
+from app.config import Settings
+from app.retrieval import fusion, legs, ranking
+from app.retrieval.plan import Lever, RetrievalPlan
+from app.retrieval.request import SearchRequest
+
 ProfileName = Literal["paper", "default"]
 
+# Every lever, in the order its step runs.
+LEVERS: tuple[Lever, ...] = (*legs.LEVERS, *fusion.LEVERS, *ranking.LEVERS)
 
-class Levers(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    # Vector leg: a memory's score is the better of its content's and its contextual text's
-    # cosine (app/memories/context.py).
-    context_vector: bool = False
-    # BM25 leg: the context field is searched too, at settings.bm25_context_boost.
-    context_bm25: bool = False
-    # BM25 leg: documents with the query's terms close together (a sloppy phrase match, in
-    # content and context) score more.
-    bm25_proximity: bool = False
-    # Speaker-aware: when the query names a speaker of the candidates, that speaker's
-    # memories are boosted (app/retrieval/speakers.py).
-    speaker: bool = False
-    # Both legs search the query without the names of the user's speakers (the speaker lever
-    # weighs those instead; app/retrieval/speakers.py).
-    speaker_query: bool = False
-    # Vector leg: pseudo-relevance feedback (Rocchio) from the best hits
-    # (app/retrieval/vector_leg.py).
-    feedback: bool = False
-    # Memories that mention the entities the query names rank higher
-    # (app/retrieval/entities.py).
-    entities: bool = False
-    # Adjacent turns of a high-ranked memory share a decayed part of its score.
-    neighbours: bool = False
-    # "When" questions prefer memories that name a time; the temporal boost uses the named
-    # time where there is one (app/retrieval/time_mentions.py).
-    time_mentions: bool = False
-    # Fusion weighs the two legs equally (0.5 / 0.5) instead of the settings' 70/30: with
-    # context on both legs, BM25 is nearly as strong alone as the vector leg.
-    balanced_legs: bool = False
-    # Fusion weights by query type: a query naming an entity or a number (after the speakers'
-    # names are gone) weighs BM25 0.7 and the vector 0.3 (app/retrieval/fusion.py).
-    typed_weights: bool = False
-    # Fusion by min-max normalised scores instead of RRF ranks (app/retrieval/fusion.py).
-    score_fusion: bool = False
-
-
-PROFILES: dict[str, Levers] = {
-    "paper": Levers(),
+RECIPES: dict[str, frozenset[Lever]] = {
+    "paper": frozenset(),
     # Measured on all ten LoCoMo conversations (docs/benchmarks/locomo.md). Left out, each for
     # a measured reason: neighbours (nothing beside context, whose vector already carries the
     # previous turn), score fusion (RRF is as good at recall@10), entities (no change: the
     # questions rarely name anything but the speakers), feedback (costs recall@10).
-    "default": Levers(
-        context_vector=True,
-        context_bm25=True,
-        speaker=True,
-        speaker_query=True,
-        time_mentions=True,
-        balanced_legs=True,
+    "default": frozenset(
+        {
+            legs.CONTEXT_VECTOR,
+            legs.CONTEXT_BM25,
+            ranking.SPEAKER,
+            legs.SPEAKER_QUERY,
+            ranking.TIME_MENTIONS,
+            fusion.BALANCED_LEGS,
+        }
     ),
 }
 
+if TYPE_CHECKING:  # made from LEVERS below; to mypy, plain structs
+    Levers = msgspec.Struct
+    LeverOverrides = msgspec.Struct
+else:
+    Levers = msgspec.defstruct(
+        "Levers",
+        [(lever.name, bool, False) for lever in LEVERS],
+        module=__name__,
+        namespace={"__doc__": "Every lever, on or off: a profile's recipe."},
+        frozen=True,
+        forbid_unknown_fields=True,
+    )
+    LeverOverrides = msgspec.defstruct(
+        "LeverOverrides",
+        [
+            (lever.name, Annotated[bool | None, msgspec.Meta(description=lever.summary)], None)
+            for lever in LEVERS
+        ],
+        module=__name__,
+        namespace={
+            "__doc__": "A request's changes to its profile's levers; null keeps the "
+            "profile's value."
+        },
+        frozen=True,
+        forbid_unknown_fields=True,
+    )
 
-class LeverOverrides(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    """A request's changes to its profile's levers; null keeps the profile's value."""
-
-    context_vector: bool | None = None
-    context_bm25: bool | None = None
-    bm25_proximity: bool | None = None
-    speaker: bool | None = None
-    speaker_query: bool | None = None
-    entities: bool | None = None
-    feedback: bool | None = None
-    neighbours: bool | None = None
-    score_fusion: bool | None = None
-    balanced_legs: bool | None = None
-    typed_weights: bool | None = None
-    time_mentions: bool | None = None
+PROFILES: dict[str, Levers] = {
+    name: Levers(**{lever.name: True for lever in recipe}) for name, recipe in RECIPES.items()
+}
+assert set(PROFILES) == set(get_args(ProfileName)), "a profile without a recipe, or the reverse"
 
 
-def resolve_levers(profile: str, overrides: LeverOverrides | None = None) -> Levers:
-    base = PROFILES[profile]
+def lever_changes(overrides: LeverOverrides | None) -> dict[str, bool]:
+    """The levers a request sets (null fields keep the profile's value)."""
     if overrides is None:
-        return base
-    changes = {
+        return {}
+    return {
         name: value
         for name in overrides.__struct_fields__
         if (value := getattr(overrides, name)) is not None
     }
-    return msgspec.structs.replace(base, **changes)
+
+
+def resolve_levers(profile: str, overrides: LeverOverrides | None = None) -> Levers:
+    return msgspec.structs.replace(PROFILES[profile], **lever_changes(overrides))
+
+
+def plan_search(request: SearchRequest, settings: Settings) -> RetrievalPlan:
+    """The request's plan: its profile (else the settings') with its lever changes, its
+    stage switches, and its RRF constants over the settings'."""
+    profile = request.profile or settings.retrieval_profile
+    levers = msgspec.structs.replace(PROFILES[profile], **request.levers)
+    return RetrievalPlan(
+        profile=profile,
+        levers=msgspec.structs.asdict(levers),
+        switches=request.switches,
+        rrf_k=request.rrf_k if request.rrf_k is not None else settings.rrf_k,
+        weight_vector=request.weight_vector,
+        weight_bm25=request.weight_bm25,
+        settings=settings,
+    )

@@ -16,7 +16,7 @@ from collections.abc import Iterable
 import structlog
 from opensearchpy.exceptions import TransportError
 
-from app.retrieval.candidates import Candidate, rank_by_score
+from app.retrieval.candidates import Candidate, boost_scores
 from app.retrieval.function_words import has_subject
 from app.search_index.client import UNAVAILABLE, MemoryIndex
 
@@ -64,7 +64,6 @@ def boost_named_speakers(
     named = named_speakers(query, speakers)
     if not named:
         return ranked, named
-    for candidate in ranked:
-        if candidate.speaker in named:
-            candidate.score *= 1.0 + boost
-    return rank_by_score(ranked, "speaker"), named
+    return boost_scores(
+        ranked, lambda c: 1.0 + boost if c.speaker in named else 1.0, "speaker"
+    ), named

@@ -6,17 +6,15 @@ time its content names (`mentioned_at`) rather than the time it was said, when i
 
 from __future__ import annotations
 
-from app.retrieval.candidates import Candidate, rank_by_score
+from app.retrieval.candidates import Candidate, boost_scores
 
 
 def boost_time_mentions(ranked: list[Candidate], boost: float) -> tuple[list[Candidate], int]:
     """Returns the re-ranked list and how many candidates name a time."""
-    naming = 0
-    for candidate in ranked:
-        if candidate.mentioned_at is not None:
-            candidate.score *= 1.0 + boost
-            naming += 1
-    return rank_by_score(ranked, "time_mention"), naming
+    naming = sum(1 for c in ranked if c.mentioned_at is not None)
+    return boost_scores(
+        ranked, lambda c: 1.0 + boost if c.mentioned_at is not None else 1.0, "time_mention"
+    ), naming
 
 
 def use_mentioned_times(ranked: list[Candidate]) -> None:

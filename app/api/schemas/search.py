@@ -9,7 +9,7 @@ import msgspec
 
 from app.api.schemas.memories import MemoryOut
 from app.memories.fields import Instant, SessionId, TopK
-from app.retrieval.pipeline import StageSwitches
+from app.retrieval.plan import StageSwitches
 from app.retrieval.profiles import PROFILES, LeverOverrides, ProfileName
 from app.vocabulary import MAX_CONTENT_CHARS
 

@@ -1,0 +1,150 @@
+"""Stages 2 and 3: what the two legs search, and the legs themselves, run side by side.
+
+BM25 needs no embedding: it runs while the query is embedded and the vectors are searched.
+The legs' levers are declared here; `vector_leg.py` and `bm25_leg.py` hold the searches.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Set
+from dataclasses import dataclass, field
+
+from app.db.tenant import current_tenant
+from app.retrieval.bm25_leg import Bm25LegSettings, bm25_leg
+from app.retrieval.candidates import Candidate
+from app.retrieval.plan import Lever, RetrievalPlan
+from app.retrieval.speakers import known_speakers, without_names
+from app.retrieval.steps import SearchContext, Step, levers_of
+from app.retrieval.timing import StageTimer
+from app.retrieval.vector_leg import VectorLegSettings, vector_leg
+from app.search_index.client import TextHit
+
+SPEAKER_QUERY = Lever(
+    "speaker_query",
+    "Both legs search the query without the names of the user's speakers (the speaker "
+    "lever weighs those instead).",
+)
+CONTEXT_VECTOR = Lever(
+    "context_vector",
+    "Vector leg: a memory's score is the better of its content's and its contextual text's cosine.",
+)
+FEEDBACK = Lever("feedback", "Vector leg: pseudo-relevance feedback (Rocchio) from the best hits.")
+CONTEXT_BM25 = Lever(
+    "context_bm25", "BM25 leg: the context field is searched too, at COGNIS_BM25_CONTEXT_BOOST."
+)
+BM25_PROXIMITY = Lever(
+    "bm25_proximity",
+    "BM25 leg: documents with the query's terms close together (a sloppy phrase match, in "
+    "content and context) score more.",
+)
+# The explanation stages the legs and their fusion record, in order.
+STAGES = ("256d", "768d", "feedback", "bm25", "rrf")
+
+
+@dataclass(frozen=True, slots=True)
+class LegQuery:
+    """The text both legs search, and the user's speakers once they were read."""
+
+    text: str
+    speakers: Set[str] = frozenset()
+
+
+async def drop_speaker_names(query: LegQuery, context: SearchContext) -> tuple[LegQuery, str]:
+    request = context.request
+    names = await known_speakers(context.index, request.user_id, request.session_id)
+    text = without_names(query.text, names)
+    return LegQuery(text, names), text
+
+
+# Steps on the query text, before the legs start.
+QUERY_STEPS: tuple[Step[LegQuery], ...] = (
+    Step("speaker_query", drop_speaker_names, timer="speakers_ms", lever=SPEAKER_QUERY),
+)
+LEVERS = (*levers_of(QUERY_STEPS), CONTEXT_VECTOR, CONTEXT_BM25, BM25_PROXIMITY, FEEDBACK)
+
+
+def vector_options(plan: RetrievalPlan) -> VectorLegSettings:
+    settings = plan.settings
+    return VectorLegSettings(
+        shortlist=settings.candidates_256d,
+        keep=settings.candidates_768d,
+        ef_search=settings.hnsw_ef_search,
+        exact_max=settings.exact_search_max_memories,
+        rescore_768d=plan.runs("rescore_768d"),
+        with_context=plan.on(CONTEXT_VECTOR),
+        feedback_top=settings.feedback_top if plan.on(FEEDBACK) else 0,
+        feedback_weight=settings.feedback_weight,
+    )
+
+
+def bm25_options(plan: RetrievalPlan) -> Bm25LegSettings:
+    settings = plan.settings
+    return Bm25LegSettings(
+        size=settings.bm25_candidates,
+        context_boost=settings.bm25_context_boost if plan.on(CONTEXT_BM25) else 0.0,
+        proximity_slop=settings.bm25_proximity_slop if plan.on(BM25_PROXIMITY) else None,
+    )
+
+
+@dataclass(slots=True)
+class LegHits:
+    vector: list[Candidate] = field(default_factory=list)
+    shortlisted: int = 0  # how many the 256D stage shortlisted
+    text: list[TextHit] | None = field(default_factory=list)  # None: OpenSearch did not answer
+
+    @property
+    def missing(self) -> list[str]:
+        return ["bm25"] if self.text is None else []
+
+    def status(self, plan: RetrievalPlan) -> dict[str, str]:
+        return {
+            "vector": "on" if plan.runs("vector") else "off",
+            "bm25": "unavailable" if self.text is None else "on" if plan.runs("bm25") else "off",
+        }
+
+
+async def search_legs(query: LegQuery, context: SearchContext, timer: StageTimer) -> LegHits:
+    """The legs the plan switches on, concurrently; a task group cancels the other leg when
+    one fails, and the leg's own exception is raised (the error handlers expect it)."""
+    request, plan = context.request, context.plan
+
+    async def vector_path() -> tuple[list[Candidate], int]:
+        with timer.stage("query_embedding_ms"):
+            embedding = await context.embedder.embed_query(
+                query.text, current_tenant(), request.user_id
+            )
+        return await vector_leg(
+            context.repository,
+            request.user_id,
+            request.session_id,
+            embedding,
+            vector_options(plan),
+            timer,
+        )
+
+    try:
+        async with asyncio.TaskGroup() as legs:
+            vector = legs.create_task(vector_path()) if plan.runs("vector") else None
+            bm25 = (
+                legs.create_task(
+                    bm25_leg(
+                        context.index,
+                        request.user_id,
+                        query.text,
+                        request.session_id,
+                        bm25_options(plan),
+                        timer,
+                    )
+                )
+                if plan.runs("bm25")
+                else None
+            )
+    except ExceptionGroup as failed:
+        raise failed.exceptions[0] from None
+    hits = LegHits()
+    if vector is not None:
+        hits.vector, hits.shortlisted = vector.result()
+    if bm25 is not None:
+        hits.text = bm25.result()
+    return hits

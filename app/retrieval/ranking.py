@@ -1,0 +1,186 @@
+"""After fusion: the steps that load, re-score and cut the candidates, in the order they run.
+
+Load and visibility · [speaker · entities · neighbours · time mentions] · 5 temporal boost ·
+6 de-duplication · 7 cross-encoder · final cut · 8 history. The bracketed steps are levers;
+each step reads its own numbers from the plan's settings.
+"""
+
+from __future__ import annotations
+
+from app.retrieval.candidates import Candidate
+from app.retrieval.dedup import dedup_head
+from app.retrieval.entities import boost_shared_entities
+from app.retrieval.history import with_history
+from app.retrieval.neighbours import links, spread_to_neighbours
+from app.retrieval.plan import Lever
+from app.retrieval.rerank import rerank
+from app.retrieval.speakers import boost_named_speakers
+from app.retrieval.steps import SearchContext, Step, explained_by, levers_of
+from app.retrieval.temporal import apply_temporal_boost
+from app.retrieval.time_mentions import boost_time_mentions, use_mentioned_times
+from app.retrieval.visibility import load_visible
+
+Ranked = list[Candidate]
+
+SPEAKER = Lever(
+    "speaker",
+    "When the query names a speaker of the candidates, that speaker's memories are boosted "
+    "by COGNIS_SPEAKER_BOOST.",
+)
+ENTITIES = Lever(
+    "entities",
+    "Memories that mention the entities the query names rank higher (COGNIS_ENTITY_BOOST).",
+)
+NEIGHBOURS = Lever(
+    "neighbours", "Adjacent turns of a high-ranked memory share a decayed part of its score."
+)
+TIME_MENTIONS = Lever(
+    "time_mentions",
+    '"When" questions prefer memories that name a time; the temporal boost uses the named '
+    "time where there is one.",
+)
+
+
+async def load(ranked: Ranked, context: SearchContext) -> tuple[Ranked, None]:
+    # Rows are re-read from Postgres by id *and user* under the visibility rule: the index
+    # is never the only guard.
+    request = context.request
+    rows = await context.repository.visible_current(
+        request.user_id, [c.memory_id for c in ranked], request.session_id
+    )
+    return load_visible(ranked, rows), None
+
+
+async def speaker(ranked: Ranked, context: SearchContext) -> tuple[Ranked, str]:
+    boost = context.plan.settings.speaker_boost
+    ranked, named = boost_named_speakers(context.request.query, ranked, boost)
+    return ranked, f"boosted {', '.join(sorted(named))}" if named else "none named"
+
+
+async def entities(ranked: Ranked, context: SearchContext) -> tuple[Ranked, str]:
+    boost = context.plan.settings.entity_boost
+    ranked, named = boost_shared_entities(context.request.query, ranked, boost)
+    return ranked, f"boosted {', '.join(named)}" if named else "none named"
+
+
+async def neighbours(ranked: Ranked, context: SearchContext) -> tuple[Ranked, str]:
+    request, settings = context.request, context.plan.settings
+    chains, follows = links(ranked[: settings.neighbour_top_n])
+    found = await context.repository.neighbours(
+        request.user_id, chains, follows, request.session_id
+    )
+    ranked, joined = spread_to_neighbours(
+        ranked, found, settings.neighbour_decay, settings.neighbour_top_n
+    )
+    return ranked, f"{joined} joined"
+
+
+async def time_mentions(ranked: Ranked, context: SearchContext) -> tuple[Ranked, str]:
+    use_mentioned_times(ranked)
+    if not context.analysis.asks_when:
+        return ranked, "not a when-question"
+    ranked, naming = boost_time_mentions(ranked, context.plan.settings.time_mention_boost)
+    return ranked, f"boosted {naming} naming a time"
+
+
+def without_window(_: Ranked, context: SearchContext) -> str | None:
+    return None if context.analysis.window is not None else "no time window in query"
+
+
+async def temporal(ranked: Ranked, context: SearchContext) -> tuple[Ranked, str]:
+    settings = context.plan.settings
+    assert context.analysis.window is not None  # skipped otherwise (without_window)
+    ranked = apply_temporal_boost(
+        ranked,
+        context.analysis.window,
+        settings.temporal_weight_fused,
+        settings.temporal_weight_time,
+        settings.temporal_min_score,
+    )
+    return ranked, "applied"
+
+
+async def dedup(ranked: Ranked, context: SearchContext) -> tuple[Ranked, str]:
+    # Over the head of the list (what can still be shown).
+    request, settings = context.request, context.plan.settings
+    ranked, dropped = await dedup_head(
+        ranked,
+        request.top_k,
+        max(request.top_k * 2, settings.rerank_top_n),
+        lambda ids: context.repository.near_duplicate_pairs(
+            request.user_id, ids, settings.dedup_threshold
+        ),
+    )
+    return ranked, f"dropped {len(dropped)}"
+
+
+def without_cross_encoder(_: Ranked, context: SearchContext) -> str | None:
+    return None if context.cross_encoder is not None else "skipped: no cross-encoder configured"
+
+
+async def cross_encode(ranked: Ranked, context: SearchContext) -> tuple[Ranked, str]:
+    assert context.cross_encoder is not None  # skipped otherwise (without_cross_encoder)
+    top_n = context.plan.settings.rerank_top_n
+    ranked = await rerank(context.request.query, ranked, context.cross_encoder, top_n)
+    return ranked, "applied"
+
+
+async def final(ranked: Ranked, context: SearchContext) -> tuple[Ranked, None]:
+    results = ranked[: context.request.top_k]
+    for position, candidate in enumerate(results, start=1):
+        candidate.record("final", position, candidate.score)
+    return results, None
+
+
+def without_history_intent(results: Ranked, context: SearchContext) -> str | None:
+    return None if context.analysis.history and results else "no history intent"
+
+
+async def history(results: Ranked, context: SearchContext) -> tuple[Ranked, str]:
+    request = context.request
+    earlier = await context.repository.superseded_versions(
+        request.user_id, list({c.chain_id for c in results if c.chain_id}), request.session_id
+    )
+    return with_history(results, earlier, context.plan.settings.history_max_versions), "applied"
+
+
+RANKING_STEPS: tuple[Step[Ranked], ...] = (
+    Step("load", load, timer="load_ms"),
+    Step("speaker", speaker, timer="speaker_ms", lever=SPEAKER, explains="speaker"),
+    Step("entities", entities, timer="entities_ms", lever=ENTITIES, explains="entities"),
+    Step("neighbours", neighbours, timer="neighbours_ms", lever=NEIGHBOURS, explains="neighbours"),
+    Step(
+        "time_mentions",
+        time_mentions,
+        timer="time_mentions_ms",
+        lever=TIME_MENTIONS,
+        explains="time_mention",
+    ),
+    Step(
+        "temporal",
+        temporal,
+        timer="temporal_boost_ms",
+        switch="temporal",
+        skip=without_window,
+        explains="temporal",
+    ),
+    Step("dedup", dedup, timer="dedup_ms", switch="dedup"),
+    Step(
+        "rerank",
+        cross_encode,
+        timer="cross_encoder_ms",
+        switch="rerank",
+        skip=without_cross_encoder,
+        explains="rerank",
+    ),
+    Step("final", final, explains="final"),
+    Step(
+        "history",
+        history,
+        timer="version_chain_ms",
+        switch="history",
+        skip=without_history_intent,
+    ),
+)
+LEVERS = levers_of(RANKING_STEPS)
+STAGES = explained_by(RANKING_STEPS)

@@ -1,0 +1,40 @@
+"""What a search asks (the API's body, checked) and what it answers."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from app.retrieval.candidates import Candidate
+from app.retrieval.plan import StageSwitches
+from app.retrieval.query_analysis import QueryAnalysis
+
+
+@dataclass(frozen=True, slots=True)
+class SearchRequest:
+    user_id: str
+    query: str
+    top_k: int
+    session_id: str | None = None
+    as_of: datetime | None = None
+    switches: StageSwitches = field(default_factory=StageSwitches)
+    profile: str | None = None  # None: settings.retrieval_profile
+    levers: Mapping[str, bool] = field(default_factory=dict)  # changes to the profile's levers
+    rrf_k: int | None = None
+    weight_vector: float | None = None
+    weight_bm25: float | None = None
+    request_id: str | None = None
+    # The BM25 index's lag behind Postgres for this user, measured by the caller: logged.
+    index_lag: dict[str, Any] | None = None
+
+
+@dataclass(slots=True)
+class SearchResponse:
+    results: list[Candidate]
+    analysis: QueryAnalysis
+    missing_legs: list[str]
+    stage_durations_ms: dict[str, float]
+    stage_status: dict[str, str]
+    duration_ms: float
