@@ -101,7 +101,14 @@ async def test_a_tenants_backlog_does_not_delay_another_tenants_next_message(
     await _enqueue(db, busy, queue, BACKLOG_USERS, BACKLOG)
     # Sent after the whole backlog: oldest-first would serve it after 100 other heads.
     await _enqueue(db, quiet, queue, 1, 1, after=BACKLOG)
-    env = {**migrated, "COGNIS_INGEST_QUEUE": queue, "COGNIS_INGEST_CLAIM_MAX_MESSAGES": "32"}
+    # Leases that outlast the test: a claim made here must not lapse (and be taken again)
+    # however slowly a loaded machine runs the claims after it.
+    env = {
+        **migrated,
+        "COGNIS_INGEST_QUEUE": queue,
+        "COGNIS_INGEST_CLAIM_MAX_MESSAGES": "32",
+        "COGNIS_INGEST_LEASE_S": "3600",
+    }
     with mock.patch.dict(os.environ, env, clear=True):
         settings = Settings()
     # Only claims are made here: no pipeline is needed.
