@@ -49,6 +49,10 @@ main() {
     step "opensearch" "$SCRIPTS/install-opensearch.sh"
     step "embedding models" "$SCRIPTS/install-models.sh" >/dev/null
     step "python virtualenv" venv_install
+    # The default embedding backends run the model through ONNX Runtime (int8 for queries): export
+    # it once here, into the per-user cache, so no service or test spends its start-up on it.
+    step "ONNX export of the embedding model" "$VENV/bin/python" -m app.ml.onnx_encoder \
+        "$MODELS_DIR/all-mpnet-base-v2" >/dev/null
     # Headless Chromium and its driver: the web console's browser tests (Selenium drives them).
     step "chromium for console tests" ensure_debs chromium chromium-driver
     step "local LLM (xllamacpp + SmolLM2-135M test model)" "$SCRIPTS/install-llm.sh" >/dev/null

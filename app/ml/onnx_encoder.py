@@ -5,17 +5,26 @@ transformers < 4.58 while sentence-transformers 6 needs transformers >= 5: the t
 installed together. So the whole model (transformer, pooling, normalisation) is traced to one ONNX
 graph with torch's exporter, and ONNX Runtime with the saved tokenizer runs it; no hub is asked.
 
-The export goes to a cache folder, never into the (read-mostly) model folder. It is written under
-a temporary name and renamed, so concurrent processes exporting the same model cannot see a
-half-written file, and it is reused as long as the source model's files are unchanged.
+The export goes to a cache folder, never into the (read-mostly) model folder, and is reused as
+long as the source model's files are unchanged. `scripts/install.sh` makes it (`python -m
+app.ml.onnx_encoder MODEL`), so a service never spends its start-up exporting. Processes that
+do export hold a lock on the export folder meanwhile: ONNX Runtime's quantiser writes a scratch
+file of a fixed name beside its input, so two quantisers of one model must not run at once (a
+fresh machine's first test run started a dozen APIs that did). Each file is also written under
+a temporary name and renamed, so a reader never sees it half-written.
 """
 
 from __future__ import annotations
 
+import argparse
+import contextlib
+import fcntl
 import hashlib
 import json
 import os
+import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -155,6 +164,42 @@ def export_int8(target_dir: Path) -> None:
     _write_atomically(target_dir / INT8_FILE, write)
 
 
+@contextlib.contextmanager
+def _export_lock(export_dir: Path) -> Iterator[None]:
+    """Exclusive, across processes, for as long as one of them exports into `export_dir`."""
+    export_dir.parent.mkdir(parents=True, exist_ok=True)
+    with (export_dir.parent / f".{export_dir.name}.lock").open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def prepare(
+    model_name_or_path: str,
+    *,
+    quantized: bool,
+    cache_dir: str | os.PathLike[str] | None = None,
+) -> Path:
+    """The export folder of this model, exported (and quantised) first if it is not there yet.
+
+    A process that finds the export complete takes no lock; one that does not waits for any
+    other exporter and then looks again, so each model is exported once per machine."""
+    export_dir = export_dir_for(model_name_or_path, cache_dir)
+    wanted = [export_dir / META_FILE] + ([export_dir / INT8_FILE] if quantized else [])
+    if all(path.exists() for path in wanted):
+        return export_dir
+    with _export_lock(export_dir):
+        if not (export_dir / META_FILE).exists():
+            log.info("embedder.onnx_export", model=model_name_or_path, to=str(export_dir))
+            export_fp32(model_name_or_path, export_dir)
+        if quantized and not (export_dir / INT8_FILE).exists():
+            log.info("embedder.onnx_quantize", model=model_name_or_path, to=str(export_dir))
+            export_int8(export_dir)
+    return export_dir
+
+
 class OnnxSentenceEncoder:
     """encode(texts) -> (n, dim) float32, like SentenceTransformer.encode for text."""
 
@@ -176,14 +221,8 @@ class OnnxSentenceEncoder:
             ) from exc
         from transformers import AutoTokenizer
 
-        self.export_dir = export_dir_for(model_name_or_path, cache_dir)
-        if not (self.export_dir / META_FILE).exists():
-            log.info("embedder.onnx_export", model=model_name_or_path, to=str(self.export_dir))
-            export_fp32(model_name_or_path, self.export_dir)
+        self.export_dir = prepare(model_name_or_path, quantized=quantized, cache_dir=cache_dir)
         model_file = self.export_dir / (INT8_FILE if quantized else FP32_FILE)
-        if quantized and not model_file.exists():
-            log.info("embedder.onnx_quantize", model=model_name_or_path, to=str(model_file))
-            export_int8(self.export_dir)
         meta = json.loads((self.export_dir / META_FILE).read_text())
         self._inputs: list[str] = meta["inputs"]
         self._max_length: int = meta["max_seq_length"]
@@ -226,3 +265,18 @@ class OnnxSentenceEncoder:
             chunk = order[start : start + batch_size]
             out[chunk] = self._run([texts[i] for i in chunk])
         return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m app.ml.onnx_encoder MODEL`: export (fp32 and int8) into the cache, once."""
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("model", help="a sentence-transformers model folder (or hub name)")
+    parser.add_argument("--cache-dir", default=None, help="default: ~/.cache/cognis-memory/onnx")
+    args = parser.parse_args(argv)
+    export_dir = prepare(args.model, quantized=True, cache_dir=args.cache_dir)
+    print(export_dir)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -176,3 +176,55 @@ async def test_queries_get_their_own_int8_embedder_unless_told_to_share(
     finally:
         await shared.close()
         await split.close()
+
+
+def test_concurrent_preparations_export_each_model_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fresh machine's first test run starts many API processes at once: one exports, the
+    others wait for it and reuse its files (ONNX Runtime's quantiser writes a scratch file of a
+    fixed name beside its input, so two of them at once broke each other)."""
+    import threading
+    import time
+
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "weights.bin").write_bytes(b"w")
+    active: list[str] = []
+    exports: list[str] = []
+    overlaps: list[list[str]] = []
+
+    def fake(kind: str, file: str):
+        def export(*args: object) -> None:
+            export_dir = Path(str(args[-1]))
+            active.append(kind)
+            if len(active) > 1:
+                overlaps.append(list(active))
+            time.sleep(0.05)  # long enough for an unlocked second exporter to overlap
+            export_dir.mkdir(parents=True, exist_ok=True)
+            (export_dir / file).write_text(kind)
+            exports.append(kind)
+            active.remove(kind)
+
+        return export
+
+    monkeypatch.setattr(onnx_encoder, "export_fp32", fake("fp32", onnx_encoder.META_FILE))
+    monkeypatch.setattr(onnx_encoder, "export_int8", fake("int8", onnx_encoder.INT8_FILE))
+    cache = tmp_path / "onnx"
+    results: list[Path] = []
+    threads = [
+        threading.Thread(
+            target=lambda: results.append(
+                onnx_encoder.prepare(str(model), quantized=True, cache_dir=cache)
+            )
+        )
+        for _ in range(6)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    assert sorted(exports) == ["fp32", "int8"]
+    assert overlaps == []
+    assert results == [onnx_encoder.export_dir_for(str(model), cache)] * 6
