@@ -1,5 +1,5 @@
 # The commands the README names. `make up` serves the API; `make test` runs the suite.
-.PHONY: up down status install test lint typecheck relay reindex bench-foundation bench-locomo bench-scale bench-ingest bench-mixed bench-hnsw bench-relay bench-import check-deploy bench-embedding bench-tenants bench-faults bench-categories bench-llm-gate bench-local-llm llm
+.PHONY: up down status install test lint typecheck relay reindex bench-foundation bench-locomo bench-scale bench-ingest bench-mixed bench-retry bench-hnsw bench-relay bench-import check-deploy bench-embedding bench-tenants bench-faults bench-categories bench-llm-gate bench-local-llm llm
 
 PY := .venv/bin/python
 TEST_WORKERS ?= 2  # pytest-xdist workers; each has its own database, index and in-process API
@@ -53,6 +53,9 @@ bench-ingest:  ## write path: raw model texts/s, batch create, messages/s, time-
 
 bench-mixed:  ## mixed traffic: tenant A imports while B and C write, chat and search (ratios to idle)
 	set -a && . .local/cognis.env && set +a && $(PY) -m bench.mixed_traffic $(BENCH_ARGS)
+
+bench-retry:  ## writes whose answers time out, retried with their keys: REST, Python client, MCP; counts duplicates
+	set -a && . .local/cognis.env && set +a && $(PY) -m bench.retry $(BENCH_ARGS)
 
 bench-hnsw:  ## HNSW layouts: insert ms/row and recall@10 (256D only, +768D, +768D halfvec)
 	set -a && . .local/cognis.env && set +a && $(PY) -m bench.hnsw $(BENCH_ARGS)

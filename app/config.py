@@ -106,6 +106,14 @@ class EmbeddingSettings(BaseModel):
         default=5.0,
         description="how long the first waiting text waits for others to share its model call",
     )
+    embedding_max_call_ms: float = Field(
+        default=500.0,
+        ge=0,
+        description="longest one model call should take: the batcher learns the model's time "
+        "per character and stops filling a call at this budget (at least one text). The model "
+        "cannot be interrupted, so this bounds how long a single write waits behind an "
+        "import's texts; 0: calls bounded by `COGNIS_EMBEDDING_BATCH_SIZE` only",
+    )
     embedding_forward_batch_size: int = Field(
         default=8,
         description="texts per forward pass of a local model within one call, after sorting by "

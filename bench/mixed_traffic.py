@@ -24,6 +24,7 @@ import hashlib
 import json
 import os
 import secrets
+import subprocess
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -249,7 +250,10 @@ def _report(name: str, seen: Interactive, idle: Interactive) -> None:
         print(f"    errors: {len(seen.errors)} (first: {seen.errors[:3]})")
 
 
-async def run(args: argparse.Namespace) -> None:
+def start_admin_api(log_name: str) -> tuple[subprocess.Popen, str, str]:
+    """An API process of the bench's own: tenants only through its admin key (no plain API
+    key), its own ingestion queue, no LLM (each message is stored as it is). Returns the
+    process, its URL and the admin key."""
     admin_key = secrets.token_urlsafe(24)
     env = dict(os.environ)
     env.update(
@@ -262,9 +266,14 @@ async def run(args: argparse.Namespace) -> None:
         }
     )
     env.pop("COGNIS_LLM_BASE_URL", None)
-    log_path = ROOT / ".local" / "logs" / "bench-mixed-traffic.log"
+    log_path = ROOT / ".local" / "logs" / log_name
     log_path.parent.mkdir(parents=True, exist_ok=True)
     process, url = _start_api(env, log_path)
+    return process, url, admin_key
+
+
+async def run(args: argparse.Namespace) -> None:
+    process, url, admin_key = start_admin_api("bench-mixed-traffic.log")
     texts = chat_texts(args.bulk_texts, args.turns_per_text)
     _, questions = locomo_turns_and_questions(1000)
     tag = uuid.uuid4().hex[:6]

@@ -16,8 +16,14 @@ by start-time fair queuing (the idea behind Linux's CFS): the next text comes fr
 tenant (then user) that has been served the fewest characters so far, and a tenant that starts
 waiting joins at the level of the one served last, so idle time earns no credit. Characters,
 capped where models truncate, stand for model time. A request is taken a text at a time, so a
-batch of 100 never holds the model for more than one call of `max_batch` texts: an interactive
-text that arrives meanwhile goes into the next call, ahead of the rest of the batch.
+batch of 100 never holds the model for more than one call: an interactive text that arrives
+meanwhile goes into the next call, ahead of the rest of the batch.
+
+A call is also bounded in time, not only in texts: the batcher learns the model's seconds per
+character from the calls it makes, and stops filling a call once it is worth `max_call_s`.
+Without it a call of 32 chat-length texts (an import's) held the model for seconds, and a
+single write that arrived meanwhile waited for all of it: the model cannot be interrupted, so
+the longest call is the longest an interactive text can wait. Short texts still fill a call.
 
 A request may carry a deadline: if its texts have not all been embedded by then it fails with
 DeadlineExceededError and its remaining texts leave the queue (nobody waits for them any more).
@@ -257,12 +263,17 @@ class MicroBatcher(Generic[T]):
         max_batch: int = 32,
         max_wait_s: float = 0.005,
         observer: QueueObserver | None = None,
+        max_call_s: float = 0.0,
     ) -> None:
         if max_batch < 1:
             raise ValueError("max_batch must be at least 1")
         self._encode = encode
         self._max_batch = max_batch
         self._max_wait_s = max_wait_s
+        # 0: calls bounded by max_batch only. Else the model's seconds per character of text,
+        # a moving average of the calls made, turns it into a budget of characters per call.
+        self._max_call_s = max_call_s
+        self.seconds_per_char: float | None = None
         self._observer = observer
         self._loop: asyncio.AbstractEventLoop | None = None
         self._queues: _Queues[T] | None = None
@@ -346,13 +357,25 @@ class MicroBatcher(Generic[T]):
             if batch:
                 await self._run(batch)
 
+    def call_budget(self) -> float:
+        """Characters one call may take before it stops taking more (inf: no bound yet)."""
+        if not self._max_call_s or not self.seconds_per_char:
+            return float("inf")
+        return self._max_call_s / self.seconds_per_char
+
     def _take(self, queues: _Queues[T]) -> list[tuple[_Request[T], int]]:
-        """Up to max_batch texts from the head of the classes, most urgent class first."""
+        """Texts from the head of the classes, most urgent class first, until the call holds
+        max_batch texts or its time budget (the last text may go past the budget; a call
+        always takes at least one)."""
         batch: list[tuple[_Request[T], int]] = []
+        budget, cost = self.call_budget(), 0
         for work_class, queue in queues.by_class.items():
             before = len(batch)
-            while len(batch) < self._max_batch and (item := queue.pop()) is not None:
-                request, _ = item
+            while (
+                len(batch) < self._max_batch and cost < budget and (item := queue.pop()) is not None
+            ):
+                request, position = item
+                cost += text_cost(request.texts[position])
                 if request.taken == 1:  # its first text: the request starts now
                     self._report("waited", work_class, _since(request.enqueued_at))
                 batch.append(item)
@@ -372,9 +395,11 @@ class MicroBatcher(Generic[T]):
                 if not request.future.done():
                     request.future.set_exception(exc)
             return
+        seconds = _since(started)
         self.stats.calls += 1
         self.stats.texts += len(texts)
-        self._report("batch", len(texts), _since(started))
+        self._learn(sum(text_cost(t) for t in texts), seconds)
+        self._report("batch", len(texts), seconds)
         for (request, position), output in zip(batch, outputs, strict=True):
             if request.future.done():
                 continue
@@ -382,6 +407,13 @@ class MicroBatcher(Generic[T]):
             request.answered += 1
             if request.answered == len(request.texts):
                 request.future.set_result(request.results)
+
+    def _learn(self, cost: int, seconds: float) -> None:
+        """Fold one call's seconds per character into the moving average (new calls weigh 1/4:
+        a few calls follow a change of text lengths or of load)."""
+        observed = seconds / cost
+        previous = self.seconds_per_char
+        self.seconds_per_char = observed if previous is None else 0.75 * previous + 0.25 * observed
 
 
 def _since(started: float) -> float:

@@ -85,6 +85,7 @@ class Embedder:
         device: str = "cpu",
         batch_size: int = 32,
         batch_wait_ms: float = 5.0,
+        max_call_ms: float = 0.0,
         forward_batch_size: int = 8,
         query_cache_size: int = 0,
         backend: EmbeddingBackend = "torch",
@@ -112,6 +113,7 @@ class Embedder:
             max_batch=batch_size,
             max_wait_s=batch_wait_ms / 1000,
             observer=observer,
+            max_call_s=max_call_ms / 1000,
         )
         self._model: Any = None
         self._query_cache_size = query_cache_size
@@ -221,6 +223,7 @@ def build_embedder(
         batch_size=settings.embedding_batch_size,
         forward_batch_size=settings.embedding_forward_batch_size,
         batch_wait_ms=settings.embedding_batch_wait_ms,
+        max_call_ms=settings.embedding_max_call_ms,
         query_cache_size=settings.query_embedding_cache_size,
         backend=backend,
         intra_op_threads=intra_op_threads,

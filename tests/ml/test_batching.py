@@ -164,6 +164,46 @@ async def test_bulk_work_yields_to_an_interactive_write_between_model_calls() ->
     assert [len(c) for c in model.calls] == [4, 4, 3]
 
 
+async def test_a_call_stops_at_its_time_budget_so_long_texts_go_few_at_a_time(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    model = RecordingModel()
+    batcher = MicroBatcher(model, max_batch=32, max_wait_s=0.0, max_call_s=0.5)
+    # The model's learnt speed, fixed here: 1 ms a character, so 0.5 s is 500 characters.
+    batcher.seconds_per_char = 0.001
+    monkeypatch.setattr(batcher, "_learn", lambda cost, seconds: None)
+
+    await batcher.submit(["s" * 50] * 12 + ["l" * 300] * 3, Work(BULK))
+
+    # Short texts share a call up to the budget; a call goes past it by its last text only.
+    assert [[len(t) for t in call] for call in model.calls] == [
+        [50] * 10,
+        [50, 50, 300, 300],
+        [300],
+    ]
+
+
+async def test_without_a_time_budget_a_call_is_bounded_by_its_texts_only() -> None:
+    model = RecordingModel()
+    batcher = MicroBatcher(model, max_batch=32, max_wait_s=0.0)
+    batcher.seconds_per_char = 0.001
+
+    await batcher.submit(["s" * 50] * 12 + ["l" * 300] * 3, Work(BULK))
+
+    assert [len(call) for call in model.calls] == [15]
+
+
+def test_the_time_per_character_follows_the_calls_made() -> None:
+    batcher = MicroBatcher(RecordingModel(), max_call_s=0.5)
+    assert batcher.call_budget() == float("inf")  # nothing learnt yet: no bound
+
+    batcher._learn(1000, 1.0)  # 1 ms a character
+    assert batcher.call_budget() == pytest.approx(500)
+    batcher._learn(1000, 3.0)  # slower now (longer texts, a busier machine): 3/4 old, 1/4 new
+    assert batcher.seconds_per_char == pytest.approx(0.0015)
+    assert batcher.call_budget() == pytest.approx(500 / 1.5)
+
+
 async def test_tenants_share_a_class_fairly_whoever_came_first() -> None:
     model = RecordingModel(hold=True)
     batcher = MicroBatcher(model, max_batch=4, max_wait_s=0.0)
