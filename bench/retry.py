@@ -250,9 +250,16 @@ async def mcp_session(bench: Bench, user: str, timeout_s: float) -> AsyncIterato
     server = StdioServerParameters(
         command=sys.executable, args=["-m", "app", "mcp"], env=env, cwd=str(ROOT)
     )
-    async with stdio_client(server) as (read, write), ClientSession(read, write) as session:
-        await session.initialize()
-        yield session
+    log = (ROOT / ".local" / "logs" / "bench-retry-mcp.log").open("a")  # the server's stderr
+    try:
+        async with (
+            stdio_client(server, errlog=log) as (read, write),
+            ClientSession(read, write) as session,
+        ):
+            await session.initialize()
+            yield session
+    finally:
+        log.close()
 
 
 def mcp_attempts(session: ClientSession, targets: list[str], kind: str) -> Attempt:
