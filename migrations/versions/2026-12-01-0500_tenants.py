@@ -37,6 +37,8 @@ depends_on: str | Sequence[str] | None = None
 DEFAULT_TENANT_ID = "00000000-0000-0000-0000-000000000001"
 # Parents first (a downgrade deletes in reverse).
 TENANT_TABLES = ("messages", "memories", "outbox", "ingest_tasks", "ingest_decisions")
+# Referencing tables before the tables they reference (see the LOCK TABLE in the upgrade).
+LOCK_ORDER = ("memories", "ingest_decisions", "ingest_tasks", "outbox", "messages")
 SERVICE_TABLES = (*TENANT_TABLES, "tenants", "api_keys")
 SERVICE_SEQUENCES = ("outbox_id_seq", "ingest_decisions_id_seq")
 # Unique per user before, unique per tenant and user now: (name, table, columns, where).
@@ -134,6 +136,10 @@ def _tenant_columns_and_policies() -> None:
     # The default is evaluated once here for the rows already present (a stored "missing
     # value": no table rewrite, whatever the size), and per insert afterwards.
     op.execute(f"SELECT set_config('cognis.tenant_id', '{DEFAULT_TENANT_ID}', true)")
+    # All five at once, children before the parents they reference, as writers take them: an
+    # insert holds its table and then checks its foreign keys in the parent. Taken parent
+    # first, table by table, a memory insert under load deadlocked with this (bench.migrations).
+    op.execute(f"LOCK TABLE {', '.join(LOCK_ORDER)} IN ACCESS EXCLUSIVE MODE")
     for table in TENANT_TABLES:
         op.execute(
             f"ALTER TABLE {table} ADD COLUMN tenant_id uuid NOT NULL DEFAULT cognis_tenant()"

@@ -91,7 +91,6 @@ def _categories_and_columns() -> None:
     )
     # A deployment-wide list (not per tenant): the service's roles read it; its owner edits it.
     op.execute("GRANT SELECT ON categories TO cognis_rw")
-    op.add_column("messages", sa.Column("utc_offset_minutes", sa.SmallInteger(), nullable=True))
     op.add_column(
         "ingest_decisions", sa.Column("event_time", sa.DateTime(timezone=True), nullable=True)
     )
@@ -104,6 +103,9 @@ def _categories_and_columns() -> None:
         "llm_gate IS NULL OR llm_gate IN ('call', 'skip')",
         postgresql_not_valid=True,
     )
+    # messages last: writers of ingest_decisions (and memories) hold their table, then check
+    # the foreign key in messages; taking messages before them could deadlock with them.
+    op.add_column("messages", sa.Column("utc_offset_minutes", sa.SmallInteger(), nullable=True))
 
 
 def downgrade() -> None:
