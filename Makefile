@@ -1,5 +1,5 @@
 # The commands the README names. `make up` serves the API; `make test` runs the suite.
-.PHONY: up down status install test lint typecheck relay reindex bench-foundation bench-locomo bench-scale bench-ingest bench-mixed bench-retry bench-hnsw bench-relay bench-import check-deploy bench-embedding bench-tenants bench-faults bench-categories bench-llm-gate bench-local-llm llm
+.PHONY: up down status install test lint typecheck relay reindex bench-foundation bench-locomo bench-scale bench-ingest bench-mixed bench-retry bench-hnsw bench-relay bench-import bench-migrations check-deploy bench-embedding bench-tenants bench-faults bench-categories bench-llm-gate bench-local-llm llm
 
 PY := .venv/bin/python
 TEST_WORKERS ?= 2  # pytest-xdist workers; each has its own database, index and in-process API
@@ -65,6 +65,9 @@ bench-relay:  ## outbox relay: documents/s delivered and time until searchable (
 
 bench-import:  ## bulk import: memories/s with precomputed vectors, with and without --defer-index
 	set -a && . .local/cognis.env && set +a && $(PY) -m bench.imports $(BENCH_ARGS)
+
+bench-migrations:  ## upgrade first revision -> head on 1M memories under load: wall time, longest blocking lock
+	set -a && . .local/cognis.env && set +a && $(PY) -m bench.migrations $(BENCH_ARGS)
 
 bench-tenants:  ## OpenSearch: one index filtered by tenant against an index per tenant (scratch indexes)
 	set -a && . .local/cognis.env && set +a && $(PY) -m bench.tenant_index $(BENCH_ARGS)

@@ -4,10 +4,13 @@ COGNIS_DATABASE_URL) or from the caller's config attributes."""
 from __future__ import annotations
 
 import asyncio
+import os
 from logging.config import fileConfig
+from typing import Any
 
 from alembic import context
-from sqlalchemy.engine import Connection
+from sqlalchemy import event
+from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from app.db.migration_safety import session_timeouts
@@ -63,8 +66,43 @@ def _run_sync(connection: Connection) -> None:
         context.run_migrations()
 
 
+def _interruptions(engine: Engine) -> None:
+    """Fault injection for tests/test_migration_rerun.py, off unless its variables are set.
+
+    COGNIS_MIGRATION_TRACE=<file>: one line per statement the migrations run (its number,
+    `autocommit` when it ran outside a transaction, so it committed by itself, else `tx`; its
+    first line), and `commit` where a transaction committed.
+    COGNIS_MIGRATION_KILL_AFTER=<n>: the process ends abruptly right after the n-th statement,
+    before anything else is sent: an open transaction is lost with the connection, as when a
+    migration is killed or its session dropped."""
+    trace, kill_after = (os.environ.get(f"COGNIS_MIGRATION_{k}") for k in ("TRACE", "KILL_AFTER"))
+    if not (trace or kill_after):
+        return
+    count = 0
+
+    def _record(line: str) -> None:
+        if trace:
+            with open(trace, "a") as handle:
+                handle.write(line + "\n")
+
+    @event.listens_for(engine, "after_cursor_execute")
+    def _after(conn: Connection, _cursor: Any, statement: str, *_args: Any) -> None:
+        nonlocal count
+        count += 1
+        isolation = conn.get_execution_options().get("isolation_level")
+        mode = "autocommit" if isolation == "AUTOCOMMIT" else "tx"
+        _record(f"{count}\t{mode}\t{statement.strip().splitlines()[0][:120]}")
+        if kill_after and count == int(kill_after):
+            os._exit(75)
+
+    @event.listens_for(engine, "commit")
+    def _commit(_conn: Connection) -> None:
+        _record(f"{count}\tcommit")
+
+
 async def run_migrations_online() -> None:
     engine = create_async_engine(_database_url())
+    _interruptions(engine.sync_engine)
     async with engine.connect() as connection:
         await connection.run_sync(_run_sync)
         await connection.commit()

@@ -6,7 +6,7 @@
 
 -- What the system knew at p_at: the versions recorded by then and not yet superseded then.
 -- A memory imported today with an event_time in 2023 is NOT known "at 2023": it was learned
--- today. The same question as memories_as_of (0002), under a name that says which.
+-- today. (memories_as_of is the same question under its older name.)
 CREATE OR REPLACE FUNCTION memories_known_at(p_user_id text, p_at timestamptz)
 RETURNS TABLE (
     id uuid, chain_id uuid, version integer, content text, category text, scope text,
@@ -14,9 +14,13 @@ RETURNS TABLE (
     superseded_at timestamptz
 )
 LANGUAGE sql STABLE AS $$
-    SELECT a.id, a.chain_id, a.version, a.content, a.category, a.scope, a.session_id,
-           a.event_time, a.valid_from, a.valid_to
-    FROM memories_as_of(p_user_id, p_at) a;
+    SELECT m.id, m.chain_id, m.version, m.content, m.category, m.scope, m.session_id,
+           m.event_time, m.created_at, m.superseded_at
+    FROM memories m
+    WHERE m.user_id = p_user_id
+      AND m.created_at <= p_at
+      AND (m.superseded_at IS NULL OR m.superseded_at > p_at)
+    ORDER BY m.created_at, m.id;
 $$;
 
 -- What was true in the world at p_at, as the system knows it now. A version holds in event

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 
+import sqlalchemy as sa
 from alembic import context, op
 
 # Defaults: a DDL statement waits at most this long for its lock (then fails, and the migration
@@ -47,12 +48,51 @@ def refuse_data_loss(what: str) -> None:
         )
 
 
+def _online() -> bool:
+    """False for `alembic upgrade --sql`: there is no database to look at, so the script holds
+    every statement and the notes below say what a DBA checks by hand on a rerun."""
+    return not op.get_context().as_sql
+
+
+def exists(condition: str) -> bool:
+    """Whether `SELECT <condition>` is true in the database being migrated (False offline, where
+    every statement is written out). Guards a step that a rerun must skip once it committed."""
+    if not _online():
+        return False
+    return bool(op.get_bind().execute(sa.text(f"SELECT {condition}")).scalar())
+
+
+def index_is_valid(name: str) -> bool | None:
+    """True/False for an index that exists (valid or left INVALID by an interrupted concurrent
+    build), None when there is none (or offline)."""
+    if not _online():
+        return None
+    found = (
+        op.get_bind()
+        .execute(
+            sa.text("SELECT indisvalid FROM pg_index WHERE indexrelid = to_regclass(:name)"),
+            {"name": name},
+        )
+        .first()
+    )
+    return None if found is None else bool(found[0])
+
+
 def create_index_concurrently(
     name: str, table: str, definition: str, *, unique: bool = False
 ) -> None:
     """CREATE INDEX CONCURRENTLY, outside the migration's transaction: writes go on while it
-    builds. `definition` is what follows the table name: USING, columns, WITH, WHERE."""
+    builds. `definition` is what follows the table name: USING, columns, WITH, WHERE.
+
+    Rerunnable: an interrupted concurrent build leaves the index INVALID (it is maintained on
+    every write and never used), and `IF NOT EXISTS` would keep it; so an INVALID one is dropped
+    (concurrently, a statement of its own) and built again."""
     kind = "UNIQUE INDEX" if unique else "INDEX"
+    with op.get_context().autocommit_block():
+        if index_is_valid(name) is False:
+            op.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {name}")
+    if not _online():
+        op.execute(f"-- rerun: if {name} is INVALID (pg_index.indisvalid), drop it first")
     with op.get_context().autocommit_block():
         op.execute(f"CREATE {kind} CONCURRENTLY IF NOT EXISTS {name} ON {table} {definition}")
 
@@ -60,3 +100,12 @@ def create_index_concurrently(
 def drop_index_concurrently(name: str) -> None:
     with op.get_context().autocommit_block():
         op.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {name}")
+
+
+def validate_constraint(table: str, name: str) -> None:
+    """VALIDATE a constraint added NOT VALID, in a transaction of its own (autocommit): it holds
+    only SHARE UPDATE EXCLUSIVE while it scans, so reads and writes go on; the AccessExclusive
+    (or ShareRowExclusive) lock of the ADD was released when that transaction committed. A
+    validated constraint validates again in no time, so a rerun repeats it harmlessly."""
+    with op.get_context().autocommit_block():
+        op.execute(f"ALTER TABLE {table} VALIDATE CONSTRAINT {name}")

@@ -27,7 +27,10 @@ OPEN_TASKS = "state IN ('queued', 'running')"
 
 def upgrade() -> None:
     # Nullable with no default: a catalog change only (its brief lock bounded by lock_timeout).
-    op.add_column("messages", sa.Column("idempotency_key", sa.Text(), nullable=True))
+    # IF NOT EXISTS: it commits before the index build below, which a rerun repeats.
+    op.add_column(
+        "messages", sa.Column("idempotency_key", sa.Text(), nullable=True), if_not_exists=True
+    )
     # CONCURRENTLY: messages take writes all the time; a plain build would block them all.
     create_index_concurrently(
         "messages_user_idempotency_key_idx",

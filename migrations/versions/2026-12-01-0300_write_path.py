@@ -30,7 +30,10 @@ depends_on: str | Sequence[str] | None = None
 
 
 def upgrade() -> None:
-    op.add_column("messages", sa.Column("embedding_768d", Vector(768), nullable=True))
+    # IF NOT EXISTS: it commits before the concurrent drop below, which a rerun repeats.
+    op.add_column(
+        "messages", sa.Column("embedding_768d", Vector(768), nullable=True), if_not_exists=True
+    )
     drop_index_concurrently("memories_embedding_768d_hnsw_idx")
 
 

@@ -23,7 +23,10 @@ depends_on: str | Sequence[str] | None = None
 
 def upgrade() -> None:
     # Nullable with no default: adding it rewrites nothing, whatever the table's size.
-    op.add_column("memories", sa.Column("external_id", sa.Text(), nullable=True))
+    # IF NOT EXISTS: it commits before the index build below, which a rerun repeats.
+    op.add_column(
+        "memories", sa.Column("external_id", sa.Text(), nullable=True), if_not_exists=True
+    )
     create_index_concurrently(
         "memories_user_external_id_idx",
         "memories",

@@ -22,7 +22,12 @@ import sqlalchemy as sa
 from alembic import op
 from sqlalchemy.dialects.postgresql import UUID
 
-from app.db.migration_safety import refuse_data_loss
+from app.db.migration_safety import (
+    create_index_concurrently,
+    drop_index_concurrently,
+    exists,
+    refuse_data_loss,
+)
 
 revision: str = "0007_tenants"
 down_revision: str | None = "0006_memory_external_ids"
@@ -32,6 +37,8 @@ depends_on: str | Sequence[str] | None = None
 DEFAULT_TENANT_ID = "00000000-0000-0000-0000-000000000001"
 # Parents first (a downgrade deletes in reverse).
 TENANT_TABLES = ("messages", "memories", "outbox", "ingest_tasks", "ingest_decisions")
+# Referencing tables before the tables they reference (see the LOCK TABLE in the upgrade).
+LOCK_ORDER = ("memories", "ingest_decisions", "ingest_tasks", "outbox", "messages")
 SERVICE_TABLES = (*TENANT_TABLES, "tenants", "api_keys")
 SERVICE_SEQUENCES = ("outbox_id_seq", "ingest_decisions_id_seq")
 # Unique per user before, unique per tenant and user now: (name, table, columns, where).
@@ -72,6 +79,16 @@ END $$
 
 
 def upgrade() -> None:
+    # Catalog changes only, in one transaction (every ADD COLUMN below is a stored "missing
+    # value", no rewrite): all of it commits or none of it, so a rerun skips it once it has.
+    if not exists("to_regclass('tenants') IS NOT NULL"):
+        _tenant_columns_and_policies()
+    # Then, outside that transaction, each unique index is rebuilt per tenant concurrently.
+    for name, table, columns, where in UNIQUE_PER_USER:
+        _unique_per_tenant(name, table, columns, where)
+
+
+def _tenant_columns_and_policies() -> None:
     op.execute(
         """
         CREATE FUNCTION cognis_tenant() RETURNS uuid LANGUAGE sql STABLE PARALLEL SAFE
@@ -119,16 +136,15 @@ def upgrade() -> None:
     # The default is evaluated once here for the rows already present (a stored "missing
     # value": no table rewrite, whatever the size), and per insert afterwards.
     op.execute(f"SELECT set_config('cognis.tenant_id', '{DEFAULT_TENANT_ID}', true)")
+    # All five at once, children before the parents they reference, as writers take them: an
+    # insert holds its table and then checks its foreign keys in the parent. Taken parent
+    # first, table by table, a memory insert under load deadlocked with this (bench.migrations).
+    op.execute(f"LOCK TABLE {', '.join(LOCK_ORDER)} IN ACCESS EXCLUSIVE MODE")
     for table in TENANT_TABLES:
         op.execute(
             f"ALTER TABLE {table} ADD COLUMN tenant_id uuid NOT NULL DEFAULT cognis_tenant()"
         )
     op.execute("SELECT set_config('cognis.tenant_id', '', true)")
-    for name, table, columns, where in UNIQUE_PER_USER:
-        op.drop_index(name, table_name=table)
-        op.create_index(
-            name, table, ["tenant_id", *columns], unique=True, postgresql_where=sa.text(where)
-        )
 
     for table in TENANT_TABLES:
         op.execute(f"ALTER TABLE {table} ENABLE ROW LEVEL SECURITY")
@@ -146,6 +162,24 @@ def upgrade() -> None:
     op.execute("GRANT USAGE ON SCHEMA public TO cognis_rw")
     op.execute(f"GRANT SELECT, INSERT, UPDATE, DELETE ON {', '.join(SERVICE_TABLES)} TO cognis_rw")
     op.execute(f"GRANT USAGE, SELECT ON SEQUENCE {', '.join(SERVICE_SEQUENCES)} TO cognis_rw")
+
+
+def _unique_per_tenant(name: str, table: str, columns: tuple[str, ...], where: str) -> None:
+    """Build the per-tenant index under a new name, drop the per-user one, rename: each step a
+    statement of its own that blocks no reads or writes (until 2026-12 this revision dropped
+    and rebuilt the index inside the transaction that held ACCESS EXCLUSIVE on five tables).
+    Each step is safe to repeat, so a rerun resumes wherever an interruption left it."""
+    if exists(  # done: the index of that name is already per tenant
+        f"(SELECT indexdef LIKE '%(tenant_id, %' FROM pg_indexes WHERE indexname = '{name}')"  # noqa: S608
+    ):
+        return
+    building = f"{name}_tenant"
+    create_index_concurrently(
+        building, table, f"({', '.join(('tenant_id', *columns))}) WHERE {where}", unique=True
+    )
+    drop_index_concurrently(name)
+    with op.get_context().autocommit_block():
+        op.execute(f"ALTER INDEX IF EXISTS {building} RENAME TO {name}")
 
 
 def downgrade() -> None:

@@ -32,10 +32,14 @@ depends_on: str | Sequence[str] | None = None
 
 def upgrade() -> None:
     # Nullable with no default: adding them rewrites nothing, whatever the table's size.
-    op.add_column("memories", sa.Column("context", sa.Text(), nullable=True))
-    op.add_column("memories", sa.Column("context_embedding_768d", Vector(768), nullable=True))
-    op.add_column("memories", sa.Column("follows_chain_id", UUID(as_uuid=True), nullable=True))
-    op.add_column("memories", sa.Column("mentioned_at", sa.DateTime(timezone=True), nullable=True))
+    # IF NOT EXISTS: they commit before the index build below, which a rerun repeats.
+    for column in (
+        sa.Column("context", sa.Text(), nullable=True),
+        sa.Column("context_embedding_768d", Vector(768), nullable=True),
+        sa.Column("follows_chain_id", UUID(as_uuid=True), nullable=True),
+        sa.Column("mentioned_at", sa.DateTime(timezone=True), nullable=True),
+    ):
+        op.add_column("memories", column, if_not_exists=True)
     create_index_concurrently(
         "memories_user_follows_chain_id_idx",
         "memories",

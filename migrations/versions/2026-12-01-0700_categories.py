@@ -17,7 +17,7 @@ import sqlalchemy as sa
 from alembic import op
 from sqlalchemy.dialects import postgresql
 
-from app.db.migration_safety import refuse_data_loss
+from app.db.migration_safety import exists, refuse_data_loss, validate_constraint
 
 revision: str = "0012_categories"
 down_revision: str | None = "0011_erase_tombstones"
@@ -46,6 +46,20 @@ OLD_CHECK = "category IN (" + ", ".join(f"'{name}'" for name in SEED) + ")"
 
 
 def upgrade() -> None:
+    # Catalog changes and the 15 seed rows, in one transaction: the new constraints are added
+    # NOT VALID (their locks last a catalog change, no scan), so all of it commits or none of
+    # it, and a rerun skips it once it has.
+    if not exists("to_regclass('categories') IS NOT NULL"):
+        _categories_and_columns()
+    # Each existing row is checked apart from that transaction, in one of its own: VALIDATE
+    # holds only a SHARE UPDATE EXCLUSIVE lock, so reads and writes go on meanwhile. (Until
+    # 2026-12 this revision validated inside the transaction that dropped the old CHECK, under
+    # its ACCESS EXCLUSIVE lock.)
+    validate_constraint("memories", "memories_category_fkey")
+    validate_constraint("ingest_decisions", "ingest_decisions_llm_gate_check")
+
+
+def _categories_and_columns() -> None:
     categories = op.create_table(
         "categories",
         sa.Column("name", sa.Text(), nullable=False),
@@ -75,12 +89,8 @@ def upgrade() -> None:
         onupdate="CASCADE",
         postgresql_not_valid=True,
     )
-    # Checked apart from its creation: VALIDATE holds only a SHARE UPDATE EXCLUSIVE lock, so
-    # writes go on while every existing row is checked.
-    op.execute("ALTER TABLE memories VALIDATE CONSTRAINT memories_category_fkey")
     # A deployment-wide list (not per tenant): the service's roles read it; its owner edits it.
     op.execute("GRANT SELECT ON categories TO cognis_rw")
-    op.add_column("messages", sa.Column("utc_offset_minutes", sa.SmallInteger(), nullable=True))
     op.add_column(
         "ingest_decisions", sa.Column("event_time", sa.DateTime(timezone=True), nullable=True)
     )
@@ -91,7 +101,11 @@ def upgrade() -> None:
         op.f("ingest_decisions_llm_gate_check"),
         "ingest_decisions",
         "llm_gate IS NULL OR llm_gate IN ('call', 'skip')",
+        postgresql_not_valid=True,
     )
+    # messages last: writers of ingest_decisions (and memories) hold their table, then check
+    # the foreign key in messages; taking messages before them could deadlock with them.
+    op.add_column("messages", sa.Column("utc_offset_minutes", sa.SmallInteger(), nullable=True))
 
 
 def downgrade() -> None:

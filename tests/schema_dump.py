@@ -1,0 +1,81 @@
+"""A database's complete schema as text, for comparing two databases: `pg_dump --schema-only`
+(tables, columns, indexes, constraints, function bodies, views, policies, grants, comments),
+with what differs between any two dumps of the same schema taken out (the header, SET lines,
+psql's \\restrict keys)."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import subprocess
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from sqlalchemy import text
+from sqlalchemy.engine import make_url
+from sqlalchemy.ext.asyncio import create_async_engine
+
+PG_DUMP = shutil.which("pg_dump") or "/usr/lib/postgresql/15/bin/pg_dump"
+
+
+def libpq_url(url: str) -> str:
+    """The SQLAlchemy URL as libpq (pg_dump, psql) takes it."""
+    return make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
+
+
+async def schema_of(url: str) -> str:
+    process = await asyncio.create_subprocess_exec(
+        PG_DUMP,
+        "--schema-only",
+        "--no-publications",
+        "--no-subscriptions",
+        libpq_url(url),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    stdout, stderr = await process.communicate()
+    assert process.returncode == 0, stderr.decode()[-2000:]
+    return normalise(stdout.decode())
+
+
+def normalise(dump: str) -> str:
+    kept = []
+    for line in dump.splitlines():
+        if not line.strip() or line.startswith(("--", "SET ", "\\restrict", "\\unrestrict")):
+            continue
+        if line.startswith("SELECT pg_catalog.set_config('search_path'"):
+            continue
+        kept.append(line)
+    return "\n".join(kept) + "\n"
+
+
+def first_difference(expected: str, actual: str) -> str:
+    """The first differing lines, with context: enough to say what drifted."""
+    import difflib
+
+    diff = difflib.unified_diff(
+        expected.splitlines(), actual.splitlines(), "fresh", "other", n=2, lineterm=""
+    )
+    return "\n".join(list(diff)[:60])
+
+
+@asynccontextmanager
+async def scratch_database(owner_url: str, template: str | None = None) -> AsyncIterator[str]:
+    """A database of its own (a copy of `template` when given), dropped afterwards; its URL."""
+    url = make_url(owner_url)
+    name = f"cognis_mig_{uuid.uuid4().hex[:10]}"
+    admin = create_async_engine(url, isolation_level="AUTOCOMMIT")
+    copy = f' TEMPLATE "{template}"' if template else ""
+    try:
+        async with admin.connect() as connection:
+            await connection.execute(text(f'CREATE DATABASE "{name}"{copy}'))
+        yield url.set(database=name).render_as_string(hide_password=False)
+    finally:
+        async with admin.connect() as connection:
+            await connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        await admin.dispose()
+
+
+def database_name(url: str) -> str:
+    return str(make_url(url).database)

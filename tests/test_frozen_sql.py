@@ -1,0 +1,64 @@
+"""Released SQL never changes. Migrations read sql/ at upgrade time, so an edit to a released
+file makes a database upgraded before it and one created after it differ, silently (`alembic
+check` compares tables, not function bodies). A new definition is a new file (name_vN.sql) and
+a new revision that installs it (0015_frozen_sql installs bitemporal_v2.sql).
+
+Each file's checksum is recorded here when its revision is released; a file in sql/ that is not
+recorded fails too, so a new one is frozen deliberately, with the revision that reads it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pytest
+
+from app.db.sqlscript import SQL_DIR
+
+ROOT = Path(__file__).resolve().parents[1]
+# file -> (sha256 of its released text, the revision that first read it)
+RELEASED = {
+    "analyst_views_v1.sql": (
+        "fe4c4b49f38682a4331a0ce16c74e1daf0f572d7250623349ea5c5e64266c154",
+        "0002_analyst_views",
+    ),
+    "analyst_views_v1_drop.sql": (
+        "7bd3ae859d1247a5437ff1e8f97445d0d55dda7eb80d2a15a9e0c98836eb303f",
+        "0002_analyst_views",
+    ),
+    "bitemporal_v1.sql": (
+        "535776b5b20d21c4118090a1d8a66e5001e4054ee151d651d1b7f80dc34b3755",
+        "0009_bitemporal_history",
+    ),
+    "bitemporal_v1_drop.sql": (
+        "3b4e0330bbf26feb4ceb62a6c0602f50ce41c36502345668eb4398fc4c62b865",
+        "0009_bitemporal_history",
+    ),
+    "bitemporal_v2.sql": (
+        "06d3719e51f2c0519617f4927a72e48d2456be3bafd37e28ba412c9aee3b6bb7",
+        "0015_frozen_sql",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(RELEASED))
+def test_a_released_sql_file_keeps_its_released_text(name: str) -> None:
+    checksum, revision = RELEASED[name]
+    actual = hashlib.sha256((SQL_DIR / name).read_bytes()).hexdigest()
+    assert actual == checksum, (
+        f"sql/{name} was released with {revision} and must not change: put the new definition "
+        "in a new file (the next _vN) installed by a new revision"
+    )
+
+
+def test_every_sql_file_is_recorded_and_read_by_its_revision() -> None:
+    assert {path.name for path in SQL_DIR.glob("*.sql")} == set(RELEASED)
+    revisions = {path.read_text(): path for path in (ROOT / "migrations" / "versions").glob("*.py")}
+    for name, (_, revision) in RELEASED.items():
+        readers = [
+            path
+            for source, path in revisions.items()
+            if f'"{name}"' in source and f'revision: str = "{revision}"' in source
+        ]
+        assert readers, f"{revision} does not read sql/{name}"
