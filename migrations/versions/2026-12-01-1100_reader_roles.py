@@ -1,0 +1,44 @@
+"""Roles for readers: cognis_analyst (read-only, bound to one tenant) and cognis_auditor
+(read-only, every tenant, only when granted); the analysts' views run as their caller and
+carry tenant_id; every table, column, view and function analysts read has a COMMENT.
+
+Follows 0015_frozen_sql. New definitions only, in new files (the released ones stay as
+released): sql/reader_roles_v1.sql, sql/analyst_views_v2.sql, sql/bitemporal_v3.sql (whose
+memories_known_at no longer calls memories_as_of) and sql/table_comments_v1.sql. Every
+statement is a catalog change (no table is scanned or rewritten) and the files are written to
+be rerun (IF NOT EXISTS, CREATE OR REPLACE, DROP ... IF EXISTS).
+
+Revision ID: 0016_reader_roles
+Revises: 0014_idempotency_keys
+Create Date: 2026-12-01 11:00:00
+"""
+
+from collections.abc import Sequence
+
+from app.db.migration_safety import refuse_data_loss
+from app.db.sqlscript import run_sql_file
+
+revision: str = "0016_reader_roles"
+down_revision: str | None = "0014_idempotency_keys"
+branch_labels: str | Sequence[str] | None = None
+depends_on: str | Sequence[str] | None = None
+
+
+def upgrade() -> None:
+    run_sql_file("reader_roles_v1.sql")
+    run_sql_file("analyst_views_v2.sql")
+    run_sql_file("bitemporal_v3.sql")
+    run_sql_file("table_comments_v1.sql")
+
+
+def downgrade() -> None:
+    refuse_data_loss(
+        "the analyst login roles' tenant bindings (analyst_tenants)",
+        (("analyst_tenants", "SELECT count(*) FROM analyst_tenants"),),
+    )
+    # The views lose a column: CREATE OR REPLACE cannot, so they are made again as released.
+    run_sql_file("analyst_views_v2_drop.sql")
+    run_sql_file("analyst_views_v1.sql")
+    run_sql_file("bitemporal_v1.sql")
+    run_sql_file("reader_roles_v1_drop.sql")
+    # Comments are left: they describe, and change nothing a query returns.

@@ -1,0 +1,66 @@
+-- Bi-temporal history, third version (installed by migration 0016_reader_roles; v1 and v2 stay
+-- as released). Changed from v2: memories_known_at reads memories itself instead of calling
+-- memories_as_of, so removing the analysts' views and 0002's functions
+-- (sql/analyst_views_v2_drop.sql) leaves it working. Both functions run as their caller, so
+-- row-level security shows the caller's tenant only.
+--
+--
+-- Transaction time (created_at, superseded_at): when the system learned a version and when a
+-- later version or a delete ended it. Event time (event_time): when the fact happened in the
+-- world; a version without one counts from when it was recorded.
+
+-- What the system knew at p_at: the versions recorded by then and not yet superseded then.
+-- A memory imported today with an event_time in 2023 is NOT known "at 2023": it was learned
+-- today. The same question as memories_as_of (0002), under a name that says which, and
+-- answered without it.
+CREATE OR REPLACE FUNCTION memories_known_at(p_user_id text, p_at timestamptz)
+RETURNS TABLE (
+    id uuid, chain_id uuid, version integer, content text, category text, scope text,
+    session_id text, event_time timestamptz, recorded_at timestamptz,
+    superseded_at timestamptz
+)
+LANGUAGE sql STABLE AS $$
+    SELECT m.id, m.chain_id, m.version, m.content, m.category, m.scope, m.session_id,
+           m.event_time, m.created_at, m.superseded_at
+    FROM memories m
+    WHERE m.user_id = p_user_id
+      AND m.created_at <= p_at
+      AND (m.superseded_at IS NULL OR m.superseded_at > p_at)
+    ORDER BY m.created_at, m.id;
+$$;
+
+-- What was true in the world at p_at, as the system knows it now. A version holds in event
+-- time from its event_time (else its created_at) until the event time of the version that
+-- replaced it; a deleted chain's last version holds until the delete was recorded; the
+-- current version holds on. A correction dated earlier than the version it replaces makes
+-- that version's interval empty: it was never true.
+CREATE OR REPLACE FUNCTION memories_true_at(p_user_id text, p_at timestamptz)
+RETURNS TABLE (
+    id uuid, chain_id uuid, version integer, content text, category text, scope text,
+    session_id text, true_from timestamptz, true_until timestamptz, recorded_at timestamptz
+)
+LANGUAGE sql STABLE AS $$
+    WITH spans AS (
+        SELECT m.id, m.chain_id, m.version, m.content, m.category, m.scope, m.session_id,
+               coalesce(m.event_time, m.created_at) AS true_from,
+               CASE
+                   WHEN n.id IS NOT NULL THEN coalesce(n.event_time, n.created_at)
+                   ELSE m.superseded_at
+               END AS true_until,
+               m.created_at AS recorded_at
+        FROM memories m
+        LEFT JOIN memories n ON n.replaces_id = m.id AND n.user_id = m.user_id
+        WHERE m.user_id = p_user_id
+    )
+    SELECT s.id, s.chain_id, s.version, s.content, s.category, s.scope, s.session_id,
+           s.true_from, s.true_until, s.recorded_at
+    FROM spans s
+    WHERE s.true_from <= p_at
+      AND (s.true_until IS NULL OR s.true_until > p_at)
+    ORDER BY s.true_from, s.id;
+$$;
+
+COMMENT ON FUNCTION memories_known_at(text, timestamptz) IS
+    'What the system knew about a user at p_at (transaction time): versions recorded by then and not yet superseded then.';
+COMMENT ON FUNCTION memories_true_at(text, timestamptz) IS
+    'What was true in the world for a user at p_at, as the system knows it now (event time), with each version''s true_from and true_until.';
