@@ -1,7 +1,9 @@
 -- Bi-temporal history, third version (installed by migration 0016_reader_roles; v1 and v2 stay
 -- as released). Changed from v2: memories_known_at reads memories itself instead of calling
 -- memories_as_of, so removing the analysts' views and 0002's functions
--- (sql/analyst_views_v2_drop.sql) leaves it working. Both functions run as their caller, so
+-- (sql/analyst_views_v2_drop.sql) leaves it working, and in memories_true_at a version whose
+-- event_time was inherited by a PATCH starts when it was recorded (v1 no longer reads as
+-- never true). Both functions run as their caller, so
 -- row-level security shows the caller's tenant only.
 --
 --
@@ -30,27 +32,37 @@ LANGUAGE sql STABLE AS $$
 $$;
 
 -- What was true in the world at p_at, as the system knows it now. A version holds in event
--- time from its event_time (else its created_at) until the event time of the version that
--- replaced it; a deleted chain's last version holds until the delete was recorded; the
--- current version holds on. A correction dated earlier than the version it replaces makes
--- that version's interval empty: it was never true.
+-- time from its start until the start of the version that replaced it; a deleted chain's last
+-- version holds until the delete was recorded; the current version holds on. A version starts
+-- at its event_time (else its created_at), except one whose event_time was inherited (equal to
+-- its predecessor's: a PATCH that did not say when the world changed), which starts when it
+-- was recorded, so the version it replaced holds until then. A correction dated earlier than
+-- the version it replaces makes that version's interval empty: it was never true.
 CREATE OR REPLACE FUNCTION memories_true_at(p_user_id text, p_at timestamptz)
 RETURNS TABLE (
     id uuid, chain_id uuid, version integer, content text, category text, scope text,
     session_id text, true_from timestamptz, true_until timestamptz, recorded_at timestamptz
 )
 LANGUAGE sql STABLE AS $$
-    WITH spans AS (
+    WITH versions AS (
         SELECT m.id, m.chain_id, m.version, m.content, m.category, m.scope, m.session_id,
-               coalesce(m.event_time, m.created_at) AS true_from,
+               m.replaces_id, m.created_at, m.superseded_at,
                CASE
-                   WHEN n.id IS NOT NULL THEN coalesce(n.event_time, n.created_at)
-                   ELSE m.superseded_at
-               END AS true_until,
-               m.created_at AS recorded_at
+                   WHEN p.id IS NOT NULL AND m.event_time IS NOT DISTINCT FROM p.event_time
+                       THEN m.created_at
+                   ELSE coalesce(m.event_time, m.created_at)
+               END AS starts
         FROM memories m
-        LEFT JOIN memories n ON n.replaces_id = m.id AND n.user_id = m.user_id
+        LEFT JOIN memories p ON p.id = m.replaces_id AND p.user_id = m.user_id
         WHERE m.user_id = p_user_id
+    ),
+    spans AS (
+        SELECT v.id, v.chain_id, v.version, v.content, v.category, v.scope, v.session_id,
+               v.starts AS true_from,
+               CASE WHEN n.id IS NOT NULL THEN n.starts ELSE v.superseded_at END AS true_until,
+               v.created_at AS recorded_at
+        FROM versions v
+        LEFT JOIN versions n ON n.replaces_id = v.id
     )
     SELECT s.id, s.chain_id, s.version, s.content, s.category, s.scope, s.session_id,
            s.true_from, s.true_until, s.recorded_at

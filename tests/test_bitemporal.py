@@ -77,3 +77,23 @@ async def test_a_deleted_fact_stops_being_true_when_the_delete_was_recorded(
     assert await _contents(db, "memories_true_at", other_user_id, later) == [
         "I work at Initech too"
     ]
+
+
+async def test_a_patch_without_event_time_leaves_the_old_version_true_until_it(
+    client, db, user_id
+) -> None:
+    """The new version inherits event_time; it says nothing about when the world changed, so
+    the old version holds until the PATCH was recorded (it used to read as never true)."""
+    tokyo = await create_memory(
+        client, user_id, "I live in Tokyo", event_time="2020-01-01T00:00:00Z"
+    )
+    response = await client.patch(
+        f"/v1/users/{user_id}/memories/{tokyo['id']}", json={"content": "I live in Osaka"}
+    )
+    assert response.status_code == 200, response.text
+    assert response.json()["event_time"].startswith("2020-01-01")  # inherited, as before
+    assert await _contents(db, "memories_true_at", user_id, _day("2021-05-05")) == [
+        "I live in Tokyo"
+    ]
+    now = datetime.now(UTC) + timedelta(seconds=1)
+    assert await _contents(db, "memories_true_at", user_id, now) == ["I live in Osaka"]
