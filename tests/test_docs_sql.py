@@ -10,11 +10,9 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
 
-import pytest
 from sqlalchemy import text
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
@@ -35,13 +33,6 @@ def blocks(doc: str) -> list[tuple[str, str]]:
     # Every SQL block says who runs it: one without a marker would go untested.
     assert len(found) == body.count("```sql"), doc
     return found
-
-
-@pytest.fixture
-async def owner(migrated: dict[str, str]) -> AsyncIterator[AsyncEngine]:
-    engine = create_async_engine(migrated["COGNIS_MIGRATION_DATABASE_URL"])
-    yield engine
-    await engine.dispose()
 
 
 async def _alice(owner: AsyncEngine) -> None:

@@ -5,7 +5,6 @@ comments that make `\\d+` explain the analysts' objects."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
 
 import pytest
 from sqlalchemy import text
@@ -36,13 +35,6 @@ ANALYST_FUNCTIONS = (
     "memories_true_at(text,timestamptz)",
     "cognis_analyst_tenant()",
 )
-
-
-@pytest.fixture
-async def owner(migrated: dict[str, str]) -> AsyncIterator[AsyncEngine]:
-    engine = create_async_engine(migrated["COGNIS_MIGRATION_DATABASE_URL"])
-    yield engine
-    await engine.dispose()
 
 
 @pytest.fixture
