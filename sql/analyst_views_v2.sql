@@ -6,7 +6,7 @@
 
 CREATE OR REPLACE VIEW current_memories WITH (security_invoker = true) AS
 SELECT id, user_id, chain_id, version, content, category, scope, session_id, speaker,
-       event_time, created_at, metadata, source_message_id, tenant_id
+       event_time, created_at, metadata, source_message_id, tenant_id, event_end
 FROM memories
 WHERE is_current;
 
@@ -19,7 +19,7 @@ SELECT m.id, m.user_id, m.chain_id, m.version, m.content, m.category, m.scope, m
            WHEN n.id IS NOT NULL THEN 'updated'
            ELSE 'deleted'
        END AS status,
-       m.tenant_id
+       m.tenant_id, m.event_end
 FROM memories m
 LEFT JOIN memories n ON n.replaces_id = m.id;
 
@@ -41,6 +41,7 @@ COMMENT ON COLUMN current_memories.created_at IS 'Transaction time: when this ve
 COMMENT ON COLUMN current_memories.metadata IS 'Caller-supplied JSON kept with the memory.';
 COMMENT ON COLUMN current_memories.source_message_id IS 'The message it was extracted from (messages.id), if any.';
 COMMENT ON COLUMN current_memories.tenant_id IS 'The tenant the row belongs to (tenants.id).';
+COMMENT ON COLUMN current_memories.event_end IS 'Event time: when the fact stopped holding in the world (PATCH with event_end). NULL: not ended.';
 
 COMMENT ON VIEW memory_versions IS
     'Every version of every memory with its transaction-time interval [valid_from, valid_to) and what ended it. Runs as the caller (row-level security). Filter by user_id.';
@@ -61,6 +62,7 @@ COMMENT ON COLUMN memory_versions.replaces_id IS 'The version this one replaced,
 COMMENT ON COLUMN memory_versions.replaced_by_id IS 'The version that replaced this one, NULL if current or deleted.';
 COMMENT ON COLUMN memory_versions.status IS 'current, updated (has a successor) or deleted (ended without one).';
 COMMENT ON COLUMN memory_versions.tenant_id IS 'The tenant the row belongs to (tenants.id).';
+COMMENT ON COLUMN memory_versions.event_end IS 'Event time: when the fact stopped holding in the world (PATCH or DELETE with event_end). A deleted version without one was retracted.';
 
 COMMENT ON FUNCTION memory_chain(uuid) IS
     'The whole chain of any version, oldest first, found by walking replaces_id both ways. Runs as the caller.';

@@ -3,7 +3,7 @@
 -- memories_as_of, so removing the analysts' views and 0002's functions
 -- (sql/analyst_views_v2_drop.sql) leaves it working, and in memories_true_at a version whose
 -- event_time was inherited by a PATCH starts when it was recorded (v1 no longer reads as
--- never true). Both functions run as their caller, so
+-- never true), and a version ends at its event_end (memories.event_end, 0016) when it has one. Both functions run as their caller, so
 -- row-level security shows the caller's tenant only.
 --
 --
@@ -32,11 +32,13 @@ LANGUAGE sql STABLE AS $$
 $$;
 
 -- What was true in the world at p_at, as the system knows it now. A version holds in event
--- time from its start until the start of the version that replaced it; a deleted chain's last
--- version holds until the delete was recorded; the current version holds on. A version starts
--- at its event_time (else its created_at), except one whose event_time was inherited (equal to
--- its predecessor's: a PATCH that did not say when the world changed), which starts when it
--- was recorded, so the version it replaced holds until then. A correction dated earlier than
+-- time from its start until the start of the version that replaced it or its event_end,
+-- whichever is first; a deleted chain's last version holds until its event_end (a DELETE that
+-- said when the fact ended) or else until the delete was recorded (a retraction); the current
+-- version holds on, or until its event_end. A version starts at its event_time (else its
+-- created_at), except one that changed the content and inherited its predecessor's event_time
+-- (a PATCH that did not say when the world changed), which starts when it was recorded, so
+-- the version it replaced holds until then. A correction dated earlier than
 -- the version it replaces makes that version's interval empty: it was never true.
 CREATE OR REPLACE FUNCTION memories_true_at(p_user_id text, p_at timestamptz)
 RETURNS TABLE (
@@ -46,9 +48,10 @@ RETURNS TABLE (
 LANGUAGE sql STABLE AS $$
     WITH versions AS (
         SELECT m.id, m.chain_id, m.version, m.content, m.category, m.scope, m.session_id,
-               m.replaces_id, m.created_at, m.superseded_at,
+               m.replaces_id, m.created_at, m.superseded_at, m.event_end,
                CASE
                    WHEN p.id IS NOT NULL AND m.event_time IS NOT DISTINCT FROM p.event_time
+                        AND m.content <> p.content
                        THEN m.created_at
                    ELSE coalesce(m.event_time, m.created_at)
                END AS starts
@@ -59,7 +62,10 @@ LANGUAGE sql STABLE AS $$
     spans AS (
         SELECT v.id, v.chain_id, v.version, v.content, v.category, v.scope, v.session_id,
                v.starts AS true_from,
-               CASE WHEN n.id IS NOT NULL THEN n.starts ELSE v.superseded_at END AS true_until,
+               CASE
+                   WHEN n.id IS NOT NULL THEN least(n.starts, v.event_end)
+                   ELSE coalesce(v.event_end, v.superseded_at)
+               END AS true_until,
                v.created_at AS recorded_at
         FROM versions v
         LEFT JOIN versions n ON n.replaces_id = v.id

@@ -15,6 +15,7 @@ COMMENT ON COLUMN memories.is_current IS 'True exactly while superseded_at IS NU
 COMMENT ON COLUMN memories.replaces_id IS 'The version this one replaced, NULL for version 1.';
 COMMENT ON COLUMN memories.speaker IS 'Who said it, as the message named them.';
 COMMENT ON COLUMN memories.event_time IS 'Event time: when the fact began in the world, NULL: counts from created_at.';
+COMMENT ON COLUMN memories.event_end IS 'Event time: when the fact stopped holding in the world (PATCH or DELETE with event_end). NULL: not known to have ended. Not superseded_at, which is when the system stopped holding this version.';
 COMMENT ON COLUMN memories.created_at IS 'Transaction time: when this version was recorded.';
 COMMENT ON COLUMN memories.superseded_at IS 'Transaction time: when an update or a delete ended this version, NULL while current.';
 COMMENT ON COLUMN memories.embedding_768d IS 'The content''s 768-dimension embedding (search).';

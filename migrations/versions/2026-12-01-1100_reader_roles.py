@@ -1,4 +1,4 @@
-"""Roles for readers: cognis_analyst (read-only, bound to one tenant) and cognis_auditor
+"""Roles for readers, and the end of a fact in the world (memories.event_end): cognis_analyst (read-only, bound to one tenant) and cognis_auditor
 (read-only, every tenant, only when granted); the analysts' views run as their caller and
 carry tenant_id; every table, column, view and function analysts read has a COMMENT.
 
@@ -15,6 +15,8 @@ Create Date: 2026-12-01 11:00:00
 
 from collections.abc import Sequence
 
+from alembic import op
+
 from app.db.migration_safety import refuse_data_loss
 from app.db.sqlscript import run_sql_file
 
@@ -25,6 +27,9 @@ depends_on: str | Sequence[str] | None = None
 
 
 def upgrade() -> None:
+    # When the fact ended in the world (PATCH or DELETE with event_end). A nullable column
+    # without a default: a catalog change, no rewrite.
+    op.execute("ALTER TABLE memories ADD COLUMN IF NOT EXISTS event_end timestamptz")
     run_sql_file("reader_roles_v1.sql")
     run_sql_file("analyst_views_v2.sql")
     run_sql_file("bitemporal_v3.sql")
@@ -33,12 +38,20 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     refuse_data_loss(
-        "the analyst login roles' tenant bindings (analyst_tenants)",
-        (("analyst_tenants", "SELECT count(*) FROM analyst_tenants"),),
+        "the analyst login roles' tenant bindings (analyst_tenants) and the facts' ends in "
+        "the world (memories.event_end)",
+        (
+            ("analyst_tenants", "SELECT count(*) FROM analyst_tenants"),
+            (
+                "memories with an event end",
+                "SELECT count(*) FROM memories WHERE event_end IS NOT NULL",
+            ),
+        ),
     )
     # The views lose a column: CREATE OR REPLACE cannot, so they are made again as released.
     run_sql_file("analyst_views_v2_drop.sql")
     run_sql_file("analyst_views_v1.sql")
     run_sql_file("bitemporal_v1.sql")
     run_sql_file("reader_roles_v1_drop.sql")
+    op.execute("ALTER TABLE memories DROP COLUMN IF EXISTS event_end")
     # Comments are left: they describe, and change nothing a query returns.
