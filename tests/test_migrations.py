@@ -173,9 +173,10 @@ async def test_a_downgrade_that_drops_data_refuses_unless_forced(
         # One line, no traceback: the revision, what, the row counts, the exact command.
         assert "Traceback" not in refused.stderr, refused.stderr[-2000:]
         assert (
-            f"FAILED: downgrade of 0016_reader_roles refused: it would drop the analyst login "
-            f"roles' tenant bindings (analyst_tenants) (rows: analyst_tenants: 0); back up "
-            f"first, then force it with `alembic -x force=true downgrade {target}`\n"
+            "FAILED: downgrade of 0016_reader_roles refused: it would drop the analyst login "
+            "roles' tenant bindings (analyst_tenants) and the facts' ends in the world "
+            "(memories.event_end) (rows: analyst_tenants: 0, memories with an event end: 0); "
+            f"back up first, then force it with `alembic -x force=true downgrade {target}`\n"
         ) in refused.stdout, refused.stdout + refused.stderr[-2000:]
         assert len([ln for ln in refused.stderr.splitlines() if "refused" in ln]) == 1
     # Past 0016, the next refusal counts what 0012 would drop, and keeps the -x options given.
