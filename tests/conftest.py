@@ -381,6 +381,15 @@ async def db(migrated: dict[str, str]) -> AsyncIterator[AsyncEngine]:
     await engine.dispose()
 
 
+@pytest.fixture
+async def owner(migrated: dict[str, str]) -> AsyncIterator[AsyncEngine]:
+    """The owner's connection with no tenant set: it sees every tenant's rows (a member of
+    cognis_background), and may grant and make roles."""
+    engine = create_async_engine(migrated["COGNIS_MIGRATION_DATABASE_URL"])
+    yield engine
+    await engine.dispose()
+
+
 @pytest.fixture(scope="session")
 async def opensearch(
     service_urls: services.ServiceUrls, index_name: str

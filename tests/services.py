@@ -11,10 +11,13 @@ inherit its environment) reach the same services; each worker then migrates a da
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import os
 import shutil
 import subprocess
+import uuid
+from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -196,3 +199,43 @@ async def create_service_roles(owner_url: str) -> ServiceRoles:
     finally:
         await engine.dispose()
     return roles
+
+
+@contextlib.asynccontextmanager
+async def login_role(owner_url: str, *groups: str) -> AsyncIterator[tuple[str, str]]:
+    """A login role of one test's own, member of `groups` (e.g. cognis_analyst): its name and
+    URL. Dropped afterwards, with the table grants made to it in this database."""
+    from sqlalchemy import text
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.ext.asyncio import create_async_engine
+
+    url = make_url(owner_url)
+    name, password = f"cognis_t_{uuid.uuid4().hex[:10]}", uuid.uuid4().hex
+    engine = create_async_engine(owner_url, isolation_level="AUTOCOMMIT")
+    try:
+        async with engine.connect() as connection:
+            await connection.execute(text(f"CREATE ROLE {name} LOGIN PASSWORD '{password}'"))
+            for group in groups:
+                await connection.execute(text(f"GRANT {group} TO {name}"))
+        try:
+            yield (
+                name,
+                url.set(username=name, password=password).render_as_string(hide_password=False),
+            )
+        finally:
+            async with engine.connect() as connection:
+                await connection.execute(
+                    text("DELETE FROM analyst_tenants WHERE role_name = :r"), {"r": name}
+                )
+                granted = await connection.execute(
+                    text(
+                        "SELECT DISTINCT table_name FROM information_schema.role_table_grants "
+                        "WHERE grantee = :r"
+                    ),
+                    {"r": name},
+                )
+                for table in granted.scalars().all():
+                    await connection.execute(text(f'REVOKE ALL ON "{table}" FROM {name}'))
+                await connection.execute(text(f"DROP ROLE {name}"))
+    finally:
+        await engine.dispose()

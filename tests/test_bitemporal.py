@@ -77,3 +77,76 @@ async def test_a_deleted_fact_stops_being_true_when_the_delete_was_recorded(
     assert await _contents(db, "memories_true_at", other_user_id, later) == [
         "I work at Initech too"
     ]
+
+
+async def test_a_patch_without_event_time_leaves_the_old_version_true_until_it(
+    client, db, user_id
+) -> None:
+    """The new version inherits event_time; it says nothing about when the world changed, so
+    the old version holds until the PATCH was recorded (it used to read as never true)."""
+    tokyo = await create_memory(
+        client, user_id, "I live in Tokyo", event_time="2020-01-01T00:00:00Z"
+    )
+    response = await client.patch(
+        f"/v1/users/{user_id}/memories/{tokyo['id']}", json={"content": "I live in Osaka"}
+    )
+    assert response.status_code == 200, response.text
+    assert response.json()["event_time"].startswith("2020-01-01")  # inherited, as before
+    assert await _contents(db, "memories_true_at", user_id, _day("2021-05-05")) == [
+        "I live in Tokyo"
+    ]
+    now = datetime.now(UTC) + timedelta(seconds=1)
+    assert await _contents(db, "memories_true_at", user_id, now) == ["I live in Osaka"]
+
+
+async def test_a_patch_or_delete_may_say_when_the_fact_ended_in_the_world(
+    client, db, user_id
+) -> None:
+    """event_end: the fact ended then (distinct from retracting a wrong memory, and from
+    superseded_at, when the system stopped holding the version)."""
+    job = await create_memory(
+        client, user_id, "I work at Initech", event_time="2022-01-10T00:00:00Z"
+    )
+    ended = await client.patch(
+        f"/v1/users/{user_id}/memories/{job['id']}", json={"event_end": "2024-06-30T00:00:00Z"}
+    )
+    assert ended.status_code == 200, ended.text
+    assert ended.json()["event_end"].startswith("2024-06-30")
+    assert ended.json()["event_time"].startswith("2022-01-10")
+    assert await _contents(db, "memories_true_at", user_id, _day("2023-01-01")) == [
+        "I work at Initech"
+    ]
+    assert await _contents(db, "memories_true_at", user_id, _day("2024-07-01")) == []
+
+    cat = await create_memory(client, user_id, "I have a cat", event_time="2020-05-01T00:00:00Z")
+    wrong = await client.delete(
+        f"/v1/users/{user_id}/memories/{cat['id']}", params={"event_end": "2019-01-01T00:00:00Z"}
+    )
+    assert wrong.status_code == 400, wrong.text
+    assert wrong.headers["content-type"].startswith("application/problem+json")
+    assert "before event_time" in wrong.json()["detail"]
+    gone = await client.delete(
+        f"/v1/users/{user_id}/memories/{cat['id']}", params={"event_end": "2025-03-01T00:00:00Z"}
+    )
+    assert gone.status_code == 200, gone.text
+    assert gone.json()["event_end"].startswith("2025-03-01")
+    assert "I have a cat" in await _contents(db, "memories_true_at", user_id, _day("2025-01-01"))
+    now = datetime.now(UTC) + timedelta(seconds=1)
+    # Ended in 2025, not when the delete was recorded: a retraction would still hold until now.
+    assert "I have a cat" not in await _contents(
+        db, "memories_true_at", user_id, _day("2025-06-01")
+    )
+    assert await _contents(db, "memories_true_at", user_id, now) == []
+    history = await client.get(f"/v1/users/{user_id}/memories/{cat['id']}/history")
+    assert [v["event_end"] for v in history.json()["versions"]] == [gone.json()["event_end"]]
+    async with db.connect() as connection:
+        statuses = (
+            await connection.execute(
+                text(
+                    "SELECT status, event_end IS NOT NULL FROM memory_versions "
+                    "WHERE user_id = :u ORDER BY valid_from"
+                ),
+                {"u": user_id},
+            )
+        ).all()
+    assert statuses == [("updated", False), ("current", True), ("deleted", True)]

@@ -170,7 +170,31 @@ async def test_a_downgrade_that_drops_data_refuses_unless_forced(
     for target in ("0005_write_path", "0002_analyst_views", "base"):
         refused = await run_cli_async(env, "alembic", "downgrade", target)
         assert refused.returncode != 0, target
-        assert "-x force=true" in refused.stderr, refused.stderr[-2000:]
+        # One line, no traceback: the revision, what, the row counts, the exact command.
+        assert "Traceback" not in refused.stderr, refused.stderr[-2000:]
+        assert (
+            "FAILED: downgrade of 0016_reader_roles refused: it would drop the analyst login "
+            "roles' tenant bindings (analyst_tenants) and the facts' ends in the world "
+            "(memories.event_end) (rows: analyst_tenants: 0, memories with an event end: 0); "
+            f"back up first, then force it with `alembic -x force=true downgrade {target}`\n"
+        ) in refused.stdout, refused.stdout + refused.stderr[-2000:]
+        assert len([ln for ln in refused.stderr.splitlines() if "refused" in ln]) == 1
+    # Past 0016, the next refusal counts what 0012 would drop, and keeps the -x options given.
+    await alembic_async(env, "-x", "force=true", "downgrade", "0014_idempotency_keys")
+    async with db.connect() as connection:
+        categories = (await connection.execute(text("SELECT count(*) FROM categories"))).scalar()
+    refused = await run_cli_async(
+        env, "alembic", "-x", "lock_timeout=7s", "downgrade", "0005_write_path"
+    )
+    line = [ln for ln in refused.stdout.splitlines() if ln.startswith("FAILED:")]
+    assert line == [
+        "FAILED: downgrade of 0012_categories refused: it would drop the categories a "
+        "deployment added, the senders' UTC offsets and the audit trail's event times, LLM gate "
+        f"verdicts and prompt versions (rows: categories: {categories}, messages with a UTC "
+        "offset: 0, decisions with an event time, gate verdict or prompt version: 0); back up "
+        "first, then force it with `alembic -x lock_timeout=7s -x force=true downgrade "
+        "0005_write_path`"
+    ]
     async with db.connect() as connection:
         tables = set(
             (

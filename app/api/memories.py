@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Annotated
 
 from litestar import Controller, Response, delete, get, patch, post
@@ -169,9 +170,16 @@ class MemoryController(Controller):
         service: MemoryService,
         index_wait: WriteWait,
         idempotency: IdempotentWrite,
+        event_end: Annotated[
+            datetime | None,
+            Parameter(
+                description="When the fact ended in the world (ISO 8601 with an offset). "
+                "Omitted: the memory is retracted, and nothing is said about the world."
+            ),
+        ] = None,
     ) -> Response[MemoryOut]:
         async def delete() -> list[Memory]:
-            return [await service.delete(user_id, parse_memory_id(memory_id))]
+            return [await service.delete(user_id, parse_memory_id(memory_id), event_end)]
 
         return await idempotency.respond(delete, _one, index_wait)
 

@@ -9,7 +9,7 @@ from typing import Any, Literal
 
 _TOKEN = re.compile(r"\s+|[^\s]+")
 # Fields besides the text whose change a version records.
-TRACKED_FIELDS = ("category", "scope", "session_id", "speaker", "event_time")
+TRACKED_FIELDS = ("category", "scope", "session_id", "speaker", "event_time", "event_end")
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,8 +35,9 @@ def word_diff(old: str, new: str) -> list[Span]:
 
 def field_changes(old: Any, new: Any) -> list[tuple[str, Any, Any]]:
     """(field, before, after) for each tracked field that differs between two versions."""
+    # getattr with a default: a server before 0016 sends no event_end.
     return [
-        (name, getattr(old, name), getattr(new, name))
+        (name, getattr(old, name, None), getattr(new, name, None))
         for name in TRACKED_FIELDS
-        if getattr(old, name) != getattr(new, name)
+        if getattr(old, name, None) != getattr(new, name, None)
     ]

@@ -3,10 +3,13 @@ index builds that do not block writes, downgrades that refuse to drop data unles
 
 from __future__ import annotations
 
+import inspect
 import os
+from collections.abc import Sequence
 
 import sqlalchemy as sa
 from alembic import context, op
+from alembic.util import CommandError
 
 # Defaults: a DDL statement waits at most this long for its lock (then fails, and the migration
 # can simply be rerun), instead of queueing every reader and writer behind it.
@@ -39,13 +42,115 @@ def _interval(value: str) -> str:
     return value
 
 
-def refuse_data_loss(what: str) -> None:
-    """Called first by a downgrade that drops stored data: it runs only when forced."""
-    if _option("force", "false").lower() != "true":
-        raise RuntimeError(
-            f"this downgrade would drop {what}. Back up first, then rerun with "
-            "`alembic -x force=true downgrade <revision>`."
-        )
+# What each released revision's downgrade would lose, counted before it refuses: (what, SQL
+# counting it). The released migrations name only what they drop (their text is frozen), so
+# their counts live here; a new revision passes its own to refuse_data_loss.
+RELEASED_LOSSES: dict[str, tuple[tuple[str, str], ...]] = {
+    "0001_initial_schema": (
+        ("memories", "SELECT count(*) FROM memories"),
+        ("messages", "SELECT count(*) FROM messages"),
+        ("outbox", "SELECT count(*) FROM outbox"),
+    ),
+    "0003_ingestion": (
+        ("ingest_decisions", "SELECT count(*) FROM ingest_decisions"),
+        ("ingest_tasks", "SELECT count(*) FROM ingest_tasks"),
+        (
+            "messages with an idempotency key",
+            "SELECT count(*) FROM messages WHERE idempotency_key IS NOT NULL",
+        ),
+    ),
+    "0005_write_path": (
+        (
+            "messages with a 768D embedding",
+            "SELECT count(*) FROM messages WHERE embedding_768d IS NOT NULL",
+        ),
+    ),
+    "0006_memory_external_ids": (
+        (
+            "memories with an external id",
+            "SELECT count(*) FROM memories WHERE external_id IS NOT NULL",
+        ),
+    ),
+    "0007_tenants": (
+        (
+            "memories of other tenants",
+            "SELECT count(*) FROM memories "
+            "WHERE tenant_id <> '00000000-0000-0000-0000-000000000001'",
+        ),
+        (
+            "messages of other tenants",
+            "SELECT count(*) FROM messages "
+            "WHERE tenant_id <> '00000000-0000-0000-0000-000000000001'",
+        ),
+        ("tenants", "SELECT count(*) FROM tenants"),
+        ("api_keys", "SELECT count(*) FROM api_keys"),
+    ),
+    "0010_memory_context": (
+        ("memories with a context", "SELECT count(*) FROM memories WHERE context IS NOT NULL"),
+        (
+            "memories with a mentioned time",
+            "SELECT count(*) FROM memories WHERE mentioned_at IS NOT NULL",
+        ),
+    ),
+    "0012_categories": (
+        ("categories", "SELECT count(*) FROM categories"),
+        (
+            "messages with a UTC offset",
+            "SELECT count(*) FROM messages WHERE utc_offset_minutes IS NOT NULL",
+        ),
+        (
+            "decisions with an event time, gate verdict or prompt version",
+            "SELECT count(*) FROM ingest_decisions WHERE event_time IS NOT NULL "
+            "OR llm_gate IS NOT NULL OR prompt_version IS NOT NULL",
+        ),
+    ),
+}
+
+
+class DataLossRefused(CommandError):
+    """A downgrade that would drop stored data, not forced. A CommandError: the alembic
+    command line prints its one line (`FAILED: ...`), not a traceback."""
+
+
+def refusal_message(
+    revision: str, what: str, counts: Sequence[tuple[str, int | None]], command: str
+) -> str:
+    """The one line a refused downgrade says (the one format every refusal uses)."""
+    rows = ", ".join(f"{name}: {'?' if n is None else n}" for name, n in counts)
+    return (
+        f"downgrade of {revision} refused: it would drop {what} (rows: {rows or 'none counted'}); "
+        f"back up first, then force it with `{command}`"
+    )
+
+
+def _force_command() -> str:
+    """The alembic command line that forces the downgrade the caller asked for."""
+    extra = [
+        f"-x {name}={value}"
+        for name, value in context.get_x_argument(as_dictionary=True).items()
+        if name != "force"
+    ]
+    # As typed (`base`, `-1`, a revision): get_revision_argument() resolves `base` to None.
+    target = op.get_context().opts.get("destination_rev") or "<revision>"
+    return " ".join(["alembic", *extra, "-x force=true", "downgrade", str(target)])
+
+
+def _count(counts: Sequence[tuple[str, str]]) -> list[tuple[str, int | None]]:
+    if context.is_offline_mode():  # `--sql`: no database to count in
+        return [(name, None) for name, _ in counts]
+    bind = op.get_bind()
+    return [(name, bind.execute(sa.text(sql)).scalar_one()) for name, sql in counts]
+
+
+def refuse_data_loss(what: str, counts: Sequence[tuple[str, str]] | None = None) -> None:
+    """Called first by a downgrade that drops stored data: it runs only when forced. `counts`
+    (what, counting SQL) default to RELEASED_LOSSES of the calling revision."""
+    if _option("force", "false").lower() == "true":
+        return
+    revision = str(inspect.stack()[1].frame.f_globals.get("revision", "this revision"))
+    if counts is None:
+        counts = RELEASED_LOSSES.get(revision, ())
+    raise DataLossRefused(refusal_message(revision, what, _count(counts), _force_command()))
 
 
 def _online() -> bool:

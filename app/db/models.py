@@ -144,6 +144,9 @@ class Memory(Base):
     )
     speaker: Mapped[str | None] = mapped_column(Text)
     event_time: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    # When the fact stopped holding in the world (0016): sent with a PATCH or a DELETE. NULL:
+    # not known to have ended (a DELETE without it retracts the memory, ending nothing).
+    event_end: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     created_at: Mapped[datetime] = mapped_column(
         DateTime(timezone=True), nullable=False, server_default=func.now()
     )

@@ -38,6 +38,8 @@ class MemoryUpdate(msgspec.Struct, forbid_unknown_fields=True):
     session_id: SessionId | msgspec.UnsetType | None = msgspec.UNSET
     speaker: Speaker | msgspec.UnsetType | None = msgspec.UNSET
     event_time: Instant | msgspec.UnsetType | None = msgspec.UNSET
+    # When the fact ended in the world (omitted: kept; null: not ended).
+    event_end: Instant | msgspec.UnsetType | None = msgspec.UNSET
     metadata: Metadata | msgspec.UnsetType = msgspec.UNSET
 
     @property
@@ -55,6 +57,7 @@ class MemoryDraft:
     session_id: str | None = None
     speaker: str | None = None
     event_time: datetime | None = None
+    event_end: datetime | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
     source_message_id: Any = None
     # The content's embedding when the caller already has it (ingestion computed it at step 1):
@@ -103,6 +106,7 @@ def check_draft(
     check_text(draft.speaker, f"{field_prefix}speaker")
     check_text(draft.session_id, f"{field_prefix}session_id")
     draft.event_time = check_instant(draft.event_time, f"{field_prefix}event_time")
+    draft.event_end = check_event_end(draft.event_end, draft.event_time, f"{field_prefix}event_end")
     if draft.scope not in SCOPES:
         raise InvalidInputError(
             f"scope must be USER or CONTEXT, not {draft.scope!r}", field=f"{field_prefix}scope"
@@ -120,3 +124,15 @@ def parse_memory_id(raw: str) -> uuid.UUID:
         return uuid.UUID(raw)
     except ValueError as exc:
         raise InvalidInputError(f"memory id {raw[:64]!r} is not a UUID", field="memory_id") from exc
+
+
+def check_event_end(end: datetime | None, start: datetime | None, field: str) -> datetime | None:
+    """A fact's end in the world: an instant, not before the fact began."""
+    end = check_instant(end, field)
+    if end is not None and start is not None and end < start:
+        raise InvalidInputError(
+            f"{field} ({end.isoformat()}) is before event_time ({start.isoformat()}): a fact "
+            "cannot end before it began",
+            field=field,
+        )
+    return end

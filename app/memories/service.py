@@ -17,7 +17,7 @@ from app.db.tenant import current_tenant
 from app.errors import ConflictError, InvalidInputError, NotFoundError
 from app.memories.categories import choose_categories, require_categories
 from app.memories.context import contextual_text, link_session_turns, mentioned_time
-from app.memories.domain import MemoryDraft, MemoryUpdate, check_draft
+from app.memories.domain import MemoryDraft, MemoryUpdate, check_draft, check_event_end
 from app.memories.fields import check_text, check_user_id
 from app.memories.repository import ListFilter, MemoryRepository
 from app.memories.user_lock import hold_for_write
@@ -194,6 +194,7 @@ class MemoryService:
             session_id=_kept(changes.session_id, old.session_id),
             speaker=_kept(changes.speaker, old.speaker),
             event_time=_kept(changes.event_time, old.event_time),
+            event_end=_kept(changes.event_end, old.event_end),
             metadata=_kept(changes.metadata, old.metadata_),
             source_message_id=old.source_message_id,
             # A new version keeps its place in the conversation.
@@ -230,9 +231,14 @@ class MemoryService:
         work.check_deadline()
         return new
 
-    async def delete(self, user_id: str, memory_id: uuid.UUID) -> Memory:
-        """End the current version; the row stays, with superseded_at set."""
+    async def delete(
+        self, user_id: str, memory_id: uuid.UUID, event_end: datetime | None = None
+    ) -> Memory:
+        """End the current version; the row stays, with superseded_at set. With `event_end`,
+        the fact ended in the world then; without, the memory is retracted (nothing ended)."""
         memory = await self._lock_current(user_id, memory_id)
+        if event_end is not None:
+            memory.event_end = check_event_end(event_end, memory.event_time, "event_end")
         now = await self.repository.now()
         memory.is_current = False
         memory.superseded_at = now
@@ -301,6 +307,7 @@ def new_version(
         replaces_id=replaces.id if replaces else None,
         speaker=draft.speaker,
         event_time=draft.event_time,
+        event_end=draft.event_end,
         created_at=now,
         embedding_768d=draft.embedding.full,
         embedding_256d=draft.embedding.coarse,

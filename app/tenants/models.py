@@ -47,3 +47,18 @@ class ApiKey(Base):
     revoked_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
 
     __table_args__ = (Index(None, "tenant_id"),)
+
+
+class AnalystTenant(Base):
+    """The one tenant an analyst login role (a member of cognis_analyst) reads (0016). Written
+    by the owner; the role's row-level security reads it, not cognis.tenant_id."""
+
+    __tablename__ = "analyst_tenants"
+
+    role_name: Mapped[str] = mapped_column(Text, primary_key=True)
+    tenant_id: Mapped[uuid.UUID] = mapped_column(
+        UUID(as_uuid=True), ForeignKey("tenants.id", ondelete="CASCADE"), nullable=False
+    )
+    created_at: Mapped[datetime] = mapped_column(
+        DateTime(timezone=True), nullable=False, server_default=func.now()
+    )

@@ -53,6 +53,8 @@ class MemoryOut(msgspec.Struct):
     event_time: datetime | None
     created_at: datetime
     superseded_at: datetime | None
+    # When the fact ended in the world (PATCH or DELETE with event_end); null: not ended.
+    event_end: datetime | None
     metadata: dict[str, Any]
     source_message_id: UUID | None
     external_id: str | None = None
@@ -75,6 +77,7 @@ class MemoryOut(msgspec.Struct):
             event_time=m.event_time,
             created_at=m.created_at,
             superseded_at=m.superseded_at,
+            event_end=m.event_end,
             metadata=m.metadata_,
             source_message_id=m.source_message_id,
             external_id=m.external_id,

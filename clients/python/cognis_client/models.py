@@ -32,6 +32,8 @@ class Memory(msgspec.Struct, frozen=True):
     metadata: dict[str, Any]
     source_message_id: UUID | None
     external_id: str | None = None
+    # When the fact ended in the world (server 0016+); None: not ended.
+    event_end: datetime | None = None
 
 
 class MemoryPage(msgspec.Struct, frozen=True):
@@ -168,6 +170,8 @@ class MemoryChanges(msgspec.Struct, omit_defaults=True, forbid_unknown_fields=Tr
     session_id: str | msgspec.UnsetType | None = msgspec.UNSET
     speaker: str | msgspec.UnsetType | None = msgspec.UNSET
     event_time: datetime | msgspec.UnsetType | None = msgspec.UNSET
+    # When the fact ended in the world; None clears it.
+    event_end: datetime | msgspec.UnsetType | None = msgspec.UNSET
     metadata: dict[str, Any] | msgspec.UnsetType = msgspec.UNSET
 
 
