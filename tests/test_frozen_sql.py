@@ -39,6 +39,30 @@ RELEASED = {
         "06d3719e51f2c0519617f4927a72e48d2456be3bafd37e28ba412c9aee3b6bb7",
         "0015_frozen_sql",
     ),
+    "analyst_views_v2.sql": (
+        "5ec33e642ab4693f30a65c9c23d08eb94f8085f6bc8c9538807fd8f85cb1bbbf",
+        "0016_reader_roles",
+    ),
+    "analyst_views_v2_drop.sql": (
+        "dec33865e26d4b04d755f20b79eb426da8d372438b8d8edade1ec12f350f18d8",
+        "0016_reader_roles",
+    ),
+    "bitemporal_v3.sql": (
+        "ab3b702661d6328ba64248cbe211a3aa37a22dec6d70de4495ef799d93c4b175",
+        "0016_reader_roles",
+    ),
+    "reader_roles_v1.sql": (
+        "4993b74efedf0e3ad0d3a4aac3a3dc2a3ff53d71a7d76828a7934a77138749f5",
+        "0016_reader_roles",
+    ),
+    "reader_roles_v1_drop.sql": (
+        "5c8f958846d091007ee1dce23e495cdcc00a8b924cda1da863a7a978387bdc97",
+        "0016_reader_roles",
+    ),
+    "table_comments_v1.sql": (
+        "15e9ab402e857450801fa5eb8e417071696b98042dde672e0c2be9067f222072",
+        "0016_reader_roles",
+    ),
 }
 
 
