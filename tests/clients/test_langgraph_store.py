@@ -179,24 +179,26 @@ async def test_a_filter_is_pushed_into_the_search_not_applied_to_its_top_100(
     """111 items about the same thing: the one the filter names is found with a query too
     (it used to be missed when it fell outside the top 100), and operators work."""
     ns = ("memories", user_id)
+    # Different enough that de-duplication (>= 0.99 cosine) keeps every one.
+    plants = ("tomatoes", "basil", "carrots", "roses", "tulips", "beans", "mint", "kale")
+    places = ("fence", "shed", "pond", "gate", "oak tree", "greenhouse", "wall")
+    contents = [
+        f"In week {i} I planted {plants[i % 8]} in the garden by the {places[i % 7]}"
+        for i in range(111)
+    ]
     items = [
         {
-            "content": f"Note {i} about my garden tomatoes",
-            "metadata": {
-                "langgraph": {
-                    "key": f"k{i}",
-                    "value": {"content": f"Note {i} about my garden tomatoes", "n": i},
-                }
-            },
+            "content": content,
+            "metadata": {"langgraph": {"key": f"k{i}", "value": {"content": content, "n": i}}},
         }
-        for i in range(111)
+        for i, content in enumerate(contents)
     ]
     for start in (0, 100):
         made = await client.post(
             f"/v1/users/{user_id}/memories/batch", json={"memories": items[start : start + 100]}
         )
         assert made.status_code == 201, made.text
-    for query in (None, "garden tomatoes"):
+    for query in (None, "what did I plant in the garden"):
         found = await store.asearch(ns, query=query, filter={"n": 110})
         assert [i.key for i in found] == ["k110"], query
         above = await store.asearch(ns, query=query, filter={"n": {"$gt": 107}}, limit=10)
