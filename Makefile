@@ -1,5 +1,5 @@
 # The commands the README names. `make up` serves the API; `make test` runs the suite.
-.PHONY: up down status install test lint typecheck relay reindex bench-foundation bench-locomo bench-scale bench-ingest bench-mixed bench-retry bench-hnsw bench-relay bench-import bench-migrations check-deploy bench-embedding bench-tenants bench-faults bench-categories bench-llm-gate bench-local-llm llm
+.PHONY: up down status install test lint typecheck relay reindex bench-foundation bench-locomo bench-scale bench-ingest bench-mixed bench-retry bench-hnsw bench-relay bench-filters bench-import bench-migrations check-deploy bench-embedding bench-tenants bench-faults bench-categories bench-llm-gate bench-local-llm llm
 
 PY := .venv/bin/python
 TEST_WORKERS ?= 2  # pytest-xdist workers; each has its own database, index and in-process API
@@ -62,6 +62,9 @@ bench-hnsw:  ## HNSW layouts: insert ms/row and recall@10 (256D only, +768D, +76
 
 bench-relay:  ## outbox relay: documents/s delivered and time until searchable (scratch db + index)
 	set -a && . .local/cognis.env && set +a && $(PY) -m bench.relay $(BENCH_ARGS)
+
+bench-filters:  ## filtered vector search: recall@10 vs an exact filtered scan, latency (scratch db)
+	set -a && . .local/cognis.env && set +a && $(PY) -m bench.filters $(BENCH_ARGS)
 
 bench-import:  ## bulk import: memories/s with precomputed vectors, with and without --defer-index
 	set -a && . .local/cognis.env && set +a && $(PY) -m bench.imports $(BENCH_ARGS)

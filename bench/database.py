@@ -9,11 +9,17 @@ the development key and COGNIS_API_KEY_HASHES act for, so the API it measures se
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+import os
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 
+from sqlalchemy import text
 from sqlalchemy.engine import make_url
-from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, create_async_engine
 
 from app.config import Settings
 from app.db.engine import create_engine
@@ -57,3 +63,43 @@ async def default_tenant(engine: AsyncEngine) -> AsyncIterator[AsyncSession]:
     with tenant_scope(DEFAULT_TENANT_ID):
         async with AsyncSession(engine) as session, session.begin():
             yield session
+
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+async def scratch_database(url: str, name: str, create: bool) -> None:
+    admin = create_async_engine(url, isolation_level="AUTOCOMMIT")
+    try:
+        async with admin.connect() as connection:
+            if create:
+                await connection.execute(text(f'CREATE DATABASE "{name}"'))
+            else:
+                await connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    finally:
+        await admin.dispose()
+
+
+def in_scratch_database(base: Settings, name: str, work: Callable[[dict[str, str]], None]) -> int:
+    """Create the database `name` on the owner's server, migrate it to head with Alembic, run
+    `work(urls)` (`urls_on`'s fields for it), and drop it, whatever happens. 1 when the
+    migration failed (its error printed), else 0."""
+    admin_url = owner_url(base)
+    scratch_urls = urls_on(base, name)
+    asyncio.run(scratch_database(admin_url, name, create=True))
+    try:
+        migrated = subprocess.run(
+            [sys.executable, "-m", "alembic", "upgrade", "head"],
+            cwd=ROOT,
+            env={**os.environ, **environment(scratch_urls)},
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if migrated.returncode != 0:
+            print(migrated.stderr[-3000:], file=sys.stderr)
+            return 1
+        work(scratch_urls)
+    finally:
+        asyncio.run(scratch_database(admin_url, name, create=False))
+    return 0

@@ -21,9 +21,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import random
-import subprocess
 import sys
 import time
 import uuid
@@ -32,12 +30,11 @@ from pathlib import Path
 
 import numpy as np
 from pydantic import SecretStr
-from sqlalchemy import func, select, text
+from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import (
     AsyncEngine,
     AsyncSession,
     async_sessionmaker,
-    create_async_engine,
 )
 
 from app.config import Settings
@@ -48,7 +45,7 @@ from app.search_index import outbox
 from app.search_index.client import MemoryIndex
 from app.search_index.relay import OutboxRelay
 from app.vocabulary import COARSE_DIM, EMBEDDING_DIM
-from bench.database import default_tenant, environment, owner_engine, owner_url, urls_on
+from bench.database import default_tenant, in_scratch_database, owner_engine
 
 ROOT = Path(__file__).resolve().parent.parent
 WORDS = [
@@ -225,18 +222,6 @@ async def run_phases(settings: Settings, args: argparse.Namespace) -> None:
         await owner.dispose()
 
 
-async def scratch_database(url: str, name: str, create: bool) -> None:
-    admin = create_async_engine(url, isolation_level="AUTOCOMMIT")
-    try:
-        async with admin.connect() as connection:
-            if create:
-                await connection.execute(text(f'CREATE DATABASE "{name}"'))
-            else:
-                await connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-    finally:
-        await admin.dispose()
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--memories", type=int, default=5000)
@@ -262,33 +247,19 @@ def main() -> int:
     base = Settings()
     configure_logging("WARNING", False)  # one line per relay batch would drown the numbers
     scratch = f"cognis_bench_relay_{uuid.uuid4().hex[:8]}"
-    scratch_urls = urls_on(base, scratch)
-    settings = base.model_copy(
-        update={
-            **overrides,
-            **{field: SecretStr(url) for field, url in scratch_urls.items()},
-            "opensearch_index": scratch.replace("_", "-"),
-            "relay_poll_interval_s": 0.5,
-        }
-    )
-    admin_url = owner_url(base)
-    asyncio.run(scratch_database(admin_url, scratch, create=True))
-    try:
-        migrated = subprocess.run(
-            [sys.executable, "-m", "alembic", "upgrade", "head"],
-            cwd=ROOT,
-            env={**os.environ, **environment(scratch_urls)},
-            capture_output=True,
-            text=True,
-            check=False,
+
+    def work(scratch_urls: dict[str, str]) -> None:
+        settings = base.model_copy(
+            update={
+                **overrides,
+                **{field: SecretStr(url) for field, url in scratch_urls.items()},
+                "opensearch_index": scratch.replace("_", "-"),
+                "relay_poll_interval_s": 0.5,
+            }
         )
-        if migrated.returncode != 0:
-            print(migrated.stderr[-3000:], file=sys.stderr)
-            return 1
         asyncio.run(run_phases(settings, args))
-    finally:
-        asyncio.run(scratch_database(admin_url, scratch, create=False))
-    return 0
+
+    return in_scratch_database(base, scratch, work)
 
 
 if __name__ == "__main__":

@@ -25,6 +25,7 @@ from app.api.schemas.memories import (
 from app.db.models import Memory
 from app.memories.domain import MemoryDraft, MemoryUpdate, parse_memory_id
 from app.memories.fields import Category, Scope, SessionId
+from app.memories.filters import FILTER_JSON_SCHEMA, parse_filter_json, to_sql
 from app.memories.repository import ListFilter
 from app.memories.service import MemoryService
 from app.ml.batching import Work
@@ -115,7 +116,15 @@ class MemoryController(Controller):
         include_superseded: bool = False,
         limit: Annotated[int, Parameter(ge=1, le=200)] = 50,
         cursor: str | None = None,
+        filters: Annotated[
+            str | None,
+            Parameter(
+                description="A filter as JSON (the search body's `filters`): only memories "
+                "matching it are listed. " + FILTER_JSON_SCHEMA["description"]
+            ),
+        ] = None,
     ) -> MemoryList:
+        matching = parse_filter_json(filters) if filters is not None else None
         page = await service.list_page(
             user_id,
             ListFilter(
@@ -123,6 +132,7 @@ class MemoryController(Controller):
                 session_id=session_id,
                 category=category,
                 include_superseded=include_superseded,
+                where=to_sql(matching) if matching is not None else None,
             ),
             limit,
             cursor,

@@ -18,7 +18,7 @@ from app.api.imports import ImportController
 from app.api.memories import MemoryController
 from app.api.messages import MessageController
 from app.api.search import SearchController
-from app.api.users import UserController
+from app.api.users import UserController, UserListController
 from app.tenants.authentication import API_KEY_HEADER
 
 
@@ -32,6 +32,7 @@ def api_route_handlers() -> list[ControllerRouterHandler]:
             MessageController,
             SearchController,
             UserController,
+            UserListController,
         ],
         guards=[require_api_key],
         dependencies={"runtime": Provide(provide_runtime)},

@@ -20,6 +20,7 @@ from app.api.schemas.search import (
 )
 from app.errors import InvalidInputError
 from app.memories.fields import check_instant, check_text, check_user_id
+from app.memories.filters import parse_filter
 from app.retrieval.profiles import lever_changes
 from app.retrieval.request import SearchRequest
 from app.runtime import Runtime
@@ -57,6 +58,7 @@ class SearchController(Controller):
         check_text(data.query, "query")
         check_text(data.session_id, "session_id")
         as_of = check_instant(data.as_of, "as_of")
+        filters = parse_filter(data.filters) if data.filters is not None else None
         timeout_s = wait_bound_s(settings, data.wait_timeout_ms)
         waited: IndexWait | None = None
         # Waiting only matters to the BM25 leg: the vector leg reads Postgres itself.
@@ -92,6 +94,7 @@ class SearchController(Controller):
                 weight_bm25=data.rrf.weight_bm25,
                 request_id=request.headers.get("X-Request-ID") or uuid.uuid4().hex,
                 index_lag=msgspec.structs.asdict(index_lag),
+                filters=filters,
             ),
         )
         hits = []

@@ -2,13 +2,61 @@
 
 from __future__ import annotations
 
-from litestar import Controller, delete
+from typing import Annotated
+
+from litestar import Controller, delete, get
 from litestar.di import Provide
+from litestar.params import Parameter
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.api.contract import COMMON, UserId, problems
 from app.api.dependencies import provide_eraser
-from app.api.schemas.users import EraseOut
+from app.api.schemas.users import EraseOut, UserList, UserSummaryOut
 from app.memories.erasure import UserEraser
+from app.memories.fields import check_text
+from app.memories.users import users_page
+
+
+class UserListController(Controller):
+    path = "/v1/users"
+    tags = ["users"]
+
+    @get(
+        "/",
+        summary="List this tenant's users: memory counts and last change, by user id",
+        responses=problems(*COMMON),
+    )
+    async def list_users(
+        self,
+        db_session: AsyncSession,
+        prefix: Annotated[
+            str | None,
+            Parameter(max_length=128, description="Only user ids starting with this text."),
+        ] = None,
+        limit: Annotated[int, Parameter(ge=1, le=200)] = 50,
+        cursor: Annotated[
+            str | None,
+            Parameter(max_length=128, description="`next_cursor` of the previous page."),
+        ] = None,
+    ) -> UserList:
+        check_text(prefix, "prefix")
+        check_text(cursor, "cursor")
+        # One more than asked says whether there is a next page.
+        page = await users_page(db_session, cursor, limit + 1, prefix)
+        more = len(page) > limit
+        page = page[:limit]
+        return UserList(
+            items=[
+                UserSummaryOut(
+                    user_id=u.user_id,
+                    memories=u.current,
+                    versions=u.versions,
+                    last_change=u.last_change,
+                )
+                for u in page
+            ],
+            next_cursor=page[-1].user_id if more else None,
+        )
 
 
 class UserController(Controller):

@@ -22,6 +22,7 @@ from app.console import queries
 from app.console.diff import field_changes, word_diff
 from app.db.tenant import act_as
 from app.in_process import in_process_client
+from app.memories.users import users_page
 from app.retrieval.pipeline import STAGES
 from app.search_index.outbox import pending_count
 from app.search_index.relay import oldest_pending_age_s
@@ -122,7 +123,7 @@ class ConsolePages(Controller):
     async def users(
         self, db_session: AsyncSession, after: str | None = None, prefix: str | None = None
     ) -> Response[str]:
-        page = await queries.users_page(db_session, after, PAGE_SIZE, prefix)
+        page = await users_page(db_session, after, PAGE_SIZE, prefix)
         next_after = page[-1].user_id if len(page) == PAGE_SIZE else None
         return render("users.html", users=page, next_after=next_after, prefix=prefix or "")
 

@@ -16,6 +16,7 @@ from sqlalchemy import (
     bindparam,
     exists,
     func,
+    literal,
     or_,
     select,
     text,
@@ -120,15 +121,46 @@ class ListFilter:
     session_id: str | None = None
     category: str | None = None
     include_superseded: bool = False
+    where: ColumnElement[bool] | None = None  # a compiled filter (app/memories/filters.py)
 
 
 async def set_hnsw_scan(
-    session: AsyncSession, ef_search: int, user_id: str, exact_max: int
+    session: AsyncSession,
+    ef_search: int,
+    user_id: str,
+    exact_max: int,
+    where: ColumnElement[bool] | None = None,
 ) -> bool:
     """This transaction's HNSW scan: `ef_search`, and iterative scans (pgvector >= 0.8) that
     keep filling the list when the user filter rejects neighbours. In the same round trip,
     whether `user_id` has at most `exact_max` current memories (counting stops after one
-    more): then an exact scan is cheap, and better than the index's approximation."""
+    more): then an exact scan is cheap, and better than the index's approximation.
+
+    With a filter (`where`), what is counted is the user's current memories that match it: a
+    selective filter is scanned exactly, whatever the user's size, so it cannot starve the
+    vector leg (an HNSW scan would reach few of its rows); a broad one goes through HNSW,
+    whose iterative scan keeps going until the filtered list is full."""
+    if where is not None:
+        cap = max(exact_max, 0)
+        matching = (
+            select(literal(1))
+            .select_from(_memories)
+            .where(_memories.c.user_id == user_id, _memories.c.is_current, where)
+            .limit(cap + 1)
+            .subquery()
+        )
+        row = (
+            await session.execute(
+                select(
+                    func.set_config("hnsw.ef_search", str(int(ef_search)), True),
+                    func.set_config("hnsw.iterative_scan", "relaxed_order", True),
+                    (select(func.count()).select_from(matching).scalar_subquery() <= cap).label(
+                        "small"
+                    ),
+                )
+            )
+        ).one()
+        return bool(row.small) and exact_max > 0
     row = (
         await session.execute(
             text(
@@ -145,8 +177,15 @@ async def set_hnsw_scan(
 
 
 class MemoryRepository:
-    def __init__(self, session: AsyncSession) -> None:
+    def __init__(self, session: AsyncSession, where: ColumnElement[bool] | None = None) -> None:
+        """`where`: a search's filter (app/memories/filters.py, compiled): every read that
+        finds or shows a search's memories (the vector leg, load, neighbours, history)
+        applies it, so a memory it excludes is never ranked."""
         self.session = session
+        self.where = where
+
+    def _filtered(self) -> tuple[ColumnElement[bool], ...]:
+        return () if self.where is None else (self.where,)
 
     async def now(self) -> datetime:
         """The transaction's timestamp: every version written in it shares this instant."""
@@ -185,7 +224,11 @@ class MemoryRepository:
         """The current versions among `memory_ids` that a query of `session_id` may see (the
         index is never the only guard): `get_many` under `visible_in_session`."""
         return await self.get_many(
-            user_id, memory_ids, _memories.c.is_current, visible_in_session(session_id)
+            user_id,
+            memory_ids,
+            _memories.c.is_current,
+            visible_in_session(session_id),
+            *self._filtered(),
         )
 
     async def current_in_chain(self, user_id: str, chain_id: uuid.UUID) -> Memory | None:
@@ -218,6 +261,7 @@ class MemoryRepository:
                 Memory.chain_id == one_of(chain_ids),
                 ~Memory.is_current,
                 visible_in_session(session_id),
+                *self._filtered(),
             )
             .options(*_NO_VECTORS)
             .order_by(Memory.chain_id, Memory.version.desc())
@@ -244,6 +288,8 @@ class MemoryRepository:
             query = query.where(Memory.session_id == filters.session_id)
         if filters.category is not None:
             query = query.where(Memory.category == filters.category)
+        if filters.where is not None:
+            query = query.where(filters.where)
         if after is not None:
             query = query.where(tuple_(Memory.created_at, Memory.id) < tuple_(*after))
         query = query.order_by(Memory.created_at.desc(), Memory.id.desc()).limit(limit)
@@ -263,9 +309,12 @@ class MemoryRepository:
     ) -> list[tuple[uuid.UUID, float]]:
         """Stage 2a: the user's visible current memories nearest by 256D cosine: exactly when
         the user has at most `exact_max` current memories, else by the HNSW index."""
-        small = await set_hnsw_scan(self.session, ef_search, user_id, exact_max)
+        small = await set_hnsw_scan(self.session, ef_search, user_id, exact_max, self.where)
+        statement = _COARSE_CANDIDATES_EXACT if small else _COARSE_CANDIDATES
+        if self.where is not None:
+            statement = statement.where(self.where)
         rows = await self.session.execute(
-            _COARSE_CANDIDATES_EXACT if small else _COARSE_CANDIDATES,
+            statement,
             {"user_id": user_id, "query": query_256d, "session_id": session_id, "limit": limit},
         )
         # relaxed_order may return neighbours slightly out of order: sort exactly here.
@@ -326,6 +375,7 @@ class MemoryRepository:
                 Memory.user_id == user_id,
                 Memory.is_current,
                 visible_in_session(session_id),
+                *self._filtered(),
                 or_(
                     Memory.chain_id == one_of(followed_chain_ids),
                     Memory.follows_chain_id == one_of(chain_ids),

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import structlog
 from opensearchpy.exceptions import TransportError
@@ -28,6 +29,7 @@ async def bm25_leg(
     session_id: str | None,
     options: Bm25LegSettings,
     timer: StageTimer,
+    matching: dict[str, Any] | None = None,
 ) -> list[TextHit] | None:
     with timer.stage("bm25_ms"):
         try:
@@ -38,6 +40,7 @@ async def bm25_leg(
                 session_id,
                 options.context_boost,
                 options.proximity_slop,
+                matching,
             )
         except (*UNAVAILABLE, TransportError) as exc:
             log.warning("retrieval.bm25_unavailable", error=str(exc))

@@ -11,6 +11,7 @@ from collections.abc import Set
 from dataclasses import dataclass, field
 
 from app.db.tenant import current_tenant
+from app.memories.filters import to_opensearch
 from app.retrieval.bm25_leg import Bm25LegSettings, bm25_leg
 from app.retrieval.candidates import Candidate
 from app.retrieval.plan import Lever, RetrievalPlan
@@ -135,6 +136,9 @@ async def search_legs(query: LegQuery, context: SearchContext, timer: StageTimer
                         request.session_id,
                         bm25_options(plan),
                         timer,
+                        # The filter, compiled once for OpenSearch (the vector leg's is the
+                        # repository's): applied in the query, before BM25 scores.
+                        to_opensearch(request.filters) if request.filters else None,
                     )
                 )
                 if plan.runs("bm25")

@@ -19,6 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app import metrics
 from app.config import Settings
+from app.memories.filters import to_sql
 from app.memories.repository import MemoryRepository
 from app.ml.cross_encoder import CrossEncoderScorer
 from app.ml.embedder import Embedder
@@ -61,7 +62,8 @@ class RetrievalPipeline:
             request,
             plan,
             analysis,
-            MemoryRepository(session),
+            # The filter, compiled once for Postgres: every read of the search applies it.
+            MemoryRepository(session, to_sql(request.filters) if request.filters else None),
             self._index,
             self._embedder,
             self._cross_encoder,

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from app.memories.filters import Filter
 from app.retrieval.candidates import Candidate
 from app.retrieval.plan import StageSwitches
 from app.retrieval.query_analysis import QueryAnalysis
@@ -26,6 +27,8 @@ class SearchRequest:
     weight_vector: float | None = None
     weight_bm25: float | None = None
     request_id: str | None = None
+    # The search's filter (app/memories/filters.py): both legs apply it before ranking.
+    filters: Filter | None = None
     # The BM25 index's lag behind Postgres for this user, measured by the caller: logged.
     index_lag: dict[str, Any] | None = None
 

@@ -279,14 +279,17 @@ class MemoryIndex:
         session_id: str | None = None,
         context_boost: float = 0.0,
         proximity_slop: int | None = None,
+        matching: dict[str, Any] | None = None,
     ) -> list[TextHit]:
         """BM25 over current memories of one user of the current tenant: USER scope, plus
         CONTEXT of this session. With `context_boost` > 0 the context field counts too, at that
         weight beside the content's 1.0 (best field plus the other's share: a tie-breaker, not a
-        sum). With `proximity_slop`, documents with the terms close together score more."""
+        sum). With `proximity_slop`, documents with the terms close together score more.
+        `matching`: a search filter's clause (app/memories/filters.py), applied with the
+        visibility filters, before scoring."""
         query_body: dict[str, Any] = {
             "must": [text_match(query, context_boost)],
-            "filter": visible_documents(user_id, session_id),
+            "filter": [*visible_documents(user_id, session_id), *([matching] if matching else [])],
         }
         if proximity_slop is not None:
             query_body["should"] = proximity_match(query, context_boost, proximity_slop)

@@ -7,6 +7,28 @@ from typing import Any
 
 from app.db.models import Memory
 
+# Longer metadata strings are left out of the index's copy: a keyword term has at most
+# 32,766 UTF-8 bytes, and one too long fails the whole document. Filters on longer values
+# are answered by Postgres alone (app/memories/filters.py).
+MAX_INDEXED_METADATA_CHARS = 1024
+
+
+def indexed_metadata(value: Any) -> Any:
+    """The metadata as the index holds it: strings over MAX_INDEXED_METADATA_CHARS dropped."""
+    if isinstance(value, dict):
+        return {
+            key: indexed_metadata(item)
+            for key, item in value.items()
+            if not (isinstance(item, str) and len(item) > MAX_INDEXED_METADATA_CHARS)
+        }
+    if isinstance(value, list):
+        return [
+            indexed_metadata(item)
+            for item in value
+            if not (isinstance(item, str) and len(item) > MAX_INDEXED_METADATA_CHARS)
+        ]
+    return value
+
 
 def memory_document(memory: Memory) -> dict[str, Any]:
     """Snapshot of the fields BM25 search filters and returns; `_id` is the memory id."""
@@ -23,6 +45,8 @@ def memory_document(memory: Memory) -> dict[str, Any]:
         "event_time": memory.event_time.isoformat() if memory.event_time else None,
         "created_at": memory.created_at.isoformat() if memory.created_at else None,
         "superseded_at": memory.superseded_at.isoformat() if memory.superseded_at else None,
+        # For filters on metadata paths (app/memories/filters.py): a flat_object.
+        "metadata": indexed_metadata(memory.metadata_ or {}),
     }
 
 
@@ -35,7 +59,7 @@ def with_tenant(document: dict[str, Any], tenant_id: uuid.UUID) -> dict[str, Any
 def added_fields(english_analyzer: bool) -> dict[str, Any]:
     """Fields later versions added to the mapping: put into an older index on start-up."""
     properties = index_body(english_analyzer)["mappings"]["properties"]
-    return {"properties": {name: properties[name] for name in ("context", "tenant_id")}}
+    return {"properties": {name: properties[name] for name in ("context", "tenant_id", "metadata")}}
 
 
 def index_body(english_analyzer: bool, refresh_interval: str = "1s") -> dict[str, Any]:
@@ -68,6 +92,10 @@ def index_body(english_analyzer: bool, refresh_interval: str = "1s") -> dict[str
                 "event_time": {"type": "date"},
                 "created_at": {"type": "date"},
                 "superseded_at": {"type": "date"},
+                # Every leaf of the memory's metadata, searchable by its dotted path as a
+                # keyword (OpenSearch >= 2.7). Added to an older index on start-up; its
+                # documents get it at `make reindex`.
+                "metadata": {"type": "flat_object"},
             },
         },
     }

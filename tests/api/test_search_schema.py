@@ -8,6 +8,7 @@ import re
 
 import httpx
 
+from app.memories.filters import FIELDS, OPERATORS
 from app.retrieval.profiles import PROFILES, Levers
 
 LEVERS = Levers.__struct_fields__
@@ -53,3 +54,15 @@ async def test_a_request_can_switch_every_lever(anonymous: httpx.AsyncClient) ->
     reference = body["properties"]["levers"]["$ref"].rsplit("/", 1)[-1]
     overrides = document["components"]["schemas"][reference]["properties"]
     assert set(overrides) == set(LEVERS)
+
+
+async def test_the_filter_language_is_documented_as_defined(anonymous: httpx.AsyncClient) -> None:
+    """The body's `filters` names every field and operator of app/memories/filters.py."""
+    filters = (await _search_body_schema(anonymous))["properties"]["filters"]
+    described = filters["description"]
+    named = re.search(r"Fields: (.*?), and metadata paths", described)
+    assert named is not None, described
+    assert named.group(1).split(", ") == list(FIELDS)
+    operators = re.search(r"Operators: (.*?)\. ", described)
+    assert operators is not None and operators.group(1).split(", ") == list(OPERATORS)
+    assert filters["examples"]

@@ -171,3 +171,41 @@ async def test_a_put_repeated_while_the_first_is_in_flight_is_done_once(
         "Lives in Osaka",
         "Lives in Tokyo",
     ]
+
+
+async def test_a_filter_is_pushed_into_the_search_not_applied_to_its_top_100(
+    store: CognisStore, client: httpx.AsyncClient, user_id: str
+) -> None:
+    """111 items about the same thing: the one the filter names is found with a query too
+    (it used to be missed when it fell outside the top 100), and operators work."""
+    ns = ("memories", user_id)
+    # Different enough that de-duplication (>= 0.99 cosine) keeps every one.
+    plants = ("tomatoes", "basil", "carrots", "roses", "tulips", "beans", "mint", "kale")
+    places = ("fence", "shed", "pond", "gate", "oak tree", "greenhouse", "wall")
+    contents = [
+        f"In week {i} I planted {plants[i % 8]} in the garden by the {places[i % 7]}"
+        for i in range(111)
+    ]
+    items = [
+        {
+            "content": content,
+            "metadata": {"langgraph": {"key": f"k{i}", "value": {"content": content, "n": i}}},
+        }
+        for i, content in enumerate(contents)
+    ]
+    for start in (0, 100):
+        made = await client.post(
+            f"/v1/users/{user_id}/memories/batch", json={"memories": items[start : start + 100]}
+        )
+        assert made.status_code == 201, made.text
+    for query in (None, "what did I plant in the garden"):
+        found = await store.asearch(ns, query=query, filter={"n": 110})
+        assert [i.key for i in found] == ["k110"], query
+        above = await store.asearch(ns, query=query, filter={"n": {"$gt": 107}}, limit=10)
+        assert sorted(i.key for i in above) == ["k108", "k109", "k110"], query
+        between = await store.asearch(
+            ns, query=query, filter={"n": {"$gte": 3, "$lt": 5}}, limit=10
+        )
+        assert sorted(i.key for i in between) == ["k3", "k4"], query
+    with pytest.raises(ValueError, match=r"operator '\$in' is not supported"):
+        await store.asearch(ns, query="garden", filter={"n": {"$in": [1, 2]}})

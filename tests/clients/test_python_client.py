@@ -174,3 +174,24 @@ def test_user_ids_are_path_encoded(cognis: CognisClient) -> None:
         cognis.add_memory("ines?x=1", "Ines")
     assert refused.value.problem["instance"].endswith("/memories")
     assert refused.value.detail.startswith("user_id")  # the id itself was refused, not "ines"
+
+
+def test_filters_as_plain_dicts_and_the_users_list(cognis: CognisClient, user_id: str) -> None:
+    cognis.add_memories(
+        user_id,
+        [
+            {"content": "Ines plans the Apollo launch.", "metadata": {"project": "apollo"}},
+            {"content": "Ines plans the Gemini launch.", "metadata": {"project": "gemini"}},
+        ],
+    )
+    apollo = {"field": "metadata.project", "op": "eq", "value": "apollo"}
+    found = cognis.search(user_id, "launch plans", filters=apollo, consistency="indexed")
+    assert [h.memory.content for h in found.results] == ["Ines plans the Apollo launch."]
+    listed = cognis.list_memories(user_id, filters={"not": apollo})
+    assert [m.content for m in listed.items] == ["Ines plans the Gemini launch."]
+    with pytest.raises(InvalidRequestError, match="unknown operator"):
+        cognis.search(user_id, "launch", filters={"field": "category", "op": "like", "value": 1})
+
+    users = cognis.list_users(prefix=user_id)
+    assert [(u.user_id, u.memories, u.versions) for u in users.items] == [(user_id, 2, 2)]
+    assert users.next_cursor is None

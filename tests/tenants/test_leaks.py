@@ -3,6 +3,7 @@ stores. Nothing of one tenant is read, changed, found, erased or blocked by the 
 
 from __future__ import annotations
 
+import json
 import uuid
 from contextlib import AsyncExitStack
 
@@ -20,6 +21,13 @@ from tests.tenants.helpers import TenantKey, new_tenant, tenant_client
 pytestmark = pytest.mark.usefixtures("ingest_worker")  # messages through the in-process API
 
 USERS = ("alice", "bob")
+# A filter every memory matches.
+EVERYTHING = {
+    "or": [
+        {"field": "metadata.x", "op": "exists", "value": False},
+        {"not": {"field": "metadata.x", "op": "exists", "value": False}},
+    ]
+}
 
 
 def word(tenant: str, user: str) -> str:
@@ -119,6 +127,24 @@ async def test_two_tenants_with_the_same_users_never_meet(
                     continue
                 leaked = await search(own, user, secret, consistency="indexed", top_k=50)
                 assert all(secret not in r["memory"]["content"] for r in leaked["results"]), leaked
+
+            # Filters narrow, never widen: a filter every memory matches (a tautology, in
+            # both legs and the list) still finds nothing of the other tenant.
+            for key, secret in secrets.items():
+                if key[0] == tenant:
+                    continue
+                leaked = await search(
+                    own, user, secret, consistency="indexed", top_k=50, filters=EVERYTHING
+                )
+                assert all(secret not in r["memory"]["content"] for r in leaked["results"])
+            filtered = await own.get(
+                f"/v1/users/{user}/memories", params={"filters": json.dumps(EVERYTHING)}
+            )
+            assert {m["id"] for m in filtered.json()["items"]} == {m["id"] for m in listed}
+
+            # The users list: exactly this tenant's users, counted in this tenant alone.
+            users = (await own.get("/v1/users")).json()["items"]
+            assert [(u["user_id"], u["memories"]) for u in users] == [(u, 4) for u in USERS]
 
             # The index: every document of this tenant carries it.
             document = await opensearch.get(index=index_name, id=mine["memory"]["id"])

@@ -9,6 +9,7 @@ import msgspec
 
 from app.api.schemas.memories import MemoryOut
 from app.memories.fields import Instant, SessionId, TopK
+from app.memories.filters import FILTER_JSON_SCHEMA
 from app.retrieval.plan import StageSwitches
 from app.retrieval.profiles import PROFILES, LeverOverrides, ProfileName
 from app.vocabulary import MAX_CONTENT_CHARS
@@ -47,6 +48,14 @@ class SearchBody(msgspec.Struct, forbid_unknown_fields=True):
             '("last week", "yesterday") are resolved against it; default: now. It does '
             "not filter memories by time: for what the store knew, or what was true, at a "
             "past moment, use the analysts' SQL functions (docs/analysts.md)."
+        ),
+    ] = None
+    filters: Annotated[
+        dict[str, Any] | None,
+        msgspec.Meta(
+            description="Only memories matching this filter are searched: both legs apply "
+            "it before ranking. " + FILTER_JSON_SCHEMA["description"],
+            extra_json_schema={"examples": FILTER_JSON_SCHEMA["examples"]},
         ),
     ] = None
     explain: bool = False

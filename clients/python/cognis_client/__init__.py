@@ -24,6 +24,8 @@ from cognis_client.models import (
     SearchHit,
     SearchResult,
     StageScore,
+    UserPage,
+    UserSummary,
 )
 
 __all__ = [
@@ -49,5 +51,7 @@ __all__ = [
     "ServerError",
     "ServiceUnavailableError",
     "StageScore",
+    "UserPage",
+    "UserSummary",
     "new_idempotency_key",
 ]

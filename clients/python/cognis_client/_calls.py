@@ -24,6 +24,7 @@ from cognis_client.models import (
     Message,
     Scope,
     SearchResult,
+    UserPage,
 )
 
 T = TypeVar("T")
@@ -134,6 +135,8 @@ class MemoryFilters(TypedDict, total=False):
     session_id: str
     category: str
     include_superseded: bool
+    # The filter language (README, "Filters"), as a plain dict: sent as JSON.
+    filters: dict[str, Any]
 
 
 class ListOptions(MemoryFilters, total=False):
@@ -142,7 +145,16 @@ class ListOptions(MemoryFilters, total=False):
 
 
 def list_memories(user_id: str, options: ListOptions) -> Call[MemoryPage]:
-    return Call("GET", f"{_user(user_id)}/memories", MemoryPage, params=dict(options))
+    params: dict[str, Any] = dict(options)
+    if params.get("filters") is not None:
+        params["filters"] = msgspec.json.encode(params["filters"]).decode()
+    return Call("GET", f"{_user(user_id)}/memories", MemoryPage, params=params)
+
+
+def list_users(prefix: str | None, limit: int | None, cursor: str | None) -> Call[UserPage]:
+    return Call(
+        "GET", "/v1/users", UserPage, params={"prefix": prefix, "limit": limit, "cursor": cursor}
+    )
 
 
 def update_memory(
@@ -179,6 +191,8 @@ class SearchOptions(TypedDict, total=False):
     explain: bool
     consistency: Consistency
     stages: dict[str, bool]
+    # The filter language (README, "Filters"), as a plain dict: both legs apply it.
+    filters: dict[str, Any]
 
 
 def search(user_id: str, query: str, options: SearchOptions) -> Call[SearchResult]:

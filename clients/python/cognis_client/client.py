@@ -28,6 +28,7 @@ from cognis_client.models import (
     MemoryPage,
     Message,
     SearchResult,
+    UserPage,
 )
 
 T = TypeVar("T")
@@ -205,6 +206,12 @@ class CognisClient(_Retrying):
     def erase_user(self, user_id: str) -> Erasure:
         return self._send(calls.erase_user(user_id))
 
+    def list_users(
+        self, *, prefix: str | None = None, limit: int | None = None, cursor: str | None = None
+    ) -> UserPage:
+        """One page of the tenant's users (by id), with memory counts and last change."""
+        return self._send(calls.list_users(prefix, limit, cursor))
+
 
 class AsyncCognisClient(_Retrying):
     """Asyncio client with the same methods as `CognisClient`, awaited."""
@@ -326,3 +333,9 @@ class AsyncCognisClient(_Retrying):
 
     async def erase_user(self, user_id: str) -> Erasure:
         return await self._send(calls.erase_user(user_id))
+
+    async def list_users(
+        self, *, prefix: str | None = None, limit: int | None = None, cursor: str | None = None
+    ) -> UserPage:
+        """One page of the tenant's users (by id), with memory counts and last change."""
+        return await self._send(calls.list_users(prefix, limit, cursor))

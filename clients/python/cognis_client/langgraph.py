@@ -53,6 +53,42 @@ def _scope_filters(session_id: str | None) -> MemoryFilters:
     return {"scope": "USER"}
 
 
+_OPERATORS = {"$eq": "eq", "$ne": "ne", "$gt": "gt", "$gte": "gte", "$lt": "lt", "$lte": "lte"}
+
+
+def value_filter(matching: dict[str, Any]) -> dict[str, Any]:
+    """LangGraph's `filter` on item values as the API's filter language, so the search applies
+    it before ranking: `{"k": v}` is equality, `{"k": {"$gt": 2}}` an operator ($eq, $ne,
+    $gt, $gte, $lt, $lte). A value is a string, number, boolean or null; anything else is a
+    ValueError. Items written by other means (value `{"content", "category"}`) match a filter
+    on `category` by their category."""
+    clauses = []
+    for key, wanted in matching.items():
+        conditions = wanted if isinstance(wanted, dict) else {"$eq": wanted}
+        for operator, value in conditions.items():
+            if operator not in _OPERATORS:
+                raise ValueError(
+                    f"filter on {key!r}: operator {operator!r} is not supported; use "
+                    f"{', '.join(_OPERATORS)} or a plain value"
+                )
+            if not (value is None or isinstance(value, str | bool | int | float)):
+                raise ValueError(
+                    f"filter on {key!r}: only a string, number, boolean or null is supported"
+                )
+            op = _OPERATORS[operator]
+            clause = {"field": f"metadata.{METADATA_KEY}.value.{key}", "op": op, "value": value}
+            if key == "category" and isinstance(value, str) and op in ("eq", "ne"):
+                written_elsewhere = {
+                    "and": [
+                        {"field": f"metadata.{METADATA_KEY}", "op": "exists", "value": False},
+                        {"field": "category", "op": op, "value": value},
+                    ]
+                }
+                clause = {"or": [clause, written_elsewhere]}
+            clauses.append(clause)
+    return {"and": clauses}
+
+
 def memory_text(value: dict[str, Any]) -> str:
     for field in ("content", "text"):
         if isinstance(value.get(field), str) and value[field].strip():
@@ -231,31 +267,35 @@ class CognisStore(BaseStore):
 
     async def _search(self, client: AsyncCognisClient, op: SearchOp) -> list[SearchItem]:
         """A query runs the API's retrieval; without one, the namespace's memories, newest
-        first. `filter` matches value fields by equality. A user's namespace covers its USER
-        memories, a session's namespace that session's CONTEXT memories."""
+        first. `filter` (equality, or $eq/$ne/$gt/$gte/$lt/$lte) is pushed down into the
+        search or the list (`value_filter`): applied before ranking, not to a top 100. A
+        user's namespace covers its USER memories, a session's that session's CONTEXT ones."""
         user_id, session_id = self._locate(op.namespace_prefix)
         filters = _scope_filters(session_id)
         scope = filters["scope"]
+        matching = value_filter(op.filter) if op.filter else None
         wanted = op.offset + op.limit
         items: list[SearchItem] = []
         hits: list[tuple[Memory, float | None]]
         if op.query:
             options: SearchOptions = {
-                "top_k": MAX_TOP_K if op.filter else min(MAX_TOP_K, wanted),
+                "top_k": min(MAX_TOP_K, wanted),
                 "consistency": "indexed",
             }
             if session_id:
                 options["session_id"] = session_id
+            if matching is not None:
+                options["filters"] = matching
             found = await client.search(user_id, op.query, **options)
             hits = [(h.memory, h.score) for h in found.results if h.history_of is None]
         else:
+            if matching is not None:
+                filters["filters"] = matching
             hits = [(m, None) async for m in client.iter_memories(user_id, **filters)]
         for memory, score in hits:
             if memory.scope != scope or memory.session_id != session_id:
                 continue
-            item = self._item(memory, score)
-            if all(item.value.get(k) == v for k, v in (op.filter or {}).items()):
-                items.append(item)
+            items.append(self._item(memory, score))
             if len(items) >= wanted:
                 break
         return items[op.offset : wanted]

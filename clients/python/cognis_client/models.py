@@ -141,6 +141,18 @@ class Job(msgspec.Struct, frozen=True):
         return [d for m in self.messages for d in m.decisions]
 
 
+class UserSummary(msgspec.Struct, frozen=True):
+    user_id: str
+    memories: int  # current memories
+    versions: int  # every version
+    last_change: datetime
+
+
+class UserPage(msgspec.Struct, frozen=True):
+    items: list[UserSummary]
+    next_cursor: str | None
+
+
 class Erasure(msgspec.Struct, frozen=True):
     user_id: str
     postgres: dict[str, int]

@@ -1,0 +1,474 @@
+"""The filter language of search and list: one definition, checked strictly, compiled once
+for Postgres (a SQLAlchemy condition) and once for OpenSearch (a `bool.filter` clause).
+
+A filter is a JSON tree:
+
+    {"field": "category", "op": "eq", "value": "food"}           a clause
+    {"and": [filter, ...]}  {"or": [filter, ...]}  {"not": filter}
+
+Fields are the columns in FIELDS (a new scope such as an agent or a run is one entry there)
+and metadata paths, `metadata.<key>[.<key>...]`. Operators: eq, ne, in, nin, gt, gte, lt,
+lte, exists, contains. A bad filter is an InvalidInputError naming the clause by its path in
+the tree (`filters.and[1].op`).
+
+Semantics (the same in both stores): `ne`/`nin` match a memory whose field is missing (null);
+`exists: true` matches one whose field is set. On a text field `contains` is a substring
+(case-sensitive); on a metadata path it matches an array holding the value or a string
+holding it as a substring. Order operators on metadata compare numbers with numbers and
+strings with strings (a value of another JSON type never matches).
+
+OpenSearch documents hold every column field and the metadata (a `flat_object`, whose
+leaves are keyword text). Column clauses compile exactly; a metadata clause is pushed into
+the index only as a superset (`eq`/`in` of strings), and otherwise, like a negation of it,
+matches everything there. Postgres, which re-reads every candidate under the full filter
+before fusion and ranking, is the exact guard: an excluded memory is never ranked.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal
+
+from sqlalchemy import ColumnElement, Text, and_, cast, false, func, literal, not_, or_
+from sqlalchemy.dialects.postgresql import ARRAY, JSONB
+
+from app.db.models import Memory
+from app.errors import InvalidInputError
+from app.memories.fields import check_instant, check_text
+from app.search_index.documents import MAX_INDEXED_METADATA_CHARS
+from app.vocabulary import MAX_METADATA_DEPTH, SCOPES
+
+Kind = Literal["text", "scope", "time"]
+OPERATORS = ("eq", "ne", "in", "nin", "gt", "gte", "lt", "lte", "exists", "contains")
+ORDER_OPERATORS = ("gt", "gte", "lt", "lte")
+MAX_LIST = 1000  # values of one in/nin
+MAX_CLAUSES = 100  # clauses of one filter
+MAX_FILTER_DEPTH = 8
+METADATA_PREFIX = "metadata."
+_METADATA_KEY = re.compile(r"^[^.\x00]{1,128}$")
+
+
+@dataclass(frozen=True, slots=True)
+class FieldSpec:
+    kind: Kind
+    column: str  # Memory's column attribute
+    document: str  # the OpenSearch document's field
+    nullable: bool
+    operators: tuple[str, ...]
+
+
+_TEXT_OPS = ("eq", "ne", "in", "nin", "exists", "contains")
+_TIME_OPS = ("eq", "ne", "gt", "gte", "lt", "lte", "exists")
+
+# The fields a filter may name besides metadata paths. Agent and run scopes, when the
+# memories have them, are one entry each here (and one field in the index's document).
+FIELDS: dict[str, FieldSpec] = {
+    "category": FieldSpec("text", "category", "category", False, _TEXT_OPS),
+    "scope": FieldSpec("scope", "scope", "scope", False, ("eq", "ne", "in", "nin")),
+    "session": FieldSpec("text", "session_id", "session_id", True, _TEXT_OPS),
+    "speaker": FieldSpec("text", "speaker", "speaker", True, _TEXT_OPS),
+    "created_at": FieldSpec("time", "created_at", "created_at", False, _TIME_OPS),
+    "event_time": FieldSpec("time", "event_time", "event_time", True, _TIME_OPS),
+    # The validity range in transaction time: from created_at until superseded_at (null
+    # while current), as the analysts' `memory_versions.valid_from` / `valid_to`.
+    "valid_from": FieldSpec("time", "created_at", "created_at", False, _TIME_OPS),
+    "valid_to": FieldSpec("time", "superseded_at", "superseded_at", True, _TIME_OPS),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Clause:
+    field: str  # a FIELDS name or a metadata path
+    op: str
+    value: Any  # checked for the field and operator (datetime for time fields)
+
+    @property
+    def metadata_path(self) -> tuple[str, ...] | None:
+        if self.field.startswith(METADATA_PREFIX):
+            return tuple(self.field[len(METADATA_PREFIX) :].split("."))
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class AllOf:
+    filters: tuple[Filter, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class AnyOf:
+    filters: tuple[Filter, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Not:
+    filter: Filter
+
+
+Filter = Clause | AllOf | AnyOf | Not
+
+# The JSON Schema of a filter, for the OpenAPI document (the parser below is the authority).
+FILTER_JSON_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "description": (
+        'A filter: a clause {"field", "op", "value"} or {"and": [...]}, {"or": [...]}, '
+        '{"not": {...}}. Fields: '
+        + ", ".join(FIELDS)
+        + ', and metadata paths ("metadata.project", "metadata.a.b"). Operators: '
+        + ", ".join(OPERATORS)
+        + ". in/nin take a list; exists takes true or false; times are RFC 3339. See README, "
+        '"Filters".'
+    ),
+    "examples": [
+        {
+            "and": [
+                {"field": "category", "op": "in", "value": ["food", "health"]},
+                {"field": "metadata.project", "op": "eq", "value": "apollo"},
+                {"not": {"field": "created_at", "op": "lt", "value": "2026-01-01T00:00:00Z"}},
+            ]
+        }
+    ],
+}
+
+
+def _bad(path: str, message: str) -> InvalidInputError:
+    return InvalidInputError(f"{path}: {message}", field=path)
+
+
+def parse_filter(raw: Any, path: str = "filters") -> Filter:
+    """The filter tree of a request's JSON, or an InvalidInputError naming the bad clause."""
+    counter = [0]
+    return _parse(raw, path, 0, counter)
+
+
+def parse_filter_json(text: str, path: str = "filters") -> Filter:
+    """A filter sent as JSON text (a query parameter of the list)."""
+    try:
+        raw = json.loads(text)
+    except ValueError as exc:
+        raise _bad(path, f"not valid JSON ({exc})") from None
+    return parse_filter(raw, path)
+
+
+def _parse(raw: Any, path: str, depth: int, counter: list[int]) -> Filter:
+    if depth > MAX_FILTER_DEPTH:
+        raise _bad(path, f"filters nest at most {MAX_FILTER_DEPTH} levels")
+    if not isinstance(raw, dict):
+        raise _bad(
+            path,
+            'a filter is an object: {"field", "op", "value"}, {"and": [...]}, {"or": [...]} '
+            'or {"not": {...}}',
+        )
+    combinators = [key for key in ("and", "or", "not") if key in raw]
+    if combinators:
+        (key, *others) = combinators
+        if others or len(raw) != 1:
+            raise _bad(path, f'"{key}" must be the only key of its object, not {sorted(raw)}')
+        if key == "not":
+            return Not(_parse(raw["not"], f"{path}.not", depth + 1, counter))
+        items = raw[key]
+        if not isinstance(items, list) or not items:
+            raise _bad(f"{path}.{key}", f'"{key}" takes a non-empty list of filters')
+        children = tuple(
+            _parse(item, f"{path}.{key}[{i}]", depth + 1, counter) for i, item in enumerate(items)
+        )
+        return AllOf(children) if key == "and" else AnyOf(children)
+    unknown = sorted(set(raw) - {"field", "op", "value"})
+    if unknown:
+        raise _bad(
+            path,
+            f"unknown key(s) {unknown}: a clause has field, op and value; a combinator is "
+            "and, or or not",
+        )
+    counter[0] += 1
+    if counter[0] > MAX_CLAUSES:
+        raise _bad(path, f"a filter has at most {MAX_CLAUSES} clauses")
+    return _clause(raw, path)
+
+
+def _clause(raw: dict[str, Any], path: str) -> Clause:
+    field = raw.get("field")
+    if not isinstance(field, str):
+        raise _bad(f"{path}.field", "field must be a string")
+    metadata = field.startswith(METADATA_PREFIX)
+    spec = FIELDS.get(field)
+    if metadata:
+        keys = field[len(METADATA_PREFIX) :].split(".")
+        if len(keys) > MAX_METADATA_DEPTH or not all(_METADATA_KEY.match(k) for k in keys):
+            raise _bad(
+                f"{path}.field",
+                f"a metadata path is metadata.<key>[.<key>...] with at most "
+                f"{MAX_METADATA_DEPTH} non-empty keys of up to 128 characters",
+            )
+    elif spec is None:
+        raise _bad(
+            f"{path}.field",
+            f"unknown field {field!r}: use one of {', '.join(FIELDS)} or metadata.<key>",
+        )
+    op = raw.get("op")
+    if op not in OPERATORS:
+        raise _bad(f"{path}.op", f"unknown operator {op!r}: use one of {', '.join(OPERATORS)}")
+    if "value" not in raw:
+        raise _bad(f"{path}.value", f"operator {op} needs a value")
+    value = raw["value"]
+    if spec is None:
+        return Clause(field, op, _metadata_value(op, value, f"{path}.value"))
+    if op not in spec.operators:
+        raise _bad(
+            f"{path}.op",
+            f"operator {op} does not apply to {field}: use one of {', '.join(spec.operators)}",
+        )
+    if op == "exists":
+        return Clause(field, op, _boolean(value, f"{path}.value"))
+    if op in ("in", "nin"):
+        items = _list(value, f"{path}.value")
+        return Clause(
+            field,
+            op,
+            tuple(_scalar(spec, item, f"{path}.value[{i}]") for i, item in enumerate(items)),
+        )
+    return Clause(field, op, _scalar(spec, value, f"{path}.value"))
+
+
+def _boolean(value: Any, path: str) -> bool:
+    if not isinstance(value, bool):
+        raise _bad(path, "exists takes true or false")
+    return value
+
+
+def _list(value: Any, path: str) -> list[Any]:
+    if not isinstance(value, list) or not value or len(value) > MAX_LIST:
+        raise _bad(path, f"in and nin take a list of 1 to {MAX_LIST} values")
+    return value
+
+
+def _scalar(spec: FieldSpec, value: Any, path: str) -> Any:
+    if spec.kind == "time":
+        if not isinstance(value, str):
+            raise _bad(path, "a time is an RFC 3339 string, e.g. 2026-05-01T00:00:00Z")
+        try:
+            moment = datetime.fromisoformat(value)
+        except ValueError:
+            raise _bad(
+                path, f"{value!r} is not an RFC 3339 time, e.g. 2026-05-01T00:00:00Z"
+            ) from None
+        return check_instant(moment, path)
+    if not isinstance(value, str) or not value:
+        raise _bad(path, "the value must be a non-empty string")
+    check_text(value, path)
+    if spec.kind == "scope" and value not in SCOPES:
+        raise _bad(path, f"scope is one of {', '.join(SCOPES)}, not {value!r}")
+    return value
+
+
+def _metadata_value(op: str, value: Any, path: str) -> Any:
+    if op == "exists":
+        return _boolean(value, path)
+    if op in ("in", "nin"):
+        items = _list(value, path)
+        for i, item in enumerate(items):
+            _json_scalar(item, f"{path}[{i}]")
+        return tuple(items)
+    _json_scalar(value, path)
+    if op in ORDER_OPERATORS and (isinstance(value, bool) or value is None):
+        raise _bad(path, f"{op} compares numbers or strings, not {json.dumps(value)}")
+    return value
+
+
+def _json_scalar(value: Any, path: str) -> None:
+    if not (value is None or isinstance(value, str | bool | int | float)):
+        raise _bad(path, "a metadata value is a string, number, boolean or null")
+    if isinstance(value, str):
+        check_text(value, path)
+
+
+def clauses(tree: Filter) -> list[Clause]:
+    """Every clause of the tree, in order."""
+    if isinstance(tree, Clause):
+        return [tree]
+    if isinstance(tree, Not):
+        return clauses(tree.filter)
+    return [c for child in tree.filters for c in clauses(child)]
+
+
+# --- Postgres ----------------------------------------------------------------------------
+
+
+def to_sql(tree: Filter, table: Any = None) -> ColumnElement[bool]:
+    """The filter as a condition on memories (`table`: Memory's table or an alias of it)."""
+    columns = (table if table is not None else Memory.__table__).c
+    return _sql(tree, columns)
+
+
+def _sql(tree: Filter, columns: Any) -> ColumnElement[bool]:
+    if isinstance(tree, AllOf):
+        return and_(*(_sql(child, columns) for child in tree.filters))
+    if isinstance(tree, AnyOf):
+        return or_(*(_sql(child, columns) for child in tree.filters))
+    if isinstance(tree, Not):
+        return not_(_sql(tree.filter, columns))
+    path = tree.metadata_path
+    if path is not None:
+        return _two_valued(_metadata_sql(tree, _at(columns, path)))
+    spec = FIELDS[tree.field]
+    condition = _column_sql(tree, columns[spec.column])
+    return _two_valued(condition) if spec.nullable else condition
+
+
+def _two_valued(condition: ColumnElement[bool]) -> ColumnElement[bool]:
+    """True or false, never SQL NULL (a missing field): `not` must include what a clause on
+    a missing field excludes, as it does in OpenSearch."""
+    return func.coalesce(condition, false())
+
+
+def _column_sql(clause: Clause, column: Any) -> ColumnElement[bool]:
+    op, value = clause.op, clause.value
+    if op == "exists":
+        return column.is_not(None) if value else column.is_(None)
+    if op == "eq":
+        return column == value
+    if op == "ne":
+        return or_(column.is_(None), column != value)
+    if op == "in":
+        return column.in_(list(value))
+    if op == "nin":
+        return or_(column.is_(None), column.not_in(list(value)))
+    if op == "contains":
+        return func.strpos(column, literal(value)) > 0
+    return _ORDER[op](column, value)
+
+
+_ORDER = {
+    "gt": lambda a, b: a > b,
+    "gte": lambda a, b: a >= b,
+    "lt": lambda a, b: a < b,
+    "lte": lambda a, b: a <= b,
+}
+
+
+def _at(columns: Any, path: tuple[str, ...]) -> Any:
+    """`metadata #> '{a,b}'`: the jsonb value at the path, SQL NULL where there is none."""
+    return columns["metadata"].op("#>")(literal(list(path), type_=_TEXT_ARRAY))
+
+
+def _jsonb(value: Any) -> Any:
+    return cast(literal(json.dumps(value)), JSONB)
+
+
+def _metadata_sql(clause: Clause, at: Any) -> ColumnElement[bool]:
+    op, value = clause.op, clause.value
+    if op == "exists":
+        # A JSON null counts as set: the key is there.
+        return at.is_not(None) if value else at.is_(None)
+    if op == "eq":
+        return at == _jsonb(value)
+    if op == "ne":
+        return or_(at.is_(None), at != _jsonb(value))
+    if op == "in":
+        return or_(*(at == _jsonb(item) for item in value))
+    if op == "nin":
+        return or_(at.is_(None), and_(*(at != _jsonb(item) for item in value)))
+    if op == "contains":
+        holds = and_(func.jsonb_typeof(at) == "array", at.op("@>")(_jsonb([value])))
+        if not isinstance(value, str):
+            return holds
+        substring = and_(
+            func.jsonb_typeof(at) == "string",
+            func.strpos(at.op("#>>")(literal([], type_=_TEXT_ARRAY)), literal(value)) > 0,
+        )
+        return or_(holds, substring)
+    kind = "string" if isinstance(value, str) else "number"
+    return and_(func.jsonb_typeof(at) == kind, _ORDER[op](at, _jsonb(value)))
+
+
+_TEXT_ARRAY = ARRAY(Text)
+
+
+# --- OpenSearch --------------------------------------------------------------------------
+
+
+def to_opensearch(tree: Filter) -> dict[str, Any] | None:
+    """The filter as one query DSL clause for `bool.filter`: exact where the index can answer
+    exactly, else a superset (Postgres re-checks every candidate). None: match everything."""
+    return _os(tree)
+
+
+def _os(tree: Filter) -> dict[str, Any] | None:
+    if isinstance(tree, AllOf):
+        kept = [clause for child in tree.filters if (clause := _os(child)) is not None]
+        return {"bool": {"filter": kept}} if kept else None
+    if isinstance(tree, AnyOf):
+        compiled = [_os(child) for child in tree.filters]
+        if any(clause is None for clause in compiled):
+            return None  # one branch matches "anything": so does the whole
+        return {"bool": {"should": compiled, "minimum_should_match": 1}}
+    if isinstance(tree, Not):
+        # Negating a superset is not a superset: only an exact child may be negated.
+        inner = _os(tree.filter) if _exact_in_index(tree.filter) else None
+        return {"bool": {"must_not": [inner]}} if inner is not None else None
+    return _os_clause(tree)
+
+
+def _exact_in_index(tree: Filter) -> bool:
+    return all(_os_exact(clause) for clause in clauses(tree))
+
+
+def _os_exact(clause: Clause) -> bool:
+    """Whether the index answers the clause exactly (so it may be negated there too): every
+    column field does. A metadata clause does not: flat_object keeps the text of every leaf
+    (2 and "2" look alike, an array matches each of its elements, a JSON null is absent, a
+    long string is not indexed), so it is at best a superset there."""
+    return clause.metadata_path is None
+
+
+def _os_clause(clause: Clause) -> dict[str, Any] | None:
+    op, value = clause.op, clause.value
+    if clause.metadata_path is not None:
+        values = value if op == "in" else (value,)
+        pushable = op in ("eq", "in") and all(
+            isinstance(v, str) and len(v) <= MAX_INDEXED_METADATA_CHARS for v in values
+        )
+        if not pushable:
+            return None
+        return {"terms": {clause.field: list(values)}}
+    document = FIELDS[clause.field].document
+    exists = {"exists": {"field": document}}
+    if op == "exists":
+        return exists if value else {"bool": {"must_not": [exists]}}
+    if isinstance(value, datetime):
+        value = value.isoformat()
+    if op == "eq":
+        return {"term": {document: value}}
+    if op == "ne":
+        return {"bool": {"must_not": [{"term": {document: value}}]}}
+    if op == "in":
+        return {"terms": {document: list(value)}}
+    if op == "nin":
+        return {"bool": {"must_not": [{"terms": {document: list(value)}}]}}
+    if op == "contains":
+        return {"wildcard": {document: {"value": f"*{_wildcard_escape(value)}*"}}}
+    return {"range": {document: {op: value}}}
+
+
+def _wildcard_escape(value: str) -> str:
+    return re.sub(r"([*?\\])", r"\\\1", value)
+
+
+__all__: Sequence[str] = [
+    "FIELDS",
+    "FILTER_JSON_SCHEMA",
+    "OPERATORS",
+    "AllOf",
+    "AnyOf",
+    "Clause",
+    "Filter",
+    "Not",
+    "clauses",
+    "parse_filter",
+    "parse_filter_json",
+    "to_opensearch",
+    "to_sql",
+]
