@@ -110,9 +110,10 @@ class EmbeddingSettings(BaseModel):
         default=500.0,
         ge=0,
         description="longest one model call should take: the batcher learns the model's time "
-        "per character and stops filling a call at this budget (at least one text). The model "
-        "cannot be interrupted, so this bounds how long a single write waits behind an "
-        "import's texts; 0: calls bounded by `COGNIS_EMBEDDING_BATCH_SIZE` only",
+        "per character and adds no more bulk texts (batches, imports) to a call past this budget "
+        "(queries and single writes are never split). The model cannot be interrupted, so this "
+        "bounds how long a single write waits behind an import's texts; 0: calls bounded by "
+        "`COGNIS_EMBEDDING_BATCH_SIZE` only",
     )
     embedding_forward_batch_size: int = Field(
         default=8,

@@ -20,7 +20,8 @@ batch of 100 never holds the model for more than one call: an interactive text t
 meanwhile goes into the next call, ahead of the rest of the batch.
 
 A call is also bounded in time, not only in texts: the batcher learns the model's seconds per
-character from the calls it makes, and stops filling a call once it is worth `max_call_s`.
+character from the calls it makes, and stops adding bulk texts to a call once it is worth
+`max_call_s` (queries and interactive writes are never split: that would only delay them).
 Without it a call of 32 chat-length texts (an import's) held the model for seconds, and a
 single write that arrived meanwhile waited for all of it: the model cannot be interrupted, so
 the longest call is the longest an interactive text can wait. Short texts still fill a call.
@@ -365,14 +366,17 @@ class MicroBatcher(Generic[T]):
 
     def _take(self, queues: _Queues[T]) -> list[tuple[_Request[T], int]]:
         """Texts from the head of the classes, most urgent class first, until the call holds
-        max_batch texts or its time budget (the last text may go past the budget; a call
-        always takes at least one)."""
+        max_batch texts; bulk texts also stop at the call's time budget (the last one may go
+        past it)."""
         batch: list[tuple[_Request[T], int]] = []
         budget, cost = self.call_budget(), 0
         for work_class, queue in queues.by_class.items():
             before = len(batch)
+            # Only bulk texts stop at the budget: it exists so that bulk work never holds the
+            # model long, and splitting a query's or a write's texts would only delay them.
+            limit = budget if work_class is WorkClass.BULK else float("inf")
             while (
-                len(batch) < self._max_batch and cost < budget and (item := queue.pop()) is not None
+                len(batch) < self._max_batch and cost < limit and (item := queue.pop()) is not None
             ):
                 request, position = item
                 cost += text_cost(request.texts[position])

@@ -183,6 +183,20 @@ async def test_a_call_stops_at_its_time_budget_so_long_texts_go_few_at_a_time(
     ]
 
 
+async def test_the_time_budget_never_splits_an_interactive_write(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    model = RecordingModel()
+    batcher = MicroBatcher(model, max_batch=32, max_wait_s=0.0, max_call_s=0.5)
+    batcher.seconds_per_char = 0.001
+    monkeypatch.setattr(batcher, "_learn", lambda cost, seconds: None)
+
+    # A batch of messages applied in one transaction: one model call, whatever its length.
+    await batcher.submit(["s" * 50] * 12 + ["l" * 300] * 3, WRITE)
+
+    assert [len(call) for call in model.calls] == [15]
+
+
 async def test_without_a_time_budget_a_call_is_bounded_by_its_texts_only() -> None:
     model = RecordingModel()
     batcher = MicroBatcher(model, max_batch=32, max_wait_s=0.0)
