@@ -35,8 +35,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_en
 
 from app.config import Settings
 from app.db.tenant import DEFAULT_TENANT_ID
-from bench.database import owner_url
-from bench.relay import scratch_database
+from bench.database import owner_url, scratch_database
 
 ROOT = Path(__file__).resolve().parent.parent
 BLOCKING = {  # lock mode -> what it blocks
