@@ -159,7 +159,10 @@ async def _interactive(
             await timed("POST", f"/v1/users/{user_id}/memories", {"content": f"{text} #{n}"})
             if n % 2 == 0:
                 token = f"zq{uuid.uuid4().hex[:10]}"
-                body = {"messages": [{"content": f"{text} (ref {token})"}]}
+                # Not the text just written as a memory: without an LLM, a message that says
+                # what a memory already says is decided NONE (known) and never becomes one.
+                said = texts[-(n + 1) % len(texts)]
+                body = {"messages": [{"content": f"{said} (ref {token})"}]}
                 response = await timed("POST", f"/v1/users/{user_id}/messages", body)
                 if response is not None:
                     watchers.append(asyncio.create_task(follow(token, time.perf_counter())))
