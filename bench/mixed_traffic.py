@@ -195,15 +195,26 @@ async def _bulk(url: str, key: str, user_id: str, texts: list[str], path: str) -
             response.raise_for_status()
         else:
             chunks = [texts[i : i + 100] for i in range(0, len(texts), 100)]
+            refused: list[str] = []
 
             async def client() -> None:
                 while chunks:
                     chunk = chunks.pop(0)
                     body = {"memories": [{"content": t, "category": "hobbies"} for t in chunk]}
-                    response = await http.post(f"/v1/users/{user_id}/memories/batch", json=body)
+                    # A refused batch (503 past its deadline, nothing written) is sent again with
+                    # its key, as a client would; refusals are counted, not fatal.
+                    key = {"Idempotency-Key": str(uuid.uuid4())}
+                    path = f"/v1/users/{user_id}/memories/batch"
+                    while (
+                        response := await http.post(path, json=body, headers=key)
+                    ).status_code == 503:
+                        refused.append(chunk[0])
+                        await asyncio.sleep(float(response.headers.get("Retry-After", "1")))
                     response.raise_for_status()
 
             await asyncio.gather(client(), client())
+            if refused:
+                print(f"    bulk batches refused (503) and sent again: {len(refused)}", flush=True)
     return len(texts) / (time.perf_counter() - started)
 
 
