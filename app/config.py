@@ -107,13 +107,14 @@ class EmbeddingSettings(BaseModel):
         description="how long the first waiting text waits for others to share its model call",
     )
     embedding_max_call_ms: float = Field(
-        default=500.0,
+        default=0.0,
         ge=0,
         description="longest one model call should take: the batcher learns the model's time "
         "per character and adds no more bulk texts (batches, imports) to a call past this budget "
         "(queries and single writes are never split). The model cannot be interrupted, so this "
         "bounds how long a single write waits behind an import's texts; 0: calls bounded by "
-        "`COGNIS_EMBEDDING_BATCH_SIZE` only",
+        "`COGNIS_EMBEDDING_BATCH_SIZE` only (the default until its cost to bulk throughput is "
+        "measured; 500 is the value tried)",
     )
     embedding_forward_batch_size: int = Field(
         default=8,

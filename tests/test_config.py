@@ -37,7 +37,7 @@ EXPECTED_DEFAULTS: dict[str, object] = {
     "embedding_device": "cpu",
     "embedding_batch_size": 32,
     "embedding_batch_wait_ms": 5.0,
-    "embedding_max_call_ms": 500.0,
+    "embedding_max_call_ms": 0.0,
     "embedding_forward_batch_size": 8,
     "embedding_backend": "torch",
     "embedding_intra_op_threads": None,
