@@ -79,12 +79,18 @@ def _p95(values: list[float]) -> float:
     return percentile(values, 95) if values else float("nan")
 
 
-async def _tenant_key(admin: httpx.AsyncClient, name: str) -> str:
+async def create_tenant(admin: httpx.AsyncClient, name: str) -> tuple[str, str]:
+    """A new tenant through the admin API: its id and an API key of its own."""
     tenant = await admin.post("/admin/v1/tenants", json={"name": name})
     tenant.raise_for_status()
-    key = await admin.post(f"/admin/v1/tenants/{tenant.json()['id']}/keys", json={"name": "bench"})
+    tenant_id = str(tenant.json()["id"])
+    key = await admin.post(f"/admin/v1/tenants/{tenant_id}/keys", json={"name": "bench"})
     key.raise_for_status()
-    return str(key.json()["key"])
+    return tenant_id, str(key.json()["key"])
+
+
+async def _tenant_key(admin: httpx.AsyncClient, name: str) -> str:
+    return (await create_tenant(admin, name))[1]
 
 
 async def _searchable(

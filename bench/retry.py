@@ -37,7 +37,7 @@ from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from sqlalchemy.engine import make_url
 
-from bench.mixed_traffic import start_admin_api
+from bench.mixed_traffic import create_tenant, start_admin_api
 
 ROOT = Path(__file__).resolve().parent.parent
 KINDS = ("memory", "batch", "message", "patch", "delete")
@@ -411,14 +411,8 @@ async def run(args: argparse.Namespace) -> None:
         async with httpx.AsyncClient(
             base_url=url, headers={"X-API-Key": admin_key}, timeout=60
         ) as admin:
-            tenant = await admin.post(
-                "/admin/v1/tenants", json={"name": f"bench-retry-{uuid.uuid4().hex[:6]}"}
-            )
-            tenant.raise_for_status()
-            tenant_id = str(tenant.json()["id"])
-            created = await admin.post(f"/admin/v1/tenants/{tenant_id}/keys", json={"name": "b"})
-            created.raise_for_status()
-            key = str(created.json()["key"])
+            name = f"bench-retry-{uuid.uuid4().hex[:6]}"
+            tenant_id, key = await create_tenant(admin, name)
         bench = Bench(url, key, tenant_id, db, users)
         plan = [(door, kind) for door in args.doors for kind in args.kinds]
         if args.contrast:
