@@ -9,6 +9,7 @@ set -euo pipefail
 SCRIPTS="$ROOT/scripts"
 PY="${COGNIS_PYTHON:-python3}"
 VENV="$ROOT/.venv"
+UV_REQ="uv>=0.5,<1"
 
 step() {  # name script...
     local name="$1" t0 t1
@@ -18,6 +19,14 @@ step() {  # name script...
     "$@"
     t1=$(date +%s)
     log "== $name done in $((t1 - t0))s"
+}
+
+uv_bin() {  # prints the path of uv, installed once into the per-user cache; fails if it cannot
+    local tools="$CACHE_DIR/tools"
+    if [[ ! -x "$tools/bin/uv" ]]; then
+        "$PY" -m venv "$tools" >&2 && "$tools/bin/python" -m pip install -q "$UV_REQ" >&2 || return 1
+    fi
+    echo "$tools/bin/uv"
 }
 
 venv_install() {
@@ -33,12 +42,22 @@ venv_install() {
         log "virtualenv up to date with pyproject.toml"
         return 0
     fi
-    log "pip install -e '.[dev,onnx,local-llm]' into $VENV (first run downloads torch etc.; can take minutes)"
-    "$VENV/bin/python" -m pip install -q --upgrade pip >/dev/null
     rm -f "$stamp"
-    "$VENV/bin/python" -m pip install -q -e "${ROOT}[dev,onnx,local-llm]"
-    # The Python client (with its LangGraph store): the MCP server talks to the API through it.
-    "$VENV/bin/python" -m pip install -q -e "${ROOT}/clients/python[langgraph]"
+    # The project and the Python client (with its LangGraph store: the MCP server talks to the
+    # API through it), editable. uv keeps every wheel it fetched (hash-checked against the
+    # index) in the per-user cache and links them in, so a fresh clone's virtualenv takes
+    # seconds instead of the minutes pip spends fetching torch and its CUDA libraries again.
+    local uv
+    if uv=$(uv_bin); then
+        log "uv pip install -e '.[dev,onnx,local-llm]' into $VENV (wheel cache: $CACHE_DIR/uv)"
+        UV_CACHE_DIR="$CACHE_DIR/uv" "$uv" pip install -q --python "$VENV/bin/python" \
+            -e "${ROOT}[dev,onnx,local-llm]" -e "${ROOT}/clients/python[langgraph]"
+    else
+        log "uv unavailable: pip install -e '.[dev,onnx,local-llm]' into $VENV (can take minutes)"
+        "$VENV/bin/python" -m pip install -q --upgrade pip >/dev/null
+        "$VENV/bin/python" -m pip install -q -e "${ROOT}[dev,onnx,local-llm]" \
+            -e "${ROOT}/clients/python[langgraph]"
+    fi
     printf '%s\n' "$want" >"$stamp"
     log "virtualenv ready: $VENV"
 }
