@@ -21,14 +21,6 @@ step() {  # name script...
     log "== $name done in $((t1 - t0))s"
 }
 
-uv_bin() {  # prints the path of uv, installed once into the per-user cache; fails if it cannot
-    local tools="$CACHE_DIR/tools"
-    if [[ ! -x "$tools/bin/uv" ]]; then
-        "$PY" -m venv "$tools" >&2 && "$tools/bin/python" -m pip install -q "$UV_REQ" >&2 || return 1
-    fi
-    echo "$tools/bin/uv"
-}
-
 venv_install() {
     "$PY" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else 1)' \
         || die "$PY is $("$PY" --version 2>&1); Python >= 3.11 is required (set COGNIS_PYTHON)"
@@ -48,7 +40,7 @@ venv_install() {
     # index) in the per-user cache and links them in, so a fresh clone's virtualenv takes
     # seconds instead of the minutes pip spends fetching torch and its CUDA libraries again.
     local uv
-    if uv=$(uv_bin); then
+    if uv=$(tool_venv uv "$UV_REQ")/bin/uv; then
         log "uv pip install -e '.[dev,onnx,local-llm]' into $VENV (wheel cache: $CACHE_DIR/uv)"
         UV_CACHE_DIR="$CACHE_DIR/uv" "$uv" pip install -q --python "$VENV/bin/python" \
             -e "${ROOT}[dev,onnx,local-llm]" -e "${ROOT}/clients/python[langgraph]"

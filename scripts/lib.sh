@@ -44,6 +44,28 @@ die() {
     exit 1
 }
 
+# tool_venv NAME REQUIREMENT: prints the path of a virtualenv of its own for a tool the project
+# runs but does not import (uv, checkov), in the per-user cache so that clones share it;
+# (re)installed when missing or when REQUIREMENT changed. uv installs it when it can.
+tool_venv() {
+    local venv="$CACHE_DIR/tools/$1" requirement="$2" stamp uv="$CACHE_DIR/tools/uv/bin/uv"
+    stamp="$venv/.requirement"
+    if [[ ! -x "$venv/bin/python" || "$(cat "$stamp" 2>/dev/null)" != "$requirement" ]]; then
+        log "installing $requirement into $venv"
+        rm -rf "$venv"
+        "${COGNIS_PYTHON:-python3}" -m venv "$venv" >&2 || return 1
+        if [[ "$1" != uv && -x "$uv" ]]; then
+            UV_CACHE_DIR="$CACHE_DIR/uv" "$uv" pip install -q --python "$venv/bin/python" \
+                "$requirement" >&2 || return 1
+        else
+            "$venv/bin/python" -m pip install -q --disable-pip-version-check "$requirement" >&2 \
+                || return 1
+        fi
+        printf '%s\n' "$requirement" >"$stamp"
+    fi
+    echo "$venv"
+}
+
 # private_log FILE: create FILE if missing and make it readable by its owner only (0600):
 # logs can carry user content (a request path, an error's text), so no other local user reads
 # them. Run before the first write; ownership may be handed on afterwards.

