@@ -227,6 +227,9 @@ async def test_an_expired_memory_disappears_from_every_read_before_any_reaper(
     ):
         assert response.status_code == 404, response.text
 
+    # The tenant's users list counts it no more: one current memory, one version left.
+    users = (await client.get("/v1/users", params={"prefix": user_id})).json()["items"]
+    assert [(u["user_id"], u["memories"], u["versions"]) for u in users] == [(user_id, 1, 1)]
     # Hidden, not gone: no reaper has run (COGNIS_EXPIRY_REAP_INTERVAL_S=0 in the tests).
     rows = await _rows(
         db, "SELECT count(*) FROM memories WHERE chain_id = CAST(:c AS uuid)", c=going["chain_id"]
