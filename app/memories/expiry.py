@@ -25,6 +25,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.config import Settings
 from app.db.models import Memory, MemoryExpiry, OutboxEvent
+from app.db.tenant import tenant_scope
 from app.errors import InvalidInputError
 from app.memories.fields import check_instant
 from app.memories.user_lock import user_lock_key
@@ -206,8 +207,10 @@ class ExpiryReaper:
 
     async def reap_once(self) -> Reaped:
         """One batch of at most COGNIS_EXPIRY_REAP_BATCH_SIZE memories, one transaction."""
-        async with self._sessionmaker() as session, session.begin():
-            reaped = await reap_expired(session, self._settings.expiry_reap_batch_size)
+        # No tenant bound, whoever calls: the background role then sees every tenant's rows.
+        with tenant_scope(None):
+            async with self._sessionmaker() as session, session.begin():
+                reaped = await reap_expired(session, self._settings.expiry_reap_batch_size)
         if reaped.memories or reaped.users_busy:
             # Like an erase's `user.erased`: counts, never content.
             log.info(
