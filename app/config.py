@@ -491,6 +491,18 @@ class RelaySettings(BaseModel):
         description="after an erase, writes of that user are refused (409 `User erased`) this "
         "long, so none in flight survives it",
     )
+    # Expired memories are hidden at once by every read; the reaper only frees the space.
+    expiry_reap_interval_s: float = Field(
+        default=60.0,
+        ge=0,
+        description="how often the expiry reaper (beside the relay) removes expired memories "
+        "from both stores; 0: never",
+    )
+    expiry_reap_batch_size: int = Field(
+        default=500,
+        ge=1,
+        description="expired memory versions the reaper removes per transaction",
+    )
     index_wait_max_ms: int = Field(
         default=5000,
         description='default and maximum `wait_timeout_ms` of `consistency: "indexed"` and '

@@ -23,6 +23,7 @@ from app.ingest.pipeline import IngestPipeline
 from app.ingest.worker import IngestWorker
 from app.llm.categories import llm_category_judge
 from app.llm.client import ChatClient
+from app.memories.expiry import ExpiryReaper
 from app.ml.categories import CategoryClassifier
 from app.ml.cross_encoder import CrossEncoderScorer
 from app.ml.embedder import Embedder, build_embedder
@@ -130,6 +131,11 @@ class Runtime:
             classifier.judge = llm_category_judge(runtime.llm)
         return runtime
 
+    @cached_property
+    def reaper(self) -> ExpiryReaper:
+        """The expiry reaper: across tenants, so on the background role, like the relay."""
+        return ExpiryReaper(self.background_sessionmaker, self.settings)
+
     # Ingestion: built on first use, from the parts above.
     @cached_property
     def llm(self) -> ChatClient | None:
@@ -153,13 +159,14 @@ class Runtime:
         self, stop: asyncio.Event, *, relay: bool, ingest_worker: bool
     ) -> None:
         """This process's share of the background work until `stop` is set: the outbox relay
-        and/or the ingestion workers, each finishing the batch in hand before it returns. Every
+        (and beside it the expiry reaper, the periodic maintenance of both stores) and/or the
+        ingestion workers, each finishing the batch in hand before it returns. Every
         process kind starts them here: the API (COGNIS_RELAY_IN_API,
         COGNIS_INGEST_WORKER_IN_API), `python -m app relay` and `python -m app worker`."""
         if ingest_worker:
             # Workers embed what they write; a no-op where the process has loaded it already.
             await anyio.to_thread.run_sync(self.embedder.load)
-        loops = [self.relay.run_forever(stop)] if relay else []
+        loops = [self.relay.run_forever(stop), self.reaper.run_forever(stop)] if relay else []
         if ingest_worker:
             loops.append(self.ingest_worker.run_forever(stop))
         await asyncio.gather(*loops)

@@ -110,6 +110,8 @@ EXPECTED_DEFAULTS: dict[str, object] = {
     "outbox_retention_hours": 24.0,
     "erase_handoff_s": 30.0,
     "erase_write_block_s": 60.0,
+    "expiry_reap_interval_s": 60.0,
+    "expiry_reap_batch_size": 500,
     "index_wait_max_ms": 5000,
     "index_wait_poll_ms": 50,
     # LlmSettings

@@ -63,6 +63,14 @@ RELEASED = {
         "15e9ab402e857450801fa5eb8e417071696b98042dde672e0c2be9067f222072",
         "0016_reader_roles",
     ),
+    "memory_expiry_v1.sql": (
+        "4e8838c754606e95996475c416a3df6a2de15520d89dd309b46758142196cd7f",
+        "0017_memory_expiry",
+    ),
+    "memory_expiry_v1_drop.sql": (
+        "5d6ea025e9206fc94443c3f7b9337567814e9642871034ec36327c6bbe10775a",
+        "0017_memory_expiry",
+    ),
 }
 
 

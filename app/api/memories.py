@@ -41,6 +41,8 @@ def _draft(body: MemoryCreate) -> MemoryDraft:
         event_time=body.event_time,
         metadata=body.metadata,
         context=body.context,
+        expires_at=body.expires_at,
+        ttl_s=body.ttl_s,
     )
 
 

@@ -170,6 +170,10 @@ class Memory(Base):
     # The time the content itself names ("yesterday" said on 8 May: 7 May), resolved against
     # the event time when written; None when it names none.
     mentioned_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    # When the memory expires (0017): from then on no read shows it, and the reaper removes
+    # it from both stores (app/memories/expiry.py). A property of the memory, not of a
+    # version: every version of a chain carries the same value. NULL: never.
+    expires_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
 
     __table_args__ = (
         CheckConstraint(_in_list("scope", SCOPES), name="scope"),
@@ -227,7 +231,18 @@ class Memory(Base):
             "follows_chain_id",
             postgresql_where=text("follows_chain_id IS NOT NULL"),
         ),
+        # The reaper's scan, oldest expiry first: only memories that expire at all.
+        Index(
+            "memories_expires_at_idx",
+            "expires_at",
+            postgresql_where=text("expires_at IS NOT NULL"),
+        ),
     )
+
+
+# index: put a memory version's document; erase_user: delete every document of a user;
+# delete_document: delete one version's document (an expired memory, reaped; 0017).
+OUTBOX_OPS = ("index", "erase_user", "delete_document")
 
 
 class OutboxEvent(Base):
@@ -256,7 +271,7 @@ class OutboxEvent(Base):
     )
 
     __table_args__ = (
-        CheckConstraint(_in_list("op", ("index", "erase_user")), name="op"),
+        CheckConstraint(_in_list("op", OUTBOX_OPS), name="op"),
         CheckConstraint("op <> 'index' OR memory_id IS NOT NULL", name="index_has_memory"),
         Index("outbox_pending_idx", "id", postgresql_where=text("processed_at IS NULL")),
         # One user's pending rows: the index lag every search reports, the read-your-writes
@@ -290,6 +305,27 @@ class UserErasure(Base):
     user_id: Mapped[str] = mapped_column(Text, primary_key=True)
     erased_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False)
     writes_refused_until: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False)
+
+
+class MemoryExpiry(Base):
+    """The audit row the expiry reaper leaves per memory it removed (0017): like an erase's,
+    it says that something was removed and when, never what it said (no content, metadata or
+    vectors). Deleted with the user by an erase."""
+
+    __tablename__ = "memory_expiries"
+
+    tenant_id: Mapped[uuid.UUID] = tenant_column(primary_key=True)
+    chain_id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True), primary_key=True)
+    user_id: Mapped[str] = mapped_column(Text, nullable=False)
+    # How many versions of the chain were removed (from Postgres; their documents follow
+    # through the outbox).
+    versions: Mapped[int] = mapped_column(Integer, nullable=False)
+    expires_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False)
+    reaped_at: Mapped[datetime] = mapped_column(
+        DateTime(timezone=True), nullable=False, server_default=func.now()
+    )
+
+    __table_args__ = (Index(None, "user_id", "reaped_at"),)
 
 
 TASK_STATES = ("queued", "running", "done", "failed")

@@ -35,8 +35,9 @@ def act_as(tenant_id: uuid.UUID | None) -> None:
 
 
 @contextlib.contextmanager
-def tenant_scope(tenant_id: uuid.UUID) -> Iterator[None]:
-    """Bind what runs inside to `tenant_id` (background work on one tenant's rows)."""
+def tenant_scope(tenant_id: uuid.UUID | None) -> Iterator[None]:
+    """Bind what runs inside to `tenant_id` (background work on one tenant's rows; None: to no
+    tenant, for work across tenants called from a task that serves one)."""
     token = _current.set(tenant_id)
     try:
         yield

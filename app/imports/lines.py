@@ -20,9 +20,11 @@ from app.imports.mem0 import MEM0_FIELD_NAMES, MEM0_KEYS, Mem0Memory, mem0_field
 from app.memories.domain import MemoryDraft, check_draft
 from app.memories.fields import (
     MAX_METADATA_DEPTH,
+    ExpiresAt,
     Metadata,
     SessionId,
     Speaker,
+    TtlSeconds,
     check_text,
     check_user_id,
 )
@@ -52,6 +54,9 @@ class ImportLine(msgspec.Struct, forbid_unknown_fields=True):
     embedding: list[float] | None = None
     # Whose memory; the CLI's --user and the endpoint's path take precedence.
     user_id: str | None = None
+    # When it expires (in the future), or its time to live in seconds from the import.
+    expires_at: ExpiresAt | None = None
+    ttl_s: TtlSeconds | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,6 +140,8 @@ def _draft(number: int, fields: dict[str, Any], rules: LineRules) -> ImportDraft
         speaker=fields["speaker"],
         event_time=event_time,
         metadata=fields["metadata"] or {},
+        expires_at=fields.get("expires_at"),
+        ttl_s=fields.get("ttl_s"),
     )
     check_draft(draft, rules.max_content_chars, rules.max_metadata_bytes)
     check_text(fields["external_id"], "external_id")

@@ -1,13 +1,16 @@
-"""mem0's export shape: {id, memory, user_id, metadata, categories, created_at, updated_at}.
+"""mem0's export shape: {id, memory, user_id, metadata, categories, created_at, updated_at,
+expiration_date}.
 
 Read as: external_id = id, content = memory, event_time = created_at, the user from user_id,
-and the category from the first of `categories` that maps onto ours (else it is classified
-like any memory without one). Other fields of mem0's records (hash, agent_id, ...) are ignored.
+the category from the first of `categories` that maps onto ours (else it is classified
+like any memory without one), and expires_at from expiration_date (mem0 drops a memory after
+that date: it expires at the start of the next day, UTC; a full timestamp is taken as it is).
+Other fields of mem0's records (hash, agent_id, ...) are ignored.
 """
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
 
 import msgspec
@@ -21,7 +24,12 @@ MAX_ID_CHARS = 256
 MEM0_KEYS = frozenset({"id", "memory"})
 
 # Our field, as a mem0 record names it (for error messages).
-MEM0_FIELD_NAMES = {"content": "memory", "external_id": "id", "event_time": "created_at"}
+MEM0_FIELD_NAMES = {
+    "content": "memory",
+    "external_id": "id",
+    "event_time": "created_at",
+    "expires_at": "expiration_date",
+}
 
 # mem0's default categories, onto ours; our own names map onto themselves. "milestones" and
 # "misc" have no counterpart: such memories are classified.
@@ -47,6 +55,25 @@ class Mem0Memory(msgspec.Struct):
     categories: list[str] | None = None
     created_at: datetime | None = None
     updated_at: datetime | None = None
+    expiration_date: str | None = None
+
+
+def expiry_of(expiration_date: str | None) -> datetime | None:
+    """mem0's expiration_date as our expires_at: a date (YYYY-MM-DD) ends with its day, so the
+    memory expires at the next midnight UTC; a timestamp is that instant."""
+    if expiration_date is None:
+        return None
+    try:
+        if len(expiration_date) == 10:
+            day = date.fromisoformat(expiration_date)
+            return datetime.combine(day + timedelta(days=1), time(), tzinfo=UTC)
+        return datetime.fromisoformat(expiration_date.replace("Z", "+00:00"))
+    except ValueError as exc:
+        raise InvalidInputError(
+            f"expiration_date {expiration_date[:40]!r} is neither a date (YYYY-MM-DD) nor an "
+            "RFC 3339 time",
+            field="expires_at",
+        ) from exc
 
 
 def our_category(categories: list[str] | None) -> str | None:
@@ -73,4 +100,5 @@ def mem0_fields(record: Mem0Memory) -> dict[str, Any]:
         "metadata": record.metadata or {},
         "embedding": None,
         "user_id": record.user_id,
+        "expires_at": expiry_of(record.expiration_date),
     }

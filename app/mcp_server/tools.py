@@ -109,6 +109,14 @@ def build_server(settings: McpSettings, *, http_path: str = "/mcp") -> FastMCP:
         event_time: Annotated[
             datetime | None, Field(description="When the fact happened (ISO 8601).")
         ] = None,
+        ttl_s: Annotated[
+            float | None,
+            Field(
+                gt=0,
+                description="Forget it after this many seconds (e.g. 86400: a day); from then "
+                "on it is never returned, and it is deleted. Default: kept until changed.",
+            ),
+        ] = None,
         idempotency_key: IdempotencyKey = None,
     ) -> dict[str, Any]:
         """Store one memory as given (no extraction). Returns the new memory."""
@@ -119,6 +127,7 @@ def build_server(settings: McpSettings, *, http_path: str = "/mcp") -> FastMCP:
                 scope=scope,
                 session_id=session_id,
                 event_time=event_time,
+                ttl_s=ttl_s,
             )
         )
         key = idempotency_key or new_idempotency_key()

@@ -35,6 +35,7 @@ _STAGING = (
     ("embedding_256d", pgcopy.vector),
     ("metadata", pgcopy.jsonb),
     ("external_id", pgcopy.text),
+    ("expires_at", pgcopy.timestamptz),
 )
 _CREATE_STAGING = text(
     f"""
@@ -51,7 +52,8 @@ _CREATE_STAGING = text(
         embedding_768d vector({EMBEDDING_DIM}) NOT NULL,
         embedding_256d vector({COARSE_DIM}) NOT NULL,
         metadata jsonb NOT NULL,
-        external_id text NOT NULL
+        external_id text NOT NULL,
+        expires_at timestamptz
     ) ON COMMIT DROP
     """
 )
@@ -59,9 +61,9 @@ _INSERT_NEW = text(
     f"""
     INSERT INTO memories (id, user_id, chain_id, version, content, category, scope, session_id,
                           is_current, speaker, event_time, created_at, embedding_768d,
-                          embedding_256d, metadata, external_id)
+                          embedding_256d, metadata, external_id, expires_at)
     SELECT id, user_id, id, 1, content, category, scope, session_id, true, speaker, event_time,
-           now(), embedding_768d, embedding_256d, metadata, external_id
+           now(), embedding_768d, embedding_256d, metadata, external_id, expires_at
     FROM {STAGING_TABLE}
     ORDER BY position
     ON CONFLICT (tenant_id, user_id, external_id)
@@ -143,4 +145,5 @@ def _staging_record(position: int, memory: Memory) -> tuple[object, ...]:
         memory.embedding_256d,
         memory.metadata_,
         memory.external_id,
+        memory.expires_at,
     )

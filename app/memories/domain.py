@@ -11,14 +11,17 @@ from typing import Any
 import msgspec
 
 from app.errors import InvalidInputError
+from app.memories.expiry import resolve_expiry
 from app.memories.fields import (
     Category,
     Content,
+    ExpiresAt,
     Instant,
     Metadata,
     Scope,
     SessionId,
     Speaker,
+    TtlSeconds,
     check_instant,
     check_json_shape,
     check_text,
@@ -41,6 +44,10 @@ class MemoryUpdate(msgspec.Struct, forbid_unknown_fields=True):
     # When the fact ended in the world (omitted: kept; null: not ended).
     event_end: Instant | msgspec.UnsetType | None = msgspec.UNSET
     metadata: Metadata | msgspec.UnsetType = msgspec.UNSET
+    # When the memory expires (omitted: kept; null: never), or its time to live from now.
+    # Applies to every version of the memory, the earlier ones too.
+    expires_at: ExpiresAt | msgspec.UnsetType | None = msgspec.UNSET
+    ttl_s: TtlSeconds | msgspec.UnsetType = msgspec.UNSET
 
     @property
     def changes_nothing(self) -> bool:
@@ -69,6 +76,9 @@ class MemoryDraft:
     context_embedding: Any = None  # the 768D vector of the contextual text
     follows_chain_id: Any = None
     mentioned_at: datetime | None = None  # the time the content names (context.mentioned_time)
+    # When the memory expires; `ttl_s`, if given instead, becomes it in check_draft.
+    expires_at: datetime | None = None
+    ttl_s: float | None = None
 
 
 def check_content(content: str, max_chars: int, field: str) -> str:
@@ -107,6 +117,9 @@ def check_draft(
     check_text(draft.session_id, f"{field_prefix}session_id")
     draft.event_time = check_instant(draft.event_time, f"{field_prefix}event_time")
     draft.event_end = check_event_end(draft.event_end, draft.event_time, f"{field_prefix}event_end")
+    if draft.ttl_s is not None or draft.expires_at is not None:
+        draft.expires_at = resolve_expiry(draft.expires_at, draft.ttl_s, field_prefix)
+        draft.ttl_s = None
     if draft.scope not in SCOPES:
         raise InvalidInputError(
             f"scope must be USER or CONTEXT, not {draft.scope!r}", field=f"{field_prefix}scope"

@@ -48,6 +48,22 @@ Instant = Annotated[
         "without an offset it is taken as UTC."
     ),
 ]
+TtlSeconds = Annotated[
+    float,
+    msgspec.Meta(
+        gt=0,
+        description="Time to live in seconds: the memory expires this long after it is "
+        "written (stored as `expires_at`). Not together with `expires_at`.",
+    ),
+]
+ExpiresAt = Annotated[
+    datetime,
+    msgspec.Meta(
+        description="When the memory expires: from then on no read shows it, and the reaper "
+        "removes it from both stores. RFC 3339, in the future; without an offset it is taken "
+        "as UTC. Not together with `ttl_s`."
+    ),
+]
 Metadata = Annotated[
     dict[str, Any],
     msgspec.Meta(
@@ -119,12 +135,14 @@ __all__ = [
     "USER_ID_REGEX",
     "Category",
     "Content",
+    "ExpiresAt",
     "Instant",
     "Metadata",
     "Scope",
     "SessionId",
     "Speaker",
     "TopK",
+    "TtlSeconds",
     "check_instant",
     "check_json_shape",
     "check_text",

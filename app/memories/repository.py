@@ -21,6 +21,7 @@ from sqlalchemy import (
     select,
     text,
     tuple_,
+    update,
 )
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -29,6 +30,7 @@ from sqlalchemy.sql.elements import CollectionAggregate
 
 from app.db.models import Memory
 from app.memories.context import Turn, turn_line
+from app.memories.expiry import unexpired
 from app.ml.embedder import Embedding
 
 _UUID_ARRAY = ARRAY(Memory.id.type)
@@ -70,6 +72,7 @@ def _coarse_candidates(distance: Any) -> Any:
             _memories.c.user_id == bindparam("user_id"),
             _memories.c.is_current,
             visible_in_session(bindparam("session_id", type_=Memory.session_id.type)),
+            unexpired(),
         )
         .order_by(labelled)
         .limit(bindparam("limit"))
@@ -192,14 +195,15 @@ class MemoryRepository:
         return await self.session.scalar(select(func.now()))  # type: ignore[return-value]
 
     async def get(self, user_id: str, memory_id: uuid.UUID) -> Memory | None:
+        """One version of the user's, unless its memory has expired (then it is not there)."""
         return await self.session.scalar(
-            select(Memory).where(Memory.user_id == user_id, Memory.id == memory_id)
+            select(Memory).where(Memory.user_id == user_id, Memory.id == memory_id, unexpired())
         )
 
     async def get_for_update(self, user_id: str, memory_id: uuid.UUID) -> Memory | None:
         return await self.session.scalar(
             select(Memory)
-            .where(Memory.user_id == user_id, Memory.id == memory_id)
+            .where(Memory.user_id == user_id, Memory.id == memory_id, unexpired())
             .with_for_update()
             # Re-read under the lock: a concurrent update may have ended this version.
             .execution_options(populate_existing=True)
@@ -208,12 +212,18 @@ class MemoryRepository:
     async def get_many(
         self, user_id: str, memory_ids: list[uuid.UUID], *conditions: ColumnElement[bool]
     ) -> dict[uuid.UUID, Memory]:
-        """Rows to show, without their embeddings (1,024 floats a row: most of the bytes)."""
+        """Rows to show, without their embeddings (1,024 floats a row: most of the bytes);
+        those of expired memories are not shown."""
         if not memory_ids:
             return {}
         rows = await self.session.scalars(
             select(Memory)
-            .where(Memory.user_id == user_id, Memory.id == one_of(memory_ids), *conditions)
+            .where(
+                Memory.user_id == user_id,
+                Memory.id == one_of(memory_ids),
+                unexpired(),
+                *conditions,
+            )
             .options(*_NO_VECTORS)
         )
         return {m.id: m for m in rows}
@@ -241,7 +251,7 @@ class MemoryRepository:
     async def chain(self, user_id: str, chain_id: uuid.UUID) -> list[Memory]:
         rows = await self.session.scalars(
             select(Memory)
-            .where(Memory.user_id == user_id, Memory.chain_id == chain_id)
+            .where(Memory.user_id == user_id, Memory.chain_id == chain_id, unexpired())
             .order_by(Memory.version)
         )
         return list(rows)
@@ -261,6 +271,7 @@ class MemoryRepository:
                 Memory.chain_id == one_of(chain_ids),
                 ~Memory.is_current,
                 visible_in_session(session_id),
+                unexpired(),
                 *self._filtered(),
             )
             .options(*_NO_VECTORS)
@@ -279,7 +290,7 @@ class MemoryRepository:
         after: tuple[datetime, uuid.UUID] | None = None,
     ) -> list[Memory]:
         """Newest first; `after` is the (created_at, id) of the last row of the previous page."""
-        query = select(Memory).where(Memory.user_id == user_id)
+        query = select(Memory).where(Memory.user_id == user_id, unexpired())
         if not filters.include_superseded:
             query = query.where(Memory.is_current)
         if filters.scope is not None:
@@ -294,6 +305,22 @@ class MemoryRepository:
             query = query.where(tuple_(Memory.created_at, Memory.id) < tuple_(*after))
         query = query.order_by(Memory.created_at.desc(), Memory.id.desc()).limit(limit)
         return list(await self.session.scalars(query))
+
+    async def set_earlier_expiry(
+        self, user_id: str, chain_id: uuid.UUID, before_version: int, expires_at: datetime | None
+    ) -> None:
+        """Give the chain's versions before `before_version` this expiry: a memory expires
+        as a whole, so every version carries its current expiry (PATCH changes it)."""
+        await self.session.execute(
+            update(Memory)
+            .where(
+                Memory.user_id == user_id,
+                Memory.chain_id == chain_id,
+                Memory.version < before_version,
+            )
+            .values(expires_at=expires_at)
+            .execution_options(synchronize_session=False)
+        )
 
     def add(self, memories: list[Memory]) -> None:
         self.session.add_all(memories)
@@ -375,6 +402,7 @@ class MemoryRepository:
                 Memory.user_id == user_id,
                 Memory.is_current,
                 visible_in_session(session_id),
+                unexpired(),
                 *self._filtered(),
                 or_(
                     Memory.chain_id == one_of(followed_chain_ids),
@@ -436,6 +464,8 @@ class MemoryRepository:
                 Memory.user_id == user_id,
                 Memory.session_id == any_(bindparam(None, session_ids, type_=ARRAY(Text))),
                 Memory.is_current,
+                # An expired turn is not the context of a new one: its text would live on.
+                unexpired(),
                 ~exists().where(
                     follower.user_id == user_id, follower.follows_chain_id == Memory.chain_id
                 ),

@@ -18,6 +18,7 @@ from app.errors import ConflictError, InvalidInputError, NotFoundError
 from app.memories.categories import choose_categories, require_categories
 from app.memories.context import contextual_text, link_session_turns, mentioned_time
 from app.memories.domain import MemoryDraft, MemoryUpdate, check_draft, check_event_end
+from app.memories.expiry import resolve_expiry
 from app.memories.fields import check_text, check_user_id
 from app.memories.repository import ListFilter, MemoryRepository
 from app.memories.user_lock import hold_for_write
@@ -187,6 +188,18 @@ class MemoryService:
                 field="body",
             )
         old = await self.get(user_id, memory_id)
+        # Expiry: None when the update leaves it as it is (kept from the locked row below).
+        expiry_changed = (
+            changes.expires_at is not msgspec.UNSET or changes.ttl_s is not msgspec.UNSET
+        )
+        new_expiry = (
+            resolve_expiry(
+                None if changes.expires_at is msgspec.UNSET else changes.expires_at,
+                None if changes.ttl_s is msgspec.UNSET else changes.ttl_s,
+            )
+            if expiry_changed
+            else None
+        )
         draft = MemoryDraft(
             content=_kept(changes.content, old.content),
             category=_kept(changes.category, old.category),
@@ -220,8 +233,15 @@ class MemoryService:
         old = await self._lock_current(user_id, memory_id)
         now = await self.repository.now()
         draft.mentioned_at = mentioned_time(draft.content, draft.event_time or now)
+        draft.expires_at = new_expiry if expiry_changed else old.expires_at
         old.is_current = False
         old.superseded_at = now
+        if expiry_changed:
+            # A memory's expiry is the same on all its versions (app/memories/expiry.py).
+            old.expires_at = draft.expires_at
+            await self.repository.set_earlier_expiry(
+                user_id, old.chain_id, old.version, draft.expires_at
+            )
         # Flush the old row first: the "one current version per chain" index must see it end.
         await self.repository.session.flush()
         new = new_version(user_id, draft, now, replaces=old)
@@ -317,4 +337,5 @@ def new_version(
         context_embedding_768d=draft.context_embedding,
         follows_chain_id=draft.follows_chain_id,
         mentioned_at=draft.mentioned_at,
+        expires_at=draft.expires_at,
     )

@@ -10,7 +10,14 @@ from sqlalchemy import delete, func, select, text
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.db.models import IdempotencyKey, Memory, Message, OutboxEvent, UserErasure
+from app.db.models import (
+    IdempotencyKey,
+    Memory,
+    MemoryExpiry,
+    Message,
+    OutboxEvent,
+    UserErasure,
+)
 from app.db.tenant import current_tenant
 from app.errors import UserErasedError
 
@@ -21,7 +28,12 @@ _USER_ERASE_LOCK = text("SELECT pg_advisory_xact_lock(hashtextextended(:key, 0))
 
 
 def _user_lock_key(user_id: str) -> str:
-    return f"cognis-user:{current_tenant()}:{user_id}"
+    return user_lock_key(current_tenant(), user_id)
+
+
+def user_lock_key(tenant_id: object, user_id: str) -> str:
+    """The advisory lock key of one user of one tenant (work across tenants names it)."""
+    return f"cognis-user:{tenant_id}:{user_id}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +85,8 @@ async def erase_user(
         ("messages", Message),
         ("outbox", OutboxEvent),
         ("idempotency_keys", IdempotencyKey),
+        # The expiry reaper's audit rows name the user and its chains: they go too.
+        ("memory_expiries", MemoryExpiry),
     )
     for name, model in tables:
         result = await session.execute(delete(model).where(model.user_id == user_id))

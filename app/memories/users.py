@@ -10,6 +10,7 @@ from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.models import Memory
+from app.memories.expiry import unexpired
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,13 +24,18 @@ class UserSummary:
 async def users_page(
     session: AsyncSession, after: str | None, limit: int, prefix: str | None = None
 ) -> list[UserSummary]:
-    """Users with memories, by id, `limit` after `after` (keyset paging)."""
-    query = select(
-        Memory.user_id,
-        func.count().filter(Memory.is_current),
-        func.count(),
-        func.max(func.coalesce(Memory.superseded_at, Memory.created_at)),
-    ).group_by(Memory.user_id)
+    """Users with memories, by id, `limit` after `after` (keyset paging). Expired memories
+    count for nothing: a user whose memories have all expired is not listed."""
+    query = (
+        select(
+            Memory.user_id,
+            func.count().filter(Memory.is_current),
+            func.count(),
+            func.max(func.coalesce(Memory.superseded_at, Memory.created_at)),
+        )
+        .where(unexpired())
+        .group_by(Memory.user_id)
+    )
     if after is not None:
         query = query.where(Memory.user_id > after)
     if prefix:

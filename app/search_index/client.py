@@ -102,9 +102,16 @@ def text_match(query: str, context_boost: float) -> dict[str, Any]:
     }
 
 
+# Documents whose memory has not expired (app/memories/expiry.py `unexpired` is the rule in
+# SQL; Postgres re-checks every hit). `now` is OpenSearch's clock, to the millisecond.
+UNEXPIRED_DOCUMENTS: dict[str, Any] = {
+    "bool": {"must_not": {"range": {"expires_at": {"lte": "now"}}}}
+}
+
+
 def visible_documents(user_id: str, session_id: str | None) -> list[dict[str, Any]]:
     """The filters every read applies: the bound tenant, the user, current versions, USER
-    scope plus CONTEXT memories of the caller's session."""
+    scope plus CONTEXT memories of the caller's session, not expired."""
     scope_filter: dict[str, Any] = {"term": {"scope": "USER"}}
     if session_id is not None:
         scope_filter = {
@@ -128,6 +135,7 @@ def visible_documents(user_id: str, session_id: str | None) -> list[dict[str, An
         {"term": {"user_id": user_id}},
         {"term": {"is_current": True}},
         scope_filter,
+        UNEXPIRED_DOCUMENTS,
     ]
 
 
@@ -215,6 +223,36 @@ class MemoryIndex:
             status = result.get("status", 500)
             # 409: a newer version is already indexed, so this stale event is done, not failed.
             if status < 300 or status == 409:
+                outcomes.append(BulkOutcome(ok=True))
+            else:
+                outcomes.append(BulkOutcome(ok=False, error=str(result.get("error"))[:2000]))
+        return outcomes
+
+    async def delete_documents(self, items: list[tuple[str, int]]) -> list[BulkOutcome]:
+        """Delete (doc_id, external_version) items: an expired memory's versions, reaped. One
+        outcome per item, in order; a document already gone (404) counts as deleted."""
+        if not items:
+            return []
+        response = await self.client.bulk(
+            body=[
+                {
+                    "delete": {
+                        "_index": self.name,
+                        "_id": doc_id,
+                        "version": version,
+                        "version_type": "external",
+                    }
+                }
+                for doc_id, version in items
+            ]
+        )
+        outcomes: list[BulkOutcome] = []
+        for item in response["items"]:
+            result = item["delete"]
+            status = result.get("status", 500)
+            # 409: the document has a later version than this event (none can be written
+            # after its row is gone), so there is nothing of this event left to do.
+            if status < 300 or status in (404, 409):
                 outcomes.append(BulkOutcome(ok=True))
             else:
                 outcomes.append(BulkOutcome(ok=False, error=str(result.get("error"))[:2000]))

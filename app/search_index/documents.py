@@ -45,6 +45,8 @@ def memory_document(memory: Memory) -> dict[str, Any]:
         "event_time": memory.event_time.isoformat() if memory.event_time else None,
         "created_at": memory.created_at.isoformat() if memory.created_at else None,
         "superseded_at": memory.superseded_at.isoformat() if memory.superseded_at else None,
+        # So the BM25 leg drops an expired memory before ranking (client.UNEXPIRED_DOCUMENTS).
+        "expires_at": memory.expires_at.isoformat() if memory.expires_at else None,
         # For filters on metadata paths (app/memories/filters.py): a flat_object.
         "metadata": indexed_metadata(memory.metadata_ or {}),
     }
@@ -59,7 +61,11 @@ def with_tenant(document: dict[str, Any], tenant_id: uuid.UUID) -> dict[str, Any
 def added_fields(english_analyzer: bool) -> dict[str, Any]:
     """Fields later versions added to the mapping: put into an older index on start-up."""
     properties = index_body(english_analyzer)["mappings"]["properties"]
-    return {"properties": {name: properties[name] for name in ("context", "tenant_id", "metadata")}}
+    return {
+        "properties": {
+            name: properties[name] for name in ("context", "tenant_id", "metadata", "expires_at")
+        }
+    }
 
 
 def index_body(english_analyzer: bool, refresh_interval: str = "1s") -> dict[str, Any]:
@@ -92,6 +98,8 @@ def index_body(english_analyzer: bool, refresh_interval: str = "1s") -> dict[str
                 "event_time": {"type": "date"},
                 "created_at": {"type": "date"},
                 "superseded_at": {"type": "date"},
+                # When the memory expires (0017); added to an older index on start-up.
+                "expires_at": {"type": "date"},
                 # Every leaf of the memory's metadata, searchable by its dotted path as a
                 # keyword (OpenSearch >= 2.7). Added to an older index on start-up; its
                 # documents get it at `make reindex`.

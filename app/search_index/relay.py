@@ -99,7 +99,8 @@ class OutboxRelay:
     ) -> tuple[list[OutboxEvent], list[tuple[OutboxEvent, str]]]:
         delivered: list[OutboxEvent] = []
         failures: list[tuple[OutboxEvent, str]] = []
-        # Runs of index events go out as one bulk request; an erase is its own step, in order.
+        # Runs of index events (or of an expired memory's document deletions) go out as one
+        # bulk request; an erase is its own step, in order.
         segments = [list(g) for _, g in groupby(events, key=lambda e: e.op)]
         for position, segment in enumerate(segments):
             try:
@@ -113,7 +114,12 @@ class OutboxRelay:
                         )
                         delivered.append(event)
                     continue
-                outcomes = await self._bulk_index(segment)
+                if segment[0].op == "delete_document":
+                    outcomes = await self._index.delete_documents(
+                        [(str(e.memory_id), e.id) for e in segment]
+                    )
+                else:
+                    outcomes = await self._bulk_index(segment)
                 for event, outcome in zip(segment, outcomes, strict=True):
                     if outcome.ok:
                         delivered.append(event)

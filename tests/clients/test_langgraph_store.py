@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
 from typing import TypedDict
 
 import httpx
@@ -14,6 +15,8 @@ from cognis_client.langgraph import CognisStore
 from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
 from langgraph.store.base import InvalidNamespaceError
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from tests.conftest import API_KEY, ApiProcess
 
@@ -209,3 +212,57 @@ async def test_a_filter_is_pushed_into_the_search_not_applied_to_its_top_100(
         assert sorted(i.key for i in between) == ["k3", "k4"], query
     with pytest.raises(ValueError, match=r"operator '\$in' is not supported"):
         await store.asearch(ns, query="garden", filter={"n": {"$in": [1, 2]}})
+
+
+async def _expires_at(client: httpx.AsyncClient, user_id: str) -> list[datetime | None]:
+    items = (await client.get(f"/v1/users/{user_id}/memories")).json()["items"]
+    return [datetime.fromisoformat(m["expires_at"]) if m["expires_at"] else None for m in items]
+
+
+async def test_ttl_in_minutes_expires_items_and_reads_do_not_refresh_it(
+    store: CognisStore, client: httpx.AsyncClient, db: AsyncEngine, user_id: str
+) -> None:
+    assert store.supports_ttl is True
+    ns = ("memories", user_id)
+    before = datetime.now(UTC)
+    await store.aput(ns, "parking", {"content": "The car is on level 3."}, ttl=30)
+    (expires_at,) = await _expires_at(client, user_id)
+    assert expires_at is not None
+    assert before + timedelta(minutes=30) <= expires_at <= datetime.now(UTC) + timedelta(minutes=30)
+    # Reads never write: refresh_ttl is accepted and the expiry stays (the module's note).
+    assert await store.aget(ns, "parking", refresh_ttl=True) is not None
+    assert await _expires_at(client, user_id) == [expires_at]
+    # A put of the same value with a ttl moves the expiry; with ttl=None it clears it.
+    await store.aput(ns, "parking", {"content": "The car is on level 3."}, ttl=60)
+    (moved,) = await _expires_at(client, user_id)
+    assert moved is not None and moved > expires_at
+    await store.aput(ns, "parking", {"content": "The car is on level 3."}, ttl=None)
+    assert await _expires_at(client, user_id) == [None]
+    await store.aput(ns, "parking", {"content": "The car is on level 4."}, ttl=5)
+    # Its time runs out (moved to the past in the database): the item is gone at once.
+    async with db.begin() as connection:
+        await connection.execute(
+            text("UPDATE memories SET expires_at = now() - interval '1 second' WHERE user_id = :u"),
+            {"u": user_id},
+        )
+    assert await store.aget(ns, "parking") is None
+    assert await store.asearch(ns, query="where is the car") == []
+    assert await store.asearch(ns) == []
+
+
+async def test_a_default_ttl_from_the_ttl_config(
+    api: ApiProcess, client: httpx.AsyncClient, user_id: str
+) -> None:
+    store = CognisStore(
+        api.url, api_key=API_KEY, prefix=("memories",), ttl_config={"default_ttl": 10}
+    )
+    try:
+        await store.aput(("memories", user_id), "k", {"content": "A ten-minute note."})
+        await store.aput(("memories", user_id), "j", {"content": "A lasting note."}, ttl=None)
+    finally:
+        await store.aclose()
+    expiries = sorted(await _expires_at(client, user_id), key=lambda e: e is None)
+    assert expiries[1] is None
+    assert expiries[0] is not None
+    assert expiries[0] - datetime.now(UTC) <= timedelta(minutes=10)
+    assert expiries[0] - datetime.now(UTC) > timedelta(minutes=9)

@@ -195,3 +195,20 @@ def test_filters_as_plain_dicts_and_the_users_list(cognis: CognisClient, user_id
     users = cognis.list_users(prefix=user_id)
     assert [(u.user_id, u.memories, u.versions) for u in users.items] == [(user_id, 2, 2)]
     assert users.next_cursor is None
+
+
+def test_expiry_through_the_client(cognis: CognisClient, user_id: str) -> None:
+    brief = cognis.add_memory(user_id, MemoryInput(content="Gate code 4411.", ttl_s=600))
+    assert brief.expires_at is not None
+    assert 590 <= (brief.expires_at - brief.created_at).total_seconds() <= 610
+    (batched,) = cognis.add_memories(user_id, [{"content": "Desk 12 today.", "ttl_s": 60}])
+    assert batched.expires_at is not None and batched.expires_at < brief.expires_at
+    cleared = cognis.update_memory(user_id, brief.id, expires_at=None)
+    assert cleared.expires_at is None and cleared.replaces_id == brief.id
+    moved = cognis.update_memory(user_id, cleared.id, ttl_s=30)
+    assert moved.expires_at is not None
+    assert [v.expires_at for v in cognis.history(user_id, moved.id).versions] == [
+        moved.expires_at
+    ] * 3
+    with pytest.raises(InvalidRequestError, match="not in the future"):
+        cognis.add_memory(user_id, {"content": "Late.", "expires_at": "2001-01-01T00:00:00Z"})

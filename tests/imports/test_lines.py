@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -137,3 +138,24 @@ async def test_a_document_over_its_bound_is_refused_before_any_record() -> None:
     with pytest.raises(PayloadTooLargeError):
         await _records(body, max_document_bytes=100)
     assert len(await _records(body, max_document_bytes=len(body))) == 20
+
+
+def test_expiry_in_our_lines_and_mem0s_expiration_date() -> None:
+    ours = parse_line(
+        1, json.dumps({"external_id": "e", "content": "Soon gone", "ttl_s": 60}).encode(), RULES
+    )
+    assert isinstance(ours, ImportDraft) and ours.draft.expires_at is not None
+    assert ours.draft.expires_at - datetime.now(UTC) <= timedelta(seconds=60)
+    record = {"id": "m1", "memory": "Trip to Oslo next week", "user_id": "alice"}
+    dated = parse_line(2, json.dumps({**record, "expiration_date": "2099-03-04"}).encode(), RULES)
+    assert isinstance(dated, ImportDraft)
+    assert dated.draft.expires_at == datetime(2099, 3, 5, tzinfo=UTC)  # after that day
+    stamped = {**record, "expiration_date": "2099-03-04T12:00:00Z"}
+    timed = parse_line(3, json.dumps(stamped).encode(), RULES)
+    assert isinstance(timed, ImportDraft)
+    assert timed.draft.expires_at == datetime(2099, 3, 4, 12, tzinfo=UTC)
+    for number, bad in ((4, "2001-01-01"), (5, "soon")):
+        failed = parse_line(number, json.dumps({**record, "expiration_date": bad}).encode(), RULES)
+        assert isinstance(failed, LineError), bad
+        assert failed.field == "expiration_date", failed
+    assert isinstance(parse_line(6, json.dumps(record).encode(), RULES), ImportDraft)

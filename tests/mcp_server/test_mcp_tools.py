@@ -9,6 +9,7 @@ import sys
 import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
+from datetime import datetime, timedelta
 from typing import Any
 
 import httpx
@@ -283,3 +284,25 @@ async def test_write_tools_send_an_idempotency_key_and_name_it_on_failure(
     assert [m["id"] for m in listed] == [first["id"]]
     # Without a key from the agent the tool made one, and tells it how to retry safely.
     assert "404" in error_text(missing) and "idempotency_key='" in error_text(missing)
+
+
+async def test_add_memory_takes_a_time_to_live(
+    api: ApiProcess, client: httpx.AsyncClient, user_id: str
+) -> None:
+    headers = {"X-API-Key": API_KEY, "X-Cognis-User": user_id}
+    async with http_session(api.url, headers) as mcp:
+        brief = payload(
+            await mcp.call_tool("add_memory", {"content": "Parked on level 3.", "ttl_s": 7200})
+        )
+        lasting = payload(await mcp.call_tool("add_memory", {"content": "I own a red car."}))
+        refused = await mcp.call_tool("add_memory", {"content": "Never.", "ttl_s": 0})
+    assert refused.isError
+    assert lasting["expires_at"] is None
+    stored = (await client.get(f"/v1/users/{user_id}/memories/{brief['id']}")).json()
+    expires_at = datetime.fromisoformat(stored["expires_at"])
+    created_at = datetime.fromisoformat(stored["created_at"])
+    assert (
+        timedelta(hours=2) - timedelta(minutes=1)
+        < expires_at - created_at
+        <= timedelta(hours=2, minutes=1)
+    )

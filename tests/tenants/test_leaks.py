@@ -9,12 +9,13 @@ from contextlib import AsyncExitStack
 
 import httpx
 import pytest
+from sqlalchemy import text
 
 from app.config import Settings
 from app.db.tenant import tenant_scope
 from app.search_index.client import MemoryIndex
-from tests.conftest import API_KEY, InProcessApi
-from tests.factories import search, stage_rank
+from tests.conftest import API_KEY, InProcessApi, wait_until
+from tests.factories import indexed_document, search, stage_rank
 from tests.imports.helpers import NDJSON, jsonl
 from tests.tenants.helpers import TenantKey, new_tenant, tenant_client
 
@@ -212,3 +213,86 @@ async def _bm25_filters_by_tenant(
                 assert bool(hits) == (label == tenant), (label, tenant, user, hits)
     finally:
         await index.close()
+
+
+async def test_expiry_and_the_reaper_stay_in_their_tenant_and_user(
+    inprocess_api: InProcessApi, admin: httpx.AsyncClient, owner, opensearch, index_name
+) -> None:
+    """The same user ids in two tenants: expiring one tenant's alice hides and reaps only her
+    memory; the other tenant's alice, and bob, keep theirs in both stores; the audit row is
+    seen by its own tenant only; no tenant can change another's expiry."""
+    tenants = {label: await new_tenant(admin, label) for label in ("ea", "eb")}
+    async with AsyncExitStack() as stack:
+        http = {
+            label: await stack.enter_async_context(tenant_client(inprocess_api, t.key))
+            for label, t in tenants.items()
+        }
+        made: dict[tuple[str, str], dict] = {}
+        for label in tenants:
+            for user in USERS:
+                response = await http[label].post(
+                    f"/v1/users/{user}/memories",
+                    json={"content": f"A note of {user} in {label}", "ttl_s": 3600},
+                )
+                assert response.status_code == 201, response.text
+                made[label, user] = response.json()
+        doomed = made["ea", "alice"]
+        # Another tenant's key cannot touch it, expiry included.
+        path = f"/v1/users/alice/memories/{doomed['id']}"
+        hijack = await http["eb"].patch(path, json={"expires_at": None})
+        assert hijack.status_code == 404, hijack.text
+        await search(http["ea"], "alice", "note", consistency="indexed")
+        await search(http["eb"], "alice", "note", consistency="indexed")
+
+        async with owner.begin() as connection:
+            await connection.execute(
+                text(
+                    "UPDATE memories SET expires_at = now() - interval '1 second' "
+                    "WHERE tenant_id = CAST(:t AS uuid) AND id = CAST(:i AS uuid)"
+                ),
+                {"t": tenants["ea"].tenant_id, "i": doomed["id"]},
+            )
+        for (label, user), memory in made.items():
+            listed = (await http[label].get(f"/v1/users/{user}/memories")).json()["items"]
+            expected = [] if memory is doomed else [memory["id"]]
+            assert [m["id"] for m in listed] == expected, (label, user)
+
+        runtime = inprocess_api.app.state.runtime
+
+        async def reaped():
+            await runtime.reaper.reap_due()
+            async with owner.connect() as connection:
+                rows = await connection.execute(
+                    text("SELECT tenant_id::text, user_id, chain_id::text FROM memory_expiries")
+                )
+                return [r for r in rows if r[0] in {t.tenant_id for t in tenants.values()}]
+
+        audit = await wait_until(reaped)
+        assert audit == [(tenants["ea"].tenant_id, "alice", doomed["chain_id"])]
+        async with owner.connect() as connection:
+            left = await connection.execute(
+                text("SELECT id::text FROM memories WHERE tenant_id = ANY(CAST(:t AS uuid[]))"),
+                {"t": [t.tenant_id for t in tenants.values()]},
+            )
+            assert sorted(r[0] for r in left) == sorted(
+                m["id"] for m in made.values() if m is not doomed
+            )
+
+        async def document_gone():
+            return await indexed_document(opensearch, index_name, doomed["id"]) is None
+
+        await wait_until(document_gone)
+        for memory in made.values():
+            if memory is not doomed:
+                assert await indexed_document(opensearch, index_name, memory["id"]) is not None
+        # Row-level security: the audit row is its own tenant's.
+        for label, tenant in tenants.items():
+            async with owner.connect() as connection:
+                await connection.execute(
+                    text("SELECT set_config('cognis.tenant_id', :t, false)"),
+                    {"t": tenant.tenant_id},
+                )
+                seen = (
+                    await connection.execute(text("SELECT count(*) FROM memory_expiries"))
+                ).scalar_one()
+            assert seen == (1 if label == "ea" else 0), label

@@ -12,11 +12,13 @@ from app.db.models import Memory
 from app.memories.fields import (
     Category,
     Content,
+    ExpiresAt,
     Instant,
     Metadata,
     Scope,
     SessionId,
     Speaker,
+    TtlSeconds,
 )
 from app.vocabulary import MAX_BATCH_ITEMS
 
@@ -32,6 +34,9 @@ class MemoryCreate(msgspec.Struct, forbid_unknown_fields=True):
     # The conversation around the memory (e.g. the previous turns); derived from the session's
     # earlier memories when omitted. Stored beside the content, never inside it.
     context: Content | None = None
+    # When the memory expires, or its time to live in seconds (one of the two, or neither).
+    expires_at: ExpiresAt | None = None
+    ttl_s: TtlSeconds | None = None
 
 
 class MemoryBatchCreate(msgspec.Struct, forbid_unknown_fields=True):
@@ -59,6 +64,8 @@ class MemoryOut(msgspec.Struct):
     source_message_id: UUID | None
     external_id: str | None = None
     context: str | None = None
+    # When the memory expires (null: never); the same on all its versions.
+    expires_at: datetime | None = None
 
     @classmethod
     def of(cls, m: Memory) -> MemoryOut:
@@ -82,6 +89,7 @@ class MemoryOut(msgspec.Struct):
             source_message_id=m.source_message_id,
             external_id=m.external_id,
             context=m.context,
+            expires_at=m.expires_at,
         )
 
 

@@ -12,6 +12,17 @@ update or delete sends an idempotency key derived from the version it replaces, 
 while the first is still in flight is done once as well; a first put of a new key sends a new key
 (retried by the client with that key), so two concurrent first puts can create two items.
 
+TTL (`supports_ttl`): `put(..., ttl=minutes)` (or `TTLConfig.default_ttl`) gives the memory an
+expiry of that many minutes from the put (`ttl_s` on the API); `ttl=None` writes it without one
+(an existing item's expiry is cleared). A put of an unchanged value with a ttl writes a version
+that only moves the expiry. From its expiry on, an item is never returned (as with
+`TTLConfig.omit_expired`: the service hides it at once) and the server's reaper deletes it;
+`sweep_interval_minutes` has no effect here (COGNIS_EXPIRY_REAP_INTERVAL_S is the server's).
+What differs from LangGraph's stores: reads do not refresh a TTL. `refresh_ttl` on get and
+search (and `TTLConfig.refresh_on_read`) is accepted and ignored, because refreshing would write a
+new version of the memory on every read: an item expires `ttl` minutes after its last put, not
+after its last read. Put it again to extend it.
+
 Needs the `langgraph` extra: `pip install 'cognis-client[langgraph]'`.
 """
 
@@ -35,6 +46,7 @@ from langgraph.store.base import (
     Result,
     SearchItem,
     SearchOp,
+    TTLConfig,
 )
 
 from cognis_client._calls import MemoryFilters, RetryPolicy, SearchOptions
@@ -106,7 +118,10 @@ def _version_key(action: str, memory_id: uuid.UUID, value: Any = None) -> str:
 
 class CognisStore(BaseStore):
     """`CognisStore("http://127.0.0.1:8000", api_key=...)`; `prefix=("memories",)` to use
-    LangGraph's usual `("memories", user_id)` namespaces."""
+    LangGraph's usual `("memories", user_id)` namespaces. `ttl_config`: LangGraph's TTL
+    settings (`default_ttl` in minutes); see the module's note on what differs."""
+
+    supports_ttl: bool = True
 
     def __init__(
         self,
@@ -116,8 +131,10 @@ class CognisStore(BaseStore):
         prefix: tuple[str, ...] = (),
         retry: RetryPolicy | None = None,
         timeout_s: float = 60.0,
+        ttl_config: TTLConfig | None = None,
     ) -> None:
         self.prefix = tuple(prefix)
+        self.ttl_config = ttl_config
         self._client_options: dict[str, Any] = {
             "api_key": api_key,
             "retry": retry,
@@ -243,24 +260,37 @@ class CognisStore(BaseStore):
                 await client.delete_memory(user_id, existing.id, idempotency_key=key)
             return
         value = dict(op.value)
+        # LangGraph's ttl is in minutes; None: the item does not expire.
+        ttl_s = None if op.ttl is None else float(op.ttl) * 60.0
         stored = self._stored(existing) if existing is not None else None
-        if stored is not None and stored["value"] == value:
-            return  # no new version for an unchanged value
+        if stored is not None and stored["value"] == value and ttl_s is None:
+            if existing is not None and existing.expires_at is not None:
+                await client.update_memory(
+                    user_id,
+                    existing.id,
+                    idempotency_key=_version_key("expiry", existing.id),
+                    expires_at=None,
+                )
+            return  # no new version for an unchanged value that does not expire
         # The item's creation time: its first version's, carried along the chain.
         created_at = None
         if existing is not None:
             created_at = (stored or {}).get("created_at") or existing.created_at.isoformat()
         metadata = {METADATA_KEY: {"key": op.key, "value": value, "created_at": created_at}}
+        expiry: dict[str, Any] = {"ttl_s": ttl_s} if ttl_s is not None else {"expires_at": None}
         if existing is not None:
             await client.update_memory(
                 user_id,
                 existing.id,
-                idempotency_key=_version_key("put", existing.id, value),
+                idempotency_key=_version_key("put", existing.id, [value, ttl_s]),
                 content=memory_text(value),
                 metadata=metadata,
+                **expiry,
             )
             return
         draft = MemoryInput(content=memory_text(value), metadata=metadata)
+        if ttl_s is not None:
+            draft = msgspec.structs.replace(draft, ttl_s=ttl_s)
         if session_id:
             draft = msgspec.structs.replace(draft, scope="CONTEXT", session_id=session_id)
         await client.add_memory(user_id, draft)

@@ -34,6 +34,8 @@ class Memory(msgspec.Struct, frozen=True):
     external_id: str | None = None
     # When the fact ended in the world (server 0016+); None: not ended.
     event_end: datetime | None = None
+    # When the memory expires (server 0017+); None: never.
+    expires_at: datetime | None = None
 
 
 class MemoryPage(msgspec.Struct, frozen=True):
@@ -171,6 +173,9 @@ class MemoryInput(msgspec.Struct, omit_defaults=True, forbid_unknown_fields=True
     speaker: str | msgspec.UnsetType = msgspec.UNSET
     event_time: datetime | msgspec.UnsetType = msgspec.UNSET
     metadata: dict[str, Any] | msgspec.UnsetType = msgspec.UNSET
+    # When it expires (in the future), or its time to live in seconds: one of the two.
+    expires_at: datetime | msgspec.UnsetType = msgspec.UNSET
+    ttl_s: float | msgspec.UnsetType = msgspec.UNSET
 
 
 class MemoryChanges(msgspec.Struct, omit_defaults=True, forbid_unknown_fields=True):
@@ -185,6 +190,9 @@ class MemoryChanges(msgspec.Struct, omit_defaults=True, forbid_unknown_fields=Tr
     # When the fact ended in the world; None clears it.
     event_end: datetime | msgspec.UnsetType | None = msgspec.UNSET
     metadata: dict[str, Any] | msgspec.UnsetType = msgspec.UNSET
+    # A new expiry for the whole memory (None: it never expires), or a time to live from now.
+    expires_at: datetime | msgspec.UnsetType | None = msgspec.UNSET
+    ttl_s: float | msgspec.UnsetType = msgspec.UNSET
 
 
 class Message(msgspec.Struct, omit_defaults=True, forbid_unknown_fields=True):
