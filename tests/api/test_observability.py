@@ -13,7 +13,7 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, only_running
 from tests.deploy.files import load_root
 
 pytestmark = pytest.mark.usefixtures("ingest_worker")  # messages through the in-process API
@@ -46,11 +46,15 @@ async def scraped(client: httpx.AsyncClient, user_id: str) -> dict[str, list[dic
         f"/v1/users/{user_id}/search", json={"query": "What does Ivo grow?", "explain": True}
     )
     assert searched.status_code == 200, searched.text
-    ingested = await client.post(
-        f"/v1/users/{user_id}/messages",
-        params={"wait": "true"},
-        json={"messages": [{"content": "I run a half marathon every spring."}]},
-    )
+    # Only this process's worker may take the message: an API process of this session (the
+    # `api` fixture's, same database) runs a worker too, and a message it took would count in
+    # its /metrics, not in this one's.
+    with only_running():
+        ingested = await client.post(
+            f"/v1/users/{user_id}/messages",
+            params={"wait": "true"},
+            json={"messages": [{"content": "I run a half marathon every spring."}]},
+        )
     assert ingested.json()["state"] == "done", ingested.text
     response = await client.get("/metrics", headers={"X-API-Key": ""})
     assert response.status_code == 200
