@@ -173,13 +173,13 @@ async def test_a_downgrade_that_drops_data_refuses_unless_forced(
         # One line, no traceback: the revision, what, the row counts, the exact command.
         assert "Traceback" not in refused.stderr, refused.stderr[-2000:]
         assert (
-            "FAILED: downgrade of 0016_reader_roles refused: it would drop the analyst login "
-            "roles' tenant bindings (analyst_tenants) and the facts' ends in the world "
-            "(memories.event_end) (rows: analyst_tenants: 0, memories with an event end: 0); "
+            "FAILED: downgrade of 0017_agents_runs refused: it would drop the agents and runs "
+            "of memories and messages (rows: memories with an agent or run: 0, messages with "
+            "an agent or run: 0); "
             f"back up first, then force it with `alembic -x force=true downgrade {target}`\n"
         ) in refused.stdout, refused.stdout + refused.stderr[-2000:]
         assert len([ln for ln in refused.stderr.splitlines() if "refused" in ln]) == 1
-    # Past 0016, the next refusal counts what 0012 would drop, and keeps the -x options given.
+    # Past 0017 and 0016, the next refusal counts what 0012 would drop, keeping the -x options.
     await alembic_async(env, "-x", "force=true", "downgrade", "0014_idempotency_keys")
     async with db.connect() as connection:
         categories = (await connection.execute(text("SELECT count(*) FROM categories"))).scalar()

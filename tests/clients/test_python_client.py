@@ -195,3 +195,26 @@ def test_filters_as_plain_dicts_and_the_users_list(cognis: CognisClient, user_id
     users = cognis.list_users(prefix=user_id)
     assert [(u.user_id, u.memories, u.versions) for u in users.items] == [(user_id, 2, 2)]
     assert users.next_cursor is None
+
+
+def test_agents_and_runs_through_the_client(cognis: CognisClient, user_id: str) -> None:
+    mine = cognis.add_memory(
+        user_id, MemoryInput(content="Ines plans the Apollo launch.", agent_id="planner")
+    )
+    assert (mine.agent_id, mine.run_id) == ("planner", None)
+    (theirs, shared) = cognis.add_memories(
+        user_id,
+        [
+            MemoryInput(content="Ines plans the Gemini launch.", agent_id="pr", run_id="r1"),
+            {"content": "Ines plans every launch carefully."},
+        ],
+    )
+    assert (theirs.agent_id, theirs.run_id, shared.agent_id) == ("pr", "r1", None)
+    found = cognis.search(user_id, "launch plans", agent_id="planner", consistency="indexed")
+    assert {h.memory.id for h in found.results} == {mine.id, shared.id}
+    listed = cognis.list_memories(user_id, run_id="r1")
+    assert {m.id for m in listed.items} == {mine.id, theirs.id, shared.id}
+    listed = cognis.list_memories(user_id, agent_id="pr", run_id="r2")
+    assert {m.id for m in listed.items} == {shared.id}
+    moved = cognis.update_memory(user_id, theirs.id, agent_id=None)
+    assert (moved.agent_id, moved.run_id) == (None, "r1")

@@ -12,6 +12,7 @@ import pytest
 
 from app.config import Settings
 from app.db.tenant import tenant_scope
+from app.memories.filters import to_opensearch, visible_to
 from app.search_index.client import MemoryIndex
 from tests.conftest import API_KEY, InProcessApi
 from tests.factories import search, stage_rank
@@ -21,6 +22,16 @@ from tests.tenants.helpers import TenantKey, new_tenant, tenant_client
 pytestmark = pytest.mark.usefixtures("ingest_worker")  # messages through the in-process API
 
 USERS = ("alice", "bob")
+AGENT, RUN = "planner", "run-1"
+# What the agent's and run's own memories are, as a filter.
+AGENTS_OWN = {
+    "and": [
+        {"field": "agent", "op": "eq", "value": AGENT},
+        {"field": "run", "op": "in", "value": [RUN]},
+    ]
+}
+# What that agent and run see, as the BM25 leg's query clause.
+AGENT_SCOPE = to_opensearch(visible_to(AGENT, RUN))
 # A filter every memory matches.
 EVERYTHING = {
     "or": [
@@ -39,7 +50,13 @@ async def _write_everything(http: httpx.AsyncClient, user: str, secret: str) -> 
     """One of each write: a memory, a batch, messages (ingested), an import."""
     made = await http.post(
         f"/v1/users/{user}/memories",
-        json={"content": f"My locker code word is {secret}", "category": "personal_details"},
+        json={
+            "content": f"My locker code word is {secret}",
+            "category": "personal_details",
+            # The same agent and run in every tenant and user.
+            "agent_id": AGENT,
+            "run_id": RUN,
+        },
     )
     assert made.status_code == 201, made.text
     batch = await http.post(
@@ -53,7 +70,11 @@ async def _write_everything(http: httpx.AsyncClient, user: str, secret: str) -> 
         params={"wait": "true"},
         json={
             "messages": [
-                {"content": f"I adopted a parrot called {secret}bird", "idempotency_key": "m-1"}
+                {
+                    "content": f"I adopted a parrot called {secret}bird",
+                    "idempotency_key": "m-1",
+                    "agent_id": AGENT,
+                }
             ]
         },
     )
@@ -142,6 +163,28 @@ async def test_two_tenants_with_the_same_users_never_meet(
             )
             assert {m["id"] for m in filtered.json()["items"]} == {m["id"] for m in listed}
 
+            # Agents and runs (the same ids in every tenant and user): an agent's search and
+            # list see this tenant's user's memories only, in both legs.
+            for key, secret in secrets.items():
+                if key[0] == tenant:
+                    continue
+                leaked = await search(
+                    own, user, secret, consistency="indexed", top_k=50, agent_id=AGENT, run_id=RUN
+                )
+                assert all(secret not in r["memory"]["content"] for r in leaked["results"])
+            found = await search(
+                own, user, secrets[tenant, user], consistency="indexed", agent_id=AGENT, run_id=RUN
+            )
+            assert stage_rank(found["results"][0], "bm25") == 1
+            as_agent = await own.get(
+                f"/v1/users/{user}/memories", params={"agent_id": AGENT, "run_id": RUN}
+            )
+            assert {m["id"] for m in as_agent.json()["items"]} == {m["id"] for m in listed}
+            agents_own = await own.get(
+                f"/v1/users/{user}/memories", params={"filters": json.dumps(AGENTS_OWN)}
+            )
+            assert [m["id"] for m in agents_own.json()["items"]] == [mine["memory"]["id"]]
+
             # The users list: exactly this tenant's users, counted in this tenant alone.
             users = (await own.get("/v1/users")).json()["items"]
             assert [(u["user_id"], u["memories"]) for u in users] == [(u, 4) for u in USERS]
@@ -209,6 +252,9 @@ async def _bm25_filters_by_tenant(
             for label, key in tenants.items():
                 with tenant_scope(uuid.UUID(key.tenant_id)):
                     hits = await index.search_bm25(user, secret, 10)
+                    # The agent's scope, compiled for the index, widens nothing either.
+                    as_agent = await index.search_bm25(user, secret, 10, matching=AGENT_SCOPE)
                 assert bool(hits) == (label == tenant), (label, tenant, user, hits)
+                assert [h.memory_id for h in as_agent] == [h.memory_id for h in hits]
     finally:
         await index.close()

@@ -10,10 +10,12 @@ import msgspec
 
 from app.db.models import Memory
 from app.memories.fields import (
+    AgentId,
     Category,
     Content,
     Instant,
     Metadata,
+    RunId,
     Scope,
     SessionId,
     Speaker,
@@ -26,6 +28,8 @@ class MemoryCreate(msgspec.Struct, forbid_unknown_fields=True):
     category: Category | None = None
     scope: Scope = "USER"
     session_id: SessionId | None = None
+    agent_id: AgentId | None = None
+    run_id: RunId | None = None
     speaker: Speaker | None = None
     event_time: Instant | None = None
     metadata: Metadata = msgspec.field(default_factory=dict)
@@ -59,6 +63,8 @@ class MemoryOut(msgspec.Struct):
     source_message_id: UUID | None
     external_id: str | None = None
     context: str | None = None
+    agent_id: str | None = None
+    run_id: str | None = None
 
     @classmethod
     def of(cls, m: Memory) -> MemoryOut:
@@ -82,6 +88,8 @@ class MemoryOut(msgspec.Struct):
             source_message_id=m.source_message_id,
             external_id=m.external_id,
             context=m.context,
+            agent_id=m.agent_id,
+            run_id=m.run_id,
         )
 
 

@@ -133,6 +133,9 @@ class MemoryFilters(TypedDict, total=False):
 
     scope: Scope
     session_id: str
+    # An agent's (or run's) memories and the user's shared ones; omitted: all of them.
+    agent_id: str
+    run_id: str
     category: str
     include_superseded: bool
     # The filter language (README, "Filters"), as a plain dict: sent as JSON.
@@ -187,6 +190,9 @@ class SearchOptions(TypedDict, total=False):
 
     top_k: int
     session_id: str
+    # The agent (or run) asking: its memories and the user's shared ones; omitted: all.
+    agent_id: str
+    run_id: str
     as_of: datetime
     explain: bool
     consistency: Consistency
