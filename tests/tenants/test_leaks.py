@@ -185,6 +185,15 @@ async def test_two_tenants_with_the_same_users_never_meet(
             )
             assert [m["id"] for m in agents_own.json()["items"]] == [mine["memory"]["id"]]
 
+            # The export: this tenant's user's four memories, whatever its filter or agent.
+            for params in ({}, {"filters": json.dumps(EVERYTHING), "agent_id": AGENT}):
+                exported = await own.get(f"/v1/users/{user}/export", params=params)
+                assert exported.status_code == 200, exported.text
+                lines = [json.loads(line) for line in exported.text.splitlines()]
+                assert len(lines) == 4, lines
+                assert secrets[tenant, user] in exported.text
+                assert all(secrets[k] not in exported.text for k in secrets if k != (tenant, user))
+
             # The users list: exactly this tenant's users, counted in this tenant alone.
             users = (await own.get("/v1/users")).json()["items"]
             assert [(u["user_id"], u["memories"]) for u in users] == [(u, 4) for u in USERS]
@@ -203,6 +212,7 @@ async def test_two_tenants_with_the_same_users_never_meet(
         assert erased.json()["postgres"]["memories"] == 4, erased.text
         assert erased.json()["opensearch_deleted"] == 4, erased.text
         assert (await http["tb"].get("/v1/users/alice/memories")).json()["items"] == []
+        assert (await http["tb"].get("/v1/users/alice/export")).content == b""
         kept = (await http["ta"].get("/v1/users/alice/memories")).json()["items"]
         assert len(kept) == 4
         found = await search(http["ta"], "alice", secrets["ta", "alice"], consistency="indexed")
