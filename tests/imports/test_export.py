@@ -5,7 +5,8 @@ another tenant; isolation between users and tenants."""
 from __future__ import annotations
 
 import json
-from contextlib import AsyncExitStack
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
 import httpx
 import msgspec
@@ -18,6 +19,16 @@ from tests.imports.helpers import jsonl, post_import
 from tests.tenants.helpers import new_tenant, tenant_client
 
 pytestmark = pytest.mark.xdist_group("export")
+
+
+@asynccontextmanager
+async def two_tenants(
+    api: InProcessApi, admin: httpx.AsyncClient, label: str
+) -> AsyncIterator[tuple[httpx.AsyncClient, httpx.AsyncClient]]:
+    """Clients of two new tenants."""
+    tenants = [await new_tenant(admin, f"{label}-{side}") for side in ("a", "b")]
+    async with tenant_client(api, tenants[0].key) as a, tenant_client(api, tenants[1].key) as b:
+        yield a, b
 
 
 async def _export(http: httpx.AsyncClient, user: str, **params: object) -> bytes:
@@ -90,11 +101,7 @@ async def _write_history(http: httpx.AsyncClient, user: str) -> dict[str, str]:
 async def test_an_export_imported_into_another_tenant_exports_the_same(
     inprocess_api: InProcessApi, admin: httpx.AsyncClient, user_id: str
 ) -> None:
-    tenants = [await new_tenant(admin, label) for label in ("ex-a", "ex-b")]
-    async with AsyncExitStack() as stack:
-        a, b = [
-            await stack.enter_async_context(tenant_client(inprocess_api, t.key)) for t in tenants
-        ]
+    async with two_tenants(inprocess_api, admin, "ex") as (a, b):
         written = await _write_history(a, user_id)
         assert await _export(b, user_id) == b""  # the same user id in B: nothing yet
 
@@ -143,11 +150,7 @@ async def test_an_export_imported_into_another_tenant_exports_the_same(
 async def test_every_version_vectors_and_filters(
     inprocess_api: InProcessApi, admin: httpx.AsyncClient, user_id: str, other_user_id: str
 ) -> None:
-    tenants = [await new_tenant(admin, label) for label in ("ev-a", "ev-b")]
-    async with AsyncExitStack() as stack:
-        a, b = [
-            await stack.enter_async_context(tenant_client(inprocess_api, t.key)) for t in tenants
-        ]
+    async with two_tenants(inprocess_api, admin, "ev") as (a, b):
         written = await _write_history(a, user_id)
         # Another user of the same tenant, and the same user id in another tenant: never here.
         for http, user in ((a, other_user_id), (b, user_id)):
