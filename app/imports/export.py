@@ -39,28 +39,33 @@ class ExportOptions:
     where: ColumnElement[bool] | None = None  # a compiled filter (app/memories/filters.py)
 
 
+# Line fields that are not a memory attribute of the same name; every other field of
+# ImportLine is copied from the memory's attribute of its name, so a field added to both the
+# line format and the memory is exported without a change here.
+DERIVED_FIELDS = frozenset({"external_id", "embedding", "metadata", "user_id"})
+
+
 def export_line(memory: Memory, chain_key: str, options: ExportOptions) -> bytes:
-    """One memory version as an import line (fields without a value left out), newline-ended."""
+    """One memory version as an import line (fields without a value left out), newline-ended.
+    No `user_id`: the line imports as any user's."""
     external_id = chain_key if options.versions == "current" else f"{chain_key}@v{memory.version}"
+    fields: dict[str, Any] = {
+        name: getattr(memory, name, None)
+        for name in ImportLine.__struct_fields__
+        if name not in DERIVED_FIELDS
+    }
     line = ImportLine(
-        content=memory.content,
+        **fields,
         external_id=external_id,
-        speaker=memory.speaker,
-        event_time=memory.event_time,
-        session_id=memory.session_id,
-        agent_id=memory.agent_id,
-        run_id=memory.run_id,
-        scope=memory.scope,  # type: ignore[arg-type]
-        category=memory.category,
         metadata=memory.metadata_,
         embedding=_vector(memory.embedding_768d) if options.vectors else None,
     )
-    fields = {
+    kept = {
         name: value
         for name, value in msgspec.structs.asdict(line).items()
         if value is not None and name != "user_id"
     }
-    return msgspec.json.encode(fields) + b"\n"
+    return msgspec.json.encode(kept) + b"\n"
 
 
 def _as_memory(row: object) -> Memory:

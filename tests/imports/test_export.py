@@ -244,3 +244,15 @@ async def test_the_cli_writes_what_the_endpoint_streams(
     )
     assert refused.returncode == 2
     assert "--filters.field" in refused.stderr
+
+
+def test_every_line_field_is_exported_from_the_memory() -> None:
+    """A field of the line format is either derived (external id, vector, metadata, user) or
+    read from the memory's attribute of the same name: one added to the line format without
+    a memory attribute would be exported as nothing, silently, so it must be named here."""
+    from app.db.models import Memory
+    from app.imports.export import DERIVED_FIELDS
+
+    copied = set(ImportLine.__struct_fields__) - DERIVED_FIELDS
+    assert copied and all(hasattr(Memory, name) for name in copied), copied - set(dir(Memory))
+    assert "agent_id" in copied and "run_id" in copied
