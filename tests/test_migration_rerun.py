@@ -41,6 +41,7 @@ PARTIAL = (
     "0012_categories",
     "0013_outbox_user_delivered",
     "0017_memory_expiry",
+    "0018_agents_runs",
 )
 # Their first concurrent index build, and the table a transaction holding an old snapshot
 # keeps it waiting on (so that the build fails on lock_timeout, its index left INVALID).
@@ -52,6 +53,7 @@ FIRST_BUILD = {
     "0010_memory_context": "memories_user_follows_chain_id_idx",
     "0013_outbox_user_delivered": "outbox_user_delivered_idx",
     "0017_memory_expiry": "memories_expires_at_idx",
+    "0018_agents_runs": "memories_user_agent_id_idx",
 }
 
 

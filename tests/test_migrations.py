@@ -173,14 +173,13 @@ async def test_a_downgrade_that_drops_data_refuses_unless_forced(
         # One line, no traceback: the revision, what, the row counts, the exact command.
         assert "Traceback" not in refused.stderr, refused.stderr[-2000:]
         assert (
-            "FAILED: downgrade of 0017_memory_expiry refused: it would drop the memories' "
-            "expiry times (memories.expires_at), the reaper's audit rows (memory_expiries) and "
-            "its undelivered document deletions (rows: memories with an expiry: 0, "
-            "memory_expiries: 0, undelivered document deletions: 0); back up first, then force "
-            f"it with `alembic -x force=true downgrade {target}`\n"
+            "FAILED: downgrade of 0018_agents_runs refused: it would drop the agents and runs "
+            "of memories and messages (rows: memories with an agent or run: 0, messages with "
+            "an agent or run: 0); "
+            f"back up first, then force it with `alembic -x force=true downgrade {target}`\n"
         ) in refused.stdout, refused.stdout + refused.stderr[-2000:]
         assert len([ln for ln in refused.stderr.splitlines() if "refused" in ln]) == 1
-    # Past 0017 and 0016, the next refusal counts what 0012 would drop, and keeps the -x
+    # Past 0018, 0017 and 0016, the next refusal counts what 0012 would drop, keeping the -x
     # options given.
     await alembic_async(env, "-x", "force=true", "downgrade", "0014_idempotency_keys")
     async with db.connect() as connection:

@@ -13,7 +13,8 @@ from litestar.params import Parameter
 from litestar.types import Empty
 
 from app.api.problems import PROBLEM_JSON
-from app.memories.fields import USER_ID_REGEX
+from app.memories.fields import USER_ID_REGEX, AgentId, RunId
+from app.memories.filters import FILTER_JSON_SCHEMA
 
 UserId = Annotated[
     str,
@@ -106,3 +107,27 @@ def _invalid(message: str) -> ValidationException:
     return ValidationException(
         detail=message, extra=[{"key": "body", "message": message, "source": "body"}]
     )
+
+
+# The query parameters that choose a user's memories, shared by the list and the export.
+AgentIdQuery = Annotated[
+    AgentId | None,
+    Parameter(
+        description="The agent's memories and the user's shared ones (no agent). Omitted: "
+        "every memory of the user, whatever its agent."
+    ),
+]
+RunIdQuery = Annotated[
+    RunId | None,
+    Parameter(
+        description="The run's memories and those of no run. Omitted: every memory of the "
+        "user, whatever its run."
+    ),
+]
+FiltersQuery = Annotated[
+    str | None,
+    Parameter(
+        description="A filter as JSON (the search body's `filters`): only memories matching "
+        "it are included. " + FILTER_JSON_SCHEMA["description"]
+    ),
+]

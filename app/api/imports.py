@@ -28,8 +28,8 @@ _STRING = Schema(type=OpenAPIType.STRING)
 _LINE = Schema(
     type=OpenAPIType.OBJECT,
     required=["content", "external_id"],
-    description="One memory per line (mem0's export records {id, memory, user_id, metadata, "
-    "categories, created_at, updated_at} are accepted too).",
+    description="One memory per line (mem0's export records {id, memory, user_id, agent_id, "
+    "run_id, metadata, categories, created_at, updated_at} are accepted too).",
     properties={
         "content": _STRING,
         "external_id": Schema(
@@ -40,6 +40,13 @@ _LINE = Schema(
         "speaker": _STRING,
         "event_time": Schema(type=OpenAPIType.STRING, format=OpenAPIFormat.DATE_TIME),
         "session_id": _STRING,
+        "agent_id": Schema(
+            type=OpenAPIType.STRING,
+            description="The agent the memory belongs to; absent: shared by all agents.",
+        ),
+        "run_id": Schema(
+            type=OpenAPIType.STRING, description="The run it came from; absent: of no run."
+        ),
         "scope": Schema(type=OpenAPIType.STRING, enum=list(SCOPES)),
         "category": Schema(
             type=OpenAPIType.STRING,

@@ -10,7 +10,17 @@ from litestar.di import Provide
 from litestar.params import Parameter
 
 from app.api.consistency import WRITE_WAIT_HEADERS, WriteWait, provide_write_wait
-from app.api.contract import COMMON, KEYED, USER_WRITE, WITH_BODY, UserId, problems
+from app.api.contract import (
+    COMMON,
+    KEYED,
+    USER_WRITE,
+    WITH_BODY,
+    AgentIdQuery,
+    FiltersQuery,
+    RunIdQuery,
+    UserId,
+    problems,
+)
 from app.api.deadlines import provide_bulk_work, provide_interactive_work
 from app.api.dependencies import provide_memory_service
 from app.api.idempotency import REPLAY_HEADERS, IdempotentWrite, provide_idempotent_write
@@ -25,7 +35,7 @@ from app.api.schemas.memories import (
 from app.db.models import Memory
 from app.memories.domain import MemoryDraft, MemoryUpdate, parse_memory_id
 from app.memories.fields import Category, Scope, SessionId
-from app.memories.filters import FILTER_JSON_SCHEMA, parse_filter_json, to_sql
+from app.memories.filters import listing_filter, to_sql
 from app.memories.repository import ListFilter
 from app.memories.service import MemoryService
 from app.ml.batching import Work
@@ -37,6 +47,8 @@ def _draft(body: MemoryCreate) -> MemoryDraft:
         category=body.category,
         scope=body.scope,
         session_id=body.session_id,
+        agent_id=body.agent_id,
+        run_id=body.run_id,
         speaker=body.speaker,
         event_time=body.event_time,
         metadata=body.metadata,
@@ -114,19 +126,15 @@ class MemoryController(Controller):
         # "scope" is Litestar's reserved name for the ASGI scope, hence the alias.
         memory_scope: Annotated[Scope | None, Parameter(query="scope")] = None,
         session_id: SessionId | None = None,
+        agent_id: AgentIdQuery = None,
+        run_id: RunIdQuery = None,
         category: Category | None = None,
         include_superseded: bool = False,
         limit: Annotated[int, Parameter(ge=1, le=200)] = 50,
         cursor: str | None = None,
-        filters: Annotated[
-            str | None,
-            Parameter(
-                description="A filter as JSON (the search body's `filters`): only memories "
-                "matching it are listed. " + FILTER_JSON_SCHEMA["description"]
-            ),
-        ] = None,
+        filters: FiltersQuery = None,
     ) -> MemoryList:
-        matching = parse_filter_json(filters) if filters is not None else None
+        matching = listing_filter(filters, agent_id, run_id)
         page = await service.list_page(
             user_id,
             ListFilter(

@@ -49,6 +49,8 @@ def _incoming(m: MessageIn) -> IncomingMessage:
         role=m.role,
         speaker=m.speaker,
         session_id=m.session_id,
+        agent_id=m.agent_id,
+        run_id=m.run_id,
         metadata=m.metadata,
         idempotency_key=m.idempotency_key,
         scope=m.scope,

@@ -13,6 +13,7 @@ from app import __version__
 from app.api.admin import TenantAdminController
 from app.api.auth import require_admin_key, require_api_key
 from app.api.dependencies import provide_runtime
+from app.api.exports import ExportController
 from app.api.health import health, metrics_endpoint, ready
 from app.api.imports import ImportController
 from app.api.memories import MemoryController
@@ -29,6 +30,7 @@ def api_route_handlers() -> list[ControllerRouterHandler]:
         route_handlers=[
             MemoryController,
             ImportController,
+            ExportController,
             MessageController,
             SearchController,
             UserController,

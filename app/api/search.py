@@ -57,6 +57,8 @@ class SearchController(Controller):
             raise InvalidInputError("query must not be empty", field="query")
         check_text(data.query, "query")
         check_text(data.session_id, "session_id")
+        check_text(data.agent_id, "agent_id")
+        check_text(data.run_id, "run_id")
         as_of = check_instant(data.as_of, "as_of")
         filters = parse_filter(data.filters) if data.filters is not None else None
         timeout_s = wait_bound_s(settings, data.wait_timeout_ms)
@@ -85,6 +87,8 @@ class SearchController(Controller):
                 query=data.query,
                 top_k=top_k,
                 session_id=data.session_id,
+                agent_id=data.agent_id,
+                run_id=data.run_id,
                 as_of=as_of,
                 switches=data.stages,
                 profile=data.profile,

@@ -1,4 +1,4 @@
-"""Command line: serve, relay, worker, reindex, import, admin, migrate, embed-serve, mcp."""
+"""Command line: serve, relay, worker, reindex, import, export, admin, migrate, embed-serve, mcp."""
 
 # Every command and its flags are declared here; what each does lives beside: processes.py (the
 # long-running ones), maintenance.py (the stores), admin.py (tenants and their keys).
@@ -54,6 +54,21 @@ def main(argv: list[str] | None = None) -> int:
         "vector searches scan exactly meanwhile)",
     )
     bulk.set_defaults(func=maintenance.import_history)
+    export = commands.add_parser(
+        "export",
+        help="export a user's memories as JSON Lines, in the import's line format",
+    )
+    export.add_argument("--user", required=True, help="whose memories")
+    export.add_argument("--tenant", help="the tenant (id or name; default: default)")
+    export.add_argument(
+        "--versions", choices=["current", "all"], default="current", help="default: current"
+    )
+    export.add_argument("--vectors", action="store_true", help="add each line's embedding")
+    export.add_argument("--agent", help="the agent's memories and the shared ones")
+    export.add_argument("--run", help="the run's memories and those of no run")
+    export.add_argument("--filters", help="a filter as JSON (README, Filters)")
+    export.add_argument("--output", "-o", help="the file to write (default: stdout)")
+    export.set_defaults(func=maintenance.export_history)
     add_admin_commands(commands)
     migrate = commands.add_parser("migrate", help="alembic upgrade")
     migrate.add_argument("revision", nargs="?", default="head")

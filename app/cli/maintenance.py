@@ -1,4 +1,5 @@
-"""Commands on the stores: rebuild the BM25 index, import a history file, migrate the schema."""
+"""Commands on the stores: rebuild the BM25 index, import and export histories, migrate the
+schema."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import signal
 import sys
 import uuid
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, BinaryIO
 
 from app.cli.processes import with_runtime
 from app.config import get_settings
@@ -128,6 +129,48 @@ def import_history(args: argparse.Namespace) -> int:
     except (KeyboardInterrupt, asyncio.CancelledError):
         report.interrupted()
         return 130
+
+
+def export_history(args: argparse.Namespace) -> int:
+    """A user's memories as JSON Lines (the import's line format); see app.imports.export."""
+    from app.db.tenant import DEFAULT_TENANT_ID
+    from app.errors import CognisError
+    from app.imports.export import ExportOptions, export_lines
+    from app.memories.fields import check_user_id
+    from app.memories.filters import listing_filter, to_sql
+    from app.runtime import Runtime
+
+    async def body(out: BinaryIO) -> int:
+        runtime = Runtime.build(get_settings())
+        count = 0
+        try:
+            tenant = await tenant_id_of(runtime, args.tenant) if args.tenant else DEFAULT_TENANT_ID
+            options = ExportOptions(
+                versions=args.versions,
+                vectors=args.vectors,
+                where=to_sql(matching) if matching is not None else None,
+            )
+            async for line in export_lines(runtime.sessionmaker, tenant, args.user, options):
+                out.write(line)
+                count += 1
+            out.flush()
+        finally:
+            await runtime.close()
+        print(f"exported {count} lines", file=sys.stderr)
+        return 0
+
+    try:
+        check_user_id(args.user)
+        matching = listing_filter(
+            args.filters, args.agent, args.run, ("--filters", "--agent", "--run")
+        )
+        if args.output is None:
+            return asyncio.run(body(sys.stdout.buffer))
+        with Path(args.output).open("wb") as out:
+            return asyncio.run(body(out))
+    except CognisError as exc:
+        print(f"cannot export {args.user}: {exc.detail}", file=sys.stderr)
+        return 2
 
 
 def migrate(args: argparse.Namespace) -> int:

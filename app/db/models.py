@@ -67,6 +67,10 @@ class Message(Base):
     id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True), primary_key=True, default=uuid.uuid4)
     user_id: Mapped[str] = mapped_column(Text, nullable=False)
     session_id: Mapped[str | None] = mapped_column(Text)
+    # The agent and the run the conversation belongs to (0017): the memories derived from
+    # the message inherit them.
+    agent_id: Mapped[str | None] = mapped_column(Text)
+    run_id: Mapped[str | None] = mapped_column(Text)
     speaker: Mapped[str | None] = mapped_column(Text)
     role: Mapped[str] = mapped_column(Text, nullable=False, server_default="user")
     content: Mapped[str] = mapped_column(Text, nullable=False)
@@ -138,6 +142,11 @@ class Memory(Base):
     )
     scope: Mapped[str] = mapped_column(Text, nullable=False, server_default="USER")
     session_id: Mapped[str | None] = mapped_column(Text)
+    # Scopes beside the session (0017): the agent a memory belongs to and the run (one task
+    # or episode) it came from; NULL: shared by all of the user's agents, or of no run. A
+    # search naming an agent sees its memories and the shared ones (app/memories/filters.py).
+    agent_id: Mapped[str | None] = mapped_column(Text)
+    run_id: Mapped[str | None] = mapped_column(Text)
     is_current: Mapped[bool] = mapped_column(Boolean, nullable=False, server_default=text("true"))
     replaces_id: Mapped[uuid.UUID | None] = mapped_column(
         UUID(as_uuid=True), ForeignKey("memories.id")
@@ -236,6 +245,19 @@ class Memory(Base):
             "memories_expires_at_idx",
             "expires_at",
             postgresql_where=text("expires_at IS NOT NULL"),
+        ),
+        # An agent's or a run's memories of a user (erase, list), without the shared ones.
+        Index(
+            "memories_user_agent_id_idx",
+            "user_id",
+            "agent_id",
+            postgresql_where=text("agent_id IS NOT NULL"),
+        ),
+        Index(
+            "memories_user_run_id_idx",
+            "user_id",
+            "run_id",
+            postgresql_where=text("run_id IS NOT NULL"),
         ),
     )
 

@@ -20,8 +20,10 @@ from app.imports.mem0 import MEM0_FIELD_NAMES, MEM0_KEYS, Mem0Memory, mem0_field
 from app.memories.domain import MemoryDraft, check_draft
 from app.memories.fields import (
     MAX_METADATA_DEPTH,
+    AgentId,
     ExpiresAt,
     Metadata,
+    RunId,
     SessionId,
     Speaker,
     TtlSeconds,
@@ -47,6 +49,8 @@ class ImportLine(msgspec.Struct, forbid_unknown_fields=True):
     speaker: Speaker | None = None
     event_time: datetime | None = None
     session_id: SessionId | None = None
+    agent_id: AgentId | None = None
+    run_id: RunId | None = None
     scope: Scope = "USER"
     category: str | None = None
     metadata: Metadata | None = None
@@ -137,6 +141,8 @@ def _draft(number: int, fields: dict[str, Any], rules: LineRules) -> ImportDraft
         category=fields["category"],
         scope=fields["scope"],
         session_id=fields["session_id"],
+        agent_id=fields["agent_id"],
+        run_id=fields["run_id"],
         speaker=fields["speaker"],
         event_time=event_time,
         metadata=fields["metadata"] or {},

@@ -2,10 +2,10 @@
 expiration_date}.
 
 Read as: external_id = id, content = memory, event_time = created_at, the user from user_id,
-the category from the first of `categories` that maps onto ours (else it is classified
-like any memory without one), and expires_at from expiration_date (mem0 drops a memory after
-that date: it expires at the start of the next day, UTC; a full timestamp is taken as it is).
-Other fields of mem0's records (hash, agent_id, ...) are ignored.
+the agent and run from agent_id and run_id, the category from the first of `categories` that
+maps onto ours (else it is classified like any memory without one), and expires_at from
+expiration_date (mem0 drops a memory after that date: it expires at the start of the next day,
+UTC; a full timestamp is taken as it is). Other fields of mem0's records (hash, ...) are ignored.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from typing import Any
 import msgspec
 
 from app.errors import InvalidInputError
+from app.memories.fields import AgentId, RunId
 from app.vocabulary import SEED_CATEGORIES
 
 MAX_ID_CHARS = 256
@@ -51,6 +52,8 @@ class Mem0Memory(msgspec.Struct):
     id: str
     memory: str
     user_id: str | None = None
+    agent_id: AgentId | None = None
+    run_id: RunId | None = None
     metadata: dict[str, Any] | None = None
     categories: list[str] | None = None
     created_at: datetime | None = None
@@ -95,6 +98,8 @@ def mem0_fields(record: Mem0Memory) -> dict[str, Any]:
         "speaker": None,
         "event_time": record.created_at,
         "session_id": None,
+        "agent_id": record.agent_id or None,
+        "run_id": record.run_id or None,
         "scope": "USER",
         "category": our_category(record.categories),
         "metadata": record.metadata or {},

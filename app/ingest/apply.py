@@ -32,6 +32,8 @@ async def apply_operation(
                     category=op.category,
                     scope=op.scope,
                     session_id=context.session_id if op.scope == "CONTEXT" else None,
+                    agent_id=context.agent_id,
+                    run_id=context.run_id,
                     speaker=context.speaker,
                     event_time=op.event_time,
                     source_message_id=context.message_id,

@@ -30,6 +30,8 @@ class SaidMessage(Protocol):
     role: str
     speaker: str | None
     session_id: str | None
+    agent_id: str | None
+    run_id: str | None
     sent_at: datetime
 
     @property
@@ -61,4 +63,6 @@ def message_context(
         scope=scope,
         windows=resolve_time_expressions(message.content, sent_at),
         embedding=embedding,
+        agent_id=message.agent_id,
+        run_id=message.run_id,
     )

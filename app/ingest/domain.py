@@ -22,6 +22,8 @@ class IncomingMessage:
     role: str = "user"
     speaker: str | None = None
     session_id: str | None = None
+    agent_id: str | None = None
+    run_id: str | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
     idempotency_key: str | None = None
     # CONTEXT binds the message's memories to its session; None lets the extractor decide.
@@ -55,6 +57,10 @@ class MessageContext:
     windows: list[TimeWindow]
     # Step 1's embedding of the content (None for a dry run or a message saved before 0005).
     embedding: Embedding | None = None
+    # The message's agent and run: its new memories get them, and step 3 compares it with
+    # what that agent and run see (app/memories/filters.py, visible_to).
+    agent_id: str | None = None
+    run_id: str | None = None
 
     @property
     def event_time(self) -> datetime:

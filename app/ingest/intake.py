@@ -51,7 +51,7 @@ def check_messages(messages: list[IncomingMessage], settings: Settings) -> None:
                 field=f"{where}idempotency_key",
             )
         check_metadata(message.metadata, settings.max_metadata_bytes, f"{where}metadata")
-        for name in ("speaker", "session_id", "idempotency_key"):
+        for name in ("speaker", "session_id", "agent_id", "run_id", "idempotency_key"):
             check_text(getattr(message, name), f"{where}{name}")
         # A timestamp the worker could not resolve dates against is refused here, not retried
         # there. Kept in the sender's offset: step 2 resolves "yesterday" there (Postgres stores

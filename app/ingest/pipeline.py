@@ -20,6 +20,7 @@ from app.ingest.gate import llm_gate
 from app.ingest.llm_extractor import extract_with_llm
 from app.ingest.repository import IngestRepository
 from app.llm.client import ChatClient
+from app.memories.filters import to_sql, visible_to
 from app.memories.repository import MemoryRepository
 from app.memories.service import MemoryService, interactive_write
 from app.metrics import LLM_GATE
@@ -69,8 +70,14 @@ class IngestPipeline:
         embedding = context.embedding
         if embedding is None:  # a dry run: the message was not saved
             (embedding,) = await self.embed([context.content], context.user_id)
+        # Compared with what the message's agent and run see: their own memories and the
+        # shared ones (an UPDATE of a shared memory keeps it shared).
+        scoped = visible_to(context.agent_id, context.run_id)
         candidates = await similar_memories(
-            MemoryRepository(session), context, embedding, self._settings
+            MemoryRepository(session, to_sql(scoped) if scoped else None),
+            context,
+            embedding,
+            self._settings,
         )
 
         async def deterministic() -> Extraction:

@@ -145,6 +145,8 @@ class IngestRepository:
                 id=uuid.uuid4(),
                 user_id=user_id,
                 session_id=message.session_id,
+                agent_id=message.agent_id,
+                run_id=message.run_id,
                 speaker=message.speaker,
                 role=message.role,
                 content=message.content,

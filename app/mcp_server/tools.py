@@ -54,6 +54,26 @@ IdempotencyKey = Annotated[
 ]
 
 
+# The agent (and run) a memory belongs to. On search and list: its memories plus the user's
+# shared ones (no agent); omitted, all of the user's memories.
+AgentIdParam = Annotated[
+    str | None,
+    Field(
+        description="Your agent's id: writes belong to it; searches and lists see its "
+        "memories and the user's shared ones. Omitted: shared (writes), everything (reads).",
+        max_length=256,
+    ),
+]
+RunIdParam = Annotated[
+    str | None,
+    Field(
+        description="The run (task, episode): writes belong to it; searches and lists see "
+        "its memories and those of no run. Omitted: no run (writes), everything (reads).",
+        max_length=256,
+    ),
+]
+
+
 def _retry_hint(key: str | None) -> str:
     if key is None:
         return ""
@@ -106,6 +126,8 @@ def build_server(settings: McpSettings, *, http_path: str = "/mcp") -> FastMCP:
             Field(description="USER: kept across sessions; CONTEXT: only for session_id."),
         ] = "USER",
         session_id: str | None = None,
+        agent_id: AgentIdParam = None,
+        run_id: RunIdParam = None,
         event_time: Annotated[
             datetime | None, Field(description="When the fact happened (ISO 8601).")
         ] = None,
@@ -126,6 +148,8 @@ def build_server(settings: McpSettings, *, http_path: str = "/mcp") -> FastMCP:
                 category=category,
                 scope=scope,
                 session_id=session_id,
+                agent_id=agent_id,
+                run_id=run_id,
                 event_time=event_time,
                 ttl_s=ttl_s,
             )
@@ -139,6 +163,8 @@ def build_server(settings: McpSettings, *, http_path: str = "/mcp") -> FastMCP:
         ctx: Context,
         messages: list[ChatMessage],
         session_id: str | None = None,
+        agent_id: AgentIdParam = None,
+        run_id: RunIdParam = None,
         wait: Annotated[
             bool, Field(description="Wait for the memories to be written (default).")
         ] = True,
@@ -155,6 +181,8 @@ def build_server(settings: McpSettings, *, http_path: str = "/mcp") -> FastMCP:
                     speaker=m.speaker,
                     timestamp=m.timestamp,
                     session_id=session_id,
+                    agent_id=agent_id,
+                    run_id=run_id,
                 )
             )
             for m in messages
@@ -172,12 +200,16 @@ def build_server(settings: McpSettings, *, http_path: str = "/mcp") -> FastMCP:
         session_id: Annotated[
             str | None, Field(description="Also search this session's CONTEXT memories.")
         ] = None,
+        agent_id: AgentIdParam = None,
+        run_id: RunIdParam = None,
         explain: Annotated[
             bool, Field(description="Add each result's rank and score at every stage.")
         ] = False,
     ) -> dict[str, Any]:
         """Search the user's memories (hybrid vector + BM25 retrieval, best first)."""
-        options = _unset_if_none(top_k=top_k, session_id=session_id, explain=explain)
+        options = _unset_if_none(
+            top_k=top_k, session_id=session_id, agent_id=agent_id, run_id=run_id, explain=explain
+        )
         async with api(ctx) as who:
             # "indexed": an agent that just added a memory finds it (a bounded wait).
             found = await who.client.search(who.user_id, query, consistency="indexed", **options)
@@ -242,6 +274,8 @@ def build_server(settings: McpSettings, *, http_path: str = "/mcp") -> FastMCP:
         category: str | None = None,
         scope: Literal["USER", "CONTEXT"] | None = None,
         session_id: str | None = None,
+        agent_id: AgentIdParam = None,
+        run_id: RunIdParam = None,
         include_superseded: bool = False,
         limit: Annotated[int, Field(ge=1, le=200)] = 20,
         cursor: Annotated[
@@ -253,6 +287,8 @@ def build_server(settings: McpSettings, *, http_path: str = "/mcp") -> FastMCP:
             category=category,
             scope=scope,
             session_id=session_id,
+            agent_id=agent_id,
+            run_id=run_id,
             include_superseded=include_superseded,
             limit=limit,
             cursor=cursor,

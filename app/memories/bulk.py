@@ -29,6 +29,8 @@ _STAGING = (
     ("category", pgcopy.text),
     ("scope", pgcopy.text),
     ("session_id", pgcopy.text),
+    ("agent_id", pgcopy.text),
+    ("run_id", pgcopy.text),
     ("speaker", pgcopy.text),
     ("event_time", pgcopy.timestamptz),
     ("embedding_768d", pgcopy.vector),
@@ -47,6 +49,8 @@ _CREATE_STAGING = text(
         category text NOT NULL,
         scope text NOT NULL,
         session_id text,
+        agent_id text,
+        run_id text,
         speaker text,
         event_time timestamptz,
         embedding_768d vector({EMBEDDING_DIM}) NOT NULL,
@@ -60,10 +64,11 @@ _CREATE_STAGING = text(
 _INSERT_NEW = text(
     f"""
     INSERT INTO memories (id, user_id, chain_id, version, content, category, scope, session_id,
-                          is_current, speaker, event_time, created_at, embedding_768d,
-                          embedding_256d, metadata, external_id, expires_at)
-    SELECT id, user_id, id, 1, content, category, scope, session_id, true, speaker, event_time,
-           now(), embedding_768d, embedding_256d, metadata, external_id, expires_at
+                          agent_id, run_id, is_current, speaker, event_time, created_at,
+                          embedding_768d, embedding_256d, metadata, external_id, expires_at)
+    SELECT id, user_id, id, 1, content, category, scope, session_id, agent_id, run_id, true,
+           speaker, event_time, now(), embedding_768d, embedding_256d, metadata, external_id,
+           expires_at
     FROM {STAGING_TABLE}
     ORDER BY position
     ON CONFLICT (tenant_id, user_id, external_id)
@@ -139,6 +144,8 @@ def _staging_record(position: int, memory: Memory) -> tuple[object, ...]:
         memory.category,
         memory.scope,
         memory.session_id,
+        memory.agent_id,
+        memory.run_id,
         memory.speaker,
         memory.event_time,
         memory.embedding_768d,

@@ -13,11 +13,13 @@ import msgspec
 from app.errors import InvalidInputError
 from app.memories.expiry import resolve_expiry
 from app.memories.fields import (
+    AgentId,
     Category,
     Content,
     ExpiresAt,
     Instant,
     Metadata,
+    RunId,
     Scope,
     SessionId,
     Speaker,
@@ -39,6 +41,9 @@ class MemoryUpdate(msgspec.Struct, forbid_unknown_fields=True):
     category: Category | msgspec.UnsetType | None = msgspec.UNSET
     scope: Scope | msgspec.UnsetType = msgspec.UNSET
     session_id: SessionId | msgspec.UnsetType | None = msgspec.UNSET
+    # Omitted: kept; null: shared by all of the user's agents (no run).
+    agent_id: AgentId | msgspec.UnsetType | None = msgspec.UNSET
+    run_id: RunId | msgspec.UnsetType | None = msgspec.UNSET
     speaker: Speaker | msgspec.UnsetType | None = msgspec.UNSET
     event_time: Instant | msgspec.UnsetType | None = msgspec.UNSET
     # When the fact ended in the world (omitted: kept; null: not ended).
@@ -62,6 +67,8 @@ class MemoryDraft:
     category: str | None = None
     scope: str = "USER"
     session_id: str | None = None
+    agent_id: str | None = None  # None: shared by all of the user's agents
+    run_id: str | None = None
     speaker: str | None = None
     event_time: datetime | None = None
     event_end: datetime | None = None
@@ -115,6 +122,8 @@ def check_draft(
     check_metadata(draft.metadata, max_metadata_bytes, f"{field_prefix}metadata")
     check_text(draft.speaker, f"{field_prefix}speaker")
     check_text(draft.session_id, f"{field_prefix}session_id")
+    check_text(draft.agent_id, f"{field_prefix}agent_id")
+    check_text(draft.run_id, f"{field_prefix}run_id")
     draft.event_time = check_instant(draft.event_time, f"{field_prefix}event_time")
     draft.event_end = check_event_end(draft.event_end, draft.event_time, f"{field_prefix}event_end")
     if draft.ttl_s is not None or draft.expires_at is not None:

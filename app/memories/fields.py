@@ -40,6 +40,25 @@ Category = Annotated[
 Content = Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_CONTENT_CHARS)]
 SessionId = Annotated[str, msgspec.Meta(min_length=1, max_length=256)]
 Speaker = Annotated[str, msgspec.Meta(min_length=1, max_length=256)]
+MAX_SCOPE_ID_CHARS = 256
+AgentId = Annotated[
+    str,
+    msgspec.Meta(
+        min_length=1,
+        max_length=MAX_SCOPE_ID_CHARS,
+        description="The agent a memory belongs to. Null: shared by all of the user's agents. "
+        "A search or list naming an agent sees its memories and the shared ones.",
+    ),
+]
+RunId = Annotated[
+    str,
+    msgspec.Meta(
+        min_length=1,
+        max_length=MAX_SCOPE_ID_CHARS,
+        description="The run (one task or episode) a memory came from. Null: of no run. A "
+        "search or list naming a run sees its memories and those of no run.",
+    ),
+]
 TopK = Annotated[int, msgspec.Meta(ge=1, le=MAX_TOP_K)]
 Instant = Annotated[
     datetime,
@@ -118,6 +137,17 @@ def check_json_shape(value: Any, field: str) -> None:
             check_text(item, field)
 
 
+def check_scope_id(value: str | None, field: str) -> str | None:
+    """An agent or run id where the wire schema could not check it (a query parameter):
+    1-256 characters, no NUL."""
+    if value is not None and not 1 <= len(value) <= MAX_SCOPE_ID_CHARS:
+        raise InvalidInputError(
+            f"{field} must have 1 to {MAX_SCOPE_ID_CHARS} characters, not {len(value)}",
+            field=field,
+        )
+    return check_text(value, field)
+
+
 def check_instant(moment: datetime | None, field: str) -> datetime | None:
     """A timezone-aware instant (naive is taken as UTC) within the plausible years."""
     if moment is None:
@@ -133,11 +163,13 @@ def check_instant(moment: datetime | None, field: str) -> datetime | None:
 
 __all__ = [
     "USER_ID_REGEX",
+    "AgentId",
     "Category",
     "Content",
     "ExpiresAt",
     "Instant",
     "Metadata",
+    "RunId",
     "Scope",
     "SessionId",
     "Speaker",
@@ -145,6 +177,7 @@ __all__ = [
     "TtlSeconds",
     "check_instant",
     "check_json_shape",
+    "check_scope_id",
     "check_text",
     "check_user_id",
 ]

@@ -38,7 +38,7 @@ from sqlalchemy.dialects.postgresql import ARRAY, JSONB
 
 from app.db.models import Memory
 from app.errors import InvalidInputError
-from app.memories.fields import check_instant, check_text
+from app.memories.fields import check_instant, check_scope_id, check_text
 from app.search_index.documents import MAX_INDEXED_METADATA_CHARS
 from app.vocabulary import MAX_METADATA_DEPTH, SCOPES
 
@@ -64,13 +64,15 @@ class FieldSpec:
 _TEXT_OPS = ("eq", "ne", "in", "nin", "exists", "contains")
 _TIME_OPS = ("eq", "ne", "gt", "gte", "lt", "lte", "exists")
 
-# The fields a filter may name besides metadata paths. Agent and run scopes, when the
-# memories have them, are one entry each here (and one field in the index's document).
+# The fields a filter may name besides metadata paths (each is one column of memories and
+# one field of the index's document).
 FIELDS: dict[str, FieldSpec] = {
     "category": FieldSpec("text", "category", "category", False, _TEXT_OPS),
     "scope": FieldSpec("scope", "scope", "scope", False, ("eq", "ne", "in", "nin")),
     "session": FieldSpec("text", "session_id", "session_id", True, _TEXT_OPS),
     "speaker": FieldSpec("text", "speaker", "speaker", True, _TEXT_OPS),
+    "agent": FieldSpec("text", "agent_id", "agent_id", True, _TEXT_OPS),
+    "run": FieldSpec("text", "run_id", "run_id", True, _TEXT_OPS),
     "created_at": FieldSpec("time", "created_at", "created_at", False, _TIME_OPS),
     "event_time": FieldSpec("time", "event_time", "event_time", True, _TIME_OPS),
     # The validity range in transaction time: from created_at until superseded_at (null
@@ -285,6 +287,40 @@ def _json_scalar(value: Any, path: str) -> None:
         check_text(value, path)
 
 
+def visible_to(agent_id: str | None, run_id: str | None) -> Filter | None:
+    """What a search or list naming an agent and/or a run sees, as a filter: that agent's
+    memories and the user's shared ones (no agent), and likewise that run's memories and
+    those of no run. Naming neither: None, every memory of the user (as mem0 does)."""
+    parts = [
+        AnyOf((Clause(field, "eq", value), Clause(field, "exists", False)))
+        for field, value in (("agent", agent_id), ("run", run_id))
+        if value is not None
+    ]
+    return AllOf(tuple(parts)) if parts else None
+
+
+def listing_filter(
+    filters_json: str | None,
+    agent_id: str | None,
+    run_id: str | None,
+    names: tuple[str, str, str] = ("filters", "agent_id", "run_id"),
+) -> Filter | None:
+    """What a list or an export keeps: its `filters` (JSON text) within what its agent and
+    run see, checked; `names` are the parameters' names, for the errors."""
+    return all_of(
+        parse_filter_json(filters_json, names[0]) if filters_json is not None else None,
+        visible_to(check_scope_id(agent_id, names[1]), check_scope_id(run_id, names[2])),
+    )
+
+
+def all_of(*trees: Filter | None) -> Filter | None:
+    """The trees given (None: no condition) that must all hold, as one filter."""
+    kept = tuple(tree for tree in trees if tree is not None)
+    if not kept:
+        return None
+    return kept[0] if len(kept) == 1 else AllOf(kept)
+
+
 def clauses(tree: Filter) -> list[Clause]:
     """Every clause of the tree, in order."""
     if isinstance(tree, Clause):
@@ -466,9 +502,12 @@ __all__: Sequence[str] = [
     "Clause",
     "Filter",
     "Not",
+    "all_of",
     "clauses",
+    "listing_filter",
     "parse_filter",
     "parse_filter_json",
     "to_opensearch",
     "to_sql",
+    "visible_to",
 ]

@@ -136,9 +136,10 @@ async def search_legs(query: LegQuery, context: SearchContext, timer: StageTimer
                         request.session_id,
                         bm25_options(plan),
                         timer,
-                        # The filter, compiled once for OpenSearch (the vector leg's is the
-                        # repository's): applied in the query, before BM25 scores.
-                        to_opensearch(request.filters) if request.filters else None,
+                        # The filter (with the agent's and run's visibility), compiled once
+                        # for OpenSearch (the vector leg's is the repository's): applied in
+                        # the query, before BM25 scores.
+                        to_opensearch(scoped) if (scoped := request.scoped_filter) else None,
                     )
                 )
                 if plan.runs("bm25")

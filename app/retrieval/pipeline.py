@@ -62,8 +62,11 @@ class RetrievalPipeline:
             request,
             plan,
             analysis,
-            # The filter, compiled once for Postgres: every read of the search applies it.
-            MemoryRepository(session, to_sql(request.filters) if request.filters else None),
+            # The filter (with the agent's and run's visibility), compiled once for Postgres:
+            # every read of the search applies it.
+            MemoryRepository(
+                session, to_sql(scoped) if (scoped := request.scoped_filter) else None
+            ),
             self._index,
             self._embedder,
             self._cross_encoder,

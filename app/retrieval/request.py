@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from app.memories.filters import Filter
+from app.memories.filters import Filter, all_of, visible_to
 from app.retrieval.candidates import Candidate
 from app.retrieval.plan import StageSwitches
 from app.retrieval.query_analysis import QueryAnalysis
@@ -19,6 +19,10 @@ class SearchRequest:
     query: str
     top_k: int
     session_id: str | None = None
+    # The agent and run asking: they see their own memories and the shared ones (no agent,
+    # no run); None sees all of the user's (app/memories/filters.py, visible_to).
+    agent_id: str | None = None
+    run_id: str | None = None
     as_of: datetime | None = None
     switches: StageSwitches = field(default_factory=StageSwitches)
     profile: str | None = None  # None: settings.retrieval_profile
@@ -31,6 +35,11 @@ class SearchRequest:
     filters: Filter | None = None
     # The BM25 index's lag behind Postgres for this user, measured by the caller: logged.
     index_lag: dict[str, Any] | None = None
+
+    @property
+    def scoped_filter(self) -> Filter | None:
+        """The filter both legs apply: the request's, within what its agent and run see."""
+        return all_of(self.filters, visible_to(self.agent_id, self.run_id))
 
 
 @dataclass(slots=True)

@@ -40,6 +40,8 @@ def memory_document(memory: Memory) -> dict[str, Any]:
         "category": memory.category,
         "scope": memory.scope,
         "session_id": memory.session_id,
+        "agent_id": memory.agent_id,
+        "run_id": memory.run_id,
         "is_current": memory.is_current,
         "speaker": memory.speaker,
         "event_time": memory.event_time.isoformat() if memory.event_time else None,
@@ -61,11 +63,13 @@ def with_tenant(document: dict[str, Any], tenant_id: uuid.UUID) -> dict[str, Any
 def added_fields(english_analyzer: bool) -> dict[str, Any]:
     """Fields later versions added to the mapping: put into an older index on start-up."""
     properties = index_body(english_analyzer)["mappings"]["properties"]
-    return {
-        "properties": {
-            name: properties[name] for name in ("context", "tenant_id", "metadata", "expires_at")
-        }
-    }
+    return {"properties": {name: properties[name] for name in ADDED_FIELDS}}
+
+
+# Fields added to the mapping after the first release, in order: an older index gets them on
+# start-up, and its documents get their values at `make reindex` (until then a filter on them
+# treats those documents as missing the field).
+ADDED_FIELDS = ("context", "tenant_id", "metadata", "expires_at", "agent_id", "run_id")
 
 
 def index_body(english_analyzer: bool, refresh_interval: str = "1s") -> dict[str, Any]:
@@ -93,6 +97,9 @@ def index_body(english_analyzer: bool, refresh_interval: str = "1s") -> dict[str
                 "category": {"type": "keyword"},
                 "scope": {"type": "keyword"},
                 "session_id": {"type": "keyword"},
+                # Agent and run scopes (0017): added to an older index on start-up.
+                "agent_id": {"type": "keyword"},
+                "run_id": {"type": "keyword"},
                 "is_current": {"type": "boolean"},
                 "speaker": {"type": "keyword"},
                 "event_time": {"type": "date"},

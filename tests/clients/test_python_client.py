@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from cognis_client import (
     AsyncCognisClient,
@@ -212,3 +214,47 @@ def test_expiry_through_the_client(cognis: CognisClient, user_id: str) -> None:
     ] * 3
     with pytest.raises(InvalidRequestError, match="not in the future"):
         cognis.add_memory(user_id, {"content": "Late.", "expires_at": "2001-01-01T00:00:00Z"})
+
+
+def test_agents_and_runs_through_the_client(cognis: CognisClient, user_id: str) -> None:
+    mine = cognis.add_memory(
+        user_id, MemoryInput(content="Ines plans the Apollo launch.", agent_id="planner")
+    )
+    assert (mine.agent_id, mine.run_id) == ("planner", None)
+    (theirs, shared) = cognis.add_memories(
+        user_id,
+        [
+            MemoryInput(content="Ines plans the Gemini launch.", agent_id="pr", run_id="r1"),
+            {"content": "Ines plans every launch carefully."},
+        ],
+    )
+    assert (theirs.agent_id, theirs.run_id, shared.agent_id) == ("pr", "r1", None)
+    found = cognis.search(user_id, "launch plans", agent_id="planner", consistency="indexed")
+    assert {h.memory.id for h in found.results} == {mine.id, shared.id}
+    listed = cognis.list_memories(user_id, run_id="r1")
+    assert {m.id for m in listed.items} == {mine.id, theirs.id, shared.id}
+    listed = cognis.list_memories(user_id, agent_id="pr", run_id="r2")
+    assert {m.id for m in listed.items} == {shared.id}
+    moved = cognis.update_memory(user_id, theirs.id, agent_id=None)
+    assert (moved.agent_id, moved.run_id) == (None, "r1")
+
+
+def test_export_through_the_client(cognis: CognisClient, user_id: str) -> None:
+    cognis.add_memories(
+        user_id,
+        [
+            MemoryInput(content="Ines plans the Apollo launch.", agent_id="planner"),
+            MemoryInput(content="Ines plans the Gemini launch.", agent_id="pr"),
+        ],
+    )
+    lines = [json.loads(line) for line in cognis.export(user_id).splitlines()]
+    assert {line["content"] for line in lines} == {
+        "Ines plans the Apollo launch.",
+        "Ines plans the Gemini launch.",
+    }
+    planner = cognis.export(user_id, agent_id="planner", vectors=True)
+    (line,) = [json.loads(text) for text in planner.splitlines()]
+    assert (line["agent_id"], len(line["embedding"])) == ("planner", 768)
+    gemini = {"field": "content", "op": "eq", "value": "x"}
+    with pytest.raises(InvalidRequestError, match="unknown field"):
+        cognis.export(user_id, filters=gemini)

@@ -306,3 +306,42 @@ async def test_add_memory_takes_a_time_to_live(
         < expires_at - created_at
         <= timedelta(hours=2, minutes=1)
     )
+
+
+async def test_tools_take_an_agent_and_a_run(api: ApiProcess, user_id: str) -> None:
+    """Writes belong to the agent and run given; a search or list naming an agent sees its
+    memories and the shared ones, never another agent's."""
+    headers = {"X-API-Key": API_KEY, "X-Cognis-User": user_id}
+    async with http_session(api.url, headers) as mcp:
+        planner = payload(
+            await mcp.call_tool(
+                "add_memory",
+                {"content": "Noor books trains for trips.", "agent_id": "planner", "run_id": "r1"},
+            )
+        )
+        assert (planner["agent_id"], planner["run_id"]) == ("planner", "r1")
+        coach = payload(
+            await mcp.call_tool("add_memory", {"content": "Noor trains for a marathon."})
+        )
+        assert coach["agent_id"] is None
+        job = payload(
+            await mcp.call_tool(
+                "add_messages",
+                {"messages": [{"content": "I train with a running club."}], "agent_id": "coach"},
+            )
+        )
+        (decision,) = [d for m in job["messages"] for d in m["decisions"]]
+        assert decision["operation"] == "ADD", decision
+        club = decision["memory_id"]
+
+        found = payload(
+            await mcp.call_tool("search_memories", {"query": "Noor trains", "agent_id": "coach"})
+        )
+        ids = {r["memory"]["id"] for r in found["results"]}
+        assert coach["id"] in ids and club in ids and planner["id"] not in ids
+        listed = payload(
+            await mcp.call_tool("list_memories", {"agent_id": "planner", "run_id": "r1"})
+        )
+        assert {m["id"] for m in listed["items"]} == {planner["id"], coach["id"]}
+        everything = payload(await mcp.call_tool("list_memories", {}))
+        assert {m["id"] for m in everything["items"]} == {planner["id"], coach["id"], club}

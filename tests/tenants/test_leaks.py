@@ -13,6 +13,7 @@ from sqlalchemy import text
 
 from app.config import Settings
 from app.db.tenant import tenant_scope
+from app.memories.filters import to_opensearch, visible_to
 from app.search_index.client import MemoryIndex
 from tests.conftest import API_KEY, InProcessApi, wait_until
 from tests.factories import indexed_document, search, stage_rank
@@ -22,6 +23,16 @@ from tests.tenants.helpers import TenantKey, new_tenant, tenant_client
 pytestmark = pytest.mark.usefixtures("ingest_worker")  # messages through the in-process API
 
 USERS = ("alice", "bob")
+AGENT, RUN = "planner", "run-1"
+# What the agent's and run's own memories are, as a filter.
+AGENTS_OWN = {
+    "and": [
+        {"field": "agent", "op": "eq", "value": AGENT},
+        {"field": "run", "op": "in", "value": [RUN]},
+    ]
+}
+# What that agent and run see, as the BM25 leg's query clause.
+AGENT_SCOPE = to_opensearch(visible_to(AGENT, RUN))
 # A filter every memory matches.
 EVERYTHING = {
     "or": [
@@ -40,7 +51,13 @@ async def _write_everything(http: httpx.AsyncClient, user: str, secret: str) -> 
     """One of each write: a memory, a batch, messages (ingested), an import."""
     made = await http.post(
         f"/v1/users/{user}/memories",
-        json={"content": f"My locker code word is {secret}", "category": "personal_details"},
+        json={
+            "content": f"My locker code word is {secret}",
+            "category": "personal_details",
+            # The same agent and run in every tenant and user.
+            "agent_id": AGENT,
+            "run_id": RUN,
+        },
     )
     assert made.status_code == 201, made.text
     batch = await http.post(
@@ -54,7 +71,11 @@ async def _write_everything(http: httpx.AsyncClient, user: str, secret: str) -> 
         params={"wait": "true"},
         json={
             "messages": [
-                {"content": f"I adopted a parrot called {secret}bird", "idempotency_key": "m-1"}
+                {
+                    "content": f"I adopted a parrot called {secret}bird",
+                    "idempotency_key": "m-1",
+                    "agent_id": AGENT,
+                }
             ]
         },
     )
@@ -143,6 +164,37 @@ async def test_two_tenants_with_the_same_users_never_meet(
             )
             assert {m["id"] for m in filtered.json()["items"]} == {m["id"] for m in listed}
 
+            # Agents and runs (the same ids in every tenant and user): an agent's search and
+            # list see this tenant's user's memories only, in both legs.
+            for key, secret in secrets.items():
+                if key[0] == tenant:
+                    continue
+                leaked = await search(
+                    own, user, secret, consistency="indexed", top_k=50, agent_id=AGENT, run_id=RUN
+                )
+                assert all(secret not in r["memory"]["content"] for r in leaked["results"])
+            found = await search(
+                own, user, secrets[tenant, user], consistency="indexed", agent_id=AGENT, run_id=RUN
+            )
+            assert stage_rank(found["results"][0], "bm25") == 1
+            as_agent = await own.get(
+                f"/v1/users/{user}/memories", params={"agent_id": AGENT, "run_id": RUN}
+            )
+            assert {m["id"] for m in as_agent.json()["items"]} == {m["id"] for m in listed}
+            agents_own = await own.get(
+                f"/v1/users/{user}/memories", params={"filters": json.dumps(AGENTS_OWN)}
+            )
+            assert [m["id"] for m in agents_own.json()["items"]] == [mine["memory"]["id"]]
+
+            # The export: this tenant's user's four memories, whatever its filter or agent.
+            for params in ({}, {"filters": json.dumps(EVERYTHING), "agent_id": AGENT}):
+                exported = await own.get(f"/v1/users/{user}/export", params=params)
+                assert exported.status_code == 200, exported.text
+                lines = [json.loads(line) for line in exported.text.splitlines()]
+                assert len(lines) == 4, lines
+                assert secrets[tenant, user] in exported.text
+                assert all(secrets[k] not in exported.text for k in secrets if k != (tenant, user))
+
             # The users list: exactly this tenant's users, counted in this tenant alone.
             users = (await own.get("/v1/users")).json()["items"]
             assert [(u["user_id"], u["memories"]) for u in users] == [(u, 4) for u in USERS]
@@ -161,6 +213,7 @@ async def test_two_tenants_with_the_same_users_never_meet(
         assert erased.json()["postgres"]["memories"] == 4, erased.text
         assert erased.json()["opensearch_deleted"] == 4, erased.text
         assert (await http["tb"].get("/v1/users/alice/memories")).json()["items"] == []
+        assert (await http["tb"].get("/v1/users/alice/export")).content == b""
         kept = (await http["ta"].get("/v1/users/alice/memories")).json()["items"]
         assert len(kept) == 4
         found = await search(http["ta"], "alice", secrets["ta", "alice"], consistency="indexed")
@@ -210,7 +263,10 @@ async def _bm25_filters_by_tenant(
             for label, key in tenants.items():
                 with tenant_scope(uuid.UUID(key.tenant_id)):
                     hits = await index.search_bm25(user, secret, 10)
+                    # The agent's scope, compiled for the index, widens nothing either.
+                    as_agent = await index.search_bm25(user, secret, 10, matching=AGENT_SCOPE)
                 assert bool(hits) == (label == tenant), (label, tenant, user, hits)
+                assert [h.memory_id for h in as_agent] == [h.memory_id for h in hits]
     finally:
         await index.close()
 

@@ -10,11 +10,13 @@ import msgspec
 
 from app.db.models import Memory
 from app.memories.fields import (
+    AgentId,
     Category,
     Content,
     ExpiresAt,
     Instant,
     Metadata,
+    RunId,
     Scope,
     SessionId,
     Speaker,
@@ -28,6 +30,8 @@ class MemoryCreate(msgspec.Struct, forbid_unknown_fields=True):
     category: Category | None = None
     scope: Scope = "USER"
     session_id: SessionId | None = None
+    agent_id: AgentId | None = None
+    run_id: RunId | None = None
     speaker: Speaker | None = None
     event_time: Instant | None = None
     metadata: Metadata = msgspec.field(default_factory=dict)
@@ -66,6 +70,8 @@ class MemoryOut(msgspec.Struct):
     context: str | None = None
     # When the memory expires (null: never); the same on all its versions.
     expires_at: datetime | None = None
+    agent_id: str | None = None
+    run_id: str | None = None
 
     @classmethod
     def of(cls, m: Memory) -> MemoryOut:
@@ -90,6 +96,8 @@ class MemoryOut(msgspec.Struct):
             external_id=m.external_id,
             context=m.context,
             expires_at=m.expires_at,
+            agent_id=m.agent_id,
+            run_id=m.run_id,
         )
 
 

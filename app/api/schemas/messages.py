@@ -11,9 +11,11 @@ import msgspec
 from app.db.models import IngestDecision
 from app.ingest.domain import Extraction, Operation
 from app.memories.fields import (
+    AgentId,
     Content,
     Instant,
     Metadata,
+    RunId,
     Scope,
     SessionId,
     Speaker,
@@ -29,6 +31,9 @@ class MessageIn(msgspec.Struct, forbid_unknown_fields=True):
     speaker: Speaker | None = None
     timestamp: Instant | None = None  # when it was said; back-dated imports are normal
     session_id: SessionId | None = None
+    # The memories derived from the message belong to its agent and run (null: shared).
+    agent_id: AgentId | None = None
+    run_id: RunId | None = None
     metadata: Metadata = msgspec.field(default_factory=dict)
     idempotency_key: IdempotencyKey | None = None
     scope: Scope | None = None  # CONTEXT: the memories belong to this message's session

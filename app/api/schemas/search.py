@@ -8,7 +8,7 @@ from uuid import UUID
 import msgspec
 
 from app.api.schemas.memories import MemoryOut
-from app.memories.fields import Instant, SessionId, TopK
+from app.memories.fields import AgentId, Instant, RunId, SessionId, TopK
 from app.memories.filters import FILTER_JSON_SCHEMA
 from app.retrieval.plan import StageSwitches
 from app.retrieval.profiles import PROFILES, LeverOverrides, ProfileName
@@ -41,6 +41,20 @@ class SearchBody(msgspec.Struct, forbid_unknown_fields=True):
     query: Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_CONTENT_CHARS)]
     top_k: TopK | None = None
     session_id: SessionId | None = None
+    agent_id: Annotated[
+        AgentId | None,
+        msgspec.Meta(
+            description="The agent asking: it sees its own memories and the user's shared ones "
+            "(no agent_id). Omitted: every memory of the user, whatever its agent."
+        ),
+    ] = None
+    run_id: Annotated[
+        RunId | None,
+        msgspec.Meta(
+            description="The run asking: it sees its own memories and those of no run. "
+            "Omitted: every memory of the user, whatever its run."
+        ),
+    ] = None
     as_of: Annotated[
         Instant | None,
         msgspec.Meta(

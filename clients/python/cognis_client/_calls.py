@@ -6,7 +6,7 @@ import random
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Generic, TypedDict, TypeVar
+from typing import Any, Generic, Literal, TypedDict, TypeVar
 from urllib.parse import quote
 
 import httpx
@@ -68,6 +68,8 @@ class Call(Generic[T]):
         )
 
     def decode(self, response: httpx.Response) -> T:
+        if self.result is bytes:  # a body taken as it is (the export's JSON Lines)
+            return response.content  # type: ignore[return-value]
         return msgspec.json.decode(response.content, type=self.result)
 
 
@@ -133,6 +135,9 @@ class MemoryFilters(TypedDict, total=False):
 
     scope: Scope
     session_id: str
+    # An agent's (or run's) memories and the user's shared ones; omitted: all of them.
+    agent_id: str
+    run_id: str
     category: str
     include_superseded: bool
     # The filter language (README, "Filters"), as a plain dict: sent as JSON.
@@ -149,6 +154,23 @@ def list_memories(user_id: str, options: ListOptions) -> Call[MemoryPage]:
     if params.get("filters") is not None:
         params["filters"] = msgspec.json.encode(params["filters"]).decode()
     return Call("GET", f"{_user(user_id)}/memories", MemoryPage, params=params)
+
+
+class ExportOptions(TypedDict, total=False):
+    """Options of `export` (all optional): as the list's, and which versions, and vectors."""
+
+    versions: Literal["current", "all"]
+    vectors: bool
+    agent_id: str
+    run_id: str
+    filters: dict[str, Any]
+
+
+def export(user_id: str, options: ExportOptions) -> Call[bytes]:
+    params: dict[str, Any] = dict(options)
+    if params.get("filters") is not None:
+        params["filters"] = msgspec.json.encode(params["filters"]).decode()
+    return Call("GET", f"{_user(user_id)}/export", bytes, params=params)
 
 
 def list_users(prefix: str | None, limit: int | None, cursor: str | None) -> Call[UserPage]:
@@ -187,6 +209,9 @@ class SearchOptions(TypedDict, total=False):
 
     top_k: int
     session_id: str
+    # The agent (or run) asking: its memories and the user's shared ones; omitted: all.
+    agent_id: str
+    run_id: str
     as_of: datetime
     explain: bool
     consistency: Consistency

@@ -10,7 +10,14 @@ from typing import Any, TypeVar, Unpack
 import httpx
 
 from cognis_client import _calls as calls
-from cognis_client._calls import Call, ListOptions, MemoryFilters, RetryPolicy, SearchOptions
+from cognis_client._calls import (
+    Call,
+    ExportOptions,
+    ListOptions,
+    MemoryFilters,
+    RetryPolicy,
+    SearchOptions,
+)
 from cognis_client.errors import (
     CognisError,
     ConflictError,
@@ -206,6 +213,11 @@ class CognisClient(_Retrying):
     def erase_user(self, user_id: str) -> Erasure:
         return self._send(calls.erase_user(user_id))
 
+    def export(self, user_id: str, **options: Unpack[ExportOptions]) -> bytes:
+        """The user's memories as JSON Lines in the import's line format (read whole: for a
+        very large user, `python -m app export` streams to a file)."""
+        return self._send(calls.export(user_id, options))
+
     def list_users(
         self, *, prefix: str | None = None, limit: int | None = None, cursor: str | None = None
     ) -> UserPage:
@@ -333,6 +345,10 @@ class AsyncCognisClient(_Retrying):
 
     async def erase_user(self, user_id: str) -> Erasure:
         return await self._send(calls.erase_user(user_id))
+
+    async def export(self, user_id: str, **options: Unpack[ExportOptions]) -> bytes:
+        """The user's memories as JSON Lines in the import's line format (read whole)."""
+        return await self._send(calls.export(user_id, options))
 
     async def list_users(
         self, *, prefix: str | None = None, limit: int | None = None, cursor: str | None = None

@@ -36,6 +36,9 @@ class Memory(msgspec.Struct, frozen=True):
     event_end: datetime | None = None
     # When the memory expires (server 0017+); None: never.
     expires_at: datetime | None = None
+    # The agent and run it belongs to (server 0017+); None: shared by all agents, no run.
+    agent_id: str | None = None
+    run_id: str | None = None
 
 
 class MemoryPage(msgspec.Struct, frozen=True):
@@ -170,6 +173,8 @@ class MemoryInput(msgspec.Struct, omit_defaults=True, forbid_unknown_fields=True
     category: str | msgspec.UnsetType = msgspec.UNSET
     scope: Scope | msgspec.UnsetType = msgspec.UNSET
     session_id: str | msgspec.UnsetType = msgspec.UNSET
+    agent_id: str | msgspec.UnsetType = msgspec.UNSET
+    run_id: str | msgspec.UnsetType = msgspec.UNSET
     speaker: str | msgspec.UnsetType = msgspec.UNSET
     event_time: datetime | msgspec.UnsetType = msgspec.UNSET
     metadata: dict[str, Any] | msgspec.UnsetType = msgspec.UNSET
@@ -185,6 +190,9 @@ class MemoryChanges(msgspec.Struct, omit_defaults=True, forbid_unknown_fields=Tr
     category: str | msgspec.UnsetType = msgspec.UNSET
     scope: Scope | msgspec.UnsetType = msgspec.UNSET
     session_id: str | msgspec.UnsetType | None = msgspec.UNSET
+    # None makes it shared by all of the user's agents (of no run).
+    agent_id: str | msgspec.UnsetType | None = msgspec.UNSET
+    run_id: str | msgspec.UnsetType | None = msgspec.UNSET
     speaker: str | msgspec.UnsetType | None = msgspec.UNSET
     event_time: datetime | msgspec.UnsetType | None = msgspec.UNSET
     # When the fact ended in the world; None clears it.
@@ -201,6 +209,9 @@ class Message(msgspec.Struct, omit_defaults=True, forbid_unknown_fields=True):
     speaker: str | msgspec.UnsetType = msgspec.UNSET
     timestamp: datetime | msgspec.UnsetType = msgspec.UNSET
     session_id: str | msgspec.UnsetType = msgspec.UNSET
+    # The memories derived from the message belong to this agent and run.
+    agent_id: str | msgspec.UnsetType = msgspec.UNSET
+    run_id: str | msgspec.UnsetType = msgspec.UNSET
     metadata: dict[str, Any] | msgspec.UnsetType = msgspec.UNSET
     idempotency_key: str | msgspec.UnsetType = msgspec.UNSET
     scope: Scope | msgspec.UnsetType = msgspec.UNSET
