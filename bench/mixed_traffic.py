@@ -182,9 +182,11 @@ async def _interactive(
         await asyncio.gather(*watchers)
 
 
-async def _bulk(url: str, key: str, user_id: str, texts: list[str], path: str) -> float:
-    """A's import: texts/s through POST /memories/batch (100 a request, 2 clients) or one
-    streamed POST /import."""
+async def _bulk(
+    url: str, key: str, user_id: str, texts: list[str], path: str, batch_size: int
+) -> float:
+    """A's import: texts/s through POST /memories/batch (`batch_size` a request, 2 clients) or
+    one streamed POST /import."""
     headers = {"X-API-Key": key}
     started = time.perf_counter()
     async with httpx.AsyncClient(base_url=url, headers=headers, timeout=3600) as http:
@@ -200,7 +202,7 @@ async def _bulk(url: str, key: str, user_id: str, texts: list[str], path: str) -
             )
             response.raise_for_status()
         else:
-            chunks = [texts[i : i + 100] for i in range(0, len(texts), 100)]
+            chunks = [texts[i : i + batch_size] for i in range(0, len(texts), batch_size)]
             refused: list[str] = []
 
             async def client() -> None:
@@ -248,7 +250,7 @@ async def _phase(
         await asyncio.sleep(args.idle_s)
     else:
         user_id, path = bulk
-        rate = await _bulk(url, keys["a"], user_id, texts[: args.bulk_texts], path)
+        rate = await _bulk(url, keys["a"], user_id, texts[: args.bulk_texts], path, args.batch_size)
     stop.set()
     await asyncio.gather(*loads)
     return seen, rate
@@ -317,7 +319,9 @@ async def run(args: argparse.Namespace) -> None:
         for path in args.paths:
             alone_user, mixed_user = f"bench-a-{path}-{tag}", f"bench-a-{path}-mixed-{tag}"
             users += [("a", alone_user), ("a", mixed_user)]
-            alone = await _bulk(url, keys["a"], alone_user, texts[: args.bulk_texts], path)
+            alone = await _bulk(
+                url, keys["a"], alone_user, texts[: args.bulk_texts], path, args.batch_size
+            )
             mixed, rate = await _phase(url, keys, args, texts, questions, (mixed_user, path), users)
             assert rate is not None
             print(
@@ -337,6 +341,13 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--bulk-texts", type=int, default=5000)
     parser.add_argument("--turns-per-text", type=int, default=8)
+    parser.add_argument(
+        "--batch-size",
+        type=int,
+        default=100,
+        help="texts per POST /memories/batch; a batch must fit COGNIS_BULK_WRITE_DEADLINE_MS "
+        "(about 1 s of model time per chat-length text on 2 cores)",
+    )
     parser.add_argument("--paths", nargs="+", default=["batch", "import"])
     parser.add_argument("--interactive-rate", type=float, default=0.5, help="per tenant, per s")
     parser.add_argument("--idle-s", type=float, default=60)
