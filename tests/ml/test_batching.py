@@ -164,16 +164,26 @@ async def test_bulk_work_yields_to_an_interactive_write_between_model_calls() ->
     assert [len(c) for c in model.calls] == [4, 4, 3]
 
 
+# 12 short texts, then 3 long ones: 1,500 characters in all.
+MIXED_LENGTHS = ["s" * 50] * 12 + ["l" * 300] * 3
+
+
+def _budgeted(model: RecordingModel, monkeypatch: pytest.MonkeyPatch) -> MicroBatcher:
+    """A batcher with a 0.5 s call budget and the model's learnt speed fixed at 1 ms a
+    character (so the budget is 500 characters), whatever the calls take."""
+    batcher = MicroBatcher(model, max_batch=32, max_wait_s=0.0, max_call_s=0.5)
+    batcher.seconds_per_char = 0.001
+    monkeypatch.setattr(batcher, "_learn", lambda cost, seconds: None)
+    return batcher
+
+
 async def test_a_call_stops_at_its_time_budget_so_long_texts_go_few_at_a_time(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     model = RecordingModel()
-    batcher = MicroBatcher(model, max_batch=32, max_wait_s=0.0, max_call_s=0.5)
-    # The model's learnt speed, fixed here: 1 ms a character, so 0.5 s is 500 characters.
-    batcher.seconds_per_char = 0.001
-    monkeypatch.setattr(batcher, "_learn", lambda cost, seconds: None)
+    batcher = _budgeted(model, monkeypatch)
 
-    await batcher.submit(["s" * 50] * 12 + ["l" * 300] * 3, Work(BULK))
+    await batcher.submit(MIXED_LENGTHS, Work(BULK))
 
     # Short texts share a call up to the budget; a call goes past it by its last text only.
     assert [[len(t) for t in call] for call in model.calls] == [
@@ -187,12 +197,10 @@ async def test_the_time_budget_never_splits_an_interactive_write(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     model = RecordingModel()
-    batcher = MicroBatcher(model, max_batch=32, max_wait_s=0.0, max_call_s=0.5)
-    batcher.seconds_per_char = 0.001
-    monkeypatch.setattr(batcher, "_learn", lambda cost, seconds: None)
+    batcher = _budgeted(model, monkeypatch)
 
     # A batch of messages applied in one transaction: one model call, whatever its length.
-    await batcher.submit(["s" * 50] * 12 + ["l" * 300] * 3, WRITE)
+    await batcher.submit(MIXED_LENGTHS, WRITE)
 
     assert [len(call) for call in model.calls] == [15]
 
@@ -202,7 +210,7 @@ async def test_without_a_time_budget_a_call_is_bounded_by_its_texts_only() -> No
     batcher = MicroBatcher(model, max_batch=32, max_wait_s=0.0)
     batcher.seconds_per_char = 0.001
 
-    await batcher.submit(["s" * 50] * 12 + ["l" * 300] * 3, Work(BULK))
+    await batcher.submit(MIXED_LENGTHS, Work(BULK))
 
     assert [len(call) for call in model.calls] == [15]
 
