@@ -258,7 +258,9 @@ os_start() {
             OPENSEARCH_JAVA_OPTS="${OPENSEARCH_JAVA_OPTS:-}" \
             "$OS_HOME/bin/opensearch" -d -p "$OS_PIDFILE" >>"$OS_STDOUT" 2>&1 </dev/null \
             || { tail -n 30 "$OS_STDOUT" >&2; die "opensearch failed to launch (log: $OS_STDOUT)"; }
-        wait_for 10 "$OS_STDOUT" "the opensearch pid file" -- test -s "$OS_PIDFILE" || die "opensearch did not write $OS_PIDFILE"
+        # The JVM writes it once it has bootstrapped: seconds on a quiet machine, far more on a
+        # busy one, so the same bound as the health wait below.
+        wait_for "${COGNIS_OS_START_TIMEOUT:-120}" "$OS_STDOUT" "the opensearch pid file" -- test -s "$OS_PIDFILE" || die "opensearch did not write $OS_PIDFILE"
     fi
     wait_for "${COGNIS_OS_START_TIMEOUT:-120}" "$OS_LOG" "opensearch cluster health yellow" -- os_check_started \
         || die "opensearch is not healthy (log: $OS_LOG)"

@@ -14,7 +14,8 @@ from contextlib import asynccontextmanager
 
 from sqlalchemy import text
 from sqlalchemy.engine import make_url
-from sqlalchemy.ext.asyncio import create_async_engine
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 PG_DUMP = shutil.which("pg_dump") or "/usr/lib/postgresql/15/bin/pg_dump"
 
@@ -72,9 +73,39 @@ async def scratch_database(owner_url: str, template: str | None = None) -> Async
             await connection.execute(text(f'CREATE DATABASE "{name}"{copy}'))
         yield url.set(database=name).render_as_string(hide_password=False)
     finally:
+        try:
+            await drop_database(admin, name)
+        finally:
+            await admin.dispose()
+
+
+# A database still in use by another session (DROP waits 5 s for it, then gives up).
+_IN_USE = "55006"
+
+
+async def drop_database(admin: AsyncEngine, name: str, attempts: int = 6) -> None:
+    """Drop a scratch database: end this role's own sessions in it (a killed migration's), then
+    a plain DROP, which also stops an autovacuum worker there. Not `WITH (FORCE)`: that ends
+    every session and refuses, at random, when one of them is not this role's (an autovacuum
+    worker on a freshly copied database: "must be a member of the role whose process is being
+    terminated", seen in CI)."""
+    for attempt in range(1, attempts + 1):
         async with admin.connect() as connection:
-            await connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        await admin.dispose()
+            await connection.execute(
+                text(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                    " WHERE datname = :name AND usename = current_user"
+                    " AND pid <> pg_backend_pid()"
+                ),
+                {"name": name},
+            )
+            try:
+                await connection.execute(text(f'DROP DATABASE IF EXISTS "{name}"'))
+                return
+            except DBAPIError as error:
+                code = getattr(error.orig, "sqlstate", None) or getattr(error.orig, "pgcode", None)
+                if code != _IN_USE or attempt == attempts:
+                    raise
 
 
 def database_name(url: str) -> str:

@@ -8,16 +8,15 @@ its lock_timeout). Commands run as asyncio subprocesses, so the session's loop n
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 import pytest
 from sqlalchemy import text
-from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from tests.conftest import alembic_async, run_cli, run_cli_async
+from tests.schema_dump import scratch_database
 
 EXPECTED_INDEXES = {
     "memories_embedding_256d_hnsw_idx": (
@@ -94,18 +93,8 @@ class Scratch:
 
 @pytest.fixture
 async def scratch(migrated: dict[str, str]) -> AsyncIterator[Scratch]:
-    url = make_url(migrated["COGNIS_MIGRATION_DATABASE_URL"])
-    name = f"cognis_migrations_{uuid.uuid4().hex[:8]}"
-    admin = create_async_engine(url, isolation_level="AUTOCOMMIT")
-    async with admin.connect() as connection:
-        await connection.execute(text(f'CREATE DATABASE "{name}"'))
-    scratch_url = url.set(database=name).render_as_string(hide_password=False)
-    try:
+    async with scratch_database(migrated["COGNIS_MIGRATION_DATABASE_URL"]) as scratch_url:
         yield Scratch(scratch_url, {**migrated, "COGNIS_MIGRATION_DATABASE_URL": scratch_url})
-    finally:
-        async with admin.connect() as connection:
-            await connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        await admin.dispose()
 
 
 @pytest.fixture

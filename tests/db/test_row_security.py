@@ -24,7 +24,9 @@ SET_TENANT = text("SELECT set_config('cognis.tenant_id', :t, true)")
 
 
 async def _seed(owner: AsyncEngine, tenant_id: uuid.UUID, user_id: str) -> None:
-    """One row in every tenant table, written as the tenant (tenant_id comes from the default)."""
+    """One row in every tenant table, written as the tenant (tenant_id comes from the default).
+    The ingestion task is finished and the outbox event delivered: the background workers of
+    the session's APIs (same database) take neither, so no row changes while a test reads."""
     message_id, memory_id, job_id = uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
     params = {
         "m": message_id,
@@ -42,9 +44,10 @@ async def _seed(owner: AsyncEngine, tenant_id: uuid.UUID, user_id: str) -> None:
             "INSERT INTO memories (id, user_id, chain_id, version, content, category,"
             " embedding_768d, embedding_256d) VALUES (:mem, :u, :mem, 1, 'a fact', 'hobbies',"
             " CAST(:e768 AS vector), CAST(:e256 AS vector))",
-            "INSERT INTO outbox (user_id, op, memory_id) VALUES (:u, 'index', :mem)",
-            "INSERT INTO ingest_tasks (message_id, job_id, user_id, sent_at)"
-            " VALUES (:m, :j, :u, now())",
+            "INSERT INTO outbox (user_id, op, memory_id, processed_at)"
+            " VALUES (:u, 'index', :mem, now())",
+            "INSERT INTO ingest_tasks (message_id, job_id, user_id, sent_at, state, finished_at)"
+            " VALUES (:m, :j, :u, now(), 'done', now())",
             "INSERT INTO ingest_decisions (job_id, message_id, user_id, position, operation,"
             " extractor) VALUES (:j, :m, :u, 0, 'NONE', 'deterministic')",
             "INSERT INTO idempotency_keys (user_id, key, route, request_hash, state, expires_at)"
