@@ -76,3 +76,11 @@ class UnsupportedMediaTypeError(CognisError):
 class PayloadTooLargeError(CognisError):
     status_code = 413
     title = "Payload too large"
+
+
+class TooMuchWorkError(PayloadTooLargeError):
+    """A write whose texts alone need more model time than its whole deadline, at the model's
+    current speed: refused before any model work, because sending it again would fail the same
+    way. Its detail says how many texts fit (`fitting_texts`)."""
+
+    title = "Too much work for the deadline"

@@ -28,7 +28,10 @@ the longest call is the longest an interactive text can wait. Short texts still 
 
 A request may carry a deadline: if its texts have not all been embedded by then it fails with
 DeadlineExceededError and its remaining texts leave the queue (nobody waits for them any more).
-A caller that goes away (cancelled) leaves the queue the same way.
+A caller that goes away (cancelled) leaves the queue the same way. A bulk request whose texts
+alone need more model time than its whole deadline, at the speed the batcher has learnt, is
+refused at once with TooMuchWorkError (413) when fewer of its texts would fit: waiting and
+retrying could never make it fit, and the answer says how many texts would.
 
 One dispatcher task per event loop feeds the model one call at a time from a worker thread;
 the model itself is never called concurrently.
@@ -48,7 +51,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 import anyio
 
-from app.errors import DeadlineExceededError
+from app.errors import DeadlineExceededError, TooMuchWorkError
 
 T = TypeVar("T")
 
@@ -89,6 +92,27 @@ class Deadline:
             "model is busy with other work); nothing was written: send it again after "
             "Retry-After seconds",
             deadline_ms=self.budget_ms,
+        )
+
+    def fitting(self, needed_s: float, texts: int) -> int:
+        """How many of `texts` texts, needing `needed_s` seconds of model time together, fit
+        this whole deadline (at that mean cost a text)."""
+        return int(texts * self.budget_ms / 1000 / needed_s) if needed_s > 0 else texts
+
+    def too_much(self, needed_s: float, texts: int) -> TooMuchWorkError:
+        """The refusal of `texts` texts that need about `needed_s` seconds of model time alone,
+        more than this whole deadline: sending them again would fail the same way."""
+        fitting = self.fitting(needed_s, texts)
+        return TooMuchWorkError(
+            f"these {texts} texts need about {needed_s:.1f} s of model time at the model's "
+            f"current speed, more than this write's whole deadline of {self.budget_ms} ms, so "
+            f"sending them again would fail the same way; nothing was written. Send at most "
+            f"about {fitting} texts per request (a client's X-Cognis-Deadline-Ms can only "
+            "shorten the server's own deadline), or use POST /v1/users/{user_id}/import, "
+            "which has none",
+            deadline_ms=self.budget_ms,
+            needed_ms=round(needed_s * 1000),
+            fitting_texts=fitting,
         )
 
     def check(self) -> None:
@@ -287,13 +311,23 @@ class MicroBatcher(Generic[T]):
 
     async def submit(self, texts: list[str], work: Work) -> list[T]:
         """The model's output for each text, in order, once every text has been through the
-        model; DeadlineExceededError if the work's deadline passes first."""
+        model; DeadlineExceededError if the work's deadline passes first, TooMuchWorkError at
+        once if its texts alone need more model time than the whole deadline."""
         if not texts:
             return []
         deadline = work.deadline
-        if deadline is not None and deadline.remaining_s() <= 0:
-            self._report("shed", work.work_class)
-            raise deadline.refusal()
+        if deadline is not None:
+            if deadline.remaining_s() <= 0:
+                self._report("shed", work.work_class)
+                raise deadline.refusal()
+            # Bulk work only, and only when fewer texts would fit: then the batch's size is
+            # what makes it too much. An interactive write (one text or a few), or a deadline
+            # that not even one text fits, is refused at the deadline (503) if the model is
+            # still that slow then: a busy model is a state that passes.
+            needed_s = self.model_seconds(texts) if work.work_class is WorkClass.BULK else 0.0
+            if needed_s > deadline.budget_ms / 1000 and deadline.fitting(needed_s, len(texts)):
+                self._report("shed", work.work_class)
+                raise deadline.too_much(needed_s, len(texts))
         queues = self._ensure_dispatcher()
         loop = asyncio.get_running_loop()
         request: _Request[T] = _Request(work, texts, loop.create_future(), time.monotonic())
@@ -357,6 +391,10 @@ class MicroBatcher(Generic[T]):
             batch = self._take(queues)
             if batch:
                 await self._run(batch)
+
+    def model_seconds(self, texts: Sequence[str]) -> float:
+        """The model time `texts` need at the speed learnt so far (0 before the first call)."""
+        return sum(map(text_cost, texts)) * (self.seconds_per_char or 0.0)
 
     def call_budget(self) -> float:
         """Characters one call may take before it stops taking more (inf: no bound yet)."""

@@ -190,3 +190,52 @@ async def test_a_deadline_header_must_be_a_positive_number_of_ms(
         assert response.status_code == 400, response.text
         assert response.headers["content-type"].startswith("application/problem+json")
         assert response.json()["field"] == DEADLINE_HEADER
+
+
+async def test_a_batch_that_cannot_fit_its_whole_deadline_is_refused_at_once_with_what_fits(
+    client: httpx.AsyncClient,
+    inprocess_api: InProcessApi,
+    db: AsyncEngine,
+    user_id: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Waiting and retrying could never make it fit: 413, not 503, and the model never sees
+    it. The batcher's learnt speed is fixed at 100 ms a character (10 s a text here)."""
+    batcher = inprocess_api.app.state.runtime.embedder.batcher
+    monkeypatch.setattr(batcher, "seconds_per_char", 0.1)
+    monkeypatch.setattr(batcher, "_learn", lambda cost, seconds: None)
+    encode, seen = batcher._encode, []
+    monkeypatch.setattr(batcher, "_encode", lambda texts: seen.extend(texts) or encode(texts))
+    memories = [{"content": f"Ada's note {i:03}: " + "x" * 84} for i in range(30)]  # 100 chars
+
+    response = await client.post(
+        f"/v1/users/{user_id}/memories/batch",
+        json={"memories": memories},
+        headers={DEADLINE_HEADER: "40000"},
+    )
+
+    assert response.status_code == 413, response.text
+    assert response.headers["content-type"].startswith("application/problem+json")
+    assert "retry-after" not in response.headers
+    problem = response.json()
+    assert problem["title"] == "Too much work for the deadline"
+    assert (problem["needed_ms"], problem["fitting_texts"]) == (300_000, 4)
+    assert "nothing was written" in problem["detail"]
+    assert seen == []
+    async with db.connect() as conn:
+        assert tuple(await conn.execute(COUNTS, {"u": user_id})) == ((0, 0, 0, 0),)
+
+    # What fits (20 s of the 40 by the estimate; the model is much faster) is done.
+    fitting = await client.post(
+        f"/v1/users/{user_id}/memories/batch",
+        json={"memories": memories[:2]},
+        headers={DEADLINE_HEADER: "40000"},
+    )
+    assert fitting.status_code == 201, fitting.text
+    # A single write is never refused for its size: it is one text, and a busy model passes.
+    single = await client.post(
+        f"/v1/users/{user_id}/memories",
+        json={"content": memories[0]["content"]},
+        headers={DEADLINE_HEADER: "40000"},
+    )
+    assert single.status_code == 201, single.text

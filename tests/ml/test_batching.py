@@ -16,7 +16,7 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from app.errors import DeadlineExceededError
+from app.errors import DeadlineExceededError, TooMuchWorkError
 from app.ml.batching import Deadline, MicroBatcher, Work, WorkClass
 from app.ml.embedder import Embedder
 
@@ -320,6 +320,36 @@ async def test_an_expired_deadline_is_refused_before_queueing() -> None:
     with pytest.raises(DeadlineExceededError):
         await batcher.submit(["late"], Work(BULK, deadline=Deadline.after_ms(-1)))
     assert model.calls == [] and observer.sheds == [BULK]
+
+
+async def test_work_longer_than_its_whole_deadline_is_refused_before_any_model_call() -> None:
+    model = RecordingModel()
+    observer = RecordingObserver()
+    batcher = MicroBatcher(model, max_batch=4, max_wait_s=0.0, observer=observer)
+    batch = ["t" * 1000] * 10  # 10,000 characters
+
+    # Nothing learnt yet: no estimate, so the batch is tried.
+    assert (
+        await batcher.submit(batch, Work(BULK, deadline=Deadline.after_ms(60_000))) == [1000] * 10
+    )
+    model.calls.clear()
+
+    batcher.seconds_per_char = 0.001  # 1 s a text: 10 s for the batch, 4 s allowed
+    with pytest.raises(TooMuchWorkError) as refused:
+        await batcher.submit(batch, Work(BULK, deadline=Deadline.after_ms(4_000)))
+    error = refused.value
+    assert error.status_code == 413
+    assert error.extra == {"deadline_ms": 4_000, "needed_ms": 10_000, "fitting_texts": 4}
+    assert "at most about 4 texts" in error.detail and "nothing was written" in error.detail
+    assert model.calls == [] and observer.sheds == [BULK] and batcher.queued(BULK) == 0
+
+    # Not even one text fits: not a matter of size (503 at the deadline if still too slow).
+    tight = Work(BULK, deadline=Deadline.after_ms(500))
+    assert len(await batcher.submit(batch[:2], tight)) == 2
+    # What fits the deadline is done; interactive work is never refused for its size.
+    assert len(await batcher.submit(batch[:4], Work(BULK, deadline=Deadline.after_ms(4_500)))) == 4
+    write = Work(INTERACTIVE, deadline=Deadline.after_ms(4_000))
+    assert len(await batcher.submit(batch, write)) == 10
 
 
 async def test_a_caller_that_goes_away_leaves_the_queue() -> None:
