@@ -42,6 +42,9 @@ bench-foundation:  ## outbox lag and search latency against the running service 
 bench-locomo:  ## LoCoMo retrieval benchmark + ablation through the API (make up); report in results/
 	$(PY) -m bench.locomo $(BENCH_ARGS)
 
+bench-relevance:  ## the relevance floor on LoCoMo: recall cost and "nothing relevant" on category 5 (make up)
+	$(PY) -m bench.relevance $(BENCH_ARGS)
+
 bench-scale:  ## search latency with a large synthetic user among many (make up)
 	set -a && . .local/cognis.env && set +a && $(PY) -m bench.scale $(BENCH_ARGS)
 

@@ -107,14 +107,14 @@ class EmbeddingSettings(BaseModel):
         description="how long the first waiting text waits for others to share its model call",
     )
     embedding_max_call_ms: float = Field(
-        default=0.0,
+        default=1000.0,
         ge=0,
         description="longest one model call should take: the batcher learns the model's time "
         "per character and adds no more bulk texts (batches, imports) to a call past this budget "
         "(queries and single writes are never split). The model cannot be interrupted, so this "
-        "bounds how long a single write waits behind an import's texts; 0: calls bounded by "
-        "`COGNIS_EMBEDDING_BATCH_SIZE` only (the default until its cost to bulk throughput is "
-        "measured; 500 is the value tried)",
+        "bounds how long a single write waits behind an import's texts (during a batch import "
+        "of chat-length texts on 2 cores: 2.2x idle at 1000, 11x at 0; "
+        "docs/benchmarks/ingestion.md); 0: calls bounded by `COGNIS_EMBEDDING_BATCH_SIZE` only",
     )
     embedding_forward_batch_size: int = Field(
         default=8,
@@ -356,6 +356,14 @@ class RetrievalSettings(BaseModel):
     temporal_min_score: float = Field(default=0.10, description="temporal score floor")
     dedup_threshold: float = Field(
         default=0.99, description="cosine above which a lower-ranked result is dropped"
+    )
+    min_relevance: float = Field(
+        default=0.0,
+        ge=0,
+        le=1,
+        description="results whose relevance (the query's 768D cosine to the memory, on a "
+        "fixed 0-1 scale) is below this are left out of a search that sends no "
+        "`min_relevance`; 0: none left out",
     )
     cross_encoder_model: str | None = Field(
         default=None, description="CrossEncoder name or local path; unset skips re-ranking"

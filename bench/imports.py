@@ -1,5 +1,7 @@
 """Bulk import throughput: memories/s with precomputed vectors, with and without
---defer-index, then a rerun that skips everything.
+--defer-index, then a rerun that skips everything, then the round trip: the first user
+exported with its vectors (`python -m app export --vectors`'s code) and that export imported
+as another user.
 
 Writes N synthetic JSON Lines (random unit vectors, categories given, so no model runs) to a
 temporary file and imports them through the same code as `python -m app import`, each run
@@ -27,6 +29,7 @@ from sqlalchemy import text
 from app.config import get_settings
 from app.db.tenant import DEFAULT_TENANT_ID, act_as
 from app.db.vector_indexes import build_hnsw_indexes, drop_hnsw_indexes
+from app.imports.export import ExportOptions, export_lines
 from app.imports.service import ImportOptions, ImportSummary
 from app.imports.sources import file_lines
 from app.memories.erasure import UserEraser
@@ -66,6 +69,15 @@ async def timed_import(
     return summary, time.perf_counter() - started
 
 
+async def timed_export(runtime: Runtime, user_id: str, path: Path) -> float:
+    started = time.perf_counter()
+    options = ExportOptions(versions="current", vectors=True)
+    with path.open("wb") as out:
+        async for line in export_lines(runtime.sessionmaker, DEFAULT_TENANT_ID, user_id, options):
+            out.write(line)
+    return time.perf_counter() - started
+
+
 def show(label: str, summary: ImportSummary, seconds: float) -> None:
     print(
         f"  {label:38s} {seconds:7.2f} s  imported {summary.imported:6d}  skipped "
@@ -79,7 +91,7 @@ async def main_async(args: argparse.Namespace) -> int:
     act_as(DEFAULT_TENANT_ID)  # as `python -m app import` without --tenant
     owner = owner_engine(runtime.settings)  # index DDL needs the tables' owner
     run = uuid.uuid4().hex[:6]
-    users = [f"import-{run}-indexed", f"import-{run}-deferred"]
+    users = [f"import-{run}-indexed", f"import-{run}-deferred", f"import-{run}-round-trip"]
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "history.jsonl"
         started = time.perf_counter()
@@ -109,6 +121,20 @@ async def main_async(args: argparse.Namespace) -> int:
 
             summary, seconds = await timed_import(runtime, path, users[0], args.batch_size)
             show("rerun (everything skipped)", summary, seconds)
+
+            exported = Path(folder) / "export.jsonl"
+            export_s = await timed_export(runtime, users[0], exported)
+            lines = sum(1 for _ in exported.open("rb"))
+            print(
+                f"  {'export with vectors':38s} {export_s:7.2f} s  {lines:6d} lines"
+                f"{'':37s}-> {lines / export_s:8,.0f} memories/s"
+            )
+            summary, seconds = await timed_import(runtime, exported, users[2], args.batch_size)
+            show("import of that export", summary, seconds)
+            print(
+                f"  round trip (export + import): {summary.imported / (export_s + seconds):,.0f}"
+                " memories/s"
+            )
         finally:
             eraser = UserEraser(runtime.sessionmaker, runtime.relay, runtime.settings)
             for user in users:

@@ -20,6 +20,7 @@ import sys
 import time
 import uuid
 from collections import defaultdict
+from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -186,6 +187,15 @@ def wait_for_outbox(api: httpx.Client, timeout_s: float = 600) -> None:
     raise RuntimeError("the outbox did not drain in time")
 
 
+def release_users(api: httpx.Client, users: Iterable[str], *, keep: bool, run_id: str) -> None:
+    """Erase the bench's users, or keep them (--keep) for a later --reuse."""
+    if keep:
+        print(f"kept the memories: rerun with --reuse {run_id}", flush=True)
+        return
+    for user in users:
+        api.delete(f"/v1/users/{user}")
+
+
 def run(args: argparse.Namespace) -> int:
     run_id = args.reuse or uuid.uuid4().hex[:6]
     out = Path(args.out or ROOT / "results" / f"locomo-{datetime.now(UTC):%Y%m%d-%H%M%S}")
@@ -257,11 +267,7 @@ def run(args: argparse.Namespace) -> int:
                         flush=True,
                     )
     finally:
-        if args.keep:
-            print(f"kept the memories: rerun with --reuse {run_id}", flush=True)
-        else:
-            for user in users.values():
-                api.delete(f"/v1/users/{user}")
+        release_users(api, users.values(), keep=args.keep, run_id=run_id)
     report = write_report(out, scores, latency, stage_ms, conversations, ingest_s, args)
     print(report)
     print(f"report and charts written to {out}")

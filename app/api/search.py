@@ -60,6 +60,13 @@ class SearchController(Controller):
         check_text(data.agent_id, "agent_id")
         check_text(data.run_id, "run_id")
         as_of = check_instant(data.as_of, "as_of")
+        if data.min_relevance and not data.stages.vector:
+            raise InvalidInputError(
+                "min_relevance needs the vector stage: relevance is the query's cosine to each "
+                "memory, measured with the vector leg's query vector; switch stages.vector on "
+                "or leave min_relevance out",
+                field="min_relevance",
+            )
         filters = parse_filter(data.filters) if data.filters is not None else None
         timeout_s = wait_bound_s(settings, data.wait_timeout_ms)
         waited: IndexWait | None = None
@@ -99,6 +106,7 @@ class SearchController(Controller):
                 request_id=request.headers.get("X-Request-ID") or uuid.uuid4().hex,
                 index_lag=msgspec.structs.asdict(index_lag),
                 filters=filters,
+                min_relevance=data.min_relevance,
             ),
         )
         hits = []
@@ -112,6 +120,7 @@ class SearchController(Controller):
                     memory=MemoryOut.of(candidate.memory),
                     rank=rank,
                     score=candidate.score,
+                    relevance=candidate.relevance,
                     superseded=not candidate.memory.is_current,
                     history_of=candidate.history_of,
                     explanation={

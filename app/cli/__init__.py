@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 from app.cli import maintenance, processes
 from app.cli.admin import add_admin_commands
@@ -18,6 +19,11 @@ def _positive(value: str) -> int:
     if number < 1:
         raise argparse.ArgumentTypeError("must be at least 1")
     return number
+
+
+def mcp_main() -> int:
+    """`cognis-mcp [--transport ...]`: `cognis mcp`, as a console script of its own."""
+    return main(["mcp", *sys.argv[1:]])
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
@@ -57,6 +58,33 @@ def to_login(_: Request, __: NotAuthorizedException) -> Response[Any]:
 
 def on_api_error(request: Request, exc: CognisError) -> Response[str]:
     return render("error.html", exc.status, error=exc, path=request.url.path)
+
+
+def relevance_floor(text: str | None) -> float | None:
+    """The search form's floor: empty is none; the API checks the range."""
+    if text is None or not text.strip():
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        raise CognisError(
+            400, "Invalid floor", f"min relevance must be a number from 0 to 1, not {text!r}", {}
+        ) from None
+
+
+def filter_language(text: str) -> Any:
+    """The filter bar's JSON, parsed; not JSON: the same kind of error page as the API's 400
+    (the API checks the filter itself)."""
+    try:
+        return json.loads(text)
+    except ValueError as error:
+        raise CognisError(
+            400,
+            "Invalid filter",
+            f"the filter is not JSON ({error}); write it in the filter language, e.g. "
+            '{"field": "category", "op": "eq", "value": "hobbies"}',
+            {},
+        ) from None
 
 
 @dataclass
@@ -135,21 +163,32 @@ class ConsolePages(Controller):
         category: str | None = None,
         memory_scope: Annotated[str | None, Parameter(query="scope")] = None,
         session_id: str | None = None,
+        agent_id: str | None = None,
+        run_id: str | None = None,
+        where: str | None = None,
         include_superseded: bool = False,
         cursor: str | None = None,
     ) -> Response[str]:
+        # The filter bar: each field as the list's own parameter, `where` in the filter
+        # language (README, "Filters"), checked by the API like any client's.
         filters = {
             "category": category or None,
             "scope": memory_scope or None,
             "session_id": session_id or None,
+            "agent_id": agent_id or None,
+            "run_id": run_id or None,
+            "where": where.strip() if where and where.strip() else None,
         }
+        options = {k: v for k, v in filters.items() if v and k != "where"}
+        if filters["where"]:
+            options["filters"] = filter_language(filters["where"])
         async with api(request) as cognis:
             page = await cognis.list_memories(
                 user_id,
                 include_superseded=include_superseded,
                 limit=PAGE_SIZE,
                 cursor=cursor,
-                **{k: v for k, v in filters.items() if v},  # type: ignore[typeddict-item]
+                **options,  # type: ignore[typeddict-item]
             )
         return render(
             "memories.html",
@@ -182,21 +221,32 @@ class ConsolePages(Controller):
         user_id: str,
         q: str = "",
         session_id: str | None = None,
+        agent_id: str | None = None,
+        run_id: str | None = None,
+        where: str | None = None,
+        min_relevance: str | None = None,  # a form's empty field arrives as ""
         top_k: Annotated[int, Parameter(ge=1, le=100)] = 10,
     ) -> Response[str]:
         result = None
+        floor = relevance_floor(min_relevance)
+        form: dict[str, Any] = {
+            "session_id": session_id or "",
+            "agent_id": agent_id or "",
+            "run_id": run_id or "",
+            "where": (where or "").strip(),
+            "min_relevance": "" if floor is None else f"{floor:g}",
+        }
         if q.strip():
+            options: dict[str, Any] = {
+                k: v for k, v in form.items() if v and k not in ("where", "min_relevance")
+            }
+            if form["where"]:
+                options["filters"] = filter_language(form["where"])
+            if floor is not None:
+                options["min_relevance"] = floor
             async with api(request) as cognis:
-                options: dict[str, Any] = {"session_id": session_id} if session_id else {}
                 result = await cognis.search(user_id, q, top_k=top_k, explain=True, **options)
-        return render(
-            "search.html",
-            user_id=user_id,
-            q=q,
-            session_id=session_id or "",
-            top_k=top_k,
-            result=result,
-        )
+        return render("search.html", user_id=user_id, q=q, top_k=top_k, result=result, **form)
 
     @get("/users/{user_id:str}/jobs")
     async def jobs(self, request: Request, db_session: AsyncSession, user_id: str) -> Response[str]:

@@ -9,12 +9,13 @@ from typing import Annotated, Any, Literal
 
 import httpx
 import msgspec
-from cognis_client import CognisError, MemoryInput, Message, new_idempotency_key
+from cognis_client import CognisError, MemoryInput, Message, NoAnswerError, new_idempotency_key
 from mcp.server.fastmcp import Context, FastMCP
 from mcp.server.fastmcp.exceptions import ToolError
 from mcp.server.transport_security import TransportSecuritySettings
 from pydantic import BaseModel, Field
 
+from app import __version__
 from app.mcp_server.identity import Caller, McpSettings, caller
 
 INSTRUCTIONS = (
@@ -80,6 +81,12 @@ def _retry_hint(key: str | None) -> str:
     return f" To retry safely (never writing twice), call again with idempotency_key={key!r}."
 
 
+def _no_answer(error: BaseException, key: str | None) -> str:
+    why = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
+    done = "" if key is None else " The write may or may not have happened."
+    return f"no answer from the memory service ({why}).{done}{_retry_hint(key)}"
+
+
 def build_server(settings: McpSettings, *, http_path: str = "/mcp") -> FastMCP:
     """The tools, bound to a way of finding each call's user and API client."""
     server = FastMCP(
@@ -92,6 +99,8 @@ def build_server(settings: McpSettings, *, http_path: str = "/mcp") -> FastMCP:
         stateless_http=True,
         json_response=True,
     )
+    # serverInfo.version: the service's, not the SDK's (FastMCP takes no version of its own).
+    server._mcp_server.version = __version__
 
     @contextlib.asynccontextmanager
     async def api(ctx: Context, key: str | None = None) -> AsyncIterator[Caller]:
@@ -100,15 +109,13 @@ def build_server(settings: McpSettings, *, http_path: str = "/mcp") -> FastMCP:
         try:
             async with caller(ctx, settings) as who:
                 yield who
+        except NoAnswerError as exc:  # the client's own retries ran out
+            raise ToolError(_no_answer(exc.__cause__ or exc, key)) from exc
         except CognisError as exc:
             # The API's own explanation, e.g. "404 Not found: memory ... does not exist".
             raise ToolError(str(exc) + _retry_hint(key)) from exc
         except httpx.TransportError as exc:
-            why = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-            done = "" if key is None else " The write may or may not have happened."
-            raise ToolError(
-                f"no answer from the memory service ({why}).{done}{_retry_hint(key)}"
-            ) from exc
+            raise ToolError(_no_answer(exc, key)) from exc
 
     @server.tool()
     async def add_memory(
@@ -205,10 +212,34 @@ def build_server(settings: McpSettings, *, http_path: str = "/mcp") -> FastMCP:
         explain: Annotated[
             bool, Field(description="Add each result's rank and score at every stage.")
         ] = False,
+        filters: Annotated[
+            dict[str, Any] | None,
+            Field(
+                description='Only memories matching this filter, e.g. {"field": "category", '
+                '"op": "in", "value": ["preferences"]}; clauses combine with "and", "or" '
+                'and "not" (the README\'s "Filters").'
+            ),
+        ] = None,
+        min_relevance: Annotated[
+            float | None,
+            Field(
+                ge=0,
+                le=1,
+                description="Leave out results whose relevance (0-1) is below this; none "
+                "left means nothing relevant is remembered.",
+            ),
+        ] = None,
     ) -> dict[str, Any]:
-        """Search the user's memories (hybrid vector + BM25 retrieval, best first)."""
+        """Search the user's memories (hybrid vector + BM25 retrieval, best first). Each
+        result has a `relevance` from 0 to 1 that is comparable across searches."""
         options = _unset_if_none(
-            top_k=top_k, session_id=session_id, agent_id=agent_id, run_id=run_id, explain=explain
+            top_k=top_k,
+            session_id=session_id,
+            agent_id=agent_id,
+            run_id=run_id,
+            explain=explain,
+            filters=filters,
+            min_relevance=min_relevance,
         )
         async with api(ctx) as who:
             # "indexed": an agent that just added a memory finds it (a bounded wait).

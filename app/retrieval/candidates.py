@@ -34,6 +34,8 @@ class Candidate:
     when: datetime | None = None  # event_time, else the time the memory was learned
     mentioned_at: datetime | None = None  # the time its content names, if any
     text: str = ""  # content, then context (what text-matching stages read)
+    # The query's cosine to the memory on a fixed [0, 1] scale (app/retrieval/relevance.py).
+    relevance: float | None = None
 
     def load(self, memory: Memory) -> Candidate:
         self.memory = memory

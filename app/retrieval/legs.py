@@ -10,6 +10,8 @@ import asyncio
 from collections.abc import Set
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from app.db.tenant import current_tenant
 from app.memories.filters import to_opensearch
 from app.retrieval.bm25_leg import Bm25LegSettings, bm25_leg
@@ -93,6 +95,7 @@ class LegHits:
     vector: list[Candidate] = field(default_factory=list)
     shortlisted: int = 0  # how many the 256D stage shortlisted
     text: list[TextHit] | None = field(default_factory=list)  # None: OpenSearch did not answer
+    query_vector: np.ndarray | None = None  # the vector leg's unit 768D query vector
 
     @property
     def missing(self) -> list[str]:
@@ -110,12 +113,12 @@ async def search_legs(query: LegQuery, context: SearchContext, timer: StageTimer
     one fails, and the leg's own exception is raised (the error handlers expect it)."""
     request, plan = context.request, context.plan
 
-    async def vector_path() -> tuple[list[Candidate], int]:
+    async def vector_path() -> tuple[list[Candidate], int, np.ndarray]:
         with timer.stage("query_embedding_ms"):
             embedding = await context.embedder.embed_query(
                 query.text, current_tenant(), request.user_id
             )
-        return await vector_leg(
+        candidates, shortlisted = await vector_leg(
             context.repository,
             request.user_id,
             request.session_id,
@@ -123,6 +126,7 @@ async def search_legs(query: LegQuery, context: SearchContext, timer: StageTimer
             vector_options(plan),
             timer,
         )
+        return candidates, shortlisted, embedding.full
 
     try:
         async with asyncio.TaskGroup() as legs:
@@ -149,7 +153,7 @@ async def search_legs(query: LegQuery, context: SearchContext, timer: StageTimer
         raise failed.exceptions[0] from None
     hits = LegHits()
     if vector is not None:
-        hits.vector, hits.shortlisted = vector.result()
+        hits.vector, hits.shortlisted, hits.query_vector = vector.result()
     if bm25 is not None:
         hits.text = bm25.result()
     return hits

@@ -12,6 +12,7 @@ request; one loop (steps.py) times each step and records what it did.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime
 
 import structlog
@@ -79,6 +80,9 @@ class RetrievalPipeline:
             status["fusion"] = why
         with timer.stage("rrf_fusion_ms"):
             ranked = fuse(plan, hits.vector, hits.text or [], weights)
+        # Relevance is measured with the vector leg's query vector: none when the request
+        # switched the vector stage off (to skip the model), and then no relevance either.
+        context = replace(context, query_vector=hits.query_vector)
         results = await run_steps(RANKING_STEPS, ranked, context, timer, status)
 
         total_ms = timer.total_ms()

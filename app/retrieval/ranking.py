@@ -1,18 +1,23 @@
 """After fusion: the steps that load, re-score and cut the candidates, in the order they run.
 
 Load and visibility · [speaker · entities · neighbours · time mentions] · 5 temporal boost ·
-6 de-duplication · 7 cross-encoder · final cut · 8 history. The bracketed steps are levers;
-each step reads its own numbers from the plan's settings.
+6 de-duplication · 7 cross-encoder · relevance and its floor · final cut · 8 history. The
+bracketed steps are levers; each step reads its own numbers from the plan's settings.
 """
 
 from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
 
 from app.retrieval.candidates import Candidate
 from app.retrieval.dedup import dedup_head
 from app.retrieval.entities import boost_shared_entities
 from app.retrieval.history import with_history
+from app.retrieval.legs import CONTEXT_VECTOR
 from app.retrieval.neighbours import links, spread_to_neighbours
 from app.retrieval.plan import Lever
+from app.retrieval.relevance import ExactCosines, above_floor, score_relevance
 from app.retrieval.rerank import rerank
 from app.retrieval.speakers import boost_named_speakers
 from app.retrieval.steps import SearchContext, Step, explained_by, levers_of
@@ -125,6 +130,48 @@ async def cross_encode(ranked: Ranked, context: SearchContext) -> tuple[Ranked, 
     return ranked, "applied"
 
 
+def _exact_cosines(context: SearchContext) -> ExactCosines:
+    query_vector, user_id = context.query_vector, context.request.user_id
+    assert query_vector is not None  # set by the pipeline once the legs have run
+
+    async def exact(memory_ids: list[uuid.UUID]) -> dict[uuid.UUID, float]:
+        return await context.repository.exact_768d_scores_with_context(
+            user_id, memory_ids, query_vector
+        )
+
+    return exact
+
+
+def _known_cosine(context: SearchContext) -> Callable[[Candidate], float | None]:
+    """The vector leg's exact 768D cosine, where it is relevance's own (content or context,
+    whichever is closer: the context lever on, and no other query vector)."""
+    plan = context.plan
+    if not (plan.on(CONTEXT_VECTOR) and plan.runs("rescore_768d")):
+        return lambda _: None
+    return lambda c: exact.score if (exact := c.stages.get("768d")) is not None else None
+
+
+def without_query_vector(_: Ranked, context: SearchContext) -> str | None:
+    if context.query_vector is not None:
+        return None
+    return "skipped: the vector stage is off (no query vector)"
+
+
+async def relevance(ranked: Ranked, context: SearchContext) -> tuple[Ranked, str]:
+    """Each candidate's relevance on a fixed scale; those below the floor leave, before the
+    cut (so one further down that reaches it can take a dropped one's place)."""
+    await score_relevance(ranked, _exact_cosines(context), _known_cosine(context))
+    floor = context.request.min_relevance
+    if floor is None:
+        floor = context.plan.settings.min_relevance
+    kept = above_floor(ranked, floor)
+    for position, candidate in enumerate(kept, start=1):
+        candidate.record("relevance", position, candidate.relevance)
+    if not floor:
+        return kept, "scored (no floor)"
+    return kept, f"floor {floor:g}: dropped {len(ranked) - len(kept)}"
+
+
 async def final(ranked: Ranked, context: SearchContext) -> tuple[Ranked, None]:
     results = ranked[: context.request.top_k]
     for position, candidate in enumerate(results, start=1):
@@ -141,7 +188,10 @@ async def history(results: Ranked, context: SearchContext) -> tuple[Ranked, str]
     earlier = await context.repository.superseded_versions(
         request.user_id, list({c.chain_id for c in results if c.chain_id}), request.session_id
     )
-    return with_history(results, earlier, context.plan.settings.history_max_versions), "applied"
+    results = with_history(results, earlier, context.plan.settings.history_max_versions)
+    if context.query_vector is not None:
+        await score_relevance(results, _exact_cosines(context))  # the earlier versions'
+    return results, "applied"
 
 
 RANKING_STEPS: tuple[Step[Ranked], ...] = (
@@ -172,6 +222,13 @@ RANKING_STEPS: tuple[Step[Ranked], ...] = (
         switch="rerank",
         skip=without_cross_encoder,
         explains="rerank",
+    ),
+    Step(
+        "relevance",
+        relevance,
+        timer="relevance_ms",
+        skip=without_query_vector,
+        explains="relevance",
     ),
     Step("final", final, explains="final"),
     Step(

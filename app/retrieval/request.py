@@ -33,6 +33,8 @@ class SearchRequest:
     request_id: str | None = None
     # The search's filter (app/memories/filters.py): both legs apply it before ranking.
     filters: Filter | None = None
+    # Results below this relevance are left out (None: settings.min_relevance).
+    min_relevance: float | None = None
     # The BM25 index's lag behind Postgres for this user, measured by the caller: logged.
     index_lag: dict[str, Any] | None = None
 

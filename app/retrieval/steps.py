@@ -13,6 +13,8 @@ from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
+import numpy as np
+
 from app.memories.repository import MemoryRepository
 from app.ml.cross_encoder import CrossEncoderScorer
 from app.ml.embedder import Embedder
@@ -36,6 +38,8 @@ class SearchContext:
     index: MemoryIndex
     embedder: Embedder
     cross_encoder: CrossEncoderScorer | None
+    # The unit 768D vector of the text the legs searched (set once the legs have run).
+    query_vector: np.ndarray | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,7 +8,15 @@ import uuid
 
 import httpx
 import pytest
-from cognis_client import AsyncCognisClient, CognisClient, ConflictError, RetryPolicy
+from cognis_client import (
+    AsyncCognisClient,
+    CognisClient,
+    CognisError,
+    ConflictError,
+    NoAnswerError,
+    RateLimitedError,
+    RetryPolicy,
+)
 
 from tests.conftest import API_KEY, ApiProcess
 
@@ -159,7 +167,55 @@ def test_giving_up_names_the_key_to_retry_with(user_id: str) -> None:
             transport=httpx.MockTransport(never),
             retry=RetryPolicy(max_retries=1, backoff_base_s=0.01),
         ) as cognis,
-        pytest.raises(httpx.ReadTimeout) as timed_out,
+        pytest.raises(NoAnswerError) as timed_out,
     ):
         cognis.add_memory(user_id, "Ines keeps bees.", idempotency_key="agent-key-1")
-    assert any("agent-key-1" in note for note in timed_out.value.__notes__)
+    error = timed_out.value
+    assert isinstance(error, CognisError) and isinstance(error.__cause__, httpx.ReadTimeout)
+    assert error.may_have_written is True and error.idempotency_key == "agent-key-1"
+    assert "may or may not have happened" in error.detail and "agent-key-1" in error.detail
+    assert any("agent-key-1" in note for note in error.__notes__)
+
+
+def test_a_read_or_a_refused_connection_cannot_have_written(user_id: str) -> None:
+    def refused(request: httpx.Request) -> httpx.Response:
+        raise httpx.ConnectError("connection refused", request=request)
+
+    def silent(request: httpx.Request) -> httpx.Response:
+        raise httpx.ReadTimeout("no answer", request=request)
+
+    once = RetryPolicy(max_retries=0)
+    url = "http://cognis.test"
+    with CognisClient(url, transport=httpx.MockTransport(refused), retry=once) as c:
+        with pytest.raises(NoAnswerError) as not_sent:
+            c.add_memory(user_id, "Ines keeps bees.")
+        assert not_sent.value.may_have_written is False and not_sent.value.idempotency_key
+    with CognisClient(url, transport=httpx.MockTransport(silent), retry=once) as c:
+        with pytest.raises(NoAnswerError) as read:
+            c.list_memories(user_id)
+        assert read.value.may_have_written is False and read.value.idempotency_key is None
+
+
+def test_rate_limited_answers_are_retried_after_retry_after(user_id: str) -> None:
+    limited = {"status": 429, "title": "Too many requests", "detail": "slow down"}
+    sent: list[httpx.Request] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        sent.append(request)
+        if len(sent) == 1:
+            return httpx.Response(429, json=limited, headers={"Retry-After": "0"})
+        return httpx.Response(201, json=_memory_json(user_id))
+
+    with CognisClient("http://cognis.test", transport=httpx.MockTransport(answer)) as cognis:
+        cognis.add_memory(user_id, "Ines keeps bees.")
+    assert len(sent) == 2 and sent[0].headers[KEY] == sent[1].headers[KEY]
+
+    def always(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(429, json=limited, headers={"Retry-After": "120"})
+
+    with (
+        CognisClient("http://cognis.test", transport=httpx.MockTransport(always)) as cognis,
+        pytest.raises(RateLimitedError) as refused,
+    ):
+        cognis.search(user_id, "bees")  # a wait past the policy's max_delay_s is not made
+    assert refused.value.status == 429 and refused.value.retry_after_s == 120

@@ -19,6 +19,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from tests.conftest import API_KEY, ApiProcess
+from tests.tenants.helpers import new_tenant
 
 
 @pytest.fixture
@@ -100,31 +101,76 @@ async def test_put_get_update_delete_keep_a_version_chain(
     history = (await client.get(f"/v1/users/{user_id}/memories/{current['id']}/history")).json()
     assert [v["content"] for v in history["versions"]] == ["Ana eats no meat.", "Ana is vegan now."]
 
+    # Changed by other means (a REST PATCH): the item's value says what the memory says now.
+    patched = await client.patch(
+        f"/v1/users/{user_id}/memories/{current['id']}", json={"content": "Ana eats fish again."}
+    )
+    assert patched.status_code == 200, patched.text
+    third = await store.aget(ns, "diet")
+    assert third is not None and third.value == {"content": "Ana eats fish again.", "kind": "diet"}
+
     await store.adelete(ns, "diet")
     assert await store.aget(ns, "diet") is None
-    ended = (await client.get(f"/v1/users/{user_id}/memories/{current['id']}")).json()
+    ended = (await client.get(f"/v1/users/{user_id}/memories/{patched.json()['id']}")).json()
     assert ended["is_current"] is False
 
 
-async def test_session_namespaces_are_context_memories(
+async def test_the_third_level_is_an_agent_and_a_prefix_covers_what_lies_beneath(
     store: CognisStore, client: httpx.AsyncClient, user_id: str
 ) -> None:
-    await store.aput(
-        ("memories", user_id, "trip-1"), "hotel", {"content": "Room 412 at Hotel Ora."}
-    )
+    hotel = {"content": "Room 412 at Hotel Ora."}
+    await store.aput(("memories", user_id, "planner"), "hotel", hotel)
     await store.aput(("memories", user_id), "home", {"content": "Ana lives in Porto."})
 
-    (saved,) = (
-        await client.get(f"/v1/users/{user_id}/memories", params={"scope": "CONTEXT"})
-    ).json()["items"]
-    assert saved["session_id"] == "trip-1" and saved["content"] == "Room 412 at Hotel Ora."
-    in_session = await store.asearch(("memories", user_id, "trip-1"), query="hotel room number")
-    assert [(i.key, i.namespace) for i in in_session] == [
-        ("hotel", ("memories", user_id, "trip-1"))
-    ]
-    assert in_session[0].score is not None
+    listed = (await client.get(f"/v1/users/{user_id}/memories")).json()["items"]
+    agents = {m["content"]: m["agent_id"] for m in listed}
+    assert agents == {"Room 412 at Hotel Ora.": "planner", "Ana lives in Porto.": None}
+    assert all(m["scope"] == "USER" for m in listed)
+
+    # The agent's namespace holds its items only; the user's namespace, as a prefix, both.
+    in_agent = await store.asearch(("memories", user_id, "planner"), query="hotel room number")
+    assert [(i.key, i.namespace) for i in in_agent] == [("hotel", ("memories", user_id, "planner"))]
+    assert in_agent[0].score is not None and 0 < in_agent[0].score <= 1
     user_wide = await store.asearch(("memories", user_id), query="hotel room number")
-    assert [i.key for i in user_wide] == ["home"]
+    assert {(i.key, i.namespace) for i in user_wide} == {
+        ("hotel", ("memories", user_id, "planner")),
+        ("home", ("memories", user_id)),
+    }
+    assert await store.aget(("memories", user_id), "hotel") is None
+    assert await store.aget(("memories", user_id, "other-agent"), "hotel") is None
+    got = await store.aget(("memories", user_id, "planner"), "hotel")
+    assert got is not None and got.value == {"content": "Room 412 at Hotel Ora."}
+
+
+async def test_namespaces_are_listed_and_a_prefix_search_spans_users(
+    api: ApiProcess, admin: httpx.AsyncClient, user_id: str, other_user_id: str
+) -> None:
+    # A tenant of its own: its users are this test's only.
+    tenant = await new_tenant(admin, "langgraph")
+    store = CognisStore(api.url, api_key=tenant.key)
+    mine, theirs = user_id, other_user_id
+    try:
+        await store.aput((mine,), "a", {"content": "Ana keeps bees on the roof."})
+        await store.aput((mine, "coach"), "b", {"content": "Ana runs 10 km on Sundays."})
+        await store.aput((theirs, "chef"), "c", {"content": "Ben keeps bees in the garden."})
+
+        everything = await store.alist_namespaces()
+        assert everything == sorted([(mine,), (mine, "coach"), (theirs, "chef")])
+        assert await store.alist_namespaces(prefix=(mine,)) == [(mine,), (mine, "coach")]
+        assert await store.alist_namespaces(suffix=("chef",)) == [(theirs, "chef")]
+        assert await store.alist_namespaces(prefix=("*", "coach")) == [(mine, "coach")]
+        # Cut at the user: a user with an agent's items only has a namespace there too.
+        assert await store.alist_namespaces(max_depth=1) == sorted([(mine,), (theirs,)])
+        assert await store.alist_namespaces(limit=1, offset=1) == everything[1:2]
+
+        # Across users: merged by relevance, each item in its own namespace.
+        bees = await store.asearch((), query="who keeps bees", limit=2)
+        assert {(i.namespace, i.key) for i in bees} == {((mine,), "a"), ((theirs, "chef"), "c")}
+        assert [i.score for i in bees] == sorted((i.score for i in bees), reverse=True)
+        assert [i.key for i in await store.asearch((), limit=10)] == ["c", "b", "a"]
+        assert [i.key for i in await store.asearch((theirs,), limit=10)] == ["c"]
+    finally:
+        await store.aclose()
 
 
 async def test_memories_from_other_paths_are_items_keyed_by_id(
@@ -140,7 +186,7 @@ async def test_memories_from_other_paths_are_items_keyed_by_id(
     assert item.value == {"content": "Ana plays the oboe.", "category": "hobbies"}
     fetched = await store.aget(("memories", user_id), memory["id"])
     assert fetched is not None and fetched.value == item.value
-    # The id of a memory in another namespace (a session's) is not found in this one.
+    # The id of a memory in another namespace (an agent's) is not found in this one.
     assert await store.aget(("memories", user_id, "s9"), memory["id"]) is None
 
 
@@ -152,8 +198,7 @@ def test_sync_methods_and_refusals(api: ApiProcess, user_id: str) -> None:
     assert item.namespace == (user_id,)
     with pytest.raises(InvalidNamespaceError):
         store.get(("a", "b", "c"), "tea")
-    with pytest.raises(NotImplementedError, match="namespaces"):
-        store.list_namespaces()
+    assert (user_id,) in store.list_namespaces(prefix=(user_id,))
 
 
 async def test_a_put_repeated_while_the_first_is_in_flight_is_done_once(

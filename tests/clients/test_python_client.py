@@ -79,6 +79,14 @@ def test_explained_search_gives_stage_objects(cognis: CognisClient, user_id: str
     assert result.query_analysis is not None and "history_intent" in result.query_analysis
     plain = cognis.search(user_id, "what instrument does Ines play", top_k=3)
     assert all(hit.explanation is None for hit in plain.results)
+    assert top.stage("relevance") == StageScore(rank=1, score=top.relevance)
+    floored = cognis.search(user_id, "what instrument does Ines play", min_relevance=top.relevance)
+    assert top.memory.id in {h.memory.id for h in floored.results}
+    assert all(h.relevance >= top.relevance for h in floored.results)
+    assert (
+        len(floored.results) < len(plain.results)
+        or min(h.relevance for h in plain.results) >= top.relevance
+    )
 
 
 def test_problem_json_becomes_typed_errors(

@@ -115,6 +115,31 @@ async def test_console_end_to_end(
     assert texts(browser, "#v2 del") == ["Tokyo"] and texts(browser, "#v2 ins") == ["Osaka"]
     assert "Tokyo" not in texts(browser, "#v1 del")
 
+    # The filter bar: an agent's memory found by the filter language, with its expiry shown.
+    coached = await client.post(
+        f"/v1/users/{user_id}/memories",
+        json={
+            "content": "Mika's coach says to stretch every morning.",
+            "category": "health",
+            "agent_id": "coach",
+            "ttl_s": 86_400,
+        },
+    )
+    assert coached.status_code == 201, coached.text
+    browser.get(f"{api.url}/console/users/{user_id}")
+    assert set(texts(browser, "td.expires")) == {
+        "",
+        coached.json()["expires_at"][:16].replace("T", " "),
+    }
+    browser.find_element(By.ID, "where").send_keys(
+        '{"field": "agent", "op": "eq", "value": "coach"}'
+    )
+    follow(browser, browser.find_element(By.CSS_SELECTOR, "form.filters button"), "where=")
+    assert texts(browser, "a.memory") == ["Mika's coach says to stretch every morning."]
+    assert texts(browser, "td.agent") == ["coach"]
+    browser.get(f"{api.url}/console/users/{user_id}?where=not+json")
+    assert "not JSON" in browser.find_element(By.ID, "problem-detail").text
+
     # Explained search: the final rank beside every stage's rank and score.
     browser.get(f"{api.url}/console/users/{user_id}/search")
     browser.find_element(By.ID, "query").send_keys("Which city does Mika live in?")
@@ -123,8 +148,14 @@ async def test_console_end_to_end(
     assert "Mika lives in Osaka near the river." in first.text
     assert first.find_element(By.CSS_SELECTOR, "td.stage-final").text.startswith("#1 · ")
     assert first.find_element(By.CSS_SELECTOR, "td.stage-768d").text.startswith("#")
+    relevance = float(first.find_element(By.CSS_SELECTOR, "td.relevance").text)
+    assert 0 < relevance <= 1
     if SCREENSHOT:
         browser.save_screenshot(str(Path(ROOT, SCREENSHOT)))
+    # A floor above the best result: nothing relevant.
+    browser.find_element(By.ID, "min-relevance").send_keys(f"{min(1.0, relevance + 0.01):.2f}")
+    follow(browser, browser.find_element(By.ID, "search"), "min_relevance=")
+    assert texts(browser, "#results td.muted") == ["No results."]
 
     # Ingestion: a message's job with its decision and extractor.
     job = await client.post(

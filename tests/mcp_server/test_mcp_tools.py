@@ -10,6 +10,7 @@ import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from datetime import datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -20,6 +21,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.types import CallToolResult
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from app import __version__
 from tests.conftest import API_KEY, ROOT, ApiProcess
 from tests.conftest import _free_port as free_port
 from tests.factories import deployment_category
@@ -40,8 +42,9 @@ async def stdio_session(api: ApiProcess, user_id: str | None) -> AsyncIterator[C
     env = {"COGNIS_MCP_API_URL": api.url, "COGNIS_MCP_API_KEY": API_KEY, "PATH": "/usr/bin:/bin"}
     if user_id is not None:
         env["COGNIS_MCP_USER_ID"] = user_id
+    # The console script Claude Desktop is pointed at (installed with the package).
     params = StdioServerParameters(
-        command=sys.executable, args=["-m", "app", "mcp"], env=env, cwd=str(ROOT)
+        command=str(Path(sys.executable).with_name("cognis-mcp")), env=env, cwd=str(ROOT)
     )
     async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
         await session.initialize()
@@ -119,6 +122,20 @@ async def test_stdio_tools_act_only_for_the_configured_user(
         assert top["memory"]["content"] == "Noor lives in Osaka."
         assert top["explanation"]["final"]["rank"] == 1
         assert "768d" in top["explanation"]
+        assert 0 < top["relevance"] <= 1
+        # A floor above the best result: nothing relevant; a filter narrows before ranking.
+        floored = await mcp.call_tool(
+            "search_memories",
+            {"query": "Where does Noor live?", "min_relevance": min(1.0, top["relevance"] + 0.01)},
+        )
+        assert payload(floored)["results"] == []
+        other_category = {"field": "category", "op": "ne", "value": top["memory"]["category"]}
+        stamps = payload(
+            await mcp.call_tool(
+                "search_memories", {"query": "Where does Noor live?", "filters": other_category}
+            )
+        )
+        assert top["memory"]["id"] not in {r["memory"]["id"] for r in stamps["results"]}
 
         listed = payload(await mcp.call_tool("list_memories", {"limit": 50}))
         assert {m["user_id"] for m in listed["items"]} == {user_id}
@@ -214,6 +231,7 @@ async def test_http_endpoint_needs_an_api_key(api: ApiProcess, user_id: str) -> 
         assert refused.headers["content-type"].startswith("application/problem+json")
     assert keyed.status_code == 200, keyed.text
     assert keyed.json()["result"]["serverInfo"]["name"] == "cognis-memory"
+    assert keyed.json()["result"]["serverInfo"]["version"] == __version__
 
 
 @pytest.fixture

@@ -85,6 +85,14 @@ async def test_switches_turn_stages_off(client, opensearch, index_name, user_id)
     assert all("256d" not in r["explanation"] for r in bm25_only["results"])
     assert stage_rank(bm25_only["results"][0], "bm25") == 1
     assert "query_embedding_ms" not in bm25_only["stage_durations_ms"]
+    # No query vector, no relevance: the floor cannot apply and says so.
+    assert all(r["relevance"] is None for r in bm25_only["results"])
+    assert bm25_only["stages"]["relevance"].startswith("skipped: the vector stage is off")
+    floored = await client.post(
+        f"/v1/users/{user_id}/search",
+        json={"query": "bassoon", "stages": {"vector": False}, "min_relevance": 0.2},
+    )
+    assert floored.status_code == 400 and floored.json()["field"] == "min_relevance"
 
     vector_only = await search(client, user_id, "bassoon", stages={"bm25": False})
     assert vector_only["stages"]["bm25"] == "off"

@@ -69,7 +69,7 @@ class TestPlan:
     def test_the_explanation_stages_follow_the_steps(self) -> None:
         assert (
             *("256d", "768d", "feedback", "bm25", "rrf", "speaker", "entities"),
-            *("neighbours", "time_mention", "temporal", "rerank", "final"),
+            *("neighbours", "time_mention", "temporal", "rerank", "relevance", "final"),
         ) == STAGES
 
 

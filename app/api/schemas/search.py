@@ -24,6 +24,17 @@ class RrfIn(msgspec.Struct, forbid_unknown_fields=True):
 
 
 Consistency = Literal["eventual", "indexed"]
+MinRelevance = Annotated[
+    float,
+    msgspec.Meta(
+        ge=0,
+        le=1,
+        description="Results whose `relevance` is below this are left out, before the top_k "
+        "cut: fewer results, or none when nothing is relevant. Null: COGNIS_MIN_RELEVANCE; 0: "
+        "none left out. Needs the vector stage (relevance is measured with its query vector): "
+        "with `stages.vector` false it is a 400, and the setting's default does not apply.",
+    ),
+]
 WaitTimeoutMs = Annotated[int, msgspec.Meta(ge=0, le=600_000)]
 
 
@@ -72,6 +83,7 @@ class SearchBody(msgspec.Struct, forbid_unknown_fields=True):
             extra_json_schema={"examples": FILTER_JSON_SCHEMA["examples"]},
         ),
     ] = None
+    min_relevance: MinRelevance | None = None
     explain: bool = False
     stages: StageSwitches = msgspec.field(default_factory=StageSwitches)
     rrf: RrfIn = msgspec.field(default_factory=RrfIn)
@@ -105,7 +117,23 @@ class StageScoreOut(msgspec.Struct):
 class SearchHitOut(msgspec.Struct):
     memory: MemoryOut
     rank: int
-    score: float
+    score: Annotated[
+        float,
+        msgspec.Meta(
+            description="The fused score: it orders this search's results and means nothing "
+            "beyond them (compare `relevance` across searches)."
+        ),
+    ]
+    relevance: Annotated[
+        float | None,
+        msgspec.Meta(
+            description="The query's cosine similarity to the memory in the 768D embedding "
+            "space (its content or its contextual text, whichever is closer), clipped to 0-1: "
+            "a fixed scale that depends on the query and this memory only, so one threshold "
+            "(`min_relevance`) means the same for every query. Null when the request switched "
+            "the vector stage off (the query is then not embedded)."
+        ),
+    ]
     superseded: bool
     history_of: UUID | None = None
     explanation: dict[str, StageScoreOut] | None = None

@@ -218,6 +218,15 @@ class SearchOptions(TypedDict, total=False):
     stages: dict[str, bool]
     # The filter language (README, "Filters"), as a plain dict: both legs apply it.
     filters: dict[str, Any]
+    # Leave out results less relevant than this (0-1, the hits' `relevance`).
+    min_relevance: float
+    # The retrieval profile ("paper", "default") and single levers switched on top of it.
+    profile: str
+    levers: dict[str, bool]
+    # This request's fusion constants: {"k": 10, "weight_vector": 0.7, "weight_bm25": 0.3}.
+    rrf: dict[str, float]
+    # Bound of the "indexed" consistency's wait.
+    wait_timeout_ms: int
 
 
 def search(user_id: str, query: str, options: SearchOptions) -> Call[SearchResult]:

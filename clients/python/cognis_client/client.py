@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
-from typing import Any, TypeVar, Unpack
+from typing import Any, NoReturn, TypeVar, Unpack
 
 import httpx
 
@@ -21,6 +21,7 @@ from cognis_client._calls import (
 from cognis_client.errors import (
     CognisError,
     ConflictError,
+    NoAnswerError,
     ServiceUnavailableError,
     error_from_response,
     retry_after_s,
@@ -58,7 +59,7 @@ class _Retrying:
         """Seconds to wait before retrying this answer; raises when it must not be retried."""
         error = error_from_response(response)
         if not _retryable(call, error):
-            raise error
+            _give_up(call, error)
         return self._delay(call, attempt, error, retry_after_s(response))
 
     def lost_answer_delay(
@@ -68,7 +69,7 @@ class _Retrying:
         Retried only when that is safe, i.e. the call is a read or carries an idempotency key
         (then the server does the write once and replays its answer)."""
         if not call.repeatable:
-            raise error
+            _give_up(call, error)
         return self._delay(call, attempt, error, None)
 
     def _delay(
@@ -76,19 +77,38 @@ class _Retrying:
     ) -> float:
         delay = self.retry.delay_s(attempt, retry_after)
         if attempt >= self.retry.max_retries or delay > self.retry.max_delay_s:
-            if call.idempotency_key is not None:
-                error.add_note(
-                    f"Idempotency-Key: {call.idempotency_key} (pass idempotency_key= with this "
-                    "value to retry without risking a second write)"
-                )
-            raise error
+            _give_up(call, error)
         if self.on_retry is not None:
             self.on_retry(attempt + 1, delay, error)
         return delay
 
 
+def _give_up(call: Call[Any], error: Exception) -> NoReturn:
+    """Stop the call: raise a CognisError carrying the write's key (an attempt that got no
+    answer becomes NoAnswerError, with the transport's error as its cause)."""
+    note = (
+        f"Idempotency-Key: {call.idempotency_key} (pass idempotency_key= with this value to "
+        "retry without risking a second write)"
+    )
+    if isinstance(error, CognisError):
+        error.idempotency_key = call.idempotency_key
+        if call.idempotency_key is not None:
+            error.add_note(note)
+        raise error
+    # Only a request that was (maybe) sent can have written: a refused connection cannot.
+    sent = not isinstance(error, httpx.ConnectError)
+    no_answer = NoAnswerError(
+        error,
+        may_have_written=call.method != "GET" and not call.safe_to_repeat and sent,
+        idempotency_key=call.idempotency_key,
+    )
+    if call.idempotency_key is not None:
+        no_answer.add_note(note)
+    raise no_answer from error
+
+
 def _retryable(call: Call[Any], error: CognisError) -> bool:
-    if isinstance(error, ServiceUnavailableError):
+    if isinstance(error, ServiceUnavailableError):  # 503, and 429 (RateLimitedError)
         return True
     # The first attempt with this key is still running on the server: its answer will come.
     in_use = error.problem.get("code") == "idempotency_key_in_use"

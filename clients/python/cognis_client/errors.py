@@ -1,4 +1,5 @@
-"""The server's application/problem+json answers as exceptions, one class per kind of failure."""
+"""The server's application/problem+json answers as exceptions, one class per kind of failure,
+and NoAnswerError for an attempt that got none: every failure of a call is a CognisError."""
 
 from __future__ import annotations
 
@@ -10,7 +11,11 @@ import httpx
 
 
 class CognisError(Exception):
-    """An error answer of the API; `detail` is the server's explanation, `problem` its body."""
+    """An error answer of the API; `detail` is the server's explanation, `problem` its body.
+    `idempotency_key`: the failed write's key, when it had one; sending the write again with it
+    (`idempotency_key=`) never writes twice."""
+
+    idempotency_key: str | None = None
 
     def __init__(self, status: int, title: str, detail: str, problem: dict[str, Any]) -> None:
         super().__init__(f"{status} {title}: {detail}")
@@ -51,8 +56,33 @@ class ServiceUnavailableError(CognisError):
         self.retry_after_s = retry_after_s
 
 
+class RateLimitedError(ServiceUnavailableError):
+    """429: this key sent more requests than its rate allows; retried by the client after the
+    server's Retry-After, raised when the retries run out (or the wait is too long)."""
+
+
 class ServerError(CognisError):
     """Any other 5xx."""
+
+
+class NoAnswerError(CognisError):
+    """No answer came: a timeout, or a connection refused or dropped. `may_have_written`: the
+    call was a write whose request may have reached the server, so it may have happened; send
+    it again with `idempotency_key` to be sure it happens exactly once. The transport's own
+    error is the `__cause__`."""
+
+    def __init__(
+        self, error: Exception, *, may_have_written: bool, idempotency_key: str | None
+    ) -> None:
+        what = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
+        advice = ""
+        if may_have_written:
+            advice = " The write may or may not have happened."
+            if idempotency_key is not None:
+                advice += f" Send it again with idempotency_key={idempotency_key!r}."
+        super().__init__(0, "No answer", f"no answer from the service ({what}).{advice}", {})
+        self.may_have_written = may_have_written
+        self.idempotency_key = idempotency_key
 
 
 _BY_STATUS: dict[int, type[CognisError]] = {
@@ -89,7 +119,8 @@ def error_from_response(response: httpx.Response) -> CognisError:
     status = response.status_code
     title = str(problem.get("title") or response.reason_phrase or "HTTP error")
     detail = str(problem.get("detail") or response.text[:500])
-    if status == 503:
-        return ServiceUnavailableError(status, title, detail, problem, retry_after_s(response))
+    if status in (429, 503):
+        busy = RateLimitedError if status == 429 else ServiceUnavailableError
+        return busy(status, title, detail, problem, retry_after_s(response))
     cls = _BY_STATUS.get(status) or (ServerError if status >= 500 else CognisError)
     return cls(status, title, detail, problem)

@@ -1,11 +1,17 @@
 """CognisStore: LangGraph's long-term memory store (BaseStore) over the Cognis Memory API.
 
-Namespaces map to users and scopes: `prefix + (user_id,)` holds the user's USER memories (kept
-across sessions), `prefix + (user_id, session_id)` that session's CONTEXT memories. An item is one
-memory chain: its text is `value["content"]` (or `value["text"]`, else the value as JSON), its
-key and value ride in the memory's metadata, and a put on an existing key writes a new version
-(the earlier one stays in the chain's history). Memories written by other means (messages, REST)
-appear as items too, keyed by their memory id, with `{"content", "category"}` as value.
+Namespaces map to users and agents: `prefix + (user_id,)` holds the user's shared memories
+(no `agent_id`), `prefix + (user_id, agent_id)` that agent's memories (`agent_id` on the API).
+Both hold USER-scope memories, kept across sessions; a session's CONTEXT memories are working
+memory of that session, not store items. A search or a listing of namespaces covers what lies
+beneath its prefix, as in LangGraph's own stores: `prefix + (user_id,)` the user's shared
+memories and every agent's, `prefix` (or shorter) every user of the tenant. Results of several
+users are merged by `relevance` (the query's cosine to the memory, comparable across users) and
+given as each item's `score`. An item is one memory chain: its text is `value["content"]` (or
+`value["text"]`, else the value as JSON), its key and value ride in the memory's metadata, and a
+put on an existing key writes a new version (the earlier one stays in the chain's history).
+Memories written by other means (messages, REST) appear as items too, keyed by their memory id,
+with `{"content", "category"}` as value.
 
 A put repeated after the first committed writes nothing (it finds the value unchanged). Its
 update or delete sends an idempotency key derived from the version it replaces, so a put repeated
@@ -32,7 +38,7 @@ import asyncio
 import hashlib
 import json
 import uuid
-from collections.abc import Iterable
+from collections.abc import AsyncIterator, Iterable
 from typing import Any
 
 import msgspec
@@ -41,6 +47,7 @@ from langgraph.store.base import (
     GetOp,
     InvalidNamespaceError,
     ListNamespacesOp,
+    MatchCondition,
     Op,
     PutOp,
     Result,
@@ -49,7 +56,7 @@ from langgraph.store.base import (
     TTLConfig,
 )
 
-from cognis_client._calls import MemoryFilters, RetryPolicy, SearchOptions
+from cognis_client._calls import RetryPolicy, SearchOptions
 from cognis_client.client import AsyncCognisClient
 from cognis_client.errors import NotFoundError
 from cognis_client.models import Memory, MemoryInput
@@ -58,11 +65,30 @@ METADATA_KEY = "langgraph"
 MAX_TOP_K = 100  # the API's default bound on one search
 
 
-def _scope_filters(session_id: str | None) -> MemoryFilters:
-    """A user's namespace holds its USER memories, a session's its CONTEXT memories."""
-    if session_id:
-        return {"scope": "CONTEXT", "session_id": session_id}
-    return {"scope": "USER"}
+def agent_filter(agent_id: str | None) -> dict[str, Any]:
+    """Exactly one namespace's memories: the agent's, or the shared ones (no agent)."""
+    if agent_id is None:
+        return {"field": "agent", "op": "exists", "value": False}
+    return {"field": "agent", "op": "eq", "value": agent_id}
+
+
+def all_of(*clauses: dict[str, Any] | None) -> dict[str, Any] | None:
+    present = [c for c in clauses if c is not None]
+    return None if not present else present[0] if len(present) == 1 else {"and": present}
+
+
+def matches(namespace: tuple[str, ...], condition: MatchCondition) -> bool:
+    """LangGraph's match conditions: a prefix or suffix of the namespace, "*" any element."""
+    path = tuple(condition.path)
+    if len(namespace) < len(path):
+        return False
+    if condition.match_type == "prefix":
+        part = namespace[: len(path)]
+    elif condition.match_type == "suffix":
+        part = namespace[len(namespace) - len(path) :]
+    else:
+        raise ValueError(f"unsupported match type {condition.match_type!r}")
+    return all(want in ("*", got) for got, want in zip(part, path, strict=True))
 
 
 _OPERATORS = {"$eq": "eq", "$ne": "ne", "$gt": "gt", "$gte": "gte", "$lt": "lt", "$lte": "lte"}
@@ -88,7 +114,11 @@ def value_filter(matching: dict[str, Any]) -> dict[str, Any]:
                     f"filter on {key!r}: only a string, number, boolean or null is supported"
                 )
             op = _OPERATORS[operator]
-            clause = {"field": f"metadata.{METADATA_KEY}.value.{key}", "op": op, "value": value}
+            clause: dict[str, Any] = {
+                "field": f"metadata.{METADATA_KEY}.value.{key}",
+                "op": op,
+                "value": value,
+            }
             if key == "category" and isinstance(value, str) and op in ("eq", "ne"):
                 written_elsewhere = {
                     "and": [
@@ -106,6 +136,18 @@ def memory_text(value: dict[str, Any]) -> str:
         if isinstance(value.get(field), str) and value[field].strip():
             return value[field]
     return json.dumps(value, sort_keys=True, default=str)
+
+
+def current_value(value: Any, content: str) -> Any:
+    """The stored value as of the memory's current content: a version written by other means
+    (a REST PATCH, an ingestion UPDATE) keeps the item's metadata but changes its text, so the
+    text field the value was read from (`content`, else `text`) says what the memory says now."""
+    if not isinstance(value, dict) or memory_text(value) == content:
+        return value
+    for field in ("content", "text"):
+        if isinstance(value.get(field), str):
+            return {**value, field: content}
+    return value
 
 
 def _version_key(action: str, memory_id: uuid.UUID, value: Any = None) -> str:
@@ -188,25 +230,23 @@ class CognisStore(BaseStore):
         if isinstance(op, SearchOp):
             return await self._search(client, op)
         if isinstance(op, ListNamespacesOp):
-            raise NotImplementedError(
-                "CognisStore cannot list namespaces: the API does not enumerate users or sessions"
-            )
+            return await self._list_namespaces(client, op)
         raise TypeError(f"unknown store operation {op!r}")
 
     def _locate(self, namespace: tuple[str, ...]) -> tuple[str, str | None]:
-        """(user_id, session_id or None) of a namespace; anything else is not ours."""
+        """(user_id, agent_id or None) of an item's namespace; anything else is not ours."""
         n = len(self.prefix)
         rest = tuple(namespace[n:])
         if tuple(namespace[:n]) != self.prefix or len(rest) not in (1, 2):
             raise InvalidNamespaceError(
                 f"namespace {namespace!r} is not {(*self.prefix, '<user_id>')!r} or "
-                f"{(*self.prefix, '<user_id>', '<session_id>')!r}"
+                f"{(*self.prefix, '<user_id>', '<agent_id>')!r}"
             )
         return rest[0], (rest[1] if len(rest) == 2 else None)
 
     def _namespace(self, memory: Memory) -> tuple[str, ...]:
-        if memory.scope == "CONTEXT" and memory.session_id is not None:
-            return (*self.prefix, memory.user_id, memory.session_id)
+        if memory.agent_id is not None:
+            return (*self.prefix, memory.user_id, memory.agent_id)
         return (*self.prefix, memory.user_id)
 
     @staticmethod
@@ -220,7 +260,7 @@ class CognisStore(BaseStore):
             key, value = str(memory.id), {"content": memory.content, "category": memory.category}
             created_at = memory.created_at
         else:
-            key, value = stored["key"], stored["value"]
+            key, value = stored["key"], current_value(stored["value"], memory.content)
             created_at = memory.created_at
             if isinstance(stored.get("created_at"), str):
                 created_at = type(created_at).fromisoformat(stored["created_at"])
@@ -236,11 +276,11 @@ class CognisStore(BaseStore):
     async def _find(
         self, client: AsyncCognisClient, namespace: tuple[str, ...], key: str
     ) -> Memory | None:
-        user_id, session_id = self._locate(namespace)
-        filters = _scope_filters(session_id)
-        scope = filters["scope"]
+        user_id, agent_id = self._locate(namespace)
         # No lookup by metadata in the API: walk the namespace's current memories.
-        async for memory in client.iter_memories(user_id, page_size=200, **filters):
+        async for memory in client.iter_memories(
+            user_id, page_size=200, scope="USER", filters=agent_filter(agent_id)
+        ):
             stored = self._stored(memory)
             if stored is not None and stored["key"] == key:
                 return memory
@@ -248,11 +288,11 @@ class CognisStore(BaseStore):
             memory = await client.get_memory(user_id, str(uuid.UUID(key)))
         except (ValueError, NotFoundError):
             return None
-        in_namespace = memory.scope == scope and memory.session_id == session_id
+        in_namespace = memory.scope == "USER" and memory.agent_id == agent_id
         return memory if memory.is_current and in_namespace else None
 
     async def _put(self, client: AsyncCognisClient, op: PutOp) -> None:
-        user_id, session_id = self._locate(op.namespace)
+        user_id, agent_id = self._locate(op.namespace)
         existing = await self._find(client, op.namespace, op.key)
         if op.value is None:
             if existing is not None:
@@ -291,41 +331,123 @@ class CognisStore(BaseStore):
         draft = MemoryInput(content=memory_text(value), metadata=metadata)
         if ttl_s is not None:
             draft = msgspec.structs.replace(draft, ttl_s=ttl_s)
-        if session_id:
-            draft = msgspec.structs.replace(draft, scope="CONTEXT", session_id=session_id)
+        if agent_id is not None:
+            draft = msgspec.structs.replace(draft, agent_id=agent_id)
         await client.add_memory(user_id, draft)
 
+    async def _users_under(
+        self, client: AsyncCognisClient, prefix: tuple[str, ...]
+    ) -> tuple[list[str], str | None, bool]:
+        """The users a namespace prefix covers, the agent it names (if any), and whether it
+        names no agent level at all (so it covers the shared memories and every agent's)."""
+        n = len(self.prefix)
+        if len(prefix) <= n:
+            if tuple(prefix) != self.prefix[: len(prefix)]:
+                return [], None, True  # another store's namespaces: nothing of ours
+            return [u async for u in self._all_users(client)], None, True
+        user_id, agent_id = self._locate(prefix)
+        return [user_id], agent_id, agent_id is None
+
+    async def _all_users(self, client: AsyncCognisClient) -> AsyncIterator[str]:
+        cursor = None
+        while True:
+            page = await client.list_users(limit=200, cursor=cursor)
+            for user in page.items:
+                yield user.user_id
+            if page.next_cursor is None:
+                return
+            cursor = page.next_cursor
+
     async def _search(self, client: AsyncCognisClient, op: SearchOp) -> list[SearchItem]:
-        """A query runs the API's retrieval; without one, the namespace's memories, newest
+        """A query runs the API's retrieval; without one, the namespaces' memories, newest
         first. `filter` (equality, or $eq/$ne/$gt/$gte/$lt/$lte) is pushed down into the
         search or the list (`value_filter`): applied before ranking, not to a top 100. A
-        user's namespace covers its USER memories, a session's that session's CONTEXT ones."""
-        user_id, session_id = self._locate(op.namespace_prefix)
-        filters = _scope_filters(session_id)
-        scope = filters["scope"]
+        prefix covers every namespace beneath it (the module's note); a query's results from
+        several users are merged by relevance."""
+        users, agent_id, every_agent = await self._users_under(client, op.namespace_prefix)
         matching = value_filter(op.filter) if op.filter else None
+        namespace = None if every_agent else agent_filter(agent_id)
         wanted = op.offset + op.limit
-        items: list[SearchItem] = []
-        hits: list[tuple[Memory, float | None]]
+        hits: list[tuple[Memory, float | None]] = []
+        for user_id in users:
+            if op.query:
+                options: SearchOptions = {
+                    "top_k": min(MAX_TOP_K, wanted),
+                    "consistency": "indexed",
+                }
+                if (scoped := all_of(matching, namespace)) is not None:
+                    options["filters"] = scoped
+                found = await client.search(user_id, op.query, **options)
+                hits += [(h.memory, h.relevance) for h in found.results if h.history_of is None]
+            else:
+                listed = client.iter_memories(
+                    user_id, scope="USER", **_with_filter(all_of(matching, namespace))
+                )
+                newest: list[tuple[Memory, float | None]] = []
+                async for memory in listed:  # newest first: this user's `wanted` newest
+                    newest.append((memory, None))
+                    if len(newest) == wanted:
+                        break
+                hits += newest
         if op.query:
-            options: SearchOptions = {
-                "top_k": min(MAX_TOP_K, wanted),
-                "consistency": "indexed",
-            }
-            if session_id:
-                options["session_id"] = session_id
-            if matching is not None:
-                options["filters"] = matching
-            found = await client.search(user_id, op.query, **options)
-            hits = [(h.memory, h.score) for h in found.results if h.history_of is None]
+            if len(users) > 1:  # one user's results keep the service's order
+                hits.sort(key=lambda hit: -(hit[1] or 0.0))
         else:
-            if matching is not None:
-                filters["filters"] = matching
-            hits = [(m, None) async for m in client.iter_memories(user_id, **filters)]
-        for memory, score in hits:
-            if memory.scope != scope or memory.session_id != session_id:
-                continue
-            items.append(self._item(memory, score))
-            if len(items) >= wanted:
-                break
+            hits.sort(key=lambda hit: hit[0].created_at, reverse=True)
+        items = [self._item(memory, score) for memory, score in hits if memory.scope == "USER"]
         return items[op.offset : wanted]
+
+    async def _list_namespaces(
+        self, client: AsyncCognisClient, op: ListNamespacesOp
+    ) -> list[tuple[str, ...]]:
+        """The namespaces that hold items: a user's when it has shared memories, and one per
+        agent with memories of that user. Truncated to `max_depth`, de-duplicated, sorted."""
+        found: set[tuple[str, ...]] = set()
+        depth = op.max_depth
+        async for user_id in self._all_users(client):
+            user_namespace = (*self.prefix, user_id)
+            if not self._may_match(user_namespace, op.match_conditions):
+                continue
+            if depth is not None and depth <= len(user_namespace):
+                # Cut at the user: it counts when it holds any item, shared or an agent's.
+                held = await client.list_memories(user_id, limit=1, scope="USER")
+                if held.items:
+                    found.add(user_namespace)
+                continue
+            shared = await client.list_memories(
+                user_id, limit=1, scope="USER", filters=agent_filter(None)
+            )
+            if shared.items:
+                found.add(user_namespace)
+            agents = client.iter_memories(
+                user_id,
+                page_size=200,
+                scope="USER",
+                filters={"field": "agent", "op": "exists", "value": True},
+            )
+            async for memory in agents:
+                if memory.agent_id is not None:
+                    found.add((*user_namespace, memory.agent_id))
+        namespaces = {
+            ns[:depth] if depth is not None else ns
+            for ns in found
+            if all(matches(ns, c) for c in op.match_conditions or ())
+        }
+        ordered = sorted(namespaces)
+        return ordered[op.offset : op.offset + op.limit]
+
+    @staticmethod
+    def _may_match(user_namespace: tuple[str, ...], conditions: Any) -> bool:
+        """Whether a prefix condition could match this user's namespaces (the others are
+        checked on the namespaces found)."""
+        for condition in conditions or ():
+            if condition.match_type != "prefix":
+                continue
+            path = tuple(condition.path)[: len(user_namespace)]
+            if not all(want in ("*", got) for got, want in zip(user_namespace, path, strict=False)):
+                return False
+        return True
+
+
+def _with_filter(filters: dict[str, Any] | None) -> dict[str, Any]:
+    return {} if filters is None else {"filters": filters}

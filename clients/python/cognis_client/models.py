@@ -39,6 +39,8 @@ class Memory(msgspec.Struct, frozen=True):
     # The agent and run it belongs to (server 0017+); None: shared by all agents, no run.
     agent_id: str | None = None
     run_id: str | None = None
+    # The previous turn(s) of its session it was embedded with, when it has any.
+    context: str | None = None
 
 
 class MemoryPage(msgspec.Struct, frozen=True):
@@ -67,13 +69,18 @@ class StageScore(msgspec.Struct, frozen=True):
 class SearchHit(msgspec.Struct, frozen=True):
     memory: Memory
     rank: int
-    score: float
+    score: float  # orders this search's results; means nothing beyond them
     superseded: bool
     history_of: UUID | None = None
     explanation: dict[str, StageScore] | None = None
+    # The query's cosine to the memory on a fixed 0-1 scale: comparable across searches
+    # (None when the search switched its vector stage off).
+    relevance: float | None = None
 
     def stage(self, name: str) -> StageScore | None:
-        """This hit at one stage (e.g. "vector_768d", "bm25", "rrf_fusion"), when explained."""
+        """This hit at one stage, when explained: "256d", "768d", "bm25", "rrf", "relevance",
+        "final", and the levers' and later stages' names (README, "Reading an explanation");
+        None where the hit was not in that stage's list."""
         return (self.explanation or {}).get(name)
 
 
@@ -83,6 +90,8 @@ class IndexLag(msgspec.Struct, frozen=True):
     consistency: str
     stale: bool
     waited_ms: float | None = None
+    # Of `pending`: delivered to the index within its refresh window, maybe not visible yet.
+    unrefreshed: int = 0
 
 
 class SearchResult(msgspec.Struct, frozen=True):
@@ -115,6 +124,11 @@ class Decision(msgspec.Struct, frozen=True):
     failure: str | None = None
     raw_answer_sha256: str | None = None
     latency_ms: float | None = None
+    prompt_version: str | None = None
+    # The LLM gate's verdict on this fact (decided without a call, or let through) and the
+    # similarity it judged by.
+    llm_gate: str | None = None
+    gate_similarity: float | None = None
 
 
 class MessageResult(msgspec.Struct, frozen=True):
@@ -163,6 +177,10 @@ class Erasure(msgspec.Struct, frozen=True):
     postgres: dict[str, int]
     opensearch_deleted: int | None
     opensearch_pending: bool
+    erased_at: datetime | None = None
+    # Writes to this user id are refused (409) until then, so the erase stays final.
+    writes_refused_until: datetime | None = None
+    guarantee: str | None = None  # what the receipt promises, in words
 
 
 # Request bodies: fields left at UNSET are not sent, so the server's defaults apply.
@@ -181,6 +199,8 @@ class MemoryInput(msgspec.Struct, omit_defaults=True, forbid_unknown_fields=True
     # When it expires (in the future), or its time to live in seconds: one of the two.
     expires_at: datetime | msgspec.UnsetType = msgspec.UNSET
     ttl_s: float | msgspec.UnsetType = msgspec.UNSET
+    # The turn(s) it follows, to be embedded with it; default: derived from its session.
+    context: str | msgspec.UnsetType = msgspec.UNSET
 
 
 class MemoryChanges(msgspec.Struct, omit_defaults=True, forbid_unknown_fields=True):
