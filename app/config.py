@@ -109,12 +109,14 @@ class EmbeddingSettings(BaseModel):
     embedding_max_call_ms: float = Field(
         default=1000.0,
         ge=0,
-        description="longest one model call should take: the batcher learns the model's time "
-        "per character and adds no more bulk texts (batches, imports) to a call past this budget "
-        "(queries and single writes are never split). The model cannot be interrupted, so this "
-        "bounds how long a single write waits behind an import's texts (during a batch import "
-        "of chat-length texts on 2 cores: 2.2x idle at 1000, 11x at 0; "
-        "docs/benchmarks/ingestion.md); 0: calls bounded by `COGNIS_EMBEDDING_BATCH_SIZE` only",
+        description="longest one model call should take while interactive work comes in (until "
+        "30 s after the last single write, message or query): the batcher learns the model's "
+        "time per character and adds no more bulk texts (batches, imports) to a call past this "
+        "budget (queries and single writes are never split). The model cannot be interrupted, "
+        "so this bounds how long a single write waits behind an import's texts (during a batch "
+        "import of chat-length texts on 2 cores: 2.2x idle at 1000, 11x at 0; "
+        "docs/benchmarks/ingestion.md); bulk work alone runs in full calls; 0: calls bounded by "
+        "`COGNIS_EMBEDDING_BATCH_SIZE` only",
     )
     embedding_forward_batch_size: int = Field(
         default=8,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 import uuid
 from collections import Counter
 
@@ -17,7 +18,7 @@ import numpy as np
 import pytest
 
 from app.errors import DeadlineExceededError, TooMuchWorkError
-from app.ml.batching import Deadline, MicroBatcher, Work, WorkClass
+from app.ml.batching import BUDGET_WINDOW_S, Deadline, MicroBatcher, Work, WorkClass
 from app.ml.embedder import Embedder
 
 QUERY, INTERACTIVE, BULK = WorkClass.QUERY, WorkClass.INTERACTIVE, WorkClass.BULK
@@ -170,9 +171,11 @@ MIXED_LENGTHS = ["s" * 50] * 12 + ["l" * 300] * 3
 
 def _budgeted(model: RecordingModel, monkeypatch: pytest.MonkeyPatch) -> MicroBatcher:
     """A batcher with a 0.5 s call budget and the model's learnt speed fixed at 1 ms a
-    character (so the budget is 500 characters), whatever the calls take."""
+    character (so the budget is 500 characters), whatever the calls take, with interactive
+    work just seen (the budget's window open)."""
     batcher = MicroBatcher(model, max_batch=32, max_wait_s=0.0, max_call_s=0.5)
     batcher.seconds_per_char = 0.001
+    batcher.interactive_seen_at = time.monotonic()
     monkeypatch.setattr(batcher, "_learn", lambda cost, seconds: None)
     return batcher
 
@@ -215,8 +218,32 @@ async def test_without_a_time_budget_a_call_is_bounded_by_its_texts_only() -> No
     assert [len(call) for call in model.calls] == [15]
 
 
+async def test_bulk_work_alone_runs_in_full_calls_until_interactive_work_comes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    model = RecordingModel()
+    batcher = _budgeted(model, monkeypatch)
+    batcher.interactive_seen_at = None  # an import alone: small calls would only slow it
+
+    await batcher.submit(MIXED_LENGTHS, Work(BULK))
+    assert [len(call) for call in model.calls] == [15]
+
+    await batcher.submit(["i"], WRITE)  # a write: from now on, bulk calls stay short
+    model.calls.clear()
+    await batcher.submit(MIXED_LENGTHS, Work(BULK))
+    assert [len(call) for call in model.calls] == [10, 4, 1]
+
+    # The window closes BUDGET_WINDOW_S after the last interactive text.
+    assert batcher.interactive_seen_at is not None
+    batcher.interactive_seen_at -= BUDGET_WINDOW_S + 1
+    model.calls.clear()
+    await batcher.submit(MIXED_LENGTHS, Work(BULK))
+    assert [len(call) for call in model.calls] == [15]
+
+
 def test_the_time_per_character_follows_the_calls_made() -> None:
     batcher = MicroBatcher(RecordingModel(), max_call_s=0.5)
+    batcher.interactive_seen_at = time.monotonic()
     assert batcher.call_budget() == float("inf")  # nothing learnt yet: no bound
 
     batcher._learn(1000, 1.0)  # 1 ms a character
