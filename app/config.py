@@ -360,12 +360,14 @@ class RetrievalSettings(BaseModel):
         default=0.99, description="cosine above which a lower-ranked result is dropped"
     )
     min_relevance: float = Field(
-        default=0.0,
+        default=0.15,
         ge=0,
         le=1,
         description="results whose relevance (the query's 768D cosine to the memory, on a "
         "fixed 0-1 scale) is below this are left out of a search that sends no "
-        "`min_relevance`; 0: none left out",
+        "`min_relevance`: unrelated filler scores about 0-0.13 with all-mpnet-base-v2, and "
+        "0.15 cost LoCoMo no recall@10 (-0.005 on the conversations it was chosen on, +0.001 "
+        "held out; docs/benchmarks/locomo.md); 0: none left out",
     )
     cross_encoder_model: str | None = Field(
         default=None, description="CrossEncoder name or local path; unset skips re-ranking"

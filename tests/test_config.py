@@ -84,7 +84,7 @@ EXPECTED_DEFAULTS: dict[str, object] = {
     "temporal_weight_time": 0.4,
     "temporal_min_score": 0.1,
     "dedup_threshold": 0.99,
-    "min_relevance": 0.0,
+    "min_relevance": 0.15,
     "cross_encoder_model": None,
     "rerank_top_n": 20,
     "history_max_versions": 20,

@@ -58,6 +58,10 @@ from app.errors import DeadlineExceededError, TooMuchWorkError
 
 T = TypeVar("T")
 
+# The smallest call (in characters, as text_cost counts them) the batcher learns the model's
+# speed from: below it, the call's fixed cost dominates.
+MIN_LEARN_CHARS = 1000
+
 # How long after the last interactive (or query) text bulk calls stay bounded by the call
 # budget: while writes come in, each waits for one short call at most; an import alone runs in
 # full calls.
@@ -469,7 +473,12 @@ class MicroBatcher(Generic[T]):
 
     def _learn(self, cost: int, seconds: float) -> None:
         """Fold one call's seconds per character into the moving average (new calls weigh 1/4:
-        a few calls follow a change of text lengths or of load)."""
+        a few calls follow a change of text lengths or of load). Calls of fewer than
+        `MIN_LEARN_CHARS` characters teach nothing: a call's fixed cost, spread over few
+        characters, made one short query look like 10 ms a character, and a batch of 100
+        short texts then looked like two minutes of work."""
+        if cost < MIN_LEARN_CHARS:
+            return
         observed = seconds / cost
         previous = self.seconds_per_char
         self.seconds_per_char = observed if previous is None else 0.75 * previous + 0.25 * observed

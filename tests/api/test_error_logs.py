@@ -8,6 +8,17 @@ import uuid
 from sqlalchemy import text
 
 
+def _json(line: str) -> dict | None:
+    """A JSON log line; None for anything else. The API subprocess's log also holds other
+    writers' output (its session's other requests, run by other tests, in other threads), and
+    one run saw two of their lines run together: such a line is not this test's."""
+    try:
+        parsed = json.loads(line) if line.startswith("{") else None
+    except ValueError:
+        return None
+    return parsed if isinstance(parsed, dict) else None
+
+
 async def test_unhandled_error_log_line_carries_no_user_content(api, db, user_id) -> None:
     """A trigger that fails this one user's inserts forces a real 500 from inside the INSERT,
     whose parameters are the memory's content, metadata and embeddings."""
@@ -41,7 +52,7 @@ async def test_unhandled_error_log_line_carries_no_user_content(api, db, user_id
     assert response.status_code == 500, response.text
     assert marker not in response.text
 
-    lines = [json.loads(line) for line in api.log_text().splitlines() if line.startswith("{")]
+    lines = [parsed for line in api.log_text().splitlines() if (parsed := _json(line))]
     errors = [line for line in lines if line.get("event") == "api.unhandled_error"]
     mine = [line for line in errors if user_id in line.get("path", "")]
     assert mine, "the 500 was not logged"

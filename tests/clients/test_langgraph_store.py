@@ -131,8 +131,14 @@ async def test_the_third_level_is_an_agent_and_a_prefix_covers_what_lies_beneath
     in_agent = await store.asearch(("memories", user_id, "planner"), query="hotel room number")
     assert [(i.key, i.namespace) for i in in_agent] == [("hotel", ("memories", user_id, "planner"))]
     assert in_agent[0].score is not None and 0 < in_agent[0].score <= 1
+    # The user's namespace as a prefix: the agent's items too ("home" is no answer to the
+    # query: below the default relevance floor); listed, both.
     user_wide = await store.asearch(("memories", user_id), query="hotel room number")
-    assert {(i.key, i.namespace) for i in user_wide} == {
+    assert [(i.key, i.namespace) for i in user_wide] == [
+        ("hotel", ("memories", user_id, "planner"))
+    ]
+    listed_wide = await store.asearch(("memories", user_id))
+    assert {(i.key, i.namespace) for i in listed_wide} == {
         ("hotel", ("memories", user_id, "planner")),
         ("home", ("memories", user_id)),
     }

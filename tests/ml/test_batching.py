@@ -245,6 +245,8 @@ def test_the_time_per_character_follows_the_calls_made() -> None:
     batcher = MicroBatcher(RecordingModel(), max_call_s=0.5)
     batcher.interactive_seen_at = time.monotonic()
     assert batcher.call_budget() == float("inf")  # nothing learnt yet: no bound
+    batcher._learn(50, 0.5)  # a short call: its fixed cost, not the model's speed
+    assert batcher.seconds_per_char is None
 
     batcher._learn(1000, 1.0)  # 1 ms a character
     assert batcher.call_budget() == pytest.approx(500)

@@ -187,7 +187,9 @@ async def test_entities_and_feedback_rank_and_explain(
     assert found["stages"]["entities"] == "boosted Lisbon"  # Ann is a speaker, not an entity
     assert found["results"][0]["memory"]["id"] == created[1]["id"]
     assert stage_rank(found["results"][0], "entities") == 1
-    fed = await search(client, user_id, query, top_k=3, profile="paper", levers={"feedback": True})
+    fed = await search(
+        client, user_id, query, top_k=3, profile="paper", levers={"feedback": True}, min_relevance=0
+    )
     assert all("feedback" in r["explanation"] for r in fed["results"] if "768d" in r["explanation"])
     assert {r["memory"]["id"] for r in fed["results"]} == {c["id"] for c in created}
 
