@@ -440,13 +440,11 @@ class CognisStore(BaseStore):
     def _may_match(user_namespace: tuple[str, ...], conditions: Any) -> bool:
         """Whether a prefix condition could match this user's namespaces (the others are
         checked on the namespaces found)."""
-        for condition in conditions or ():
-            if condition.match_type != "prefix":
-                continue
-            path = tuple(condition.path)[: len(user_namespace)]
-            if not all(want in ("*", got) for got, want in zip(user_namespace, path, strict=False)):
-                return False
-        return True
+        return all(
+            matches(user_namespace, MatchCondition("prefix", tuple(c.path)[: len(user_namespace)]))
+            for c in conditions or ()
+            if c.match_type == "prefix"
+        )
 
 
 def _with_filter(filters: dict[str, Any] | None) -> dict[str, Any]:
