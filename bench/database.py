@@ -72,18 +72,23 @@ async def scratch_database(url: str, name: str, create: bool) -> None:
     admin = create_async_engine(url, isolation_level="AUTOCOMMIT")
     try:
         async with admin.connect() as connection:
-            if create:
-                await connection.execute(text(f'CREATE DATABASE "{name}"'))
-            else:
+            if not create:
                 await connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+            elif not await connection.scalar(
+                text("SELECT 1 FROM pg_database WHERE datname = :name"), {"name": name}
+            ):
+                await connection.execute(text(f'CREATE DATABASE "{name}"'))
     finally:
         await admin.dispose()
 
 
-def in_scratch_database(base: Settings, name: str, work: Callable[[dict[str, str]], None]) -> int:
-    """Create the database `name` on the owner's server, migrate it to head with Alembic, run
-    `work(urls)` (`urls_on`'s fields for it), and drop it, whatever happens. 1 when the
-    migration failed (its error printed), else 0."""
+def in_scratch_database(
+    base: Settings, name: str, work: Callable[[dict[str, str]], None], keep: bool = False
+) -> int:
+    """Create the database `name` on the owner's server (unless it exists), migrate it to head
+    with Alembic, run `work(urls)` (`urls_on`'s fields for it), and drop it, whatever happens,
+    unless `keep` (a benchmark's loaded data kept for its next run). 1 when the migration
+    failed (its error printed), else 0."""
     admin_url = owner_url(base)
     scratch_urls = urls_on(base, name)
     asyncio.run(scratch_database(admin_url, name, create=True))
@@ -101,5 +106,6 @@ def in_scratch_database(base: Settings, name: str, work: Callable[[dict[str, str
             return 1
         work(scratch_urls)
     finally:
-        asyncio.run(scratch_database(admin_url, name, create=False))
+        if not keep:
+            asyncio.run(scratch_database(admin_url, name, create=False))
     return 0

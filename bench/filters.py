@@ -42,7 +42,13 @@ from app.memories.filters import parse_filter, to_sql
 from app.memories.repository import MemoryRepository
 from bench.database import in_scratch_database, owner_url
 from bench.foundation import percentile
-from bench.scale import SyntheticMemories, vacuum_analyze, word_vectors
+from bench.scale import (
+    LocomoMemories,
+    Memories,
+    SyntheticMemories,
+    vacuum_analyze,
+    word_vectors,
+)
 
 SELECTIVITIES = (0.5, 0.1, 0.01, 0.001)
 
@@ -66,7 +72,7 @@ EXACT = text(
 )
 
 
-async def load(engine, memories: SyntheticMemories, user_id: str, count: int) -> None:
+async def load(engine, memories: Memories, user_id: str, count: int) -> None:
     chunk = 2000
     for first in range(0, count, chunk):
         n = min(chunk, count - first)
@@ -90,7 +96,13 @@ async def load(engine, memories: SyntheticMemories, user_id: str, count: int) ->
 
 
 async def vector_leg(
-    session: AsyncSession, settings: Settings, user_id: str, query: np.ndarray, where, exact_max
+    session: AsyncSession,
+    settings: Settings,
+    user_id: str,
+    query: np.ndarray,
+    where,
+    exact_max: int,
+    shortlist: int,
 ) -> list[uuid.UUID]:
     """Stage 2 as legs.py runs it (without the feedback lever): shortlist, 768D re-score."""
     repository = MemoryRepository(session, where)
@@ -98,7 +110,7 @@ async def vector_leg(
         user_id,
         query[:256] / np.linalg.norm(query[:256]),
         None,
-        settings.candidates_256d,
+        shortlist,
         settings.hnsw_ef_search,
         exact_max,
     )
@@ -106,36 +118,55 @@ async def vector_leg(
     return [i for i, _ in sorted(exact.items(), key=lambda pair: -pair[1])[:10]]
 
 
+async def loaded(engine, user_id: str) -> int:
+    async with AsyncSession(engine) as session, session.begin():
+        await session.execute(
+            text("SELECT set_config('cognis.tenant_id', :t, true)"), {"t": str(DEFAULT_TENANT_ID)}
+        )
+        count = await session.scalar(
+            text("SELECT count(*) FROM memories WHERE user_id = :u"), {"u": user_id}
+        )
+    return int(count or 0)
+
+
 async def measure(settings: Settings, args: argparse.Namespace) -> None:
     engine = create_engine(settings, owner_url(settings))
     request_engine = create_engine(settings, settings.database_url.get_secret_value())
-    memories = SyntheticMemories(word_vectors())
     rng = np.random.default_rng(11)
     target = "filters-target"
-    try:
-        await drop_hnsw_indexes(engine)
-        for number in range(args.other_users):
-            await load(engine, memories, f"filters-other-{number}", args.other_size)
-        await load(engine, memories, target, args.size)
-        started = time.perf_counter()
-        await build_hnsw_indexes(engine)
-        await vacuum_analyze(engine)
-        print(
-            f"== {args.size} memories for the queried user, {args.other_users} other users x "
-            f"{args.other_size}; HNSW built in {time.perf_counter() - started:.0f} s; "
-            f"{args.queries} queries; exact_max {settings.exact_search_max_memories}, "
-            f"ef_search {settings.hnsw_ef_search}, shortlist {settings.candidates_256d}",
-            flush=True,
-        )
+    memories: Memories
+    if args.memories == "locomo":
+        memories = LocomoMemories()
+        _, queries = memories.questions(args.queries, rng)
+    else:
+        memories = SyntheticMemories(word_vectors())
         _, queries = memories.batch(10_000_000, args.queries)
         queries = queries + rng.normal(0, 0.3 / np.sqrt(queries.shape[1]), queries.shape)
         queries /= np.linalg.norm(queries, axis=1, keepdims=True)
+    shortlists = [int(n) for n in args.shortlists.split(",")] if args.shortlists else []
+    shortlists = shortlists or [settings.candidates_256d]
+    try:
+        started = time.perf_counter()
+        if await loaded(engine, target) != args.size:  # a kept database holds them already
+            await drop_hnsw_indexes(engine)
+            for number in range(args.other_users):
+                await load(engine, memories, f"filters-other-{number}", args.other_size)
+            await load(engine, memories, target, args.size)
+        await build_hnsw_indexes(engine)  # a no-op where they exist
+        await vacuum_analyze(engine)
+        print(
+            f"== {args.size} {args.memories} memories for the queried user, {args.other_users} "
+            f"other users x {args.other_size}; loaded in {time.perf_counter() - started:.0f} s; "
+            f"{len(queries)} queries; exact_max {settings.exact_search_max_memories}, "
+            f"ef_search {settings.hnsw_ef_search}",
+            flush=True,
+        )
         cases: list[tuple[str, float | None]] = [("none", None)] + [
             ("metadata.b", s) for s in SELECTIVITIES
         ]
         print(
-            f"{'filter':>12} {'mode':>5} {'recall@10':>9} {'vs scan':>8} {'p50 ms':>7} "
-            f"{'p95 ms':>7}"
+            f"{'filter':>12} {'mode':>5} {'shortlist':>9} {'recall@10':>9} {'vs scan':>8} "
+            f"{'p50 ms':>7} {'p95 ms':>7}"
         )
         for _, selectivity in cases:
             below = 1000 if selectivity is None else max(1, round(selectivity * 1000))
@@ -144,10 +175,32 @@ async def measure(settings: Settings, args: argparse.Namespace) -> None:
                 if selectivity is None
                 else to_sql(parse_filter({"field": "metadata.b", "op": "lt", "value": below}))
             )
-            for mode, exact_max in (("auto", settings.exact_search_max_memories), ("hnsw", 0)):
-                recalls, leg_recalls, timings = [], [], []
-                for query in queries:
-                    vector = "[" + ",".join(map(repr, query.tolist())) + "]"
+            modes = [("auto", settings.exact_search_max_memories), ("hnsw", 0)]
+            rows = [(m, n) for m in modes[: 1 if args.auto_only else 2] for n in shortlists]
+            recalls: dict[tuple, list[float]] = {row: [] for row in rows}
+            leg_recalls: dict[tuple, list[float]] = {row: [] for row in rows}
+            timings: dict[tuple, list[float]] = {row: [] for row in rows}
+            for query in queries:
+                vector = "[" + ",".join(map(repr, query.tolist())) + "]"
+                with tenant_scope(DEFAULT_TENANT_ID):
+                    async with AsyncSession(request_engine) as session, session.begin():
+                        await session.execute(
+                            text("SELECT set_config('cognis.tenant_id', :t, true)"),
+                            {"t": str(DEFAULT_TENANT_ID)},
+                        )
+                        truth = [
+                            r.id
+                            for r in await session.execute(
+                                EXACT, {"user_id": target, "below": below, "query": vector}
+                            )
+                        ]
+                        # The same two stages over every matching memory, no index.
+                        scanned = {
+                            n: await vector_leg(session, settings, target, query, where, 10**9, n)
+                            for n in shortlists
+                        }
+                for row in rows:
+                    (_, exact_max), shortlist = row
                     with tenant_scope(DEFAULT_TENANT_ID):
                         async with AsyncSession(request_engine) as session, session.begin():
                             await session.execute(
@@ -156,25 +209,20 @@ async def measure(settings: Settings, args: argparse.Namespace) -> None:
                             )
                             t0 = time.perf_counter()
                             found = await vector_leg(
-                                session, settings, target, query, where, exact_max
+                                session, settings, target, query, where, exact_max, shortlist
                             )
-                            timings.append((time.perf_counter() - t0) * 1000)
-                            truth = [
-                                r.id
-                                for r in await session.execute(
-                                    EXACT, {"user_id": target, "below": below, "query": vector}
-                                )
-                            ]
-                            # The same two stages over every matching memory, no index.
-                            scanned = await vector_leg(
-                                session, settings, target, query, where, 10**9
-                            )
-                    recalls.append(len(set(found) & set(truth)) / max(1, len(truth)))
-                    leg_recalls.append(len(set(found) & set(scanned)) / max(1, len(scanned)))
-                label = "none" if selectivity is None else f"{selectivity:.1%}"
+                            timings[row].append((time.perf_counter() - t0) * 1000)
+                    recalls[row].append(len(set(found) & set(truth)) / max(1, len(truth)))
+                    leg_recalls[row].append(
+                        len(set(found) & set(scanned[shortlist])) / max(1, len(truth))
+                    )
+            label = "none" if selectivity is None else f"{selectivity:.1%}"
+            for row in rows:
+                (mode, _), shortlist = row
                 print(
-                    f"{label:>12} {mode:>5} {np.mean(recalls):9.3f} {np.mean(leg_recalls):8.3f} "
-                    f"{percentile(timings, 50):7.2f} {percentile(timings, 95):7.2f}",
+                    f"{label:>12} {mode:>5} {shortlist:>9} {np.mean(recalls[row]):9.3f} "
+                    f"{np.mean(leg_recalls[row]):8.3f} {percentile(timings[row], 50):7.2f} "
+                    f"{percentile(timings[row], 95):7.2f}",
                     flush=True,
                 )
     finally:
@@ -188,6 +236,22 @@ def main() -> int:
     parser.add_argument("--other-users", type=int, default=20)
     parser.add_argument("--other-size", type=int, default=1000)
     parser.add_argument("--queries", type=int, default=100)
+    parser.add_argument(
+        "--memories",
+        choices=("locomo", "synthetic"),
+        default="locomo",
+        help="locomo: pairs of real LoCoMo turns, queried by LoCoMo's questions; synthetic: "
+        "bench.scale's 73-word sentences (near ties: a harsher test of the 256D shortlist)",
+    )
+    parser.add_argument(
+        "--shortlists", default="", help="256D shortlist sizes to compare (default: the setting)"
+    )
+    parser.add_argument("--auto-only", action="store_true", help="skip the always-HNSW rows")
+    parser.add_argument(
+        "--keep",
+        metavar="DATABASE",
+        help="load into this database once and keep it for later runs (same sizes reuse it)",
+    )
     args = parser.parse_args()
     base = Settings()
     configure_logging("WARNING", False)
@@ -198,7 +262,8 @@ def main() -> int:
         )
         asyncio.run(measure(settings, args))
 
-    return in_scratch_database(base, f"cognis_bench_filters_{uuid.uuid4().hex[:8]}", work)
+    name = args.keep or f"cognis_bench_filters_{uuid.uuid4().hex[:8]}"
+    return in_scratch_database(base, name, work, keep=bool(args.keep))
 
 
 if __name__ == "__main__":

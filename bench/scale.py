@@ -19,12 +19,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import hashlib
 import os
 import random
 import sys
 import time
 import uuid
 from collections import defaultdict
+from pathlib import Path
 
 import httpx
 import numpy as np
@@ -34,7 +36,8 @@ from app.config import Settings
 from app.db.vector_indexes import build_hnsw_indexes, drop_hnsw_indexes
 from app.ml.embedder import Embedder
 from bench.database import default_tenant, owner_engine
-from bench.foundation import percentile
+from bench.foundation import LOCOMO, percentile
+from bench.locomo import load_conversations
 
 WORDS = [
     "morning",
@@ -165,6 +168,58 @@ class SyntheticMemories:
         return contents, vectors
 
 
+class LocomoMemories:
+    """Memories of real conversation: each joins two LoCoMo turns (the first and a second one
+    drawn at random), its vector the normalised sum of the two turns' own embeddings, the
+    second weighted by w ~ U(0.3, 1). The vectors then have the model's real anisotropy and
+    the real spacing between statements (SyntheticMemories' 73-word sentences are near ties:
+    a query's 1st and 200th neighbours differ by 0.03 in cosine at 100,000 memories), at the
+    cost of embedding LoCoMo's ~6,000 turns once (cached, see `locomo_vectors`). Queries are
+    LoCoMo's real questions (`questions`), which no memory contains."""
+
+    def __init__(self, seed: int = 7) -> None:
+        self.turns, self._vectors, self.question_texts, self.question_vectors = locomo_vectors()
+        self._rng = np.random.default_rng(seed)
+
+    def batch(self, first: int, count: int) -> tuple[list[str], np.ndarray]:
+        pairs = self._rng.integers(0, len(self.turns), (count, 2))
+        weights = self._rng.uniform(0.3, 1.0, (count, 1))
+        contents = [f"{self.turns[a]} {self.turns[b]}" for a, b in pairs]
+        vectors = self._vectors[pairs[:, 0]] + weights * self._vectors[pairs[:, 1]]
+        return contents, vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+
+    def questions(self, count: int, rng: np.random.Generator) -> tuple[list[str], np.ndarray]:
+        """`count` distinct real questions (at most LoCoMo's ~2,000) and their embeddings."""
+        picks = rng.choice(len(self.question_texts), min(count, len(self.question_texts)), False)
+        return [self.question_texts[i] for i in picks], self.question_vectors[picks]
+
+
+def locomo_vectors() -> tuple[list[str], np.ndarray, list[str], np.ndarray]:
+    """LoCoMo's turns and questions with their embeddings by the service's model, computed once
+    and cached under ~/.cache/cognis-memory/bench, keyed by the model folder and the data
+    file's checksum (a changed model or data file is embedded again)."""
+    model = os.environ.get("COGNIS_EMBEDDING_MODEL", Settings().embedding_model)
+    key = hashlib.sha256(model.encode() + hashlib.sha256(LOCOMO.read_bytes()).digest())
+    cache = Path.home() / ".cache" / "cognis-memory" / "bench" / f"locomo-{key.hexdigest()[:16]}"
+    conversations = load_conversations(None)
+    turns = [t["content"] for c in conversations for t in c.turns]
+    questions = [q["question"] for c in conversations for q in c.questions]
+    if not cache.with_suffix(".npz").exists():
+        embedder = Embedder(model)
+        texts = turns + questions
+        vectors = []
+        for first in range(0, len(texts), 256):
+            vectors += [e.full for e in embedder.embed_sync(texts[first : first + 256])]
+            print(f"[locomo] embedded {len(vectors)}/{len(texts)} texts (cached after)", flush=True)
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        np.savez(cache, vectors=np.stack(vectors).astype(np.float32))
+    vectors = np.load(cache.with_suffix(".npz"))["vectors"]
+    return turns, vectors[: len(turns)], questions, vectors[len(turns) :]
+
+
+Memories = SyntheticMemories | LocomoMemories
+
+
 def word_vectors() -> np.ndarray:
     """WORDS embedded by the service's model (the local folder `make up` configured)."""
     embedder = Embedder(os.environ.get("COGNIS_EMBEDDING_MODEL", Settings().embedding_model))
@@ -172,7 +227,7 @@ def word_vectors() -> np.ndarray:
 
 
 async def grow(
-    engine, memories: SyntheticMemories, user_id: str, have: int, want: int, chunk: int = 2000
+    engine, memories: Memories, user_id: str, have: int, want: int, chunk: int = 2000
 ) -> None:
     for first in range(have + 1, want + 1, chunk):
         count = min(want, first + chunk - 1) - first + 1
@@ -184,7 +239,10 @@ async def grow(
                     "ids": [uuid.uuid4() for _ in range(count)],
                     "contents": contents,
                     # A conversation's few speakers: what lever speaker_query aggregates.
-                    "speakers": [SPEAKERS[(first + i) % len(SPEAKERS)] for i in range(count)],
+                    "speakers": [
+                        speaker_of(content, SPEAKERS[(first + i) % len(SPEAKERS)])
+                        for i, content in enumerate(contents)
+                    ],
                     "vectors": ["[" + ",".join(map(repr, v.tolist())) + "]" for v in vectors],
                     "user_id": user_id,
                 },
@@ -192,6 +250,12 @@ async def grow(
         done = first + count - 1
         if want - have >= 20_000 and (done - have) % 10_000 < chunk:
             print(f"[load] {user_id}: {done}/{want}", flush=True)
+
+
+def speaker_of(content: str, default: str) -> str:
+    """A LoCoMo memory's speaker ("Caroline: ..."); `default` for a synthetic one."""
+    name, colon, _ = content.partition(": ")
+    return name if colon and " " not in name and not name.startswith("Note") else default
 
 
 def _print_built(name: str, seconds: float) -> None:
@@ -256,7 +320,18 @@ async def main_async(args: argparse.Namespace) -> int:
     target = f"scale-{run}-target"
     others = [f"scale-{run}-u{i:03d}" for i in range(args.other_users)]
     rng = random.Random(run)  # new queries each run: the API may still cache the last ones
-    memories = SyntheticMemories(word_vectors())
+    memories: Memories
+    if args.memories == "locomo":
+        memories = LocomoMemories()
+        questions, _ = memories.questions(10**6, np.random.default_rng(rng.randrange(2**32)))
+    else:
+        memories = SyntheticMemories(word_vectors())
+
+    def new_queries(count: int) -> list[str]:
+        if args.memories == "locomo":  # real questions, never asked before in this run
+            return [questions.pop() for _ in range(count)]
+        return [" ".join(rng.choice(WORDS) for _ in range(8)) + "?" for _ in range(count)]
+
     try:
         started = time.perf_counter()
         if args.bulk_load:
@@ -282,16 +357,14 @@ async def main_async(args: argparse.Namespace) -> int:
             # What a DBA runs after a bulk load; otherwise autovacuum works through the new
             # rows while the first queries are timed.
             await vacuum_analyze(engine)
-            measure(api, target, [f"warm-up {n} {rng.choice(WORDS)}" for n in range(10)])
+            measure(api, target, new_queries(10))
             print(
                 f"== {size} memories for the queried user, {len(others)} other users x "
                 f"{args.other_size}"
             )
             for profile in args.profiles.split(","):
                 # New queries per profile: the second must not find the first's embeddings.
-                unique = [
-                    " ".join(rng.choice(WORDS) for _ in range(8)) + "?" for _ in range(args.queries)
-                ]
+                unique = new_queries(args.queries)
                 timed = measure(api, target, unique, profile)
                 show(f"profile {profile}, unique queries (embedding computed)", timed)
                 timed = measure(api, target, unique, profile)
@@ -321,6 +394,14 @@ def main() -> int:
     parser.add_argument("--queries", type=int, default=100)
     parser.add_argument(
         "--profiles", default="paper,default", help="retrieval profiles timed, in turn"
+    )
+    parser.add_argument(
+        "--memories",
+        choices=("synthetic", "locomo"),
+        default="synthetic",
+        help="synthetic: 73-word sentences, 8-word queries; locomo: pairs of real LoCoMo turns "
+        "with their real embeddings, queried by LoCoMo's real questions (bench.scale's "
+        "LocomoMemories)",
     )
     parser.add_argument(
         "--bulk-load",

@@ -25,7 +25,11 @@ EXPECTED_INDEXES = {
         "m='16'",
         "ef_construction='128'",
     ),
-    "memories_user_current_idx": ("btree", "WHERE is_current"),
+    "memories_user_current_tenant_idx": (
+        "btree",
+        "(user_id) INCLUDE (tenant_id)",
+        "WHERE is_current",
+    ),
     "memories_replaces_id_idx": ("UNIQUE", "WHERE (replaces_id IS NOT NULL)"),
     "memories_chain_current_idx": ("UNIQUE", "WHERE is_current"),
     "outbox_pending_idx": ("WHERE (processed_at IS NULL)",),

@@ -203,10 +203,12 @@ class Memory(Base):
         # No HNSW index on embedding_768d: no query searches it by similarity (the 768D stage
         # re-scores a shortlist by id, exactly), and maintaining it tripled the cost of every
         # insert. See migration 0005 and docs/benchmarks/ingestion.md.
+        # tenant_id included: row security's check is then read from the index, so the
+        # count that chooses a search's scan never reads the table (migration 0019).
         Index(
-            "memories_user_current_idx",
+            "memories_user_current_tenant_idx",
             "user_id",
-            "is_current",
+            postgresql_include=["tenant_id"],
             postgresql_where=text("is_current"),
         ),
         # Unique: a version is replaced at most once, so a chain can never fork.

@@ -16,7 +16,6 @@ from sqlalchemy import (
     bindparam,
     exists,
     func,
-    literal,
     or_,
     select,
     text,
@@ -128,42 +127,19 @@ class ListFilter:
 
 
 async def set_hnsw_scan(
-    session: AsyncSession,
-    ef_search: int,
-    user_id: str,
-    exact_max: int,
-    where: ColumnElement[bool] | None = None,
+    session: AsyncSession, ef_search: int, user_id: str, exact_max: int
 ) -> bool:
     """This transaction's HNSW scan: `ef_search`, and iterative scans (pgvector >= 0.8) that
     keep filling the list when the user filter rejects neighbours. In the same round trip,
     whether `user_id` has at most `exact_max` current memories (counting stops after one
-    more): then an exact scan is cheap, and better than the index's approximation.
+    more, from the index alone: migration 0019): then an exact scan is cheap, and better than
+    the index's approximation.
 
-    With a filter (`where`), what is counted is the user's current memories that match it: a
-    selective filter is scanned exactly, whatever the user's size, so it cannot starve the
-    vector leg (an HNSW scan would reach few of its rows); a broad one goes through HNSW,
-    whose iterative scan keeps going until the filtered list is full."""
-    if where is not None:
-        cap = max(exact_max, 0)
-        matching = (
-            select(literal(1))
-            .select_from(_memories)
-            .where(_memories.c.user_id == user_id, _memories.c.is_current, where)
-            .limit(cap + 1)
-            .subquery()
-        )
-        row = (
-            await session.execute(
-                select(
-                    func.set_config("hnsw.ef_search", str(int(ef_search)), True),
-                    func.set_config("hnsw.iterative_scan", "relaxed_order", True),
-                    (select(func.count()).select_from(matching).scalar_subquery() <= cap).label(
-                        "small"
-                    ),
-                )
-            )
-        ).one()
-        return bool(row.small) and exact_max > 0
+    A request's filter is not counted: counting a selective filter's matches meant reading
+    every row of a large user (100,000 rows for a 1 % filter, docs/benchmarks/filters.md),
+    twice with the exact scan after it. A large user's filtered search goes to the index
+    instead, and falls back to an exact scan only when the index comes back short
+    (`MemoryRepository.coarse_candidates`)."""
     row = (
         await session.execute(
             text(
@@ -325,6 +301,12 @@ class MemoryRepository:
     def add(self, memories: list[Memory]) -> None:
         self.session.add_all(memories)
 
+    async def scan_choice(self, user_id: str, ef_search: int, exact_max: int) -> bool:
+        """Set this transaction's HNSW scan and say whether stage 2a should scan exactly
+        (`set_hnsw_scan`). It needs no query vector, so a search runs it while the query is
+        embedded."""
+        return await set_hnsw_scan(self.session, ef_search, user_id, exact_max)
+
     async def coarse_candidates(
         self,
         user_id: str,
@@ -333,19 +315,35 @@ class MemoryRepository:
         limit: int,
         ef_search: int,
         exact_max: int = 0,
+        exact: bool | None = None,
     ) -> list[tuple[uuid.UUID, float]]:
         """Stage 2a: the user's visible current memories nearest by 256D cosine: exactly when
-        the user has at most `exact_max` current memories, else by the HNSW index."""
-        small = await set_hnsw_scan(self.session, ef_search, user_id, exact_max, self.where)
-        statement = _COARSE_CANDIDATES_EXACT if small else _COARSE_CANDIDATES
-        if self.where is not None:
-            statement = statement.where(self.where)
-        rows = await self.session.execute(
-            statement,
-            {"user_id": user_id, "query": query_256d, "session_id": session_id, "limit": limit},
-        )
+        the user has at most `exact_max` current memories, else by the HNSW index (and then
+        exactly after all if the index returns fewer than `limit`). `exact`: the choice, when
+        `scan_choice` already made it in this transaction."""
+        small = exact
+        if small is None:
+            small = await self.scan_choice(user_id, ef_search, exact_max)
+        parameters = {
+            "user_id": user_id,
+            "query": query_256d,
+            "session_id": session_id,
+            "limit": limit,
+        }
+        rows = (await self.session.execute(self._filtered_statement(exact=small), parameters)).all()
+        if not small and len(rows) < limit:
+            # The index came back short: fewer than `limit` of the rows its iterative scan
+            # reached (hnsw.max_scan_tuples) match the filters, so the matches are few and
+            # spread out; only an exact scan finds them all.
+            rows = (
+                await self.session.execute(self._filtered_statement(exact=True), parameters)
+            ).all()
         # relaxed_order may return neighbours slightly out of order: sort exactly here.
         return sorted(((r.id, 1.0 - float(r.distance)) for r in rows), key=lambda pair: -pair[1])
+
+    def _filtered_statement(self, exact: bool) -> Any:
+        statement = _COARSE_CANDIDATES_EXACT if exact else _COARSE_CANDIDATES
+        return statement if self.where is None else statement.where(self.where)
 
     async def exact_768d_scores(
         self, user_id: str, memory_ids: list[uuid.UUID], query_768d: np.ndarray

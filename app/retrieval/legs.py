@@ -20,7 +20,7 @@ from app.retrieval.plan import Lever, RetrievalPlan
 from app.retrieval.speakers import known_speakers, without_names
 from app.retrieval.steps import SearchContext, Step, levers_of
 from app.retrieval.timing import StageTimer
-from app.retrieval.vector_leg import VectorLegSettings, vector_leg
+from app.retrieval.vector_leg import VectorLegSettings, scan_choice, vector_leg
 from app.search_index.client import TextHit
 
 SPEAKER_QUERY = Lever(
@@ -114,17 +114,28 @@ async def search_legs(query: LegQuery, context: SearchContext, timer: StageTimer
     request, plan = context.request, context.plan
 
     async def vector_path() -> tuple[list[Candidate], int, np.ndarray]:
-        with timer.stage("query_embedding_ms"):
-            embedding = await context.embedder.embed_query(
-                query.text, current_tenant(), request.user_id
-            )
+        options = vector_options(plan)
+        try:
+            async with asyncio.TaskGroup() as beside:
+                # The scan's choice needs the database, not the query vector: it runs while
+                # the query is embedded (on another core), instead of after it.
+                choice = beside.create_task(
+                    scan_choice(context.repository, request.user_id, options, timer)
+                )
+                with timer.stage("query_embedding_ms"):
+                    embedding = await context.embedder.embed_query(
+                        query.text, current_tenant(), request.user_id
+                    )
+        except ExceptionGroup as failed:
+            raise failed.exceptions[0] from None
         candidates, shortlisted = await vector_leg(
             context.repository,
             request.user_id,
             request.session_id,
             embedding,
-            vector_options(plan),
+            options,
             timer,
+            choice.result(),
         )
         return candidates, shortlisted, embedding.full
 

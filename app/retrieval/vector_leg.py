@@ -43,8 +43,10 @@ async def vector_leg(
     embedding: Embedding,
     options: VectorLegSettings,
     timer: StageTimer,
+    exact_scan: bool | None = None,
 ) -> tuple[list[Candidate], int]:
-    """The best candidates, and how many the 256D stage shortlisted."""
+    """The best candidates, and how many the 256D stage shortlisted. `exact_scan`: the
+    `scan_choice` made while the query was embedded (None: made here)."""
     with timer.stage("vector_256d_ms"):
         coarse = await repository.coarse_candidates(
             user_id,
@@ -53,6 +55,7 @@ async def vector_leg(
             options.shortlist,
             options.ef_search,
             options.exact_max,
+            exact_scan,
         )
     candidates = []
     for rank, (memory_id, score) in enumerate(coarse, start=1):
@@ -78,6 +81,15 @@ async def vector_leg(
             exact = await exact_scores(user_id, ids, moved)
             ranked = rescored(candidates, exact, "feedback")
     return ranked[: options.keep], len(coarse)
+
+
+async def scan_choice(
+    repository: MemoryRepository, user_id: str, options: VectorLegSettings, timer: StageTimer
+) -> bool:
+    """Stage 2a's choice between an exact scan and the index (a count of the user's matching
+    memories, stopped past `exact_max`): a round trip that needs no query vector."""
+    with timer.stage("scan_choice_ms"):
+        return await repository.scan_choice(user_id, options.ef_search, options.exact_max)
 
 
 def rescored(

@@ -184,6 +184,33 @@ async def test_the_vector_leg_filters_before_it_ranks_in_both_scans(
             assert {str(memory_id) for memory_id, _ in everything} == expected
 
 
+async def test_an_index_scan_that_comes_back_short_is_redone_exactly(
+    loaded, db, user_id, inprocess_api
+) -> None:
+    """A selective filter must not starve the vector leg: when the HNSW scan gives up before
+    it found `limit` matches, the leg scans the user's rows exactly."""
+    embedder: Embedder = inprocess_api.app.state.runtime.query_embedder
+    query = await embedder.embed_query("a knee injury from running")  # nearest: not apollo
+    matching = parse_filter({"field": "metadata.project", "op": "eq", "value": "apollo"})
+    expected = {loaded[MEMORIES[name]["content"]] for name in ("alps", "boots")}
+    async with AsyncSession(db) as session, session.begin():
+        await session.execute(SET_TENANT, {"t": str(DEFAULT_TENANT_ID)})
+        # An index scan that returns one tuple and does not go on (no iterative scan); the
+        # planner must use the index, which it would not for a test's small table.
+        for setting in (
+            "hnsw.ef_search = 1",
+            "hnsw.iterative_scan = off",
+            "enable_seqscan = off",
+            "enable_sort = off",
+        ):
+            await session.execute(text(f"SET LOCAL {setting}"))
+        repository = MemoryRepository(session, to_sql(matching))
+        shortlist = await repository.coarse_candidates(
+            user_id, query.coarse, None, 10, 1, 0, exact=False
+        )
+    assert {str(memory_id) for memory_id, _ in shortlist} == expected
+
+
 async def test_the_bm25_leg_filters_in_the_query(loaded, inprocess_api, user_id) -> None:
     """Column clauses are exact in OpenSearch: the index returns no excluded document."""
     index: MemoryIndex = inprocess_api.app.state.runtime.index
