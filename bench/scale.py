@@ -258,6 +258,25 @@ def speaker_of(content: str, default: str) -> str:
     return name if colon and " " not in name and not name.startswith("Note") else default
 
 
+async def erase(api: httpx.Client, engine, users: list[str], bulk_load: bool) -> None:
+    # Erasing 100,000 rows under live HNSW indexes leaves their VACUUM minutes of graph
+    # repair; with --bulk-load the indexes are rebuilt on what remains instead.
+    if bulk_load:
+        await drop_hnsw_indexes(engine)
+    for user in users:
+        api.delete(f"/v1/users/{user}").raise_for_status()  # noqa: ASYNC212
+
+
+async def stored(engine, users: list[str]) -> dict[str, int]:
+    """How many memories each of `users` has already (a kept run's)."""
+    async with default_tenant(engine) as session:
+        rows = await session.execute(
+            text("SELECT user_id, count(*) FROM memories WHERE user_id = ANY(:u) GROUP BY 1"),
+            {"u": users},
+        )
+        return {str(row[0]): int(row[1]) for row in rows}
+
+
 def _print_built(name: str, seconds: float) -> None:
     print(f"[load] built {name} in {seconds:.0f} s", flush=True)
 
@@ -316,10 +335,10 @@ def show(label: str, timings: dict[str, list[float]]) -> None:
 async def main_async(args: argparse.Namespace) -> int:
     engine = owner_engine(Settings())  # loads rows, drops and builds indexes, vacuums
     api = httpx.Client(base_url=args.api, headers={"X-API-Key": args.key}, timeout=120)
-    run = uuid.uuid4().hex[:6]
+    run = args.keep or uuid.uuid4().hex[:6]
     target = f"scale-{run}-target"
     others = [f"scale-{run}-u{i:03d}" for i in range(args.other_users)]
-    rng = random.Random(run)  # new queries each run: the API may still cache the last ones
+    rng = random.Random(uuid.uuid4().hex)  # new queries each run: the API may cache the last
     memories: Memories
     if args.memories == "locomo":
         memories = LocomoMemories()
@@ -334,18 +353,19 @@ async def main_async(args: argparse.Namespace) -> int:
 
     try:
         started = time.perf_counter()
-        if args.bulk_load:
+        kept = await stored(engine, [*others, target]) if args.keep else {}
+        if args.bulk_load and min(kept.get(user, 0) for user in others) < args.other_size:
             await drop_hnsw_indexes(engine)
         for number, user in enumerate(others, start=1):
-            await grow(engine, memories, user, 0, args.other_size)
+            await grow(engine, memories, user, kept.get(user, 0), args.other_size)
             if number % 20 == 0:
                 print(f"[load] {number}/{len(others)} other users", flush=True)
-        have = 0
+        have = kept.get(target, 0)
         for size in (int(s) for s in args.sizes.split(",")):
-            if args.bulk_load:
+            if args.bulk_load and have < size:
                 await drop_hnsw_indexes(engine)
             await grow(engine, memories, target, have, size)
-            have = size
+            have = max(have, size)
             if args.bulk_load:
                 await build_hnsw(engine)
             print(
@@ -370,17 +390,14 @@ async def main_async(args: argparse.Namespace) -> int:
                 timed = measure(api, target, unique, profile)
                 show(f"profile {profile}, repeated queries (embedding cached)", timed)
     finally:
-        # Erasing 100,000 rows under live HNSW indexes leaves their VACUUM minutes of graph
-        # repair; with --bulk-load the indexes are rebuilt on what remains instead.
         try:
-            if args.bulk_load:
-                await drop_hnsw_indexes(engine)
-            for user in [target, *others]:
-                api.delete(f"/v1/users/{user}").raise_for_status()  # noqa: ASYNC212
+            if not args.keep:  # a kept run's users stay for the next run with the same name
+                await erase(api, engine, [target, *others], args.bulk_load)
         finally:  # the indexes come back even when the erase fails half-way
             await build_hnsw(engine)
-            await vacuum_analyze(engine)
-        await engine.dispose()
+            if not args.keep:
+                await vacuum_analyze(engine)
+            await engine.dispose()
     return 0
 
 
@@ -394,6 +411,12 @@ def main() -> int:
     parser.add_argument("--queries", type=int, default=100)
     parser.add_argument(
         "--profiles", default="paper,default", help="retrieval profiles timed, in turn"
+    )
+    parser.add_argument(
+        "--keep",
+        metavar="NAME",
+        help="name the users after NAME and keep them at the end; a later run with the same "
+        "NAME loads only what is missing (then erase them with DELETE /v1/users/scale-NAME-*)",
     )
     parser.add_argument(
         "--memories",

@@ -158,7 +158,7 @@ async def user_index_lag(
     (outbox_user_pending_idx), and those delivered less than `refresh_window_s` ago
     (outbox_user_delivered_idx; None: every delivered one still kept, the index having no
     scheduled refresh)."""
-    # clock_timestamp, not now(): the caller's transaction may have begun earlier.
+    # The statement's own start, not now(): the caller's transaction may have begun earlier.
     undelivered = select(
         func.count().label("events"), func.min(OutboxEvent.created_at).label("oldest")
     ).where(OutboxEvent.user_id == user_id, OutboxEvent.processed_at.is_(None))
@@ -166,11 +166,11 @@ async def user_index_lag(
         func.count().label("events"), func.min(OutboxEvent.created_at).label("oldest")
     ).where(OutboxEvent.user_id == user_id, OutboxEvent.processed_at.is_not(None))
     if refresh_window_s is not None:
-        # A subquery, evaluated once: clock_timestamp() is volatile, and a volatile bound
-        # in the condition itself would keep the index from being used.
-        since = select(
-            func.clock_timestamp() - func.make_interval(0, 0, 0, 0, 0, 0, refresh_window_s)
-        ).scalar_subquery()
+        # statement_timestamp() is stable, so the planner reads its value and sees that few
+        # events were delivered since: a scan of outbox_user_delivered_idx. The volatile
+        # clock_timestamp() (in a subquery) left it guessing a third of the user's events,
+        # and at 100,000 of them it scanned the whole outbox on every search (100 ms).
+        since = func.statement_timestamp() - func.make_interval(0, 0, 0, 0, 0, 0, refresh_window_s)
         unrefreshed = unrefreshed.where(OutboxEvent.processed_at > since)
     waiting, delivered = undelivered.subquery(), unrefreshed.subquery()
     oldest = func.least(waiting.c.oldest, delivered.c.oldest)
