@@ -208,6 +208,16 @@ describe("CognisClient against the API", () => {
     expect(planner[0]?.agent_id).toBe("planner");
     expect(planner[0]?.embedding).toHaveLength(768);
 
+    // The export is the import's line format: it imports as it is into another user.
+    const copy = newUser();
+    const imported = await cognis.importMemories(
+      copy,
+      lines.map(({ user_id: _user, ...line }) => line),
+    );
+    expect([imported.imported, imported.failed, imported.errors]).toEqual([2, 0, []]);
+    const copied = await collect(cognis.iterMemories(copy));
+    expect(copied.map((m) => m.content).sort()).toEqual(lines.map((l) => l.content).sort());
+
     const users = await cognis.listUsers({ prefix: userId });
     expect(users.items.map((u) => [u.user_id, u.memories, u.versions])).toEqual([[userId, 2, 2]]);
     expect(users.next_cursor).toBeNull();
