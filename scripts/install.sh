@@ -54,6 +54,28 @@ venv_install() {
     log "virtualenv ready: $VENV"
 }
 
+node_install() {
+    # Node.js and npm: the TypeScript client's build and tests (clients/typescript). Any
+    # Node >= 18 does (Debian's apt package, or one already installed, e.g. NodeSource's 20).
+    if command -v node >/dev/null && command -v npm >/dev/null \
+        && node -e 'process.exit(+process.versions.node.split(".")[0] >= 18 ? 0 : 1)'; then
+        log "node $(node --version) and npm $(npm --version) present"
+    else
+        ensure_debs nodejs npm
+    fi
+    # Its pinned dev dependencies (package-lock.json), from npm's own cache after the first
+    # time; again only when the lock file changed (the stamp: its hash at the last install).
+    local dir="$ROOT/clients/typescript" want
+    want=$(sha256sum "$dir/package-lock.json" | cut -d' ' -f1)
+    if [[ "$(cat "$dir/node_modules/.cognis-lock.sha256" 2>/dev/null)" == "$want" ]]; then
+        log "clients/typescript/node_modules up to date with package-lock.json"
+        return 0
+    fi
+    log "npm ci in clients/typescript"
+    (cd "$dir" && npm ci --no-audit --no-fund --prefer-offline --loglevel=error)
+    printf '%s\n' "$want" >"$dir/node_modules/.cognis-lock.sha256"
+}
+
 main() {
     require_root
     step "postgres + pgvector" "$SCRIPTS/install-postgres.sh"
@@ -66,6 +88,7 @@ main() {
         "$MODELS_DIR/all-mpnet-base-v2" >/dev/null
     # Headless Chromium and its driver: the web console's browser tests (Selenium drives them).
     step "chromium for console tests" ensure_debs chromium chromium-driver
+    step "node + npm for the TypeScript client" node_install
     step "local LLM (xllamacpp + SmolLM2-135M test model)" "$SCRIPTS/install-llm.sh" >/dev/null
     log "install complete; start the services with: scripts/services.sh start all"
 }
