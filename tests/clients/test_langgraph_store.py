@@ -179,7 +179,7 @@ async def test_namespaces_are_listed_and_a_prefix_search_spans_users(
         await store.aclose()
 
 
-async def test_memories_from_other_paths_are_items_keyed_by_id(
+async def test_memories_from_other_paths_are_items_keyed_by_their_chain(
     store: CognisStore, client: httpx.AsyncClient, user_id: str
 ) -> None:
     created = await client.post(
@@ -188,12 +188,25 @@ async def test_memories_from_other_paths_are_items_keyed_by_id(
     )
     memory = created.json()
     (item,) = await store.asearch(("memories", user_id), query="musical instrument")
-    assert item.key == memory["id"]
+    assert item.key == memory["chain_id"]
     assert item.value == {"content": "Ana plays the oboe.", "category": "hobbies"}
-    fetched = await store.aget(("memories", user_id), memory["id"])
+    fetched = await store.aget(("memories", user_id), memory["chain_id"])
     assert fetched is not None and fetched.value == item.value
     # The id of a memory in another namespace (an agent's) is not found in this one.
-    assert await store.aget(("memories", user_id, "s9"), memory["id"]) is None
+    assert await store.aget(("memories", user_id, "s9"), memory["chain_id"]) is None
+    # An update by other means makes a new version: the key stays, and names the new text.
+    updated = await client.patch(
+        f"/v1/users/{user_id}/memories/{memory['id']}", json={"content": "Ana plays the flute."}
+    )
+    assert updated.status_code == 200 and updated.json()["id"] != memory["id"]
+    (again,) = await store.asearch(("memories", user_id), query="musical instrument")
+    assert again.key == item.key
+    fetched = await store.aget(("memories", user_id), item.key)
+    assert fetched is not None and fetched.value["content"] == "Ana plays the flute."
+    # A put on that key writes the next version of the same chain, not a second item.
+    await store.aput(("memories", user_id), item.key, {"content": "Ana plays the cello."})
+    items = await store.asearch(("memories", user_id), query="musical instrument")
+    assert [(i.key, i.value["content"]) for i in items] == [(item.key, "Ana plays the cello.")]
 
 
 def test_sync_methods_and_refusals(api: ApiProcess, user_id: str) -> None:

@@ -10,8 +10,10 @@ users are merged by `relevance` (the query's cosine to the memory, comparable ac
 given as each item's `score`. An item is one memory chain: its text is `value["content"]` (or
 `value["text"]`, else the value as JSON), its key and value ride in the memory's metadata, and a
 put on an existing key writes a new version (the earlier one stays in the chain's history).
-Memories written by other means (messages, REST) appear as items too, keyed by their memory id,
-with `{"content", "category"}` as value.
+Memories written by other means (messages, REST) appear as items too, keyed by their chain id
+(the first version's id, which no update changes: `get` by that key finds the current version),
+with `{"content", "category"}` as value. A get or put by key is one filtered request (the key
+is matched in the metadata by the server), not a walk through the namespace.
 
 A put repeated after the first committed writes nothing (it finds the value unchanged). Its
 update or delete sends an idempotency key derived from the version it replaces, so a put repeated
@@ -256,8 +258,9 @@ class CognisStore(BaseStore):
 
     def _item(self, memory: Memory, score: float | None = None) -> SearchItem:
         stored = self._stored(memory)
-        if stored is None:
-            key, value = str(memory.id), {"content": memory.content, "category": memory.category}
+        if stored is None:  # written by other means: keyed by its chain, stable across updates
+            key = str(memory.chain_id)
+            value = {"content": memory.content, "category": memory.category}
             created_at = memory.created_at
         else:
             key, value = stored["key"], current_value(stored["value"], memory.content)
@@ -276,20 +279,24 @@ class CognisStore(BaseStore):
     async def _find(
         self, client: AsyncCognisClient, namespace: tuple[str, ...], key: str
     ) -> Memory | None:
+        """The current version of the item `key` in `namespace`: one filtered list request
+        for an item this store put (its key is in the metadata), else the chain a memory
+        written by other means is keyed by (its `chain_id`, which no update changes)."""
         user_id, agent_id = self._locate(namespace)
-        # No lookup by metadata in the API: walk the namespace's current memories.
-        async for memory in client.iter_memories(
-            user_id, page_size=200, scope="USER", filters=agent_filter(agent_id)
-        ):
-            stored = self._stored(memory)
-            if stored is not None and stored["key"] == key:
-                return memory
-        try:  # a memory written by other means, named by its id
-            memory = await client.get_memory(user_id, str(uuid.UUID(key)))
+        by_key = {"field": f"metadata.{METADATA_KEY}.key", "op": "eq", "value": key}
+        page = await client.list_memories(
+            user_id, limit=1, scope="USER", filters={"and": [agent_filter(agent_id), by_key]}
+        )
+        if page.items:
+            return page.items[0]
+        try:  # a memory written by other means, named by its chain (or any version's id)
+            current = (await client.history(user_id, str(uuid.UUID(key)))).current
         except (ValueError, NotFoundError):
             return None
-        in_namespace = memory.scope == "USER" and memory.agent_id == agent_id
-        return memory if memory.is_current and in_namespace else None
+        if current is None or self._stored(current) is not None:
+            return None  # erased, or an item of this store's, found by its key above
+        in_namespace = current.scope == "USER" and current.agent_id == agent_id
+        return current if in_namespace else None
 
     async def _put(self, client: AsyncCognisClient, op: PutOp) -> None:
         user_id, agent_id = self._locate(op.namespace)
