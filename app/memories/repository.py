@@ -26,6 +26,7 @@ from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import aliased, defer
 from sqlalchemy.sql.elements import CollectionAggregate
+from sqlalchemy.sql.util import ClauseAdapter
 
 from app.db.models import Memory
 from app.memories.context import Turn, turn_line
@@ -126,33 +127,74 @@ class ListFilter:
     where: ColumnElement[bool] | None = None  # a compiled filter (app/memories/filters.py)
 
 
+# A filtered search's choice reads at most this many of the user's rows to estimate how many
+# match (beside the query's embedding, which takes longer than reading them).
+FILTER_SAMPLE_ROWS = 20_000
+# pgvector's hnsw.max_scan_tuples (its default): an iterative scan that would have to visit
+# more tuples than this to fill its list gives up short.
+INDEX_SCAN_TUPLES = 20_000
+
+
 async def set_hnsw_scan(
-    session: AsyncSession, ef_search: int, user_id: str, exact_max: int
+    session: AsyncSession,
+    ef_search: int,
+    user_id: str,
+    exact_max: int,
+    where: ColumnElement[bool] | None = None,
+    shortlist: int = 200,
+    sample_rows: int = FILTER_SAMPLE_ROWS,
 ) -> bool:
     """This transaction's HNSW scan: `ef_search`, and iterative scans (pgvector >= 0.8) that
     keep filling the list when the user filter rejects neighbours. In the same round trip,
-    whether `user_id` has at most `exact_max` current memories (counting stops after one
-    more, from the index alone: migration 0019): then an exact scan is cheap, and better than
-    the index's approximation.
+    whether stage 2a should scan exactly rather than through the index.
 
-    A request's filter is not counted: counting a selective filter's matches meant reading
-    every row of a large user (100,000 rows for a 1 % filter, docs/benchmarks/filters.md),
-    twice with the exact scan after it. A large user's filtered search goes to the index
-    instead, and falls back to an exact scan only when the index comes back short
+    Unfiltered: when the user has at most `exact_max` current memories (counted from the
+    index alone, stopping after one more: migration 0019). An exact scan is then cheap, and
+    better than the index's approximation.
+
+    With a filter (`where`), from the user's first `sample_rows` current memories: all of
+    them read (a user that small), exactly when at most `exact_max` match; a larger user,
+    exactly when fewer than `shortlist` / INDEX_SCAN_TUPLES of the rows read match, since the
+    index would give up before it found `shortlist` of them. Counting every match instead
+    read all of a large user's rows (100,000 for a 1 % filter) before the scan read them
+    again; a sample can misjudge, and a short index scan falls back to an exact one
     (`MemoryRepository.coarse_candidates`)."""
-    row = (
-        await session.execute(
-            text(
-                "SELECT set_config('hnsw.ef_search', :ef, true),"
-                " set_config('hnsw.iterative_scan', 'relaxed_order', true),"
-                " (SELECT count(*) FROM (SELECT 1 FROM memories"
-                "   WHERE user_id = :user_id AND is_current LIMIT :cap + 1) AS mine) <= :cap"
-                " AS small"
-            ),
-            {"ef": str(int(ef_search)), "user_id": user_id, "cap": max(exact_max, 0)},
-        )
-    ).one()
-    return bool(row.small) and exact_max > 0
+    settings = (
+        func.set_config("hnsw.ef_search", str(int(ef_search)), True),
+        func.set_config("hnsw.iterative_scan", "relaxed_order", True),
+    )
+    if where is None:
+        row = (
+            await session.execute(
+                text(
+                    "SELECT set_config('hnsw.ef_search', :ef, true),"
+                    " set_config('hnsw.iterative_scan', 'relaxed_order', true),"
+                    " (SELECT count(*) FROM (SELECT 1 FROM memories"
+                    "   WHERE user_id = :user_id AND is_current LIMIT :cap + 1) AS mine)"
+                    " <= :cap AS small"
+                ),
+                {"ef": str(int(ef_search)), "user_id": user_id, "cap": max(exact_max, 0)},
+            )
+        ).one()
+        return bool(row.small) and exact_max > 0
+    sample = (
+        select(_memories)
+        .where(_memories.c.user_id == user_id, _memories.c.is_current)
+        .limit(sample_rows)
+        .subquery()
+    )
+    matches = ClauseAdapter(sample).traverse(where)
+    counts = (
+        select(func.count().label("read"), func.count().filter(matches).label("matching"))
+        .select_from(sample)
+        .subquery()
+    )
+    row = (await session.execute(select(*settings, counts.c.read, counts.c.matching))).one()
+    if exact_max <= 0:
+        return False
+    if row.read < sample_rows:
+        return bool(row.matching <= exact_max)
+    return bool(row.matching * INDEX_SCAN_TUPLES < shortlist * row.read)
 
 
 class MemoryRepository:
@@ -301,11 +343,15 @@ class MemoryRepository:
     def add(self, memories: list[Memory]) -> None:
         self.session.add_all(memories)
 
-    async def scan_choice(self, user_id: str, ef_search: int, exact_max: int) -> bool:
+    async def scan_choice(
+        self, user_id: str, ef_search: int, exact_max: int, shortlist: int = 200
+    ) -> bool:
         """Set this transaction's HNSW scan and say whether stage 2a should scan exactly
-        (`set_hnsw_scan`). It needs no query vector, so a search runs it while the query is
-        embedded."""
-        return await set_hnsw_scan(self.session, ef_search, user_id, exact_max)
+        (`set_hnsw_scan`, with this repository's filter). It needs no query vector, so a
+        search runs it while the query is embedded."""
+        return await set_hnsw_scan(
+            self.session, ef_search, user_id, exact_max, self.where, shortlist
+        )
 
     async def coarse_candidates(
         self,
@@ -323,7 +369,7 @@ class MemoryRepository:
         `scan_choice` already made it in this transaction."""
         small = exact
         if small is None:
-            small = await self.scan_choice(user_id, ef_search, exact_max)
+            small = await self.scan_choice(user_id, ef_search, exact_max, limit)
         parameters = {
             "user_id": user_id,
             "query": query_256d,

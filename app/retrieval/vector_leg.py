@@ -89,7 +89,9 @@ async def scan_choice(
     """Stage 2a's choice between an exact scan and the index (a count of the user's matching
     memories, stopped past `exact_max`): a round trip that needs no query vector."""
     with timer.stage("scan_choice_ms"):
-        return await repository.scan_choice(user_id, options.ef_search, options.exact_max)
+        return await repository.scan_choice(
+            user_id, options.ef_search, options.exact_max, options.shortlist
+        )
 
 
 def rescored(

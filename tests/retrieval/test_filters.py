@@ -15,7 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.tenant import DEFAULT_TENANT_ID, tenant_scope
 from app.memories.filters import parse_filter, to_opensearch, to_sql
-from app.memories.repository import MemoryRepository
+from app.memories.repository import MemoryRepository, set_hnsw_scan
 from app.ml.embedder import Embedder
 from app.search_index.client import MemoryIndex
 from tests.factories import search, stage_rank
@@ -182,6 +182,23 @@ async def test_the_vector_leg_filters_before_it_ranks_in_both_scans(
                 user_id, query.coarse, None, 50, 40, exact_max
             )
             assert {str(memory_id) for memory_id, _ in everything} == expected
+
+
+async def test_a_filtered_search_scans_exactly_when_few_memories_match(loaded, db, user_id) -> None:
+    """The scan's choice with a filter: a user read whole is scanned exactly when at most
+    `exact_max` memories match; of a user larger than the sample, the share that matches in
+    the sample decides (the index would give up on a rare filter)."""
+    apollo = to_sql(parse_filter({"field": "metadata.project", "op": "eq", "value": "apollo"}))
+    nowhere = to_sql(parse_filter({"field": "metadata.project", "op": "eq", "value": "zeus"}))
+    everywhere = to_sql(parse_filter({"field": "scope", "op": "eq", "value": "USER"}))
+    async with AsyncSession(db) as session, session.begin():
+        await session.execute(SET_TENANT, {"t": str(DEFAULT_TENANT_ID)})
+        # The user read whole (4 memories, 2 of them apollo's).
+        assert await set_hnsw_scan(session, 40, user_id, 2, apollo) is True
+        assert await set_hnsw_scan(session, 40, user_id, 1, apollo) is False
+        # Two rows sampled of four: nothing matching is rare, everything matching is not.
+        assert await set_hnsw_scan(session, 40, user_id, 1, nowhere, 200, 2) is True
+        assert await set_hnsw_scan(session, 40, user_id, 1, everywhere, 200, 2) is False
 
 
 async def test_an_index_scan_that_comes_back_short_is_redone_exactly(
