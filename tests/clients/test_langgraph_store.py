@@ -330,3 +330,48 @@ async def test_a_default_ttl_from_the_ttl_config(
     assert expiries[0] is not None
     assert expiries[0] - datetime.now(UTC) <= timedelta(minutes=10)
     assert expiries[0] - datetime.now(UTC) > timedelta(minutes=9)
+
+
+async def _scenario(store, user: str, other: str) -> list[object]:
+    """One sequence of LangGraph store calls; what each read returns, in comparable form
+    (namespace, key, value; no scores, ids or times: those are the stores' own)."""
+    ns, agent_ns, elsewhere = ("memories", user), ("memories", user, "planner"), ("memories", other)
+
+    def items(found) -> list[tuple]:
+        return sorted((tuple(i.namespace), i.key, i.value) for i in found)
+
+    seen: list[object] = []
+    await store.aput(ns, "diet", {"content": "Ana eats no meat.", "kind": "diet", "n": 1})
+    await store.aput(ns, "city", {"content": "Ana lives in Lisbon.", "kind": "home", "n": 2})
+    await store.aput(agent_ns, "plan", {"content": "Book the train.", "kind": "task", "n": 3})
+    await store.aput(elsewhere, "diet", {"content": "Ben eats everything.", "kind": "diet"})
+    got = await store.aget(ns, "diet")
+    seen.append(None if got is None else (got.key, got.value))
+    seen.append(await store.aget(ns, "missing"))
+    await store.aput(ns, "diet", {"content": "Ana is vegan now.", "kind": "diet", "n": 4})
+    got = await store.aget(ns, "diet")
+    seen.append(None if got is None else (got.key, got.value))
+    seen.append(items(await store.asearch(ns, limit=10)))  # the user and what lies beneath
+    seen.append(items(await store.asearch(agent_ns, limit=10)))
+    seen.append(items(await store.asearch(ns, filter={"kind": "diet"}, limit=10)))
+    seen.append(items(await store.asearch(ns, filter={"n": {"$gt": 2}}, limit=10)))
+    seen.append(items(await store.asearch(ns, filter={"kind": {"$ne": "diet"}}, limit=10)))
+    seen.append(sorted(await store.alist_namespaces(prefix=("memories", user))))
+    await store.adelete(ns, "city")
+    seen.append(await store.aget(ns, "city"))
+    seen.append(items(await store.asearch(ns, limit=10)))
+    seen.append(items(await store.asearch(elsewhere, limit=10)))
+    return seen
+
+
+async def test_it_answers_as_langgraphs_in_memory_store_does(
+    store: CognisStore, user_id: str, other_user_id: str
+) -> None:
+    """LangGraph ships no store conformance suite: the same calls, made on its InMemoryStore
+    and on CognisStore, read the same items (the intended differences, scores and TTL
+    refresh, are in the module's docstring and the README)."""
+    from langgraph.store.memory import InMemoryStore
+
+    reference = await _scenario(InMemoryStore(), user_id, other_user_id)
+    ours = await _scenario(store, user_id, other_user_id)
+    assert ours == reference
