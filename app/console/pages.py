@@ -399,7 +399,7 @@ class ConsolePages(Controller):
                 f"You typed {typed!r}, which is not the user id {user_id!r}: nothing was erased. "
                 "Type the user id exactly as shown to erase this user."
             )
-            return page(request, "erase.html", 400, user_id=user_id, error=error, typed=typed)
+            return page(request, "erase.html", 400, user_id=user_id, error=error)
         async with api(request) as cognis:
             receipt = await cognis.erase_user(user_id)
         return page(request, "erase.html", user_id=user_id, receipt=receipt)
