@@ -1,26 +1,32 @@
-"""Console pages: log in with an API key (kept in an HttpOnly cookie), then browse."""
+"""Console pages: log in with an API key (kept in an HttpOnly cookie), then browse and act (edit,
+delete, erase, dry runs): every change is a POST carrying the session's CSRF token."""
 
 from __future__ import annotations
 
 import json
+import uuid
 from dataclasses import dataclass
+from datetime import UTC, timedelta, timezone
 from pathlib import Path
 from typing import Annotated, Any
+from urllib.parse import quote
 
 from cognis_client import AsyncCognisClient, CognisError
+from cognis_client.errors import error_from_response
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from litestar import Controller, MediaType, Request, Response, get, post
 from litestar.connection import ASGIConnection
 from litestar.datastructures import Cookie
 from litestar.enums import RequestEncodingType
-from litestar.exceptions import NotAuthorizedException
+from litestar.exceptions import NotAuthorizedException, PermissionDeniedException
 from litestar.handlers.base import BaseRouteHandler
 from litestar.params import Body, Parameter
 from litestar.response import Redirect
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.console import queries
+from app.console import csrf, queries
 from app.console.diff import field_changes, word_diff
+from app.db.models import Message
 from app.db.tenant import act_as
 from app.in_process import in_process_client
 from app.memories.users import users_page
@@ -28,6 +34,7 @@ from app.retrieval.pipeline import STAGES
 from app.search_index.outbox import pending_count
 from app.search_index.relay import oldest_pending_age_s
 from app.tenants.authentication import API_KEY_HEADER
+from app.vocabulary import SEED_CATEGORIES
 
 COOKIE = "cognis_console_key"
 PAGE_SIZE = 50
@@ -35,11 +42,33 @@ TEMPLATES = Environment(
     loader=FileSystemLoader(Path(__file__).parent / "templates"),
     autoescape=select_autoescape(),
 )
+TEMPLATES.globals["categories"] = SEED_CATEGORIES
+Form = Annotated[dict[str, str], Body(media_type=RequestEncodingType.URL_ENCODED)]
 
 
 def render(template: str, status_code: int = 200, **context: Any) -> Response[str]:
+    """A page; with `csrf` (the session's token) it is a logged-in page: navigation, forms."""
     html = TEMPLATES.get_template(template).render(stages=STAGES, **context)
     return Response(html, media_type=MediaType.HTML, status_code=status_code)
+
+
+def page(request: Request, template: str, status_code: int = 200, **context: Any) -> Response[str]:
+    """A logged-in page: its forms carry the session's CSRF token."""
+    token = csrf.session_token(request.cookies.get(COOKIE, ""))
+    return render(template, status_code, csrf=token, **context)
+
+
+async def _form(connection: ASGIConnection) -> dict[str, Any]:
+    """The posted form (parsed once: the handler's `data` reads the same parse)."""
+    return dict(await connection.form()) if isinstance(connection, Request) else {}
+
+
+async def require_form_token(connection: ASGIConnection, _: BaseRouteHandler) -> None:
+    """Every change: the form carries the token of this session's cookie, or nothing happens."""
+    key = connection.cookies.get(COOKIE)
+    given = (await _form(connection)).get(csrf.FIELD)
+    if not csrf.accepted(given, csrf.session_token(key) if key else None):
+        raise PermissionDeniedException(csrf.REFUSED)
 
 
 async def require_console_key(connection: ASGIConnection, _: BaseRouteHandler) -> None:
@@ -57,7 +86,12 @@ def to_login(_: Request, __: NotAuthorizedException) -> Response[Any]:
 
 
 def on_api_error(request: Request, exc: CognisError) -> Response[str]:
-    return render("error.html", exc.status, error=exc, path=request.url.path)
+    return page(request, "error.html", exc.status, error=exc, path=request.url.path)
+
+
+def on_refused(request: Request, exc: PermissionDeniedException) -> Response[str]:
+    error = CognisError(403, "Form refused", exc.detail, {})
+    return page(request, "error.html", 403, error=error, path=request.url.path)
 
 
 def relevance_floor(text: str | None) -> float | None:
@@ -104,11 +138,11 @@ def api(request: Request) -> _Api:
     return _Api(in_process_client(request.app, {API_KEY_HEADER: key}))
 
 
-def _key_cookie(request: Request, key: str, max_age: int | None = None) -> Cookie:
-    """The key, for the console's pages only, out of reach of scripts and other sites."""
+def _cookie(request: Request, name: str, value: str, max_age: int | None = None) -> Cookie:
+    """A cookie for the console's pages only, out of reach of scripts and other sites."""
     return Cookie(
-        key=COOKIE,
-        value=key,
+        key=name,
+        value=value,
         path="/console",
         max_age=max_age,
         httponly=True,
@@ -117,43 +151,96 @@ def _key_cookie(request: Request, key: str, max_age: int | None = None) -> Cooki
     )
 
 
+def _key_cookie(request: Request, key: str, max_age: int | None = None) -> Cookie:
+    return _cookie(request, COOKIE, key, max_age)
+
+
+def _login_form(request: Request, status_code: int = 200, **context: Any) -> Response[str]:
+    """The login page; its form's token pairs with the pre-session cookie (set here if absent)."""
+    nonce = request.cookies.get(csrf.LOGIN_COOKIE)
+    cookies = []
+    if not nonce:
+        nonce = csrf.new_nonce()
+        cookies.append(_cookie(request, csrf.LOGIN_COOKIE, nonce))
+    response = render("login.html", status_code, login_token=csrf.login_token(nonce), **context)
+    response.cookies.extend(cookies)
+    return response
+
+
 class ConsoleLogin(Controller):
     path = "/console"
     include_in_schema = False
 
     @get("/login")
-    async def login_form(self) -> Response[str]:
-        return render("login.html")
+    async def login_form(self, request: Request) -> Response[str]:
+        return _login_form(request)
 
     @post("/login")
     async def log_in(
         self,
         request: Request,
-        data: Annotated[dict[str, str], Body(media_type=RequestEncodingType.URL_ENCODED)],
+        data: Form,
     ) -> Response[Any]:
+        nonce = request.cookies.get(csrf.LOGIN_COOKIE)
+        if not csrf.accepted(data.get(csrf.FIELD), csrf.login_token(nonce) if nonce else None):
+            # A form from another site (login CSRF) or a stale one: no cookie is set or changed.
+            error = CognisError(
+                403,
+                "Log in refused",
+                "This login form did not come from this console's login page (or that page "
+                "has expired): nobody was logged in. Open the login page and log in there.",
+                {},
+            )
+            return render("error.html", 403, error=error, path=request.url.path)
         key = data.get("key", "").strip()
         if not key or await request.app.state.runtime.keys.tenant_of(key) is None:
-            return render("login.html", 401, error="That key is not accepted.")
-        return Redirect("/console", cookies=[_key_cookie(request, key)])
-
-    @get("/logout")
-    async def log_out(self, request: Request) -> Response[Any]:
-        return Redirect("/console/login", cookies=[_key_cookie(request, "", max_age=0)])
+            return _login_form(request, 401, error="That key is not accepted.")
+        # The pre-session cookie is spent: the session's own token takes over.
+        return Redirect(
+            "/console",
+            status_code=303,
+            cookies=[_key_cookie(request, key), _cookie(request, csrf.LOGIN_COOKIE, "", 0)],
+        )
 
 
 class ConsolePages(Controller):
     path = "/console"
     include_in_schema = False
     guards = [require_console_key]
-    exception_handlers = {NotAuthorizedException: to_login, CognisError: on_api_error}
+    exception_handlers = {
+        NotAuthorizedException: to_login,
+        PermissionDeniedException: on_refused,
+        CognisError: on_api_error,
+    }
+
+    @get("/logout")
+    async def log_out_form(self, request: Request) -> Response[str]:
+        """A GET never logs out (a link or an image on another page could): it asks."""
+        return page(request, "logout.html")
+
+    @post("/logout", guards=[require_form_token])
+    async def log_out(self, request: Request) -> Response[Any]:
+        return Redirect(
+            "/console/login", status_code=303, cookies=[_key_cookie(request, "", max_age=0)]
+        )
 
     @get("/")
     async def users(
-        self, db_session: AsyncSession, after: str | None = None, prefix: str | None = None
+        self,
+        request: Request,
+        db_session: AsyncSession,
+        after: str | None = None,
+        prefix: str | None = None,
     ) -> Response[str]:
-        page = await users_page(db_session, after, PAGE_SIZE, prefix)
-        next_after = page[-1].user_id if len(page) == PAGE_SIZE else None
-        return render("users.html", users=page, next_after=next_after, prefix=prefix or "")
+        users = await users_page(db_session, after, PAGE_SIZE, prefix)
+        next_after = users[-1].user_id if len(users) == PAGE_SIZE else None
+        return page(
+            request,
+            "users.html",
+            users=users,
+            next_after=next_after,
+            prefix=prefix or "",
+        )
 
     @get("/users/{user_id:str}")
     async def memories(
@@ -168,6 +255,7 @@ class ConsolePages(Controller):
         where: str | None = None,
         include_superseded: bool = False,
         cursor: str | None = None,
+        deleted: str | None = None,
     ) -> Response[str]:
         # The filter bar: each field as the list's own parameter, `where` in the filter
         # language (README, "Filters"), checked by the API like any client's.
@@ -183,19 +271,21 @@ class ConsolePages(Controller):
         if filters["where"]:
             options["filters"] = filter_language(filters["where"])
         async with api(request) as cognis:
-            page = await cognis.list_memories(
+            memories = await cognis.list_memories(
                 user_id,
                 include_superseded=include_superseded,
                 limit=PAGE_SIZE,
                 cursor=cursor,
                 **options,  # type: ignore[typeddict-item]
             )
-        return render(
+        return page(
+            request,
             "memories.html",
             user_id=user_id,
-            page=page,
+            page=memories,
             filters=filters,
             include_superseded=include_superseded,
+            deleted=deleted,
         )
 
     @get("/users/{user_id:str}/memories/{memory_id:str}")
@@ -210,8 +300,13 @@ class ConsolePages(Controller):
             }
             for previous, version in zip([None, *history.versions], history.versions, strict=False)
         ]
-        return render(
-            "chain.html", user_id=user_id, history=history, steps=steps, selected=memory_id
+        return page(
+            request,
+            "chain.html",
+            user_id=user_id,
+            history=history,
+            steps=steps,
+            selected=memory_id,
         )
 
     @get("/users/{user_id:str}/search")
@@ -246,19 +341,22 @@ class ConsolePages(Controller):
                 options["min_relevance"] = floor
             async with api(request) as cognis:
                 result = await cognis.search(user_id, q, top_k=top_k, explain=True, **options)
-        return render("search.html", user_id=user_id, q=q, top_k=top_k, result=result, **form)
+        return page(
+            request, "search.html", user_id=user_id, q=q, top_k=top_k, result=result, **form
+        )
 
     @get("/users/{user_id:str}/jobs")
     async def jobs(self, request: Request, db_session: AsyncSession, user_id: str) -> Response[str]:
         job_ids = await queries.recent_job_ids(db_session, user_id, 20)
         async with api(request) as cognis:
             jobs = [await cognis.get_job(user_id, job_id) for job_id in job_ids]
-        return render("jobs.html", user_id=user_id, jobs=jobs)
+        return page(request, "jobs.html", user_id=user_id, jobs=jobs)
 
     @get("/outbox")
     async def outbox(self, request: Request, db_session: AsyncSession) -> Response[str]:
         settings = request.app.state.runtime.settings
-        return render(
+        return page(
+            request,
             "outbox.html",
             pending=await pending_count(db_session),
             oldest_s=await oldest_pending_age_s(db_session),
@@ -267,3 +365,107 @@ class ConsolePages(Controller):
             poll_interval_s=settings.relay_poll_interval_s,
             batch_size=settings.relay_batch_size,
         )
+
+    # Actions: each a POST whose form carries the session's token (require_form_token).
+
+    @post("/users/{user_id:str}/memories/{memory_id:str}/edit", guards=[require_form_token])
+    async def edit(self, request: Request, user_id: str, memory_id: str, data: Form) -> Redirect:
+        """A new version of the memory (PATCH): the chain then shows it, selected."""
+        changes = {"content": data.get("content", "")}
+        if data.get("category", "").strip():
+            changes["category"] = data["category"].strip()
+        async with api(request) as cognis:
+            version = await cognis.update_memory(user_id, memory_id, **changes)
+        return Redirect(_user_path(user_id, f"/memories/{version.id}"), status_code=303)
+
+    @post("/users/{user_id:str}/memories/{memory_id:str}/delete", guards=[require_form_token])
+    async def delete(self, request: Request, user_id: str, memory_id: str) -> Redirect:
+        """Ends the memory's current version (it stays in the chain's history)."""
+        async with api(request) as cognis:
+            ended = await cognis.delete_memory(user_id, memory_id)
+        return Redirect(_user_path(user_id, f"?deleted={ended.id}"), status_code=303)
+
+    @get("/users/{user_id:str}/erase")
+    async def erase_form(self, request: Request, user_id: str) -> Response[str]:
+        return page(request, "erase.html", user_id=user_id)
+
+    @post("/users/{user_id:str}/erase", guards=[require_form_token])
+    async def erase(self, request: Request, user_id: str, data: Form) -> Response[str]:
+        """Erases the user only when the form names it again, typed: anything else erases
+        nothing and says why."""
+        typed = data.get("confirm", "")
+        if typed != user_id:
+            error = (
+                f"You typed {typed!r}, which is not the user id {user_id!r}: nothing was erased. "
+                "Type the user id exactly as shown to erase this user."
+            )
+            return page(request, "erase.html", 400, user_id=user_id, error=error)
+        async with api(request) as cognis:
+            receipt = await cognis.erase_user(user_id)
+        return page(request, "erase.html", user_id=user_id, receipt=receipt)
+
+    @get("/users/{user_id:str}/dry-run")
+    async def dry_run_form(
+        self, request: Request, db_session: AsyncSession, user_id: str, message: str | None = None
+    ) -> Response[str]:
+        """The dry run's form, empty or filled with a stored message to replay."""
+        form = {"content": "", "speaker": "", "timestamp": "", "role": "user"}
+        form.update(DRY_RUN_SCOPES)
+        if message:
+            stored = await queries.message(db_session, user_id, _message_id(message))
+            if stored is None:
+                raise CognisError(
+                    404, "Not found", f"message {message} not found for user {user_id}", {}
+                )
+            form = _replay_form(stored)
+        return page(request, "dry_run.html", user_id=user_id, form=form, result=None)
+
+    @post("/users/{user_id:str}/dry-run", guards=[require_form_token])
+    async def dry_run(self, request: Request, user_id: str, data: Form) -> Response[str]:
+        """The decisions the message would lead to now (POST .../messages?dry_run=true):
+        nothing is saved or applied."""
+        form = {name: data.get(name, "").strip() for name in DRY_RUN_FIELDS}
+        message: dict[str, Any] = {k: v for k, v in form.items() if v}
+        message["content"] = data.get("content", "")
+        async with api(request) as cognis:
+            response = await cognis.http.post(
+                f"/v1/users/{quote(user_id, safe='')}/messages",
+                params={"dry_run": "true"},
+                json={"messages": [message]},
+            )
+        if not response.is_success:
+            raise error_from_response(response)
+        # The answer as sent (the client has no dry-run call yet): the page reads its fields.
+        result = response.json()
+        return page(request, "dry_run.html", user_id=user_id, form=form, result=result)
+
+
+DRY_RUN_SCOPES = {"session_id": "", "agent_id": "", "run_id": ""}
+DRY_RUN_FIELDS = ("content", "speaker", "timestamp", "role", *DRY_RUN_SCOPES)
+
+
+def _user_path(user_id: str, rest: str = "") -> str:
+    return f"/console/users/{quote(user_id, safe='')}{rest}"
+
+
+def _message_id(text: str) -> uuid.UUID:
+    try:
+        return uuid.UUID(text)
+    except ValueError:
+        raise CognisError(400, "Invalid message id", f"{text[:64]!r} is not a UUID", {}) from None
+
+
+def _replay_form(stored: Message) -> dict[str, str]:
+    """A stored message as the dry run's form: said when and by whom it was, in its sender's
+    UTC offset (relative dates resolve against that)."""
+    offset = timedelta(minutes=stored.utc_offset_minutes or 0)
+    sent_at = stored.sent_at.astimezone(timezone(offset) if offset else UTC)
+    return {
+        "content": stored.content,
+        "speaker": stored.speaker or "",
+        "timestamp": sent_at.isoformat(),
+        "role": stored.role,
+        "session_id": stored.session_id or "",
+        "agent_id": stored.agent_id or "",
+        "run_id": stored.run_id or "",
+    }

@@ -1,4 +1,5 @@
-"""The console's read-only queries for what the public API does not list."""
+"""The console's read-only queries for what the public API does not list (or a stored
+message, which it does not return)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import uuid
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.db.models import IngestTask, OutboxEvent
+from app.db.models import IngestTask, Message, OutboxEvent
 
 
 async def recent_job_ids(session: AsyncSession, user_id: str, limit: int) -> list[uuid.UUID]:
@@ -30,3 +31,10 @@ async def failing_outbox_events(session: AsyncSession, limit: int) -> list[Outbo
         .limit(limit)
     )
     return list(rows)
+
+
+async def message(session: AsyncSession, user_id: str, message_id: uuid.UUID) -> Message | None:
+    """A stored message of the user, as received (a dry run replays it)."""
+    return await session.scalar(
+        select(Message).where(Message.user_id == user_id, Message.id == message_id)
+    )

@@ -8,12 +8,17 @@ import uuid
 import httpx
 
 from tests.conftest import InProcessApi
+from tests.console.test_console_csrf import form_token
 from tests.tenants.helpers import new_tenant, tenant_client
 
 
 async def _log_in(console: httpx.AsyncClient, key: str) -> None:
-    """A console session: logged in with the key (the client keeps its cookie)."""
-    logged_in = await console.post("/console/login", data={"key": key}, follow_redirects=False)
+    """A console session: logged in with the key through the login page's form (its token and
+    pre-session cookie), the client keeping the cookies."""
+    token = form_token(await console.get("/console/login"))
+    logged_in = await console.post(
+        "/console/login", data={"csrf": token, "key": key}, follow_redirects=False
+    )
     assert logged_in.status_code in (302, 303), logged_in.text
 
 
