@@ -71,6 +71,14 @@ RELEASED = {
         "5d6ea025e9206fc94443c3f7b9337567814e9642871034ec36327c6bbe10775a",
         "0017_memory_expiry",
     ),
+    "scope_erasures_v1.sql": (
+        "5f949a6e50f925ca107375bea022eed3221b646989fdb68204003b68b153976f",
+        "0019_scope_erasures",
+    ),
+    "scope_erasures_v1_drop.sql": (
+        "8a76dd8f089d6d0f224f5ba74b7b5f86289542ec54dd66feff6f72a8375f03de",
+        "0019_scope_erasures",
+    ),
 }
 
 

@@ -42,7 +42,7 @@ PARTIAL = (
     "0013_outbox_user_delivered",
     "0017_memory_expiry",
     "0018_agents_runs",
-    "0019_user_current_covering",
+    "0020_user_current_covering",
 )
 # Their first concurrent index build, and the table a transaction holding an old snapshot
 # keeps it waiting on (so that the build fails on lock_timeout, its index left INVALID).
@@ -55,7 +55,7 @@ FIRST_BUILD = {
     "0013_outbox_user_delivered": "outbox_user_delivered_idx",
     "0017_memory_expiry": "memories_expires_at_idx",
     "0018_agents_runs": "memories_user_agent_id_idx",
-    "0019_user_current_covering": "memories_user_current_tenant_idx",
+    "0020_user_current_covering": "memories_user_current_tenant_idx",
 }
 
 

@@ -1,4 +1,5 @@
-"""User-level endpoints: erasure of everything a user left in both stores."""
+"""User-level endpoints: the users list, and erasure of what a user (or one of its agents or
+runs) left in both stores."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from app.api.contract import COMMON, UserId, problems
 from app.api.dependencies import provide_eraser
 from app.api.schemas.users import EraseOut, UserList, UserSummaryOut
 from app.memories.erasure import UserEraser
-from app.memories.fields import check_text
+from app.memories.fields import AgentId, RunId, check_text
 from app.memories.users import users_page
 
 
@@ -67,11 +68,38 @@ class UserController(Controller):
     @delete(
         "/",
         status_code=200,
-        summary="Erase a user: physically remove every row and document",
+        summary="Erase a user, or one agent's or run's part of it: physically remove the rows "
+        "and documents",
+        description="Without agent_id or run_id: every row and document of the user, and the "
+        "user's writes are refused (409) until `writes_refused_until`. With agent_id and/or "
+        "run_id: only the memories (every version) and messages of exactly that agent and/or "
+        "run (both: that agent's in that run); the user's shared memories and other agents' "
+        "and runs' stay, and no write is refused.",
         responses=problems(*COMMON),
     )
-    async def erase_user(self, user_id: UserId, eraser: UserEraser) -> EraseOut:
-        erasure = await eraser.erase(user_id)
+    async def erase_user(
+        self,
+        user_id: UserId,
+        eraser: UserEraser,
+        agent_id: Annotated[
+            AgentId | None,
+            Parameter(
+                description="Erase only this agent's memories and messages (not the shared "
+                "ones, which have no agent)."
+            ),
+        ] = None,
+        run_id: Annotated[
+            RunId | None,
+            Parameter(
+                description="Erase only this run's memories and messages (not those of no "
+                "run). With agent_id: that agent's in this run."
+            ),
+        ] = None,
+    ) -> EraseOut:
+        if agent_id is not None or run_id is not None:
+            erasure = await eraser.erase_scope(user_id, agent_id, run_id)
+        else:
+            erasure = await eraser.erase(user_id)
         return EraseOut(
             user_id=user_id,
             postgres=erasure.postgres,
@@ -80,4 +108,6 @@ class UserController(Controller):
             erased_at=erasure.erased_at,
             writes_refused_until=erasure.window.writes_refused_until,
             guarantee=erasure.guarantee,
+            agent_id=erasure.agent_id,
+            run_id=erasure.run_id,
         )

@@ -204,7 +204,7 @@ class Memory(Base):
         # re-scores a shortlist by id, exactly), and maintaining it tripled the cost of every
         # insert. See migration 0005 and docs/benchmarks/ingestion.md.
         # tenant_id included: row security's check is then read from the index, so the
-        # count that chooses a search's scan never reads the table (migration 0019).
+        # count that chooses a search's scan never reads the table (migration 0020).
         Index(
             "memories_user_current_tenant_idx",
             "user_id",
@@ -350,6 +350,32 @@ class MemoryExpiry(Base):
     )
 
     __table_args__ = (Index(None, "user_id", "reaped_at"),)
+
+
+class ScopeErasure(Base):
+    """The audit row a scoped erase leaves (0019): one agent's and/or one run's memories and
+    messages of a user removed from both stores. Like a user erase's, it says what was removed
+    and when, never what it said. Deleted with the user by an erase of the whole user."""
+
+    __tablename__ = "scope_erasures"
+
+    tenant_id: Mapped[uuid.UUID] = tenant_column()
+
+    id: Mapped[int] = mapped_column(BigInteger, Identity(always=True), primary_key=True)
+    user_id: Mapped[str] = mapped_column(Text, nullable=False)
+    agent_id: Mapped[str | None] = mapped_column(Text)
+    run_id: Mapped[str | None] = mapped_column(Text)
+    memories: Mapped[int] = mapped_column(Integer, nullable=False)  # chains
+    versions: Mapped[int] = mapped_column(Integer, nullable=False)
+    messages: Mapped[int] = mapped_column(Integer, nullable=False)
+    erased_at: Mapped[datetime] = mapped_column(
+        DateTime(timezone=True), nullable=False, server_default=func.now()
+    )
+
+    __table_args__ = (
+        CheckConstraint("agent_id IS NOT NULL OR run_id IS NOT NULL", name="names_a_scope"),
+        Index(None, "user_id", "erased_at"),
+    )
 
 
 TASK_STATES = ("queued", "running", "done", "failed")

@@ -1,4 +1,5 @@
-"""Erasing a user: the one path that physically removes rows, in both stores."""
+"""Erasing a user, or one agent's or run's part of a user: the paths that physically remove
+rows (besides the expiry reaper), in both stores."""
 
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ import structlog
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.config import Settings
-from app.memories.fields import check_user_id
-from app.memories.user_lock import ErasedWindow, erase_user
+from app.memories.fields import check_scope_id, check_user_id
+from app.memories.user_lock import ErasedWindow, erase_scope, erase_user
 from app.search_index import outbox
 from app.search_index.relay import OutboxRelay
 
@@ -25,10 +26,20 @@ class Erasure:
     # outbox event erases them later).
     opensearch_deleted: int | None
     window: ErasedWindow
+    # A scoped erase's agent and/or run; both None: the whole user.
+    agent_id: str | None = None
+    run_id: str | None = None
 
     @property
     def guarantee(self) -> str:
         """What the receipt promises, in words (docs/architecture.md, "Erasing a user")."""
+        if self.agent_id is not None or self.run_id is not None:
+            return (
+                "every memory (all its versions) and message of this agent or run whose write "
+                "committed before erased_at is erased from Postgres, and from OpenSearch once "
+                "opensearch_pending is false; the user's shared memories and other agents' and "
+                "runs' stay; no write is refused: one committed after erased_at is kept"
+            )
         return (
             "every write of this user acknowledged before this response is erased from "
             "Postgres, and from OpenSearch once opensearch_pending is false; a write that was "
@@ -65,3 +76,41 @@ class UserEraser:
         deleted = report.erased.get(user_id)
         log.info("user.erased", user_id=user_id, postgres=counts, opensearch_deleted=deleted)
         return Erasure(user_id=user_id, postgres=counts, opensearch_deleted=deleted, window=window)
+
+    async def erase_scope(self, user_id: str, agent_id: str | None, run_id: str | None) -> Erasure:
+        """Remove one agent's and/or one run's memories and messages of the user, queue their
+        documents' deletions and write the audit row in one transaction; then deliver those
+        deletions at once. No tombstone: the user's other writes wait for the transaction (the
+        user's lock), none is refused after it (docs/architecture.md, "Erasing an agent or a
+        run")."""
+        check_user_id(user_id)
+        agent_id = check_scope_id(agent_id, "agent_id")
+        run_id = check_scope_id(run_id, "run_id")
+        async with self._sessionmaker() as session, session.begin():
+            erased = await erase_scope(
+                session, user_id, agent_id, run_id, self._settings.erase_handoff_s
+            )
+        events = erased.delete_events
+        batch = max(self._settings.relay_batch_size, 1)
+        delivered = 0
+        for start in range(0, len(events), batch):
+            delivered += (await self._relay.run_once(ids=events[start : start + batch])).delivered
+        deleted = delivered if delivered == len(events) else None
+        # Like `user.erased`: ids and counts, never content.
+        log.info(
+            "user.scope_erased",
+            user_id=user_id,
+            agent_id=agent_id,
+            run_id=run_id,
+            memories=erased.memories,
+            postgres=erased.counts,
+            opensearch_deleted=deleted,
+        )
+        return Erasure(
+            user_id=user_id,
+            postgres=erased.counts,
+            opensearch_deleted=deleted,
+            window=ErasedWindow(erased_at=erased.erased_at, writes_refused_until=None),
+            agent_id=agent_id,
+            run_id=run_id,
+        )

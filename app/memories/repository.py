@@ -149,7 +149,7 @@ async def set_hnsw_scan(
     whether stage 2a should scan exactly rather than through the index.
 
     Unfiltered: when the user has at most `exact_max` current memories (counted from the
-    index alone, stopping after one more: migration 0019). An exact scan is then cheap, and
+    index alone, stopping after one more: migration 0020). An exact scan is then cheap, and
     better than the index's approximation.
 
     With a filter (`where`), from the user's first `sample_rows` current memories: all of

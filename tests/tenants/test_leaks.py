@@ -95,7 +95,12 @@ async def _write_everything(http: httpx.AsyncClient, user: str, secret: str) -> 
 
 
 async def test_two_tenants_with_the_same_users_never_meet(
-    inprocess_api: InProcessApi, admin: httpx.AsyncClient, opensearch, index_name, service_urls
+    inprocess_api: InProcessApi,
+    admin: httpx.AsyncClient,
+    opensearch,
+    index_name,
+    service_urls,
+    owner,
 ) -> None:
     tenants = {label: await new_tenant(admin, label) for label in ("ta", "tb")}
     async with AsyncExitStack() as stack:
@@ -207,6 +212,12 @@ async def test_two_tenants_with_the_same_users_never_meet(
         # OpenSearch itself filters by tenant (not only the Postgres read that follows).
         await _bm25_filters_by_tenant(service_urls.opensearch_url, index_name, tenants, secrets)
 
+        # A scoped erase: tenant tb erases bob's agent; ta's bob (the same user and agent
+        # ids), tb's alice and bob's shared memories keep everything, in both stores.
+        await _erase_an_agent_in_one_tenant(
+            http, tenants, written, secrets, opensearch, index_name, owner
+        )
+
         # Erase: tenant tb erases alice; tenant ta's alice keeps everything, in both stores.
         erased = await http["tb"].delete("/v1/users/alice")
         assert erased.status_code == 200, erased.text
@@ -235,6 +246,57 @@ async def test_two_tenants_with_the_same_users_never_meet(
 
         # The default tenant (the settings' key) sees none of it either.
         await _default_tenant_sees_nothing(inprocess_api, secrets)
+
+
+async def _erase_an_agent_in_one_tenant(
+    http: dict[str, httpx.AsyncClient],
+    tenants: dict[str, TenantKey],
+    written: dict,
+    secrets: dict,
+    opensearch,
+    index_name: str,
+    owner,
+) -> None:
+    """Tenant tb erases agent AGENT of bob: its memory and its message's memory (the parrot)
+    and the message go; nothing of ta's bob, of tb's alice or of bob's shared memories does."""
+    erased = await http["tb"].delete("/v1/users/bob", params={"agent_id": AGENT})
+    assert erased.status_code == 200, erased.text
+    receipt = erased.json()
+    assert receipt["postgres"]["memories"] == 2 and receipt["postgres"]["messages"] == 1, receipt
+    assert receipt["opensearch_deleted"] == 2, receipt
+    assert (
+        await indexed_document(opensearch, index_name, written["tb", "bob"]["memory"]["id"]) is None
+    )
+    left = (await http["tb"].get("/v1/users/bob/memories")).json()["items"]
+    assert len(left) == 2 and {m["agent_id"] for m in left} == {None}, left
+    assert secrets["tb", "bob"] + "bird" not in (await http["tb"].get("/v1/users/bob/export")).text
+    for (tenant, user), mine in written.items():
+        if (tenant, user) == ("tb", "bob"):
+            continue
+        own = http[tenant]
+        assert len((await own.get(f"/v1/users/{user}/memories")).json()["items"]) == 4
+        assert await indexed_document(opensearch, index_name, mine["memory"]["id"]) is not None
+        for leg in ({"vector": False}, {"bm25": False}):
+            found = await search(
+                own,
+                user,
+                f"My locker code word is {secrets[tenant, user]}",
+                consistency="indexed",
+                agent_id=AGENT,
+                stages=leg,
+                min_relevance=0,
+            )
+            assert mine["memory"]["id"] in {r["memory"]["id"] for r in found["results"]}, leg
+    # The audit row is tb's alone.
+    for label, tenant in tenants.items():
+        async with owner.connect() as connection:
+            await connection.execute(
+                text("SELECT set_config('cognis.tenant_id', :t, false)"), {"t": tenant.tenant_id}
+            )
+            rows = (
+                await connection.execute(text("SELECT user_id, agent_id FROM scope_erasures"))
+            ).all()
+        assert [tuple(r) for r in rows] == ([("bob", AGENT)] if label == "tb" else []), label
 
 
 async def _default_tenant_sees_nothing(inprocess_api: InProcessApi, secrets: dict) -> None:

@@ -10,13 +10,33 @@ import msgspec
 
 class EraseOut(msgspec.Struct):
     user_id: str
-    postgres: dict[str, int]
-    opensearch_deleted: int | None
+    postgres: Annotated[
+        dict[str, int], msgspec.Meta(description="Rows removed from Postgres, per table.")
+    ]
+    opensearch_deleted: Annotated[
+        int | None,
+        msgspec.Meta(
+            description="Documents deleted from OpenSearch (a scoped erase: memory versions "
+            "whose document is gone); null while opensearch_pending."
+        ),
+    ]
     opensearch_pending: bool
     erased_at: datetime
     # Until then every write of this user is refused (409): nothing in flight survives.
-    writes_refused_until: datetime
+    writes_refused_until: Annotated[
+        datetime | None,
+        msgspec.Meta(
+            description="Until then every write of this user is refused (409). Null for an "
+            "erase of one agent or run, which refuses no write."
+        ),
+    ]
     guarantee: str
+    agent_id: Annotated[
+        str | None, msgspec.Meta(description="The agent erased; null: not scoped by agent.")
+    ] = None
+    run_id: Annotated[
+        str | None, msgspec.Meta(description="The run erased; null: not scoped by run.")
+    ] = None
 
 
 class UserSummaryOut(msgspec.Struct):

@@ -256,8 +256,12 @@ def get_job(user_id: str, job_id: Any) -> Call[Job]:
     return Call("GET", f"{_user(user_id)}/jobs/{quote(str(job_id), safe='')}", Job)
 
 
-def erase_user(user_id: str) -> Call[Erasure]:
-    return Call("DELETE", _user(user_id), Erasure, safe_to_repeat=True)
+def erase_user(
+    user_id: str, agent_id: str | None = None, run_id: str | None = None
+) -> Call[Erasure]:
+    """The whole user, or (given agent_id and/or run_id) only that agent's or run's part."""
+    params = {"agent_id": agent_id, "run_id": run_id}
+    return Call("DELETE", _user(user_id), Erasure, params=params, safe_to_repeat=True)
 
 
 def as_messages(messages: list[Message | str | dict[str, Any]]) -> list[Message]:

@@ -230,8 +230,12 @@ class CognisClient(_Retrying):
     def get_job(self, user_id: str, job_id: Any) -> Job:
         return self._send(calls.get_job(user_id, job_id))
 
-    def erase_user(self, user_id: str) -> Erasure:
-        return self._send(calls.erase_user(user_id))
+    def erase_user(
+        self, user_id: str, *, agent_id: str | None = None, run_id: str | None = None
+    ) -> Erasure:
+        """Erase the user from both stores; given agent_id and/or run_id, only the memories
+        and messages of exactly that agent and/or run (the shared ones stay)."""
+        return self._send(calls.erase_user(user_id, agent_id, run_id))
 
     def export(self, user_id: str, **options: Unpack[ExportOptions]) -> bytes:
         """The user's memories as JSON Lines in the import's line format (read whole: for a
@@ -363,8 +367,12 @@ class AsyncCognisClient(_Retrying):
     async def get_job(self, user_id: str, job_id: Any) -> Job:
         return await self._send(calls.get_job(user_id, job_id))
 
-    async def erase_user(self, user_id: str) -> Erasure:
-        return await self._send(calls.erase_user(user_id))
+    async def erase_user(
+        self, user_id: str, *, agent_id: str | None = None, run_id: str | None = None
+    ) -> Erasure:
+        """Erase the user from both stores; given agent_id and/or run_id, only the memories
+        and messages of exactly that agent and/or run (the shared ones stay)."""
+        return await self._send(calls.erase_user(user_id, agent_id, run_id))
 
     async def export(self, user_id: str, **options: Unpack[ExportOptions]) -> bytes:
         """The user's memories as JSON Lines in the import's line format (read whole)."""

@@ -178,9 +178,13 @@ class Erasure(msgspec.Struct, frozen=True):
     opensearch_deleted: int | None
     opensearch_pending: bool
     erased_at: datetime | None = None
-    # Writes to this user id are refused (409) until then, so the erase stays final.
+    # Writes to this user id are refused (409) until then, so the erase stays final (None
+    # after an erase of one agent or run, which refuses no write).
     writes_refused_until: datetime | None = None
     guarantee: str | None = None  # what the receipt promises, in words
+    # The agent and/or run a scoped erase removed; both None: the whole user.
+    agent_id: str | None = None
+    run_id: str | None = None
 
 
 # Request bodies: fields left at UNSET are not sent, so the server's defaults apply.

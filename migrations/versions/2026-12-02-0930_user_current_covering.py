@@ -12,17 +12,17 @@ constant of the partial index; the INCLUDE column serves the row-security check 
 Built concurrently (writes go on), then the old index is dropped concurrently; a rerun after
 either step passes (create_index_concurrently rebuilds an INVALID one, the drop is IF EXISTS).
 
-Revision ID: 0019_user_current_covering
-Revises: 0018_agents_runs
-Create Date: 2026-12-02 08:00:00
+Revision ID: 0020_user_current_covering
+Revises: 0019_scope_erasures
+Create Date: 2026-12-02 09:30:00
 """
 
 from collections.abc import Sequence
 
 from app.db.migration_safety import create_index_concurrently, drop_index_concurrently
 
-revision: str = "0019_user_current_covering"
-down_revision: str | None = "0018_agents_runs"
+revision: str = "0020_user_current_covering"
+down_revision: str | None = "0019_scope_erasures"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
