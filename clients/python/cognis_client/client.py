@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from typing import Any, NoReturn, TypeVar, Unpack
 
 import httpx
@@ -13,22 +13,28 @@ from cognis_client import _calls as calls
 from cognis_client._calls import (
     Call,
     ExportOptions,
+    ImportFormat,
     ListOptions,
     MemoryFilters,
     RetryPolicy,
     SearchOptions,
+    WaitFor,
+    waiting,
 )
 from cognis_client.errors import (
     CognisError,
     ConflictError,
+    JobNotFinishedError,
     NoAnswerError,
     ServiceUnavailableError,
     error_from_response,
     retry_after_s,
 )
 from cognis_client.models import (
+    DryRun,
     Erasure,
     History,
+    ImportSummary,
     Job,
     Memory,
     MemoryChanges,
@@ -41,6 +47,9 @@ from cognis_client.models import (
 
 T = TypeVar("T")
 DEFAULT_TIMEOUT_S = 60.0
+# A job is waited for by polling its status this often (seconds) until it is done or failed.
+JOB_POLL_S = 0.5
+FINISHED_JOB_STATES = frozenset({"done", "failed"})
 # Called before each retry with (attempt number from 1, seconds about to be waited, the error:
 # a 503, a 409 idempotency_key_in_use, or the httpx error of an attempt that got no answer).
 OnRetry = Callable[[int, float, Exception], None]
@@ -162,11 +171,15 @@ class CognisClient(_Retrying):
         memory: MemoryInput | str | dict[str, Any],
         *,
         idempotency_key: str | None = None,
+        wait_for: WaitFor | None = None,
+        wait_timeout_ms: int | None = None,
     ) -> Memory:
         """One new memory. `idempotency_key`: the key of this logical write (default: a new
-        one, reused by the client's own retries); the same key later replays, never rewrites."""
+        one, reused by the client's own retries); the same key later replays, never rewrites.
+        `wait_for="indexed"`: answered once the memory is searchable (or `wait_timeout_ms`,
+        bounded by the server, has passed); every write method takes these two."""
         call = calls.add_memory(user_id, calls.as_memory_input(memory), idempotency_key)
-        return self._send(call)
+        return self._send(waiting(call, wait_for, wait_timeout_ms))
 
     def add_memories(
         self,
@@ -174,9 +187,12 @@ class CognisClient(_Retrying):
         memories: list[MemoryInput | str | dict[str, Any]],
         *,
         idempotency_key: str | None = None,
+        wait_for: WaitFor | None = None,
+        wait_timeout_ms: int | None = None,
     ) -> list[Memory]:
         batch = [calls.as_memory_input(m) for m in memories]
-        return self._send(calls.add_memories(user_id, batch, idempotency_key)).items
+        call = calls.add_memories(user_id, batch, idempotency_key)
+        return self._send(waiting(call, wait_for, wait_timeout_ms)).items
 
     def get_memory(self, user_id: str, memory_id: Any) -> Memory:
         return self._send(calls.get_memory(user_id, memory_id))
@@ -198,16 +214,30 @@ class CognisClient(_Retrying):
             cursor = page.next_cursor
 
     def update_memory(
-        self, user_id: str, memory_id: Any, *, idempotency_key: str | None = None, **changes: Any
+        self,
+        user_id: str,
+        memory_id: Any,
+        *,
+        idempotency_key: str | None = None,
+        wait_for: WaitFor | None = None,
+        wait_timeout_ms: int | None = None,
+        **changes: Any,
     ) -> Memory:
         """A new version superseding `memory_id`; fields of `MemoryChanges` as keywords."""
         call = calls.update_memory(user_id, memory_id, MemoryChanges(**changes), idempotency_key)
-        return self._send(call)
+        return self._send(waiting(call, wait_for, wait_timeout_ms))
 
     def delete_memory(
-        self, user_id: str, memory_id: Any, *, idempotency_key: str | None = None
+        self,
+        user_id: str,
+        memory_id: Any,
+        *,
+        idempotency_key: str | None = None,
+        wait_for: WaitFor | None = None,
+        wait_timeout_ms: int | None = None,
     ) -> Memory:
-        return self._send(calls.delete_memory(user_id, memory_id, idempotency_key))
+        call = calls.delete_memory(user_id, memory_id, idempotency_key)
+        return self._send(waiting(call, wait_for, wait_timeout_ms))
 
     def history(self, user_id: str, memory_id: Any) -> History:
         return self._send(calls.history(user_id, memory_id))
@@ -223,12 +253,51 @@ class CognisClient(_Retrying):
         *,
         wait: bool = False,
         idempotency_key: str | None = None,
+        wait_for: WaitFor | None = None,
+        wait_timeout_ms: int | None = None,
     ) -> Job:
+        """Messages for ingestion: the job, finished with `wait=True` (then `wait_for=
+        "indexed"` also waits until its memories are searchable), else queued: see
+        `wait_for_job`."""
         batch = calls.as_messages(messages)
-        return self._send(calls.add_messages(user_id, batch, wait=wait, key=idempotency_key))
+        call = calls.add_messages(user_id, batch, wait=wait, key=idempotency_key)
+        return self._send(waiting(call, wait_for, wait_timeout_ms))
+
+    def dry_run(self, user_id: str, messages: list[Message | str | dict[str, Any]]) -> DryRun:
+        """What ingestion would decide for these messages (ADD, UPDATE, DELETE, NONE), with
+        nothing written."""
+        return self._send(calls.dry_run(user_id, calls.as_messages(messages)))
+
+    def import_memories(
+        self,
+        user_id: str,
+        lines: Iterable[dict[str, Any] | str] | bytes,
+        *,
+        line_format: ImportFormat = "auto",
+        batch_size: int | None = None,
+    ) -> ImportSummary:
+        """Import a user's history: JSON Lines (dicts, JSON strings, or the bytes of a file)
+        in the import's line format (`export`'s, or mem0's). Idempotent by `external_id`: a
+        rerun skips what landed. Bad lines are reported in the summary, not raised."""
+        call = calls.import_memories(user_id, lines, line_format, batch_size)
+        return self._send(call)
 
     def get_job(self, user_id: str, job_id: Any) -> Job:
         return self._send(calls.get_job(user_id, job_id))
+
+    def wait_for_job(
+        self, user_id: str, job_id: Any, *, timeout_s: float = 60.0, poll_s: float = JOB_POLL_S
+    ) -> Job:
+        """The job once it is done or failed (its status polled every `poll_s`);
+        JobNotFinishedError, carrying the last status, after `timeout_s`."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            job = self.get_job(user_id, job_id)
+            if job.state in FINISHED_JOB_STATES:
+                return job
+            if time.monotonic() + poll_s > deadline:
+                raise JobNotFinishedError(job, timeout_s)
+            time.sleep(poll_s)
 
     def erase_user(self, user_id: str) -> Erasure:
         return self._send(calls.erase_user(user_id))
@@ -292,11 +361,15 @@ class AsyncCognisClient(_Retrying):
         memory: MemoryInput | str | dict[str, Any],
         *,
         idempotency_key: str | None = None,
+        wait_for: WaitFor | None = None,
+        wait_timeout_ms: int | None = None,
     ) -> Memory:
         """One new memory. `idempotency_key`: the key of this logical write (default: a new
-        one, reused by the client's own retries); the same key later replays, never rewrites."""
+        one, reused by the client's own retries); the same key later replays, never rewrites.
+        `wait_for="indexed"`: answered once the memory is searchable (or `wait_timeout_ms`,
+        bounded by the server, has passed); every write method takes these two."""
         call = calls.add_memory(user_id, calls.as_memory_input(memory), idempotency_key)
-        return await self._send(call)
+        return await self._send(waiting(call, wait_for, wait_timeout_ms))
 
     async def add_memories(
         self,
@@ -304,9 +377,12 @@ class AsyncCognisClient(_Retrying):
         memories: list[MemoryInput | str | dict[str, Any]],
         *,
         idempotency_key: str | None = None,
+        wait_for: WaitFor | None = None,
+        wait_timeout_ms: int | None = None,
     ) -> list[Memory]:
         batch = [calls.as_memory_input(m) for m in memories]
-        return (await self._send(calls.add_memories(user_id, batch, idempotency_key))).items
+        call = calls.add_memories(user_id, batch, idempotency_key)
+        return (await self._send(waiting(call, wait_for, wait_timeout_ms))).items
 
     async def get_memory(self, user_id: str, memory_id: Any) -> Memory:
         return await self._send(calls.get_memory(user_id, memory_id))
@@ -329,16 +405,30 @@ class AsyncCognisClient(_Retrying):
             cursor = page.next_cursor
 
     async def update_memory(
-        self, user_id: str, memory_id: Any, *, idempotency_key: str | None = None, **changes: Any
+        self,
+        user_id: str,
+        memory_id: Any,
+        *,
+        idempotency_key: str | None = None,
+        wait_for: WaitFor | None = None,
+        wait_timeout_ms: int | None = None,
+        **changes: Any,
     ) -> Memory:
         """A new version superseding `memory_id`; fields of `MemoryChanges` as keywords."""
         call = calls.update_memory(user_id, memory_id, MemoryChanges(**changes), idempotency_key)
-        return await self._send(call)
+        return await self._send(waiting(call, wait_for, wait_timeout_ms))
 
     async def delete_memory(
-        self, user_id: str, memory_id: Any, *, idempotency_key: str | None = None
+        self,
+        user_id: str,
+        memory_id: Any,
+        *,
+        idempotency_key: str | None = None,
+        wait_for: WaitFor | None = None,
+        wait_timeout_ms: int | None = None,
     ) -> Memory:
-        return await self._send(calls.delete_memory(user_id, memory_id, idempotency_key))
+        call = calls.delete_memory(user_id, memory_id, idempotency_key)
+        return await self._send(waiting(call, wait_for, wait_timeout_ms))
 
     async def history(self, user_id: str, memory_id: Any) -> History:
         return await self._send(calls.history(user_id, memory_id))
@@ -356,12 +446,51 @@ class AsyncCognisClient(_Retrying):
         *,
         wait: bool = False,
         idempotency_key: str | None = None,
+        wait_for: WaitFor | None = None,
+        wait_timeout_ms: int | None = None,
     ) -> Job:
+        """Messages for ingestion: the job, finished with `wait=True` (then `wait_for=
+        "indexed"` also waits until its memories are searchable), else queued: see
+        `wait_for_job`."""
         batch = calls.as_messages(messages)
-        return await self._send(calls.add_messages(user_id, batch, wait=wait, key=idempotency_key))
+        call = calls.add_messages(user_id, batch, wait=wait, key=idempotency_key)
+        return await self._send(waiting(call, wait_for, wait_timeout_ms))
+
+    async def dry_run(self, user_id: str, messages: list[Message | str | dict[str, Any]]) -> DryRun:
+        """What ingestion would decide for these messages (ADD, UPDATE, DELETE, NONE), with
+        nothing written."""
+        return await self._send(calls.dry_run(user_id, calls.as_messages(messages)))
+
+    async def import_memories(
+        self,
+        user_id: str,
+        lines: Iterable[dict[str, Any] | str] | bytes,
+        *,
+        line_format: ImportFormat = "auto",
+        batch_size: int | None = None,
+    ) -> ImportSummary:
+        """Import a user's history: JSON Lines (dicts, JSON strings, or the bytes of a file)
+        in the import's line format (`export`'s, or mem0's). Idempotent by `external_id`: a
+        rerun skips what landed. Bad lines are reported in the summary, not raised."""
+        call = calls.import_memories(user_id, lines, line_format, batch_size)
+        return await self._send(call)
 
     async def get_job(self, user_id: str, job_id: Any) -> Job:
         return await self._send(calls.get_job(user_id, job_id))
+
+    async def wait_for_job(
+        self, user_id: str, job_id: Any, *, timeout_s: float = 60.0, poll_s: float = JOB_POLL_S
+    ) -> Job:
+        """The job once it is done or failed (its status polled every `poll_s`);
+        JobNotFinishedError, carrying the last status, after `timeout_s`."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            job = await self.get_job(user_id, job_id)
+            if job.state in FINISHED_JOB_STATES:
+                return job
+            if time.monotonic() + poll_s > deadline:
+                raise JobNotFinishedError(job, timeout_s)
+            await asyncio.sleep(poll_s)
 
     async def erase_user(self, user_id: str) -> Erasure:
         return await self._send(calls.erase_user(user_id))
