@@ -303,6 +303,9 @@ def test_dry_run_import_and_index_waits_through_the_client(
     cello = cognis.add_memory(user_id, "Ines tunes her cello each morning.", wait_for="indexed")
     cognis.update_memory(user_id, cello.id, content="Ines tunes her cello at night.")
     assert states == ["indexed", None]
+    queued = cognis.add_messages(user_id, ["I moved to Kyoto last spring."])
+    finished = cognis.wait_for_job(user_id, queued.job_id, timeout_s=120)
+    assert (finished.job_id, finished.state) == (queued.job_id, "done")
 
 
 async def test_waiting_for_a_queued_job_through_the_async_client(

@@ -124,6 +124,24 @@ def _retryable(call: Call[Any], error: CognisError) -> bool:
     return isinstance(error, ConflictError) and in_use and call.idempotency_key is not None
 
 
+class _JobWait:
+    """wait_for_job's deadline, the same for both clients."""
+
+    def __init__(self, timeout_s: float, poll_s: float) -> None:
+        self.timeout_s = timeout_s
+        self.poll_s = poll_s
+        self.deadline = time.monotonic() + timeout_s
+
+    def finished(self, job: Job) -> bool:
+        """Whether `job` is done or failed; JobNotFinishedError when the next poll would come
+        after the deadline."""
+        if job.state in FINISHED_JOB_STATES:
+            return True
+        if time.monotonic() + self.poll_s > self.deadline:
+            raise JobNotFinishedError(job, self.timeout_s)
+        return False
+
+
 class CognisClient(_Retrying):
     """Blocking client. `with CognisClient(url, api_key=...) as cognis: cognis.search(...)`."""
 
@@ -290,14 +308,10 @@ class CognisClient(_Retrying):
     ) -> Job:
         """The job once it is done or failed (its status polled every `poll_s`);
         JobNotFinishedError, carrying the last status, after `timeout_s`."""
-        deadline = time.monotonic() + timeout_s
-        while True:
-            job = self.get_job(user_id, job_id)
-            if job.state in FINISHED_JOB_STATES:
-                return job
-            if time.monotonic() + poll_s > deadline:
-                raise JobNotFinishedError(job, timeout_s)
+        wait = _JobWait(timeout_s, poll_s)
+        while not wait.finished(job := self.get_job(user_id, job_id)):
             time.sleep(poll_s)
+        return job
 
     def erase_user(self, user_id: str) -> Erasure:
         return self._send(calls.erase_user(user_id))
@@ -483,13 +497,11 @@ class AsyncCognisClient(_Retrying):
     ) -> Job:
         """The job once it is done or failed (its status polled every `poll_s`);
         JobNotFinishedError, carrying the last status, after `timeout_s`."""
-        deadline = time.monotonic() + timeout_s
+        wait = _JobWait(timeout_s, poll_s)
         while True:
             job = await self.get_job(user_id, job_id)
-            if job.state in FINISHED_JOB_STATES:
+            if wait.finished(job):
                 return job
-            if time.monotonic() + poll_s > deadline:
-                raise JobNotFinishedError(job, timeout_s)
             await asyncio.sleep(poll_s)
 
     async def erase_user(self, user_id: str) -> Erasure:
