@@ -1,5 +1,5 @@
 # The commands the README names. `make up` serves the API; `make test` runs the suite.
-.PHONY: up down status install test lint typecheck relay reindex bench-foundation bench-locomo bench-scale bench-ingest bench-mixed bench-retry bench-hnsw bench-relay bench-filters bench-import bench-migrations check-deploy bench-embedding bench-tenants bench-faults bench-categories bench-llm-gate bench-local-llm llm
+.PHONY: up down status install test lint typecheck relay reindex bench-foundation bench-locomo bench-scale bench-ingest bench-mixed bench-retry bench-hnsw bench-relay bench-filters bench-import bench-migrations check-deploy bench-embedding bench-tenants bench-faults bench-categories bench-llm-gate bench-local-llm llm bench-mcp
 
 PY := .venv/bin/python
 TEST_WORKERS ?= 2  # pytest-xdist workers; each has its own database, index and in-process API
@@ -41,6 +41,9 @@ bench-foundation:  ## outbox lag and search latency against the running service 
 
 bench-locomo:  ## LoCoMo retrieval benchmark + ablation through the API (make up); report in results/
 	$(PY) -m bench.locomo $(BENCH_ARGS)
+
+bench-mcp:  ## characters per MCP tool result, compact against detail="full" (make up)
+	$(PY) -m bench.mcp_results $(BENCH_ARGS)
 
 bench-relevance:  ## the relevance floor on LoCoMo: recall cost and "nothing relevant" on category 5 (make up)
 	$(PY) -m bench.relevance $(BENCH_ARGS)

@@ -8,6 +8,7 @@ from litestar.exceptions import NotAuthorizedException
 from litestar.handlers.base import BaseRouteHandler
 
 from app.db.tenant import act_as
+from app.in_process import RATE_COUNTED
 from app.tenants.authentication import API_KEY_HEADER, matches_any, presented_key
 
 
@@ -17,10 +18,13 @@ async def require_api_key(connection: ASGIConnection, _: BaseRouteHandler) -> No
     act_as(None)
     key = presented_key(connection.headers)
     keys = connection.app.state.runtime.keys
-    tenant_id = await keys.tenant_of(key) if key else None
+    # A call made in process for a request that was counted (an MCP tool's) is not again.
+    count = not connection.scope.get(RATE_COUNTED)  # type: ignore[call-overload]
+    tenant_id = await keys.tenant_of(key, count=count) if key else None
     if tenant_id is None:
         raise NotAuthorizedException(
-            f"missing or invalid API key: send it in the {API_KEY_HEADER} header"
+            f"missing or invalid API key: send it in the {API_KEY_HEADER} header "
+            "(or as Authorization: Bearer <key>)"
         )
     act_as(tenant_id)
 

@@ -33,7 +33,7 @@ from app.api.schemas.memories import (
     MemoryOut,
 )
 from app.db.models import Memory
-from app.memories.domain import MemoryDraft, MemoryUpdate, parse_memory_id
+from app.memories.domain import MemoryDraft, MemoryUpdate, id_prefix_range, parse_memory_id
 from app.memories.fields import Category, Scope, SessionId
 from app.memories.filters import listing_filter, to_sql
 from app.memories.repository import ListFilter
@@ -133,6 +133,13 @@ class MemoryController(Controller):
         limit: Annotated[int, Parameter(ge=1, le=200)] = 50,
         cursor: str | None = None,
         filters: FiltersQuery = None,
+        id_prefix: Annotated[
+            str | None,
+            Parameter(
+                description="Only memories whose id starts with these hex digits (4 to 32, "
+                "dashes ignored): finds the memory a short id names, e.g. `3fa85f64`."
+            ),
+        ] = None,
     ) -> MemoryList:
         matching = listing_filter(filters, agent_id, run_id)
         page = await service.list_page(
@@ -143,6 +150,7 @@ class MemoryController(Controller):
                 category=category,
                 include_superseded=include_superseded,
                 where=to_sql(matching) if matching is not None else None,
+                id_range=id_prefix_range(id_prefix) if id_prefix is not None else None,
             ),
             limit,
             cursor,

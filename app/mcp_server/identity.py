@@ -63,7 +63,8 @@ async def caller(ctx: Context, settings: McpSettings) -> AsyncIterator[Caller]:
     if request is not None and api_key is None:
         headers = {name: request.headers[name] for name in AUTH_HEADERS if name in request.headers}
     if request is not None and request.scope.get("cognis_mcp_in_process"):
-        client = in_process_client(request.scope["app"], headers, settings.timeout_s)
+        # /mcp's own key check spent this call's token: the API calls it makes spend none.
+        client = in_process_client(request.scope["app"], headers, settings.timeout_s, counted=True)
     else:
         client = AsyncCognisClient(settings.api_url, timeout_s=settings.timeout_s)
         client.http.headers.update(headers)

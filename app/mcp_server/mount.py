@@ -9,17 +9,40 @@ caller's key headers, so the API checks the key a second time and applies its us
 from __future__ import annotations
 
 import contextlib
+import inspect
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from litestar import Litestar, asgi
-from litestar.handlers import ASGIRouteHandler
+from litestar.connection import ASGIConnection
+from litestar.exceptions import NotAuthorizedException
+from litestar.handlers import ASGIRouteHandler, BaseRouteHandler
 from litestar.types import Guard, Receive, Scope, Send
 
 from app.mcp_server.identity import McpSettings
 from app.mcp_server.tools import build_server
 
 MCP_PATH = "/mcp"
+
+
+MCP_KEY_HINT = (
+    "; an MCP client sends it from its configuration, with the user, e.g. "
+    '"headers": {"X-API-Key": "<key>", "X-Cognis-User": "<user id>"}'
+)
+
+
+def _with_mcp_hint(guard: Guard) -> Guard:
+    """`guard`, its 401 saying where an MCP client's configuration puts the key."""
+
+    async def guarded(connection: ASGIConnection, handler: BaseRouteHandler) -> None:
+        try:
+            checked = guard(connection, handler)
+            if inspect.isawaitable(checked):
+                await checked
+        except NotAuthorizedException as exc:
+            raise NotAuthorizedException(f"{exc.detail}{MCP_KEY_HINT}") from exc
+
+    return guarded
 
 
 def mcp_endpoint(guards: list[Guard]) -> tuple[ASGIRouteHandler, Callable[[Litestar], Any]]:
@@ -29,7 +52,7 @@ def mcp_endpoint(guards: list[Guard]) -> tuple[ASGIRouteHandler, Callable[[Lites
     server.streamable_http_app()  # creates the session manager
     manager = server.session_manager
 
-    @asgi(MCP_PATH, guards=guards, include_in_schema=False)
+    @asgi(MCP_PATH, guards=[_with_mcp_hint(g) for g in guards], include_in_schema=False)
     async def mcp(scope: Scope, receive: Receive, send: Send) -> None:
         await manager.handle_request({**scope, "cognis_mcp_in_process": True}, receive, send)  # type: ignore[arg-type]
 

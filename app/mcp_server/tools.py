@@ -8,21 +8,33 @@ from datetime import datetime
 from typing import Annotated, Any, Literal
 
 import httpx
-import msgspec
-from cognis_client import CognisError, MemoryInput, Message, NoAnswerError, new_idempotency_key
+from cognis_client import CognisError, MemoryInput, Message, new_idempotency_key
 from mcp.server.fastmcp import Context, FastMCP
 from mcp.server.fastmcp.exceptions import ToolError
 from mcp.server.transport_security import TransportSecuritySettings
 from pydantic import BaseModel, Field
 
 from app import __version__
+from app.mcp_server.failures import failure_text
 from app.mcp_server.identity import Caller, McpSettings, caller
+from app.mcp_server.results import (
+    Detail,
+    MemoryIdParam,
+    chain_result,
+    job_result,
+    memory_result,
+    page_result,
+    resolve_memory_id,
+    search_result,
+)
 
 INSTRUCTIONS = (
     "Long-term memory of the user you are talking to. Search it before answering questions "
     "about the user; add facts the user tells you (add_messages lets the service decide what "
     "is new, what updates an older memory and what is already known). Memories are versioned: "
-    "an update keeps the earlier version in the memory's history."
+    "an update keeps the earlier version in the memory's history. Results show each memory "
+    "compactly, with a short id that every tool taking a memory_id accepts; detail='full' "
+    "returns the stored rows."
 )
 
 
@@ -33,10 +45,6 @@ class ChatMessage(BaseModel):
     timestamp: Annotated[
         datetime | None, Field(description="When it was said (ISO 8601); default: now.")
     ] = None
-
-
-def _plain(value: Any) -> Any:
-    return msgspec.to_builtins(value)
 
 
 def _unset_if_none(**fields: Any) -> dict[str, Any]:
@@ -75,18 +83,6 @@ RunIdParam = Annotated[
 ]
 
 
-def _retry_hint(key: str | None) -> str:
-    if key is None:
-        return ""
-    return f" To retry safely (never writing twice), call again with idempotency_key={key!r}."
-
-
-def _no_answer(error: BaseException, key: str | None) -> str:
-    why = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
-    done = "" if key is None else " The write may or may not have happened."
-    return f"no answer from the memory service ({why}).{done}{_retry_hint(key)}"
-
-
 def build_server(settings: McpSettings, *, http_path: str = "/mcp") -> FastMCP:
     """The tools, bound to a way of finding each call's user and API client."""
     server = FastMCP(
@@ -109,13 +105,8 @@ def build_server(settings: McpSettings, *, http_path: str = "/mcp") -> FastMCP:
         try:
             async with caller(ctx, settings) as who:
                 yield who
-        except NoAnswerError as exc:  # the client's own retries ran out
-            raise ToolError(_no_answer(exc.__cause__ or exc, key)) from exc
-        except CognisError as exc:
-            # The API's own explanation, e.g. "404 Not found: memory ... does not exist".
-            raise ToolError(str(exc) + _retry_hint(key)) from exc
-        except httpx.TransportError as exc:
-            raise ToolError(_no_answer(exc, key)) from exc
+        except (CognisError, httpx.TransportError) as exc:
+            raise ToolError(failure_text(exc, key)) from exc
 
     @server.tool()
     async def add_memory(
@@ -147,6 +138,7 @@ def build_server(settings: McpSettings, *, http_path: str = "/mcp") -> FastMCP:
             ),
         ] = None,
         idempotency_key: IdempotencyKey = None,
+        detail: Detail = "compact",
     ) -> dict[str, Any]:
         """Store one memory as given (no extraction). Returns the new memory."""
         draft = MemoryInput(
@@ -163,7 +155,8 @@ def build_server(settings: McpSettings, *, http_path: str = "/mcp") -> FastMCP:
         )
         key = idempotency_key or new_idempotency_key()
         async with api(ctx, key) as who:
-            return _plain(await who.client.add_memory(who.user_id, draft, idempotency_key=key))
+            memory = await who.client.add_memory(who.user_id, draft, idempotency_key=key)
+        return memory_result(memory, detail)
 
     @server.tool()
     async def add_messages(
@@ -176,6 +169,7 @@ def build_server(settings: McpSettings, *, http_path: str = "/mcp") -> FastMCP:
             bool, Field(description="Wait for the memories to be written (default).")
         ] = True,
         idempotency_key: IdempotencyKey = None,
+        detail: Detail = "compact",
     ) -> dict[str, Any]:
         """Send conversation messages; the service extracts memories from them and decides for
         each fact whether it is new (ADD), changes a memory (UPDATE), ends one (DELETE) or is
@@ -197,7 +191,7 @@ def build_server(settings: McpSettings, *, http_path: str = "/mcp") -> FastMCP:
         key = idempotency_key or new_idempotency_key()
         async with api(ctx, key) as who:
             job = await who.client.add_messages(who.user_id, batch, wait=wait, idempotency_key=key)
-            return _plain(job)
+        return job_result(job, detail)
 
     @server.tool()
     async def search_memories(
@@ -229,6 +223,7 @@ def build_server(settings: McpSettings, *, http_path: str = "/mcp") -> FastMCP:
                 "left means nothing relevant is remembered.",
             ),
         ] = None,
+        detail: Detail = "compact",
     ) -> dict[str, Any]:
         """Search the user's memories (hybrid vector + BM25 retrieval, best first). Each
         result has a `relevance` from 0 to 1 that is comparable across searches."""
@@ -244,30 +239,28 @@ def build_server(settings: McpSettings, *, http_path: str = "/mcp") -> FastMCP:
         async with api(ctx) as who:
             # "indexed": an agent that just added a memory finds it (a bounded wait).
             found = await who.client.search(who.user_id, query, consistency="indexed", **options)
-        return {
-            "results": _plain(found.results),
-            "query_analysis": found.query_analysis,
-            "missing_legs": found.missing_legs,
-        }
+        return search_result(found, detail)
 
     @server.tool()
     async def get_memory(
         ctx: Context,
-        memory_id: str,
+        memory_id: MemoryIdParam,
         with_history: Annotated[
             bool, Field(description="Also return every version of its chain, oldest first.")
         ] = True,
+        detail: Detail = "compact",
     ) -> dict[str, Any]:
         """One memory version, and the history of its chain."""
         async with api(ctx) as who:
-            memory = await who.client.get_memory(who.user_id, memory_id)
-            history = await who.client.history(who.user_id, memory_id) if with_history else None
-        return {"memory": _plain(memory), "history": _plain(history.versions) if history else None}
+            full_id = await resolve_memory_id(who, memory_id)
+            memory = await who.client.get_memory(who.user_id, full_id)
+            history = await who.client.history(who.user_id, full_id) if with_history else None
+        return chain_result(memory, history, detail)
 
     @server.tool()
     async def update_memory(
         ctx: Context,
-        memory_id: str,
+        memory_id: MemoryIdParam,
         content: str | None = None,
         category: Annotated[
             str | None,
@@ -275,6 +268,7 @@ def build_server(settings: McpSettings, *, http_path: str = "/mcp") -> FastMCP:
         ] = None,
         event_time: datetime | None = None,
         idempotency_key: IdempotencyKey = None,
+        detail: Detail = "compact",
     ) -> dict[str, Any]:
         """Change a current memory: a new version replaces it (the old one stays in history).
         Only the fields given change; new content keeps the memory's category."""
@@ -283,21 +277,25 @@ def build_server(settings: McpSettings, *, http_path: str = "/mcp") -> FastMCP:
             raise ToolError("nothing to change: give content, category or event_time")
         key = idempotency_key or new_idempotency_key()
         async with api(ctx, key) as who:
+            full_id = await resolve_memory_id(who, memory_id)
             memory = await who.client.update_memory(
-                who.user_id, memory_id, idempotency_key=key, **changes
+                who.user_id, full_id, idempotency_key=key, **changes
             )
-            return _plain(memory)
+        return memory_result(memory, detail)
 
     @server.tool()
     async def delete_memory(
-        ctx: Context, memory_id: str, idempotency_key: IdempotencyKey = None
+        ctx: Context,
+        memory_id: MemoryIdParam,
+        idempotency_key: IdempotencyKey = None,
+        detail: Detail = "compact",
     ) -> dict[str, Any]:
         """End a memory: it is no longer returned, but stays in its chain's history."""
         key = idempotency_key or new_idempotency_key()
         async with api(ctx, key) as who:
-            return _plain(
-                await who.client.delete_memory(who.user_id, memory_id, idempotency_key=key)
-            )
+            full_id = await resolve_memory_id(who, memory_id)
+            memory = await who.client.delete_memory(who.user_id, full_id, idempotency_key=key)
+        return memory_result(memory, detail)
 
     @server.tool()
     async def list_memories(
@@ -312,6 +310,7 @@ def build_server(settings: McpSettings, *, http_path: str = "/mcp") -> FastMCP:
         cursor: Annotated[
             str | None, Field(description="next_cursor of the previous page.")
         ] = None,
+        detail: Detail = "compact",
     ) -> dict[str, Any]:
         """The user's memories, newest first, a page at a time."""
         options = _unset_if_none(
@@ -325,6 +324,7 @@ def build_server(settings: McpSettings, *, http_path: str = "/mcp") -> FastMCP:
             cursor=cursor,
         )
         async with api(ctx) as who:
-            return _plain(await who.client.list_memories(who.user_id, **options))
+            page = await who.client.list_memories(who.user_id, **options)
+        return page_result(page, detail)
 
     return server

@@ -148,6 +148,26 @@ def parse_memory_id(raw: str) -> uuid.UUID:
         raise InvalidInputError(f"memory id {raw[:64]!r} is not a UUID", field="memory_id") from exc
 
 
+# A short id (the first hex digits of a memory id, as MCP tools show it) names a memory within
+# its user; 4 digits at least, so that one rarely names several.
+MIN_ID_PREFIX = 4
+_HEX = frozenset("0123456789abcdef")
+
+
+def id_prefix_range(raw: str) -> tuple[uuid.UUID, uuid.UUID]:
+    """The smallest and largest ids that start with `raw` (hex digits; dashes ignored): a
+    range of the primary key, so finding them reads the index, not the user's rows."""
+    digits = raw.replace("-", "").lower()
+    if not MIN_ID_PREFIX <= len(digits) <= 32 or not set(digits) <= _HEX:
+        raise InvalidInputError(
+            f"id_prefix {raw[:64]!r} is not the start of a memory id: give {MIN_ID_PREFIX} to "
+            "32 hex digits (e.g. the 8 of a short id)",
+            field="id_prefix",
+        )
+    pad = 32 - len(digits)
+    return uuid.UUID(digits + "0" * pad), uuid.UUID(digits + "f" * pad)
+
+
 def check_event_end(end: datetime | None, start: datetime | None, field: str) -> datetime | None:
     """A fact's end in the world: an instant, not before the fact began."""
     end = check_instant(end, field)

@@ -125,6 +125,8 @@ class ListFilter:
     category: str | None = None
     include_superseded: bool = False
     where: ColumnElement[bool] | None = None  # a compiled filter (app/memories/filters.py)
+    # Ids from .. to (inclusive): those starting with a short id's digits (id_prefix_range).
+    id_range: tuple[uuid.UUID, uuid.UUID] | None = None
 
 
 # A filtered search's choice reads at most this many of the user's rows to estimate how many
@@ -319,6 +321,8 @@ class MemoryRepository:
             query = query.where(Memory.category == filters.category)
         if filters.where is not None:
             query = query.where(filters.where)
+        if filters.id_range is not None:
+            query = query.where(Memory.id.between(*filters.id_range))
         if after is not None:
             query = query.where(tuple_(Memory.created_at, Memory.id) < tuple_(*after))
         query = query.order_by(Memory.created_at.desc(), Memory.id.desc()).limit(limit)

@@ -57,14 +57,15 @@ class KeyCheck:
     sessionmaker: async_sessionmaker[AsyncSession]
     rate_limiter: RateLimiter | None = None
 
-    async def tenant_of(self, key: str) -> uuid.UUID | None:
-        """The tenant a key belongs to (None: not a valid key); counts the use against the key's
-        rate (RateLimitedError, 429, when it is over it)."""
+    async def tenant_of(self, key: str, *, count: bool = True) -> uuid.UUID | None:
+        """The tenant a key belongs to (None: not a valid key); with `count`, counts the use
+        against the key's rate (RateLimitedError, 429, when it is over it)."""
         prefix = key_prefix(key)
         if prefix is None:
             if not key_is_valid(key, self.settings):
                 return None
-            self._count(hash_key(key))
+            if count:
+                self._count(hash_key(key))
             return DEFAULT_TENANT_ID
         # Its own short transaction, before and apart from the request's: a use counts even
         # when the request then fails.
@@ -72,7 +73,8 @@ class KeyCheck:
             owner = await key_owner(session, prefix, key)
             if owner is None:
                 return None
-            self._count(prefix)
+            if count:
+                self._count(prefix)
             now = datetime.now(UTC)
             if owner.last_used_at is None or now - owner.last_used_at >= LAST_USED_RESOLUTION:
                 await record_use(session, owner.key_id)

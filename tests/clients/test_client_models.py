@@ -12,7 +12,7 @@ import msgspec
 import pytest
 from cognis_client import _calls, models
 
-from app.api.schemas import memories, messages, search, users
+from app.api.schemas import imports, memories, messages, search, users
 from app.memories.domain import MemoryUpdate
 
 # client model <- the server schema it decodes
@@ -31,6 +31,10 @@ RESPONSES = [
     (models.UserSummary, users.UserSummaryOut),
     (models.UserPage, users.UserList),
     (models.Erasure, users.EraseOut),
+    (models.DryRunMessage, messages.DryRunMessageOut),
+    (models.DryRun, messages.DryRunOut),
+    (models.ImportLineError, imports.ImportErrorOut),
+    (models.ImportSummary, imports.ImportSummaryOut),
 ]
 # client model -> the server schema it encodes into
 REQUESTS = [

@@ -375,3 +375,23 @@ async def test_it_answers_as_langgraphs_in_memory_store_does(
     reference = await _scenario(InMemoryStore(), user_id, other_user_id)
     ours = await _scenario(store, user_id, other_user_id)
     assert ours == reference
+
+
+def test_one_store_serves_one_event_loop_after_another(api: ApiProcess) -> None:
+    """A store kept in a module and used from two asyncio.run calls (each its own loop): the
+    second gets a client of its own loop, not the first loop's closed connections."""
+    store = CognisStore(api.url, api_key=API_KEY, prefix=("memories",))
+    namespace = ("memories", f"u-{uuid.uuid4().hex[:12]}")
+
+    async def put() -> None:
+        await store.aput(namespace, "diet", {"content": "Is vegetarian"})
+
+    async def get_and_close() -> str | None:
+        item = await store.aget(namespace, "diet")
+        await store.aclose()
+        return None if item is None else str(item.value["content"])
+
+    asyncio.run(put())
+    assert asyncio.run(get_and_close()) == "Is vegetarian"
+    # And the synchronous methods beside them.
+    assert store.get(namespace, "diet") is not None

@@ -266,3 +266,62 @@ def test_export_through_the_client(cognis: CognisClient, user_id: str) -> None:
     gemini = {"field": "content", "op": "eq", "value": "x"}
     with pytest.raises(InvalidRequestError, match="unknown field"):
         cognis.export(user_id, filters=gemini)
+
+
+def test_dry_run_import_and_index_waits_through_the_client(
+    cognis: CognisClient, user_id: str
+) -> None:
+    tokyo = cognis.add_memory(
+        user_id, MemoryInput(content="Ines lives in Tokyo.", category="personal_details")
+    )
+    planned = cognis.dry_run(user_id, ["I moved to Osaka last week."])
+    assert planned.dry_run is True and len(planned.messages) == 1
+    assert planned.decisions and planned.messages[0].content == "I moved to Osaka last week."
+    # Nothing written: neither a memory nor a message.
+    assert [m.id for m in cognis.list_memories(user_id).items] == [tokyo.id]
+
+    summary = cognis.import_memories(
+        user_id,
+        [
+            {"external_id": "a-1", "content": "Ines plays the cello.", "category": "hobbies"},
+            '{"external_id": "a-2", "content": ',
+            {"external_id": "a-3", "content": "Ines reads Finnish novels.", "category": "hobbies"},
+        ],
+    )
+    assert (summary.imported, summary.skipped, summary.failed) == (2, 0, 1)
+    assert summary.errors[0].line == 2
+    again = cognis.import_memories(
+        user_id, b'{"external_id": "a-1", "content": "Ines plays the cello."}\n'
+    )
+    assert (again.imported, again.skipped) == (0, 1)
+    assert len(cognis.list_memories(user_id, limit=10).items) == 3
+
+    states: list[str | None] = []
+    cognis.http.event_hooks["response"].append(
+        lambda r: states.append(r.headers.get("X-Index-State"))
+    )
+    cello = cognis.add_memory(user_id, "Ines tunes her cello each morning.", wait_for="indexed")
+    cognis.update_memory(user_id, cello.id, content="Ines tunes her cello at night.")
+    assert states == ["indexed", None]
+    queued = cognis.add_messages(user_id, ["I moved to Kyoto last spring."])
+    finished = cognis.wait_for_job(user_id, queued.job_id, timeout_s=120)
+    assert (finished.job_id, finished.state) == (queued.job_id, "done")
+
+
+async def test_waiting_for_a_queued_job_through_the_async_client(
+    api: ApiProcess, user_id: str
+) -> None:
+    async with AsyncCognisClient(api.url, api_key=API_KEY) as cognis:
+        queued = await cognis.add_messages(user_id, ["I started learning the cello."])
+        finished = await cognis.wait_for_job(user_id, queued.job_id, timeout_s=120)
+        assert finished.job_id == queued.job_id and finished.state == "done"
+        (decision,) = finished.decisions
+        assert decision.operation == "ADD"
+        planned = await cognis.dry_run(user_id, ["I stopped learning the cello."])
+        assert planned.dry_run is True
+        summary = await cognis.import_memories(
+            user_id, [{"external_id": "b-1", "content": "Ines owns a viola."}]
+        )
+        assert summary.imported == 1
+        with pytest.raises(NotFoundError):
+            await cognis.wait_for_job(user_id, "00000000-0000-0000-0000-000000000000")

@@ -4,6 +4,7 @@ process calling the API) and over streamable HTTP at the API's /mcp, against the
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import time
@@ -19,6 +20,7 @@ from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.types import CallToolResult
+from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app import __version__
@@ -26,6 +28,8 @@ from tests.conftest import API_KEY, ROOT, ApiProcess
 from tests.conftest import _free_port as free_port
 from tests.factories import deployment_category
 
+# The stored rows, as the REST API returns them (tools answer compactly by default).
+FULL = {"detail": "full"}
 TOOLS = {
     "add_memory",
     "add_messages",
@@ -38,8 +42,17 @@ TOOLS = {
 
 
 @asynccontextmanager
-async def stdio_session(api: ApiProcess, user_id: str | None) -> AsyncIterator[ClientSession]:
-    env = {"COGNIS_MCP_API_URL": api.url, "COGNIS_MCP_API_KEY": API_KEY, "PATH": "/usr/bin:/bin"}
+async def stdio_session(
+    api: ApiProcess, user_id: str | None, **settings: str
+) -> AsyncIterator[ClientSession]:
+    env = {
+        "COGNIS_MCP_API_URL": api.url,
+        "COGNIS_MCP_API_KEY": API_KEY,
+        "PATH": "/usr/bin:/bin",
+        # This checkout's code, whichever checkout the virtual environment was installed from.
+        "PYTHONPATH": f"{ROOT}:{ROOT / 'clients' / 'python'}",
+        **settings,
+    }
     if user_id is not None:
         env["COGNIS_MCP_USER_ID"] = user_id
     # The console script Claude Desktop is pointed at (installed with the package).
@@ -90,19 +103,20 @@ async def test_stdio_tools_act_only_for_the_configured_user(
         tokyo = payload(
             await mcp.call_tool(
                 "add_memory",
-                {"content": "Noor lives in Tokyo.", "category": "personal_details"},
+                {"content": "Noor lives in Tokyo.", "category": "personal_details", **FULL},
             )
         )
         assert tokyo["user_id"] == user_id and tokyo["version"] == 1
         # A user id smuggled into the arguments is ignored: the memory is the configured user's.
         smuggled = await mcp.call_tool(
-            "add_memory", {"content": "Noor collects stamps.", "user_id": other_user_id}
+            "add_memory", {"content": "Noor collects stamps.", "user_id": other_user_id, **FULL}
         )
         assert payload(smuggled)["user_id"] == user_id
 
         osaka = payload(
             await mcp.call_tool(
-                "update_memory", {"memory_id": tokyo["id"], "content": "Noor lives in Osaka."}
+                "update_memory",
+                {"memory_id": tokyo["id"], "content": "Noor lives in Osaka.", **FULL},
             )
         )
         assert osaka["replaces_id"] == tokyo["id"]
@@ -111,11 +125,18 @@ async def test_stdio_tools_act_only_for_the_configured_user(
             "Noor lives in Tokyo.",
             "Noor lives in Osaka.",
         ]
-        assert chain["memory"]["is_current"] is True
+        # Compact: the superseded version says so, the current one does not.
+        assert [v.get("current", True) for v in chain["history"]] == [False, True]
+        assert chain["memory"] == {
+            "id": osaka["id"][:8],
+            "content": "Noor lives in Osaka.",
+            "category": "personal_details",
+            "version": 2,
+        }
 
         found = payload(
             await mcp.call_tool(
-                "search_memories", {"query": "Where does Noor live?", "explain": True}
+                "search_memories", {"query": "Where does Noor live?", "explain": True, **FULL}
             )
         )
         top = found["results"][0]
@@ -132,16 +153,17 @@ async def test_stdio_tools_act_only_for_the_configured_user(
         other_category = {"field": "category", "op": "ne", "value": top["memory"]["category"]}
         stamps = payload(
             await mcp.call_tool(
-                "search_memories", {"query": "Where does Noor live?", "filters": other_category}
+                "search_memories",
+                {"query": "Where does Noor live?", "filters": other_category, **FULL},
             )
         )
         assert top["memory"]["id"] not in {r["memory"]["id"] for r in stamps["results"]}
 
-        listed = payload(await mcp.call_tool("list_memories", {"limit": 50}))
+        listed = payload(await mcp.call_tool("list_memories", {"limit": 50, **FULL}))
         assert {m["user_id"] for m in listed["items"]} == {user_id}
         assert "Noor lives in Osaka." in {m["content"] for m in listed["items"]}
 
-        ended = payload(await mcp.call_tool("delete_memory", {"memory_id": osaka["id"]}))
+        ended = payload(await mcp.call_tool("delete_memory", {"memory_id": osaka["id"], **FULL}))
         assert ended["is_current"] is False
 
         # Another user's memory, named by its id: the API's 404, as a tool error.
@@ -164,16 +186,19 @@ async def test_tools_take_a_deployments_category_and_never_change_one_silently(
         )
         assert added["category"] == custom
         # New content alone: the memory keeps its category (it was once re-classified).
+        # By the compact result's short id.
         reworded = payload(
             await mcp.call_tool(
-                "update_memory", {"memory_id": added["id"], "content": "Noor keeps three hives."}
+                "update_memory",
+                {"memory_id": added["id"], "content": "Noor keeps three hives.", **FULL},
             )
         )
-        assert (reworded["replaces_id"], reworded["category"]) == (added["id"], custom)
+        assert (reworded["replaces_id"][:8], reworded["category"]) == (added["id"], custom)
         refused = await mcp.call_tool(
             "add_memory", {"content": "Noor reads the stars.", "category": "astrology"}
         )
         assert "unknown category 'astrology'" in error_text(refused)
+        assert "Fix the argument 'category' and call again" in error_text(refused)
         assert custom in error_text(refused)
 
 
@@ -191,13 +216,18 @@ async def test_http_endpoint_in_the_api_uses_the_connection_headers(
         job = payload(
             await mcp.call_tool(
                 "add_messages",
-                {"messages": [{"content": "I adopted a grey cat called Pixel.", "speaker": "Lea"}]},
+                {
+                    "messages": [
+                        {"content": "I adopted a grey cat called Pixel.", "speaker": "Lea"}
+                    ],
+                    **FULL,
+                },
             )
         )
         assert job["state"] == "done" and job["user_id"] == user_id
         (decision,) = [d for m in job["messages"] for d in m["decisions"]]
         assert decision["operation"] == "ADD"
-        found = payload(await mcp.call_tool("search_memories", {"query": "Lea's cat"}))
+        found = payload(await mcp.call_tool("search_memories", {"query": "Lea's cat", **FULL}))
         assert found["results"][0]["memory"]["id"] == decision["memory_id"]
 
     # The same memory through REST: it was written for the header's user, and only for them.
@@ -229,6 +259,9 @@ async def test_http_endpoint_needs_an_api_key(api: ApiProcess, user_id: str) -> 
     for refused in (anonymous, wrong):
         assert refused.status_code == 401
         assert refused.headers["content-type"].startswith("application/problem+json")
+        # What to send, and where an MCP client's configuration puts it.
+        detail = refused.json()["detail"]
+        assert "X-API-Key" in detail and '"headers"' in detail and "X-Cognis-User" in detail
     assert keyed.status_code == 200, keyed.text
     assert keyed.json()["result"]["serverInfo"]["name"] == "cognis-memory"
     assert keyed.json()["result"]["serverInfo"]["version"] == __version__
@@ -241,7 +274,11 @@ def mcp_beside(api: ApiProcess) -> Iterator[str]:
     process = subprocess.Popen(
         [sys.executable, "-m", "app", "mcp", "--transport", "http", "--port", str(port)],
         cwd=ROOT,
-        env={"COGNIS_MCP_API_URL": api.url, "PATH": "/usr/bin:/bin"},
+        env={
+            "COGNIS_MCP_API_URL": api.url,
+            "PATH": "/usr/bin:/bin",
+            "PYTHONPATH": f"{ROOT}:{ROOT / 'clients' / 'python'}",
+        },
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -270,7 +307,7 @@ async def test_http_server_beside_the_api_forwards_the_callers_key(
 ) -> None:
     """Each connection's own key and user headers are what reach the API."""
     async with http_session(mcp_beside, {"X-API-Key": API_KEY, "X-Cognis-User": user_id}) as mcp:
-        added = payload(await mcp.call_tool("add_memory", {"content": "Noor sings alto."}))
+        added = payload(await mcp.call_tool("add_memory", {"content": "Noor sings alto.", **FULL}))
     assert added["user_id"] == user_id
     async with http_session(mcp_beside, {"X-API-Key": "wrong", "X-Cognis-User": user_id}) as mcp:
         refused = await mcp.call_tool("list_memories", {})
@@ -299,7 +336,7 @@ async def test_write_tools_send_an_idempotency_key_and_name_it_on_failure(
         )
     assert again["id"] == first["id"]
     listed = (await client.get(f"/v1/users/{user_id}/memories")).json()["items"]
-    assert [m["id"] for m in listed] == [first["id"]]
+    assert [m["id"][:8] for m in listed] == [first["id"]]
     # Without a key from the agent the tool made one, and tells it how to retry safely.
     assert "404" in error_text(missing) and "idempotency_key='" in error_text(missing)
 
@@ -310,12 +347,14 @@ async def test_add_memory_takes_a_time_to_live(
     headers = {"X-API-Key": API_KEY, "X-Cognis-User": user_id}
     async with http_session(api.url, headers) as mcp:
         brief = payload(
-            await mcp.call_tool("add_memory", {"content": "Parked on level 3.", "ttl_s": 7200})
+            await mcp.call_tool(
+                "add_memory", {"content": "Parked on level 3.", "ttl_s": 7200, **FULL}
+            )
         )
         lasting = payload(await mcp.call_tool("add_memory", {"content": "I own a red car."}))
         refused = await mcp.call_tool("add_memory", {"content": "Never.", "ttl_s": 0})
     assert refused.isError
-    assert lasting["expires_at"] is None
+    assert brief["expires_at"] is not None and "expires_at" not in lasting
     stored = (await client.get(f"/v1/users/{user_id}/memories/{brief['id']}")).json()
     expires_at = datetime.fromisoformat(stored["expires_at"])
     created_at = datetime.fromisoformat(stored["created_at"])
@@ -334,18 +373,27 @@ async def test_tools_take_an_agent_and_a_run(api: ApiProcess, user_id: str) -> N
         planner = payload(
             await mcp.call_tool(
                 "add_memory",
-                {"content": "Noor books trains for trips.", "agent_id": "planner", "run_id": "r1"},
+                {
+                    "content": "Noor books trains for trips.",
+                    "agent_id": "planner",
+                    "run_id": "r1",
+                    **FULL,
+                },
             )
         )
         assert (planner["agent_id"], planner["run_id"]) == ("planner", "r1")
         coach = payload(
-            await mcp.call_tool("add_memory", {"content": "Noor trains for a marathon."})
+            await mcp.call_tool("add_memory", {"content": "Noor trains for a marathon.", **FULL})
         )
         assert coach["agent_id"] is None
         job = payload(
             await mcp.call_tool(
                 "add_messages",
-                {"messages": [{"content": "I train with a running club."}], "agent_id": "coach"},
+                {
+                    "messages": [{"content": "I train with a running club."}],
+                    "agent_id": "coach",
+                    **FULL,
+                },
             )
         )
         (decision,) = [d for m in job["messages"] for d in m["decisions"]]
@@ -353,13 +401,136 @@ async def test_tools_take_an_agent_and_a_run(api: ApiProcess, user_id: str) -> N
         club = decision["memory_id"]
 
         found = payload(
-            await mcp.call_tool("search_memories", {"query": "Noor trains", "agent_id": "coach"})
+            await mcp.call_tool(
+                "search_memories", {"query": "Noor trains", "agent_id": "coach", **FULL}
+            )
         )
         ids = {r["memory"]["id"] for r in found["results"]}
         assert coach["id"] in ids and club in ids and planner["id"] not in ids
         listed = payload(
-            await mcp.call_tool("list_memories", {"agent_id": "planner", "run_id": "r1"})
+            await mcp.call_tool("list_memories", {"agent_id": "planner", "run_id": "r1", **FULL})
         )
         assert {m["id"] for m in listed["items"]} == {planner["id"], coach["id"]}
-        everything = payload(await mcp.call_tool("list_memories", {}))
+        everything = payload(await mcp.call_tool("list_memories", FULL))
         assert {m["id"] for m in everything["items"]} == {planner["id"], coach["id"], club}
+
+
+async def test_results_are_compact_unless_asked_in_full(api: ApiProcess, user_id: str) -> None:
+    """By default a memory is its short id, content, category and event time (and a search
+    hit its relevance); detail="full" is the stored row."""
+    headers = {"X-API-Key": API_KEY, "X-Cognis-User": user_id}
+    async with http_session(api.url, headers) as mcp:
+        added = payload(
+            await mcp.call_tool(
+                "add_memory",
+                {
+                    "content": "Noor swims every Sunday morning.",
+                    "category": "personal_details",
+                    "event_time": "2026-11-01T09:00:00+00:00",
+                },
+            )
+        )
+        assert set(added) == {"id", "content", "category", "event_time"}
+        assert re.fullmatch("[0-9a-f]{8}", added["id"])
+        query = {"query": "When does Noor swim?", "top_k": 3}
+        compact = payload(await mcp.call_tool("search_memories", query))
+        full = payload(await mcp.call_tool("search_memories", {**query, **FULL}))
+        (hit,) = compact["results"]
+        (row,) = full["results"]
+        assert set(hit) == {"id", "content", "category", "event_time", "relevance"}
+        assert hit["id"] == row["memory"]["id"].replace("-", "")[:8]
+        assert hit["relevance"] == round(row["relevance"], 3)
+        # The point of it: a fraction of the characters in an agent's context.
+        assert len(json.dumps(hit)) * 3 < len(json.dumps(row))
+        listed = payload(await mcp.call_tool("list_memories", {}))
+        assert listed == {"items": [added]}
+        job = payload(
+            await mcp.call_tool(
+                "add_messages", {"messages": [{"content": "I also cycle to work."}]}
+            )
+        )
+        assert job["state"] == "done" and set(job) == {"job_id", "state", "decisions"}
+        (decision,) = job["decisions"]
+        assert decision["operation"] == "ADD" and re.fullmatch("[0-9a-f]{8}", decision["id"])
+
+
+async def _give_id(db: AsyncEngine, memory_id: str, new_id: str) -> None:
+    """Renumber a memory of one version (as if uuid4 had drawn `new_id`)."""
+    async with db.begin() as connection:
+        moved = await connection.execute(
+            text("UPDATE memories SET id = :new, chain_id = :new WHERE id = :old"),
+            {"new": new_id, "old": memory_id},
+        )
+    assert moved.rowcount == 1
+
+
+async def test_a_short_id_names_one_memory_of_this_user_only(
+    api: ApiProcess, client: httpx.AsyncClient, db: AsyncEngine, user_id: str, other_user_id: str
+) -> None:
+    async def add(user: str, content: str) -> str:
+        created = await client.post(f"/v1/users/{user}/memories", json={"content": content})
+        assert created.status_code == 201, created.text
+        return str(created.json()["id"])
+
+    swims = await add(user_id, "Noor swims on Sundays.")
+    cycles = await add(user_id, "Noor cycles to work.")
+    theirs = await add(other_user_id, "Omar hides a spare key.")
+    # Another user's memory whose id starts like one of ours: never found through ours.
+    await _give_id(db, theirs, swims[:8] + theirs[8:])
+    headers = {"X-API-Key": API_KEY, "X-Cognis-User": user_id}
+    async with http_session(api.url, headers) as mcp:
+        got = payload(await mcp.call_tool("get_memory", {"memory_id": swims[:8]}))
+        assert got["memory"]["content"] == "Noor swims on Sundays."
+        other_view = await mcp.call_tool("get_memory", {"memory_id": cycles[:8]})
+        assert payload(other_view)["memory"]["content"] == "Noor cycles to work."
+
+        # Two of ours sharing the short id: refused, with both full ids to choose from.
+        await _give_id(db, cycles, swims[:8] + cycles[8:])
+        ambiguous = await mcp.call_tool("get_memory", {"memory_id": swims[:8]})
+        assert swims in error_text(ambiguous) and swims[:8] + cycles[8:] in error_text(ambiguous)
+        assert theirs[8:] not in error_text(ambiguous)
+        # More digits (dashes allowed) name one again; writes take short ids too.
+        updated = payload(
+            await mcp.call_tool(
+                "update_memory",
+                {"memory_id": swims[:13], "content": "Noor swims on Saturdays.", **FULL},
+            )
+        )
+        assert updated["replaces_id"] == swims
+        ended = payload(await mcp.call_tool("delete_memory", {"memory_id": updated["id"][:8]}))
+        assert ended == {
+            "id": updated["id"].replace("-", "")[:8],
+            "content": "Noor swims on Saturdays.",
+            "category": updated["category"],
+            "current": False,
+        }
+
+        unknown = await mcp.call_tool("get_memory", {"memory_id": "0000ffff"})
+        assert "no memory has an id starting with '0000ffff'" in error_text(unknown)
+        not_hex = await mcp.call_tool("delete_memory", {"memory_id": "Noor's"})
+        assert "is not a memory id" in error_text(not_hex)
+    # Theirs is untouched.
+    untouched = await client.get(f"/v1/users/{other_user_id}/memories")
+    assert [m["content"] for m in untouched.json()["items"]] == ["Omar hides a spare key."]
+
+
+async def test_a_timeout_says_the_write_may_have_happened_and_how_to_retry_it(
+    api: ApiProcess, client: httpx.AsyncClient, user_id: str
+) -> None:
+    key = f"timeout-{user_id}"
+    write = {"content": "Noor sings alto.", "idempotency_key": key}
+    # No answer can come within a millisecond: every attempt times out.
+    async with stdio_session(api, user_id, COGNIS_MCP_TIMEOUT_S="0.001") as mcp:
+        lost = await mcp.call_tool("add_memory", write)
+        unread = await mcp.call_tool("list_memories", {})
+    text = error_text(lost)
+    assert "no answer from the memory service" in text and "Timeout" in text
+    assert "may or may not have happened" in text and f"idempotency_key={key!r}" in text
+    assert "nothing was changed by this call" in error_text(unread)
+    # The retry the text advises: done once, whatever the lost attempts did.
+    async with stdio_session(api, user_id) as mcp:
+        again = payload(await mcp.call_tool("add_memory", {**write, **FULL}))
+        twice = payload(await mcp.call_tool("add_memory", {**write, **FULL}))
+    assert twice["id"] == again["id"]
+    listed = (await client.get(f"/v1/users/{user_id}/memories")).json()["items"]
+    assert [m["id"] for m in listed] == [again["id"]]

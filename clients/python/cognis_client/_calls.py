@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import random
 import uuid
-from dataclasses import dataclass, field
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Generic, Literal, TypedDict, TypeVar
 from urllib.parse import quote
@@ -14,8 +15,10 @@ import msgspec
 
 from cognis_client.models import (
     Consistency,
+    DryRun,
     Erasure,
     History,
+    ImportSummary,
     Job,
     Memory,
     MemoryChanges,
@@ -51,6 +54,8 @@ class Call(Generic[T]):
     idempotency_key: str | None = None
     # A call that is not a write, or whose repetition changes nothing (a search, an erase).
     safe_to_repeat: bool = False
+    # The body's media type; bytes bodies are sent as they are.
+    content_type: str = "application/json"
 
     @property
     def repeatable(self) -> bool:
@@ -59,8 +64,10 @@ class Call(Generic[T]):
 
     def request(self, http: httpx.Client | httpx.AsyncClient) -> httpx.Request:
         params = {k: _param(v) for k, v in self.params.items() if v is not None}
-        content = msgspec.json.encode(self.body) if self.body is not None else None
-        headers = {"Content-Type": "application/json"} if content is not None else {}
+        content = self.body if isinstance(self.body, bytes) else None
+        if self.body is not None and content is None:
+            content = msgspec.json.encode(self.body)
+        headers = {"Content-Type": self.content_type} if content is not None else {}
         if self.idempotency_key is not None:
             headers[IDEMPOTENCY_KEY_HEADER] = self.idempotency_key
         return http.build_request(
@@ -142,6 +149,8 @@ class MemoryFilters(TypedDict, total=False):
     include_superseded: bool
     # The filter language (README, "Filters"), as a plain dict: sent as JSON.
     filters: dict[str, Any]
+    # Only memories whose id starts with these hex digits (4 to 32): a short id's memory.
+    id_prefix: str
 
 
 class ListOptions(MemoryFilters, total=False):
@@ -250,6 +259,60 @@ def add_messages(
         body={"messages": messages},
         idempotency_key=key or new_idempotency_key(),
     )
+
+
+def dry_run(user_id: str, messages: list[Message]) -> Call[DryRun]:
+    return Call(
+        "POST",
+        f"{_user(user_id)}/messages",
+        DryRun,
+        params={"dry_run": True},
+        body={"messages": messages},
+        safe_to_repeat=True,  # writes nothing
+    )
+
+
+NDJSON = "application/x-ndjson"
+ImportFormat = Literal["auto", "jsonl", "mem0"]
+
+
+def _ndjson(lines: Iterable[dict[str, Any] | str] | bytes) -> bytes:
+    if isinstance(lines, bytes):
+        return lines
+    return b"".join(
+        (line.encode() if isinstance(line, str) else msgspec.json.encode(line)) + b"\n"
+        for line in lines
+    )
+
+
+def import_memories(
+    user_id: str,
+    lines: Iterable[dict[str, Any] | str] | bytes,
+    line_format: ImportFormat,
+    batch_size: int | None,
+) -> Call[ImportSummary]:
+    return Call(
+        "POST",
+        f"{_user(user_id)}/import",
+        ImportSummary,
+        params={"format": line_format, "batch_size": batch_size},
+        body=_ndjson(lines),
+        content_type=NDJSON,
+        # Idempotent by each line's external_id: a repeat skips what landed.
+        safe_to_repeat=True,
+    )
+
+
+WaitFor = Literal["indexed"]
+
+
+def waiting(call: Call[T], wait_for: WaitFor | None, wait_timeout_ms: int | None) -> Call[T]:
+    """The write, answered only once it is searchable (`wait_for="indexed"`), or when
+    `wait_timeout_ms` (default and maximum: the server's COGNIS_INDEX_WAIT_MAX_MS) passes."""
+    if wait_for is None:
+        return call
+    params = {**call.params, "wait_for": wait_for, "wait_timeout_ms": wait_timeout_ms}
+    return replace(call, params=params)
 
 
 def get_job(user_id: str, job_id: Any) -> Call[Job]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from typing import Any, NoReturn, TypeVar, Unpack
 
 import httpx
@@ -13,22 +13,28 @@ from cognis_client import _calls as calls
 from cognis_client._calls import (
     Call,
     ExportOptions,
+    ImportFormat,
     ListOptions,
     MemoryFilters,
     RetryPolicy,
     SearchOptions,
+    WaitFor,
+    waiting,
 )
 from cognis_client.errors import (
     CognisError,
     ConflictError,
+    JobNotFinishedError,
     NoAnswerError,
     ServiceUnavailableError,
     error_from_response,
     retry_after_s,
 )
 from cognis_client.models import (
+    DryRun,
     Erasure,
     History,
+    ImportSummary,
     Job,
     Memory,
     MemoryChanges,
@@ -41,6 +47,9 @@ from cognis_client.models import (
 
 T = TypeVar("T")
 DEFAULT_TIMEOUT_S = 60.0
+# A job is waited for by polling its status this often (seconds) until it is done or failed.
+JOB_POLL_S = 0.5
+FINISHED_JOB_STATES = frozenset({"done", "failed"})
 # Called before each retry with (attempt number from 1, seconds about to be waited, the error:
 # a 503, a 409 idempotency_key_in_use, or the httpx error of an attempt that got no answer).
 OnRetry = Callable[[int, float, Exception], None]
@@ -115,6 +124,24 @@ def _retryable(call: Call[Any], error: CognisError) -> bool:
     return isinstance(error, ConflictError) and in_use and call.idempotency_key is not None
 
 
+class _JobWait:
+    """wait_for_job's deadline, the same for both clients."""
+
+    def __init__(self, timeout_s: float, poll_s: float) -> None:
+        self.timeout_s = timeout_s
+        self.poll_s = poll_s
+        self.deadline = time.monotonic() + timeout_s
+
+    def finished(self, job: Job) -> bool:
+        """Whether `job` is done or failed; JobNotFinishedError when the next poll would come
+        after the deadline."""
+        if job.state in FINISHED_JOB_STATES:
+            return True
+        if time.monotonic() + self.poll_s > self.deadline:
+            raise JobNotFinishedError(job, self.timeout_s)
+        return False
+
+
 class CognisClient(_Retrying):
     """Blocking client. `with CognisClient(url, api_key=...) as cognis: cognis.search(...)`."""
 
@@ -162,11 +189,15 @@ class CognisClient(_Retrying):
         memory: MemoryInput | str | dict[str, Any],
         *,
         idempotency_key: str | None = None,
+        wait_for: WaitFor | None = None,
+        wait_timeout_ms: int | None = None,
     ) -> Memory:
         """One new memory. `idempotency_key`: the key of this logical write (default: a new
-        one, reused by the client's own retries); the same key later replays, never rewrites."""
+        one, reused by the client's own retries); the same key later replays, never rewrites.
+        `wait_for="indexed"`: answered once the memory is searchable (or `wait_timeout_ms`,
+        bounded by the server, has passed); every write method takes these two."""
         call = calls.add_memory(user_id, calls.as_memory_input(memory), idempotency_key)
-        return self._send(call)
+        return self._send(waiting(call, wait_for, wait_timeout_ms))
 
     def add_memories(
         self,
@@ -174,9 +205,12 @@ class CognisClient(_Retrying):
         memories: list[MemoryInput | str | dict[str, Any]],
         *,
         idempotency_key: str | None = None,
+        wait_for: WaitFor | None = None,
+        wait_timeout_ms: int | None = None,
     ) -> list[Memory]:
         batch = [calls.as_memory_input(m) for m in memories]
-        return self._send(calls.add_memories(user_id, batch, idempotency_key)).items
+        call = calls.add_memories(user_id, batch, idempotency_key)
+        return self._send(waiting(call, wait_for, wait_timeout_ms)).items
 
     def get_memory(self, user_id: str, memory_id: Any) -> Memory:
         return self._send(calls.get_memory(user_id, memory_id))
@@ -198,16 +232,30 @@ class CognisClient(_Retrying):
             cursor = page.next_cursor
 
     def update_memory(
-        self, user_id: str, memory_id: Any, *, idempotency_key: str | None = None, **changes: Any
+        self,
+        user_id: str,
+        memory_id: Any,
+        *,
+        idempotency_key: str | None = None,
+        wait_for: WaitFor | None = None,
+        wait_timeout_ms: int | None = None,
+        **changes: Any,
     ) -> Memory:
         """A new version superseding `memory_id`; fields of `MemoryChanges` as keywords."""
         call = calls.update_memory(user_id, memory_id, MemoryChanges(**changes), idempotency_key)
-        return self._send(call)
+        return self._send(waiting(call, wait_for, wait_timeout_ms))
 
     def delete_memory(
-        self, user_id: str, memory_id: Any, *, idempotency_key: str | None = None
+        self,
+        user_id: str,
+        memory_id: Any,
+        *,
+        idempotency_key: str | None = None,
+        wait_for: WaitFor | None = None,
+        wait_timeout_ms: int | None = None,
     ) -> Memory:
-        return self._send(calls.delete_memory(user_id, memory_id, idempotency_key))
+        call = calls.delete_memory(user_id, memory_id, idempotency_key)
+        return self._send(waiting(call, wait_for, wait_timeout_ms))
 
     def history(self, user_id: str, memory_id: Any) -> History:
         return self._send(calls.history(user_id, memory_id))
@@ -223,12 +271,47 @@ class CognisClient(_Retrying):
         *,
         wait: bool = False,
         idempotency_key: str | None = None,
+        wait_for: WaitFor | None = None,
+        wait_timeout_ms: int | None = None,
     ) -> Job:
+        """Messages for ingestion: the job, finished with `wait=True` (then `wait_for=
+        "indexed"` also waits until its memories are searchable), else queued: see
+        `wait_for_job`."""
         batch = calls.as_messages(messages)
-        return self._send(calls.add_messages(user_id, batch, wait=wait, key=idempotency_key))
+        call = calls.add_messages(user_id, batch, wait=wait, key=idempotency_key)
+        return self._send(waiting(call, wait_for, wait_timeout_ms))
+
+    def dry_run(self, user_id: str, messages: list[Message | str | dict[str, Any]]) -> DryRun:
+        """What ingestion would decide for these messages (ADD, UPDATE, DELETE, NONE), with
+        nothing written."""
+        return self._send(calls.dry_run(user_id, calls.as_messages(messages)))
+
+    def import_memories(
+        self,
+        user_id: str,
+        lines: Iterable[dict[str, Any] | str] | bytes,
+        *,
+        line_format: ImportFormat = "auto",
+        batch_size: int | None = None,
+    ) -> ImportSummary:
+        """Import a user's history: JSON Lines (dicts, JSON strings, or the bytes of a file)
+        in the import's line format (`export`'s, or mem0's). Idempotent by `external_id`: a
+        rerun skips what landed. Bad lines are reported in the summary, not raised."""
+        call = calls.import_memories(user_id, lines, line_format, batch_size)
+        return self._send(call)
 
     def get_job(self, user_id: str, job_id: Any) -> Job:
         return self._send(calls.get_job(user_id, job_id))
+
+    def wait_for_job(
+        self, user_id: str, job_id: Any, *, timeout_s: float = 60.0, poll_s: float = JOB_POLL_S
+    ) -> Job:
+        """The job once it is done or failed (its status polled every `poll_s`);
+        JobNotFinishedError, carrying the last status, after `timeout_s`."""
+        wait = _JobWait(timeout_s, poll_s)
+        while not wait.finished(job := self.get_job(user_id, job_id)):
+            time.sleep(poll_s)
+        return job
 
     def erase_user(
         self, user_id: str, *, agent_id: str | None = None, run_id: str | None = None
@@ -296,11 +379,15 @@ class AsyncCognisClient(_Retrying):
         memory: MemoryInput | str | dict[str, Any],
         *,
         idempotency_key: str | None = None,
+        wait_for: WaitFor | None = None,
+        wait_timeout_ms: int | None = None,
     ) -> Memory:
         """One new memory. `idempotency_key`: the key of this logical write (default: a new
-        one, reused by the client's own retries); the same key later replays, never rewrites."""
+        one, reused by the client's own retries); the same key later replays, never rewrites.
+        `wait_for="indexed"`: answered once the memory is searchable (or `wait_timeout_ms`,
+        bounded by the server, has passed); every write method takes these two."""
         call = calls.add_memory(user_id, calls.as_memory_input(memory), idempotency_key)
-        return await self._send(call)
+        return await self._send(waiting(call, wait_for, wait_timeout_ms))
 
     async def add_memories(
         self,
@@ -308,9 +395,12 @@ class AsyncCognisClient(_Retrying):
         memories: list[MemoryInput | str | dict[str, Any]],
         *,
         idempotency_key: str | None = None,
+        wait_for: WaitFor | None = None,
+        wait_timeout_ms: int | None = None,
     ) -> list[Memory]:
         batch = [calls.as_memory_input(m) for m in memories]
-        return (await self._send(calls.add_memories(user_id, batch, idempotency_key))).items
+        call = calls.add_memories(user_id, batch, idempotency_key)
+        return (await self._send(waiting(call, wait_for, wait_timeout_ms))).items
 
     async def get_memory(self, user_id: str, memory_id: Any) -> Memory:
         return await self._send(calls.get_memory(user_id, memory_id))
@@ -333,16 +423,30 @@ class AsyncCognisClient(_Retrying):
             cursor = page.next_cursor
 
     async def update_memory(
-        self, user_id: str, memory_id: Any, *, idempotency_key: str | None = None, **changes: Any
+        self,
+        user_id: str,
+        memory_id: Any,
+        *,
+        idempotency_key: str | None = None,
+        wait_for: WaitFor | None = None,
+        wait_timeout_ms: int | None = None,
+        **changes: Any,
     ) -> Memory:
         """A new version superseding `memory_id`; fields of `MemoryChanges` as keywords."""
         call = calls.update_memory(user_id, memory_id, MemoryChanges(**changes), idempotency_key)
-        return await self._send(call)
+        return await self._send(waiting(call, wait_for, wait_timeout_ms))
 
     async def delete_memory(
-        self, user_id: str, memory_id: Any, *, idempotency_key: str | None = None
+        self,
+        user_id: str,
+        memory_id: Any,
+        *,
+        idempotency_key: str | None = None,
+        wait_for: WaitFor | None = None,
+        wait_timeout_ms: int | None = None,
     ) -> Memory:
-        return await self._send(calls.delete_memory(user_id, memory_id, idempotency_key))
+        call = calls.delete_memory(user_id, memory_id, idempotency_key)
+        return await self._send(waiting(call, wait_for, wait_timeout_ms))
 
     async def history(self, user_id: str, memory_id: Any) -> History:
         return await self._send(calls.history(user_id, memory_id))
@@ -360,12 +464,49 @@ class AsyncCognisClient(_Retrying):
         *,
         wait: bool = False,
         idempotency_key: str | None = None,
+        wait_for: WaitFor | None = None,
+        wait_timeout_ms: int | None = None,
     ) -> Job:
+        """Messages for ingestion: the job, finished with `wait=True` (then `wait_for=
+        "indexed"` also waits until its memories are searchable), else queued: see
+        `wait_for_job`."""
         batch = calls.as_messages(messages)
-        return await self._send(calls.add_messages(user_id, batch, wait=wait, key=idempotency_key))
+        call = calls.add_messages(user_id, batch, wait=wait, key=idempotency_key)
+        return await self._send(waiting(call, wait_for, wait_timeout_ms))
+
+    async def dry_run(self, user_id: str, messages: list[Message | str | dict[str, Any]]) -> DryRun:
+        """What ingestion would decide for these messages (ADD, UPDATE, DELETE, NONE), with
+        nothing written."""
+        return await self._send(calls.dry_run(user_id, calls.as_messages(messages)))
+
+    async def import_memories(
+        self,
+        user_id: str,
+        lines: Iterable[dict[str, Any] | str] | bytes,
+        *,
+        line_format: ImportFormat = "auto",
+        batch_size: int | None = None,
+    ) -> ImportSummary:
+        """Import a user's history: JSON Lines (dicts, JSON strings, or the bytes of a file)
+        in the import's line format (`export`'s, or mem0's). Idempotent by `external_id`: a
+        rerun skips what landed. Bad lines are reported in the summary, not raised."""
+        call = calls.import_memories(user_id, lines, line_format, batch_size)
+        return await self._send(call)
 
     async def get_job(self, user_id: str, job_id: Any) -> Job:
         return await self._send(calls.get_job(user_id, job_id))
+
+    async def wait_for_job(
+        self, user_id: str, job_id: Any, *, timeout_s: float = 60.0, poll_s: float = JOB_POLL_S
+    ) -> Job:
+        """The job once it is done or failed (its status polled every `poll_s`);
+        JobNotFinishedError, carrying the last status, after `timeout_s`."""
+        wait = _JobWait(timeout_s, poll_s)
+        while True:
+            job = await self.get_job(user_id, job_id)
+            if wait.finished(job):
+                return job
+            await asyncio.sleep(poll_s)
 
     async def erase_user(
         self, user_id: str, *, agent_id: str | None = None, run_id: str | None = None

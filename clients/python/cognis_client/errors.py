@@ -85,6 +85,19 @@ class NoAnswerError(CognisError):
         self.idempotency_key = idempotency_key
 
 
+class JobNotFinishedError(CognisError):
+    """`wait_for_job` ran out of time: the job (`job`, its last status) is still queued or
+    running on the server; wait for it again later, it is not lost."""
+
+    def __init__(self, job: Any, timeout_s: float) -> None:
+        detail = (
+            f"job {job.job_id} is still {job.state} after {timeout_s:g} s; it carries on "
+            "server-side: call wait_for_job again, or get_job later"
+        )
+        super().__init__(0, "Job not finished", detail, {})
+        self.job = job
+
+
 _BY_STATUS: dict[int, type[CognisError]] = {
     400: InvalidRequestError,
     401: AuthenticationError,

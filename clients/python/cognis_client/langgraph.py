@@ -40,6 +40,7 @@ import asyncio
 import hashlib
 import json
 import uuid
+import weakref
 from collections.abc import AsyncIterator, Iterable
 from typing import Any
 
@@ -185,22 +186,36 @@ class CognisStore(BaseStore):
             "timeout_s": timeout_s,
         }
         self._base_url = base_url
-        self._client: AsyncCognisClient | None = None
+        # One client per event loop: an httpx client's connections belong to the loop that
+        # opened them, so a store reused under a second asyncio.run must not reach for the
+        # first loop's (closed) ones. A loop's entry goes when the loop does.
+        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncCognisClient] = (
+            weakref.WeakKeyDictionary()
+        )
 
     async def aclose(self) -> None:
-        if self._client is not None:
-            await self._client.close()
-            self._client = None
+        """Close this event loop's client (those of loops already closed are dropped)."""
+        client = self._clients.pop(asyncio.get_running_loop(), None)
+        if client is not None:
+            await client.close()
 
     def _new_client(self) -> AsyncCognisClient:
         return AsyncCognisClient(self._base_url, **self._client_options)
 
+    def _loop_client(self) -> AsyncCognisClient:
+        loop = asyncio.get_running_loop()
+        client = self._clients.get(loop)
+        if client is None:
+            for closed in [other for other in self._clients if other.is_closed()]:
+                del self._clients[closed]  # its connections died with it
+            client = self._clients[loop] = self._new_client()
+        return client
+
     # --- BaseStore ---------------------------------------------------------------------------
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
-        if self._client is None:
-            self._client = self._new_client()
-        return [await self._run(self._client, op) for op in ops]
+        client = self._loop_client()
+        return [await self._run(client, op) for op in ops]
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
         try:

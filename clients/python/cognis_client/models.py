@@ -160,6 +160,45 @@ class Job(msgspec.Struct, frozen=True):
         return [d for m in self.messages for d in m.decisions]
 
 
+class DryRunMessage(msgspec.Struct, frozen=True):
+    """What ingestion would decide for one message of a dry run (nothing is written)."""
+
+    content: str
+    sent_at: datetime
+    speaker: str | None
+    extractor: str
+    fallback_used: bool
+    failure: str | None
+    decisions: list[Decision]
+
+
+class DryRun(msgspec.Struct, frozen=True):
+    dry_run: bool
+    messages: list[DryRunMessage]
+
+    @property
+    def decisions(self) -> list[Decision]:
+        return [d for m in self.messages for d in m.decisions]
+
+
+class ImportLineError(msgspec.Struct, frozen=True):
+    """A line an import refused: its number (from 1), the field at fault, why."""
+
+    line: int
+    field: str | None
+    detail: str
+
+
+class ImportSummary(msgspec.Struct, frozen=True):
+    """An import's outcome: lines imported, skipped (imported before: same external_id) and
+    failed (the first 100 listed in `errors`)."""
+
+    imported: int
+    skipped: int
+    failed: int
+    errors: list[ImportLineError]
+
+
 class UserSummary(msgspec.Struct, frozen=True):
     user_id: str
     memories: int  # current memories

@@ -1,0 +1,168 @@
+"""What the MCP tools answer: compact by default, the API's full rows on request.
+
+A full memory row is about 500 characters, mostly UUIDs, timestamps and nulls, and an agent
+pays for every one in its context window. A compact memory is what the model reads and needs
+to act on it: its content, category, event time and a short id (the first hex digits of its
+id, which every tool taking a memory id accepts). `detail="full"` returns the rows as the
+REST API does. docs/mcp.md has the characters per result of each.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from typing import Annotated, Any, Literal
+
+import msgspec
+from cognis_client import History, Job, Memory, MemoryPage, SearchResult
+from mcp.server.fastmcp.exceptions import ToolError
+from pydantic import Field
+
+from app.mcp_server.identity import Caller
+
+# 8 hex digits: 32 random bits of a UUIDv4, so two of one user's memories share a short id
+# about once in 4 billion pairs (with 10,000 memories, about one chance in 86 that any pair
+# does); a clash is answered with the candidates, never guessed.
+SHORT_ID_DIGITS = 8
+# How many memories sharing a short id an ambiguity error lists.
+MAX_CANDIDATES = 10
+# What the API takes as the start of an id (GET .../memories?id_prefix=).
+_SHORT_ID = re.compile("[0-9a-fA-F]{4,32}")
+
+Detail = Annotated[
+    Literal["compact", "full"],
+    Field(
+        description="compact (default): each memory as id (short), content, category and "
+        "event_time; full: every field of the stored row (UUIDs, timestamps, metadata)."
+    ),
+]
+MemoryIdParam = Annotated[
+    str,
+    Field(
+        description="The memory's id as a result showed it: its short id (8 hex digits) "
+        "or the full UUID.",
+        min_length=1,
+        max_length=64,
+    ),
+]
+
+
+def plain(value: Any) -> Any:
+    return msgspec.to_builtins(value)
+
+
+def short_id(memory_id: uuid.UUID) -> str:
+    return memory_id.hex[:SHORT_ID_DIGITS]
+
+
+def compact_memory(memory: Memory) -> dict[str, Any]:
+    """What an agent reads of a memory; fields that are empty or usual are left out."""
+    out: dict[str, Any] = {
+        "id": short_id(memory.id),
+        "content": memory.content,
+        "category": memory.category,
+    }
+    if memory.event_time is not None:
+        out["event_time"] = plain(memory.event_time)
+    if memory.event_end is not None:
+        out["event_end"] = plain(memory.event_end)
+    if memory.expires_at is not None:
+        out["expires_at"] = plain(memory.expires_at)
+    if not memory.is_current:
+        out["current"] = False
+    return out
+
+
+def memory_result(memory: Memory, detail: str) -> dict[str, Any]:
+    return plain(memory) if detail == "full" else compact_memory(memory)
+
+
+def search_result(found: SearchResult, detail: str) -> dict[str, Any]:
+    if detail == "full":
+        return {
+            "results": plain(found.results),
+            "query_analysis": found.query_analysis,
+            "missing_legs": found.missing_legs,
+        }
+    results = []
+    for hit in found.results:
+        one = compact_memory(hit.memory)
+        if hit.relevance is not None:
+            one["relevance"] = round(hit.relevance, 3)
+        if hit.explanation is not None:
+            one["explanation"] = plain(hit.explanation)
+        results.append(one)
+    out: dict[str, Any] = {"results": results}
+    if found.missing_legs:  # a degraded search says so: results may be missing
+        out["missing_legs"] = found.missing_legs
+    return out
+
+
+def page_result(page: MemoryPage, detail: str) -> dict[str, Any]:
+    if detail == "full":
+        return plain(page)  # type: ignore[no-any-return]
+    out: dict[str, Any] = {"items": [compact_memory(m) for m in page.items]}
+    if page.next_cursor is not None:
+        out["next_cursor"] = page.next_cursor
+    return out
+
+
+def chain_result(memory: Memory, history: History | None, detail: str) -> dict[str, Any]:
+    if detail == "full":
+        return {"memory": plain(memory), "history": plain(history.versions) if history else None}
+    out: dict[str, Any] = {"memory": {**compact_memory(memory), "version": memory.version}}
+    if history is not None:
+        out["history"] = [{**compact_memory(v), "version": v.version} for v in history.versions]
+    return out
+
+
+def job_result(job: Job, detail: str) -> dict[str, Any]:
+    if detail == "full":
+        return plain(job)  # type: ignore[no-any-return]
+    decisions = []
+    for decision in job.decisions:
+        one: dict[str, Any] = {"operation": decision.operation}
+        if decision.memory_id is not None:
+            one["id"] = short_id(decision.memory_id)
+        if decision.target_memory_id not in (None, decision.memory_id):
+            one["target"] = short_id(decision.target_memory_id)  # type: ignore[arg-type]
+        if decision.content is not None:
+            one["content"] = decision.content
+        decisions.append(one)
+    out: dict[str, Any] = {"job_id": str(job.job_id), "state": job.state, "decisions": decisions}
+    failed = [m.last_error for m in job.messages if m.last_error]
+    if failed:
+        out["errors"] = failed
+    return out
+
+
+async def resolve_memory_id(who: Caller, memory_id: str) -> str:
+    """The full id a tool argument names: a UUID as it is, else the one memory of this user
+    whose id starts with it (looked up through the API, so only among the user's own)."""
+    try:
+        return str(uuid.UUID(memory_id))
+    except ValueError:
+        pass
+    if not _SHORT_ID.fullmatch(memory_id.replace("-", "")):
+        raise ToolError(
+            f"memory_id {memory_id[:64]!r} is not a memory id: pass the short id (8 hex "
+            "digits) or the full id exactly as a search_memories or list_memories result showed it"
+        )
+    page = await who.client.list_memories(
+        who.user_id, id_prefix=memory_id, include_superseded=True, limit=MAX_CANDIDATES
+    )
+    if not page.items:
+        raise ToolError(
+            f"no memory has an id starting with {memory_id!r}: pass the id exactly as a "
+            "search_memories or list_memories result showed it"
+        )
+    if len(page.items) > 1:
+        candidates = "; ".join(
+            f"{m.id} ({'current' if m.is_current else 'superseded'}, {m.content[:60]!r})"
+            for m in page.items
+        )
+        raise ToolError(
+            f"{memory_id!r} is the start of {len(page.items)} memories' ids: {candidates}. "
+            "Call again with the full id of the one you mean."
+        )
+    return str(page.items[0].id)
