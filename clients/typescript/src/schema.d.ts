@@ -152,7 +152,10 @@ export interface paths {
         get?: never;
         put?: never;
         post?: never;
-        /** Erase a user: physically remove every row and document */
+        /**
+         * Erase a user, or one agent's or run's part of it: physically remove the rows and documents
+         * @description Without agent_id or run_id: every row and document of the user, and the user's writes are refused (409) until `writes_refused_until`. With agent_id and/or run_id: only the memories (every version) and messages of exactly that agent and/or run (both: that agent's in that run); the user's shared memories and other agents' and runs' stay, and no write is refused.
+         */
         delete: operations["V1UsersUserIdEraseUser"];
         options?: never;
         head?: never;
@@ -363,17 +366,23 @@ export interface components {
         };
         /** EraseOut */
         EraseOut: {
+            /** @description The agent erased; null: not scoped by agent. */
+            agent_id?: string | null;
             /** Format: date-time */
             erased_at: string;
             guarantee: string;
+            /** @description Documents deleted from OpenSearch (a scoped erase: memory versions whose document is gone); null while opensearch_pending. */
             opensearch_deleted: number | null;
             opensearch_pending: boolean;
+            /** @description Rows removed from Postgres, per table. */
             postgres: {
                 [key: string]: number;
             };
+            /** @description The run erased; null: not scoped by run. */
+            run_id?: string | null;
             user_id: string;
-            /** Format: date-time */
-            writes_refused_until: string;
+            /** @description Until then every write of this user is refused (409). Null for an erase of one agent or run, which refuses no write. */
+            writes_refused_until: string | null;
         };
         /** HistoryOut */
         HistoryOut: {
@@ -1425,7 +1434,12 @@ export interface operations {
     };
     V1UsersUserIdEraseUser: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description Erase only this agent's memories and messages (not the shared ones, which have no agent). */
+                agent_id?: string | null;
+                /** @description Erase only this run's memories and messages (not those of no run). With agent_id: that agent's in this run. */
+                run_id?: string | null;
+            };
             header?: never;
             path: {
                 /** @description 1-128 characters: letters, digits and _ . : @ -, starting with a letter or digit. */
@@ -1856,6 +1870,8 @@ export interface operations {
                 cursor?: string | null;
                 /** @description A filter as JSON (the search body's `filters`): only memories matching it are included. A filter: a clause {"field", "op", "value"} or {"and": [...]}, {"or": [...]}, {"not": {...}}. Fields: category, scope, session, speaker, agent, run, created_at, event_time, valid_from, valid_to, and metadata paths ("metadata.project", "metadata.a.b"). Operators: eq, ne, in, nin, gt, gte, lt, lte, exists, contains. in/nin take a list; exists takes true or false; times are RFC 3339. See README, "Filters". */
                 filters?: string | null;
+                /** @description Only memories whose id starts with these hex digits (4 to 32, dashes ignored): finds the memory a short id names, e.g. `3fa85f64`. */
+                id_prefix?: string | null;
             };
             header?: never;
             path: {
