@@ -16,9 +16,9 @@ from sqlalchemy import (
     bindparam,
     exists,
     func,
+    literal,
     or_,
     select,
-    text,
     tuple_,
     update,
 )
@@ -129,9 +129,9 @@ class ListFilter:
     id_range: tuple[uuid.UUID, uuid.UUID] | None = None
 
 
-# A filtered search's choice reads at most this many of the user's rows to estimate how many
-# match (beside the query's embedding, which takes longer than reading them).
-FILTER_SAMPLE_ROWS = 20_000
+# A large user's filtered search estimates the filter's share of its memories from this many
+# of them (read beside the query's embedding).
+FILTER_SAMPLE_ROWS = 2_000
 # pgvector's hnsw.max_scan_tuples (its default): an iterative scan that would have to visit
 # more tuples than this to fill its list gives up short.
 INDEX_SCAN_TUPLES = 20_000
@@ -150,53 +150,53 @@ async def set_hnsw_scan(
     keep filling the list when the user filter rejects neighbours. In the same round trip,
     whether stage 2a should scan exactly rather than through the index.
 
-    Unfiltered: when the user has at most `exact_max` current memories (counted from the
-    index alone, stopping after one more: migration 0020). An exact scan is then cheap, and
-    better than the index's approximation.
-
-    With a filter (`where`), from the user's first `sample_rows` current memories: all of
-    them read (a user that small), exactly when at most `exact_max` match; a larger user,
-    exactly when fewer than `shortlist` / INDEX_SCAN_TUPLES of the rows read match, since the
-    index would give up before it found `shortlist` of them. Counting every match instead
+    A user with at most `exact_max` current memories (counted from the index alone, stopping
+    after one more: migration 0020) is scanned exactly, filter or not: cheap, and better than
+    the index's approximation. A larger user with a filter (`where`) is scanned exactly when
+    fewer than `shortlist` / INDEX_SCAN_TUPLES of its first `sample_rows` memories match, since
+    the index would give up before it found `shortlist` of them. Counting every match instead
     read all of a large user's rows (100,000 for a 1 % filter) before the scan read them
-    again; a sample can misjudge, and a short index scan falls back to an exact one
+    again. A sample can misjudge; a short index scan then falls back to an exact one
     (`MemoryRepository.coarse_candidates`)."""
-    settings = (
-        func.set_config("hnsw.ef_search", str(int(ef_search)), True),
-        func.set_config("hnsw.iterative_scan", "relaxed_order", True),
+    count = (
+        select(func.count())
+        .select_from(
+            select(literal(1))
+            .select_from(_memories)
+            .where(_memories.c.user_id == user_id, _memories.c.is_current)
+            .limit(max(exact_max, 0) + 1)
+            .subquery()
+        )
+        .scalar_subquery()
     )
-    if where is None:
-        row = (
-            await session.execute(
-                text(
-                    "SELECT set_config('hnsw.ef_search', :ef, true),"
-                    " set_config('hnsw.iterative_scan', 'relaxed_order', true),"
-                    " (SELECT count(*) FROM (SELECT 1 FROM memories"
-                    "   WHERE user_id = :user_id AND is_current LIMIT :cap + 1) AS mine)"
-                    " <= :cap AS small"
-                ),
-                {"ef": str(int(ef_search)), "user_id": user_id, "cap": max(exact_max, 0)},
+    read: Any = literal(0)
+    matching: Any = literal(0)
+    if where is not None:
+        sample = (
+            select(_memories)
+            .where(_memories.c.user_id == user_id, _memories.c.is_current)
+            .limit(sample_rows)
+            .subquery()
+        )
+        matches = ClauseAdapter(sample).traverse(where)
+        read = select(func.count()).select_from(sample).scalar_subquery()
+        matching = select(func.count()).select_from(sample).where(matches).scalar_subquery()
+    row = (
+        await session.execute(
+            select(
+                func.set_config("hnsw.ef_search", str(int(ef_search)), True),
+                func.set_config("hnsw.iterative_scan", "relaxed_order", True),
+                (count <= max(exact_max, 0)).label("small"),
+                read.label("read"),
+                matching.label("matching"),
             )
-        ).one()
-        return bool(row.small) and exact_max > 0
-    sample = (
-        select(_memories)
-        .where(_memories.c.user_id == user_id, _memories.c.is_current)
-        .limit(sample_rows)
-        .subquery()
-    )
-    matches = ClauseAdapter(sample).traverse(where)
-    counts = (
-        select(func.count().label("read"), func.count().filter(matches).label("matching"))
-        .select_from(sample)
-        .subquery()
-    )
-    row = (await session.execute(select(*settings, counts.c.read, counts.c.matching))).one()
+        )
+    ).one()
     if exact_max <= 0:
         return False
-    if row.read < sample_rows:
-        return bool(row.matching <= exact_max)
-    return bool(row.matching * INDEX_SCAN_TUPLES < shortlist * row.read)
+    if row.small:
+        return True
+    return where is not None and row.matching * INDEX_SCAN_TUPLES < shortlist * row.read
 
 
 class MemoryRepository:

@@ -185,20 +185,23 @@ async def test_the_vector_leg_filters_before_it_ranks_in_both_scans(
 
 
 async def test_a_filtered_search_scans_exactly_when_few_memories_match(loaded, db, user_id) -> None:
-    """The scan's choice with a filter: a user read whole is scanned exactly when at most
-    `exact_max` memories match; of a user larger than the sample, the share that matches in
-    the sample decides (the index would give up on a rare filter)."""
+    """The scan's choice with a filter: a user within `exact_max` is scanned exactly whatever
+    the filter; of a larger one, the share of a sample that matches decides (the index would
+    give up on a rare filter)."""
     apollo = to_sql(parse_filter({"field": "metadata.project", "op": "eq", "value": "apollo"}))
     nowhere = to_sql(parse_filter({"field": "metadata.project", "op": "eq", "value": "zeus"}))
     everywhere = to_sql(parse_filter({"field": "scope", "op": "eq", "value": "USER"}))
     async with AsyncSession(db) as session, session.begin():
         await session.execute(SET_TENANT, {"t": str(DEFAULT_TENANT_ID)})
-        # The user read whole (4 memories, 2 of them apollo's).
-        assert await set_hnsw_scan(session, 40, user_id, 2, apollo) is True
-        assert await set_hnsw_scan(session, 40, user_id, 1, apollo) is False
-        # Two rows sampled of four: nothing matching is rare, everything matching is not.
-        assert await set_hnsw_scan(session, 40, user_id, 1, nowhere, 200, 2) is True
-        assert await set_hnsw_scan(session, 40, user_id, 1, everywhere, 200, 2) is False
+        # Four memories, two of them apollo's: within an exact_max of 4, not of 3.
+        assert await set_hnsw_scan(session, 40, user_id, 4, apollo) is True
+        # Two rows sampled of four: nothing matching is rare, everything matching is not,
+        # and half of them (2 of 4 read) is common too.
+        assert await set_hnsw_scan(session, 40, user_id, 3, nowhere, 200, 2) is True
+        assert await set_hnsw_scan(session, 40, user_id, 3, everywhere, 200, 2) is False
+        assert await set_hnsw_scan(session, 40, user_id, 3, apollo, 200, 4) is False
+        # Unfiltered, a user over exact_max goes to the index.
+        assert await set_hnsw_scan(session, 40, user_id, 3) is False
 
 
 async def test_an_index_scan_that_comes_back_short_is_redone_exactly(
