@@ -161,9 +161,13 @@ async def measure(settings: Settings, args: argparse.Namespace) -> None:
             f"ef_search {settings.hnsw_ef_search}",
             flush=True,
         )
-        cases: list[tuple[str, float | None]] = [("none", None)] + [
-            ("metadata.b", s) for s in SELECTIVITIES
-        ]
+        selectivities = (
+            [float(x) for x in args.selectivities.split(",")] if args.selectivities else None
+        )
+        cases: list[tuple[str, float | None]] = [
+            ("none", None),
+            *(("metadata.b", s) for s in selectivities or SELECTIVITIES),
+        ][1 if selectivities else 0 :]
         print(
             f"{'filter':>12} {'mode':>5} {'shortlist':>9} {'recall@10':>9} {'vs scan':>8} "
             f"{'p50 ms':>7} {'p95 ms':>7}"
@@ -247,6 +251,9 @@ def main() -> int:
         "--shortlists", default="", help="256D shortlist sizes to compare (default: the setting)"
     )
     parser.add_argument("--auto-only", action="store_true", help="skip the always-HNSW rows")
+    parser.add_argument(
+        "--selectivities", default="", help="only these filters, e.g. 0.01 (default: all, and none)"
+    )
     parser.add_argument(
         "--keep",
         metavar="DATABASE",
