@@ -159,10 +159,9 @@ async def set_hnsw_scan(
     the index's approximation. A larger user with a filter (`where`) is scanned exactly when
     fewer than RARE_FILTER_MARGIN x `shortlist` / INDEX_SCAN_TUPLES of its first `sample_rows`
     memories match (4 % by default), since the index would give up before it found
-    `shortlist` of them. Counting every match instead
-    read all of a large user's rows (100,000 for a 1 % filter) before the scan read them
-    again. A sample can misjudge; a short index scan then falls back to an exact one
-    (`MemoryRepository.coarse_candidates`)."""
+    `shortlist` of them. Counting every match instead read all of a large user's rows
+    (100,000 for a 1 % filter) before the scan read them again. A sample can misjudge; a
+    short index scan then falls back to an exact one (`MemoryRepository.coarse_candidates`)."""
     count = (
         select(func.count())
         .select_from(
@@ -174,8 +173,12 @@ async def set_hnsw_scan(
         )
         .scalar_subquery()
     )
-    read: Any = literal(0)
-    matching: Any = literal(0)
+    columns: list[Any] = [
+        func.set_config("hnsw.ef_search", str(int(ef_search)), True),
+        func.set_config("hnsw.iterative_scan", "relaxed_order", True),
+        (count <= max(exact_max, 0)).label("small"),
+    ]
+    statement = select(*columns, literal(0).label("read"), literal(0).label("matching"))
     if where is not None:
         sample = (
             select(_memories)
@@ -183,20 +186,17 @@ async def set_hnsw_scan(
             .limit(sample_rows)
             .subquery()
         )
-        matches = ClauseAdapter(sample).traverse(where)
-        read = select(func.count()).select_from(sample).scalar_subquery()
-        matching = select(func.count()).select_from(sample).where(matches).scalar_subquery()
-    row = (
-        await session.execute(
+        # One pass over the sample: how many rows were read, and how many of them match.
+        counts = (
             select(
-                func.set_config("hnsw.ef_search", str(int(ef_search)), True),
-                func.set_config("hnsw.iterative_scan", "relaxed_order", True),
-                (count <= max(exact_max, 0)).label("small"),
-                read.label("read"),
-                matching.label("matching"),
+                func.count().label("read"),
+                func.count().filter(ClauseAdapter(sample).traverse(where)).label("matching"),
             )
+            .select_from(sample)
+            .subquery()
         )
-    ).one()
+        statement = select(*columns, counts.c.read, counts.c.matching).select_from(counts)
+    row = (await session.execute(statement)).one()
     if exact_max <= 0:
         return False
     if row.small:
