@@ -63,6 +63,7 @@ OWN_API_FIXTURES = {
 def pytest_configure(config: pytest.Config) -> None:
     if not hasattr(config, "workerinput"):  # the run's first process; workers inherit the URLs
         services.export(services.acquire(STARTED))
+        services.start_embedding_server(STARTED)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -89,9 +90,19 @@ def index_name() -> str:
     return f"cognis-test-{uuid.uuid4().hex[:8]}"
 
 
+# How the service processes the tests start embed: through the run's embedding server.
+EMBED_THROUGH_SERVER = (
+    "COGNIS_EMBEDDING_BACKEND",
+    "COGNIS_EMBEDDING_HTTP_URL",
+    "COGNIS_EMBEDDING_HTTP_TIMEOUT_S",
+)
+
+
 @pytest.fixture(scope="session")
 def base_env(service_urls: services.ServiceUrls, index_name: str) -> dict[str, str]:
-    """Environment of every service process the tests start."""
+    """Environment of every service process the tests start. They embed through the run's
+    embedding server (the same model: `embed-serve` runs it with torch); the in-process API
+    drops these three and embeds with the default local backends."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("COGNIS_")}
     roles = services.service_roles(service_urls.database_url)
     env.update(
@@ -104,6 +115,10 @@ def base_env(service_urls: services.ServiceUrls, index_name: str) -> dict[str, s
             "COGNIS_OPENSEARCH_URL": service_urls.opensearch_url,
             "COGNIS_OPENSEARCH_INDEX": index_name,
             "COGNIS_EMBEDDING_MODEL": services.embedding_model(),
+            "COGNIS_EMBEDDING_BACKEND": "http",
+            "COGNIS_EMBEDDING_HTTP_URL": f"{services.embedding_server_url()}/v1",
+            # One server for every process of the run, on a busy machine: wait, never 503.
+            "COGNIS_EMBEDDING_HTTP_TIMEOUT_S": "120",
             "COGNIS_API_KEY_HASHES": hashlib.sha256(API_KEY.encode()).hexdigest(),
             "COGNIS_ADMIN_KEY_HASHES": hashlib.sha256(ADMIN_KEY.encode()).hexdigest(),
             "COGNIS_RELAY_POLL_INTERVAL_S": "0.5",
@@ -216,12 +231,7 @@ class ServiceProcess:
     def stop(self) -> None:
         if self in ServiceProcess.running:
             ServiceProcess.running.remove(self)
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
+        services.terminate(self.process)
         self._log.close()
 
     def log_text(self) -> str:
@@ -304,6 +314,7 @@ class InProcessApi:
     url = "http://cognis.test"
 
     def __init__(self, env: dict[str, str]) -> None:
+        env = {k: v for k, v in env.items() if k not in EMBED_THROUGH_SERVER}
         with mock.patch.dict(os.environ, env, clear=True):
             settings = Settings()
         self.app = create_app(settings)

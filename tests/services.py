@@ -15,7 +15,10 @@ import contextlib
 import hashlib
 import os
 import shutil
+import socket
 import subprocess
+import sys
+import time
 import uuid
 from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
@@ -136,6 +139,73 @@ def worker_database(urls: ServiceUrls, worker: str) -> ServiceUrls:
         thread.submit(asyncio.run, create()).result()
     worker_url = url.set(database=name).render_as_string(hide_password=False)
     return replace(urls, database_url=worker_url)
+
+
+def terminate(process: subprocess.Popen) -> None:
+    """SIGTERM, and SIGKILL if it has not ended within 30 s."""
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+
+
+class EmbeddingServer:
+    """The run's one `python -m app embed-serve` (no database settings, as an embedder container
+    runs it). The API and CLI processes the tests start embed through it (the `http` backend),
+    so none of them loads the model itself: a model load costs a process start about half a
+    minute of CPU on a small machine. The in-process API keeps the default local backends."""
+
+    def __init__(self, model: str) -> None:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        self.url = f"http://127.0.0.1:{port}"
+        env = {k: v for k, v in os.environ.items() if not k.startswith("COGNIS_")}
+        env.update({"COGNIS_EMBEDDING_MODEL": model, "HF_HUB_OFFLINE": "1"})
+        log_dir = LOCAL_DIR / "logs"
+        log_dir.mkdir(parents=True, exist_ok=True)
+        self._log = (log_dir / "test-embed-serve.log").open("w")
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "app", "embed-serve", "--port", str(port)],
+            cwd=ROOT,
+            env=env,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+        )
+
+    def stop(self) -> None:
+        terminate(self.process)
+        self._log.close()
+
+
+def start_embedding_server(stack: list) -> None:
+    """Start the run's embedding server unless COGNIS_TEST_EMBEDDING_HTTP_URL names one; the
+    URL goes into this process's environment, for the workers it starts."""
+    if not os.environ.get("COGNIS_TEST_EMBEDDING_HTTP_URL"):
+        server = EmbeddingServer(embedding_model())
+        stack.append(server)
+        os.environ["COGNIS_TEST_EMBEDDING_HTTP_URL"] = server.url
+
+
+def embedding_server_url(timeout: float = 300) -> str:
+    """The run's embedding server, once its model is loaded (it loads while workers migrate)."""
+    import httpx
+
+    url = os.environ["COGNIS_TEST_EMBEDDING_HTTP_URL"]
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if httpx.get(f"{url}/health", timeout=5).json().get("loaded"):
+                return url
+        except (httpx.HTTPError, ValueError):
+            pass
+        if time.monotonic() > deadline:
+            log = LOCAL_DIR / "logs" / "test-embed-serve.log"
+            tail = log.read_text()[-3000:] if log.exists() else ""
+            raise RuntimeError(f"the tests' embedding server at {url} did not load:\n{tail}")
+        time.sleep(0.5)
 
 
 def embedding_model() -> str:

@@ -8,10 +8,7 @@ are compared with the same model run locally. Failure modes use a scripted HTTP 
 from __future__ import annotations
 
 import json
-import os
 import socket
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -360,37 +357,17 @@ def test_embed_serve_refuses_to_forward_to_another_server() -> None:
 
 
 def test_embed_serve_command_needs_no_database(model_path: str) -> None:
-    """`python -m app embed-serve` as an embedder container runs it: no database settings."""
-    port = _free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("COGNIS_")}
-    env.update({"COGNIS_EMBEDDING_MODEL": model_path, "HF_HUB_OFFLINE": "1"})
-    process = subprocess.Popen(
-        [sys.executable, "-m", "app", "embed-serve", "--port", str(port)],
-        cwd=services.ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
+    """`python -m app embed-serve` as an embedder container runs it: no database settings. The
+    run's embedding server is that command, started so (tests/services.py: EmbeddingServer)."""
+    url = services.embedding_server_url()
+    health = httpx.get(f"{url}/health", timeout=10).json()
+    assert health["loaded"] is True and health["model"] == model_path
+    # One string rather than a list, as OpenAI's API also accepts.
+    response = httpx.post(
+        f"{url}/v1/embeddings",
+        json={"input": "Alice keeps bees.", "dimensions": COARSE_DIM},
+        timeout=120,
     )
-    try:
-        deadline = time.monotonic() + 180
-        while True:
-            assert process.poll() is None, process.communicate()[0][-3000:]
-            assert time.monotonic() < deadline, "embed-serve did not start"
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/health", timeout=2).json()["loaded"]:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.5)
-        # One string rather than a list, as OpenAI's API also accepts.
-        response = httpx.post(
-            f"http://127.0.0.1:{port}/v1/embeddings",
-            json={"input": "Alice keeps bees.", "dimensions": COARSE_DIM},
-            timeout=60,
-        )
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
 
     assert response.status_code == 200, response.text
     body = response.json()

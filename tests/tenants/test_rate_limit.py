@@ -14,7 +14,6 @@ import pytest
 from app.tenants.rate_limit import RateLimitedError, RateLimiter
 from tests.conftest import API_KEY, ApiProcess
 from tests.mcp_server.test_mcp_tools import error_text, stdio_session
-from tests.services import CACHE_DIR
 
 METRICS_KEY = "metrics-key-for-tests"
 
@@ -46,7 +45,7 @@ def test_bucket_allows_bursts_then_the_rate_per_key() -> None:
 
 def start_limited_api(migrated: dict[str, str], name: str, rate: str, burst: str) -> ApiProcess:
     """An API with `rate` requests/s per key in bursts of `burst`, and /metrics behind a key.
-    The small model and no background loops keep it light."""
+    No background loops keep it light (it embeds through the run's embedding server)."""
     env = {
         **migrated,
         "COGNIS_RATE_LIMIT_PER_S": rate,
@@ -54,11 +53,7 @@ def start_limited_api(migrated: dict[str, str], name: str, rate: str, burst: str
         "COGNIS_METRICS_KEY_HASHES": hashlib.sha256(METRICS_KEY.encode()).hexdigest(),
         "COGNIS_RELAY_IN_API": "false",
         "COGNIS_INGEST_WORKER_IN_API": "false",
-        "COGNIS_QUERY_EMBEDDING_BACKEND": "same",
     }
-    small = CACHE_DIR / "models" / "all-MiniLM-L6-v2"
-    if (small / "modules.json").exists():
-        env["COGNIS_EMBEDDING_MODEL"] = str(small)
     process = ApiProcess(env, name)
     process.wait_ready()
     return process
