@@ -265,9 +265,11 @@ _NOT_TRUE_AFTER = _compile(
 _NO_LONGER_BE = _compile(rf"^{_SUBJECT} (?P<be>am|is|are) no longer (?P<rest>.+)$")
 _NO_LONGER = _compile(rf"^{_SUBJECT} no longer (?P<rest>.+)$")
 _NOT_ANYMORE_BE = _compile(
-    rf"^{_SUBJECT} (?P<be>am|is|are) not (?P<rest>.+?) (?:anymore|any more)$"
+    rf"^{_SUBJECT} (?P<be>am|is|are) not (?P<rest>.+?) (?:anymore|any more)(?P<after>, .+)?$"
 )
-_NOT_ANYMORE = _compile(rf"^{_SUBJECT} (?:do|does) not (?P<rest>.+?) (?:anymore|any more)$")
+_NOT_ANYMORE = _compile(
+    rf"^{_SUBJECT} (?:do|does) not (?P<rest>.+?) (?:anymore|any more)(?P<after>, .+)?$"
+)
 _ACTUALLY = _compile(rf"^{_CORRECTION_MARKER}[ ,:;!.\-\u2014]+(?P<claim>.+)$")
 _MOVED = _compile(
     r"^i (?:have )?(?:just |recently |finally |now )?(?:moved|relocated)(?: back)? to "
@@ -311,7 +313,7 @@ def _retraction(sentence: str) -> Intent | None:
     for pattern in (_NO_LONGER_BE, _NOT_ANYMORE_BE, _NO_LONGER, _NOT_ANYMORE):
         match = pattern.match(sentence)
         if match:
-            old, new = _then_now(match["rest"])
+            old, new = _then_now(match["rest"] + (match.groupdict().get("after") or ""))
             if "be" in match.groupdict():
                 old_claim = f"{match['subject']} {match['be']} {old}"
             elif _MENTAL.match(old):
@@ -369,13 +371,20 @@ def _correction(sentence: str) -> Intent | None:
     match = _MOVED.match(sentence)
     if match:
         place = _clean(match["place"])
-        return _update("moved to", f"I moved to {place}", single_valued_only=True)
+        # Compared as where the user lives: what a memory of a home says.
+        return _update("moved to", f"I moved to {place}", True, claim=f"I live in {place}")
     if _NOW_SINGLE.match(sentence):
         return _update("now", _clean(_OPENERS.sub("", _NOW.sub(" ", sentence).strip())), True)
     return None
 
 
-def _update(rule: str, claim: str, single_valued_only: bool) -> Intent | None:
+def _update(
+    rule: str, statement: str, single_valued_only: bool, claim: str | None = None
+) -> Intent | None:
+    """An UPDATE to `statement` ("I live in Osaka, not Tokyo" stored as "I live in Osaka"),
+    matched by `claim` (the statement unless given)."""
+    statement = _NOT_TAIL.sub("", statement)
+    claim = statement if claim is None else claim
     if not _first_person(claim) or _ADDITIVE.search(claim):
         return None
     frame = frame_of(claim)
@@ -383,7 +392,22 @@ def _update(rule: str, claim: str, single_valued_only: bool) -> Intent | None:
         return None
     if _POINTER.match(claim.split(" ")[-1]) and len(claim.split(" ")) <= 4:
         return None  # "actually I love it": nothing of its own to store
-    return Intent(op="UPDATE", rule=rule, claim=claim, content=claim_as_said(claim))
+    if single_valued_only and frame[1] != "work as" and _vague_place(claim):
+        return None  # "I moved to a new team", "I work at my desk now": no place named
+    return Intent(op="UPDATE", rule=rule, claim=claim, content=claim_as_said(statement))
+
+
+def _vague_place(claim: str) -> bool:
+    """The object after the predicate's preposition is no named place or employer."""
+    match = _PLACE.search(claim)
+    return match is None or match["word"].lower() in _VAGUE
+
+
+_NOT_TAIL = _compile(r",? (?:and |but )?not [^,]+$")
+_PLACE = _compile(r"\b(?:in|to|at|for|by) (?P<word>[\w']+)")
+_VAGUE = frozenset(
+    ["a", "an", "my", "our", "his", "her", "their", "your", "home", "it", "this", "that"]
+)
 
 
 def claim_as_said(claim: str) -> str:
@@ -435,12 +459,17 @@ def _be_frame(words: list[str]) -> str:
 
 
 def memory_frames(content: str) -> list[tuple[str, str]]:
-    """The frames of a stored memory's clauses (a memory of one fact has one)."""
+    """The frames of a stored memory's clauses (a memory of one fact has one). A clause with
+    no subject of its own ("… and work at Sony") has the one before it."""
     clauses = re.split(r"[.;!?,]+|\s+(?:and|but|so|because)\s+", normalise(content))
-    frames = []
+    frames: list[tuple[str, str]] = []
     for clause in clauses:
         clause = _OPENERS.sub("", clause.strip())
-        frame = frame_of(clause) if clause else None
+        if not clause:
+            continue
+        frame = frame_of(clause)
+        if frame is None and frames:
+            frame = frame_of(f"{frames[-1][0]} {clause}")
         if frame is not None:
             frames.append(frame)
     return frames
@@ -482,8 +511,11 @@ def find_target(
             continue
         if intent.claim_is_held and not _says_claim(intent.claim, candidate.content):
             continue
-        if intent.content is not None and _says_claim(intent.content, candidate.content):
-            continue  # says it already: nothing to correct
+        if intent.content is not None and (
+            _says_claim(intent.content, candidate.content)
+            or _says_claim(candidate.content, intent.content)
+        ):
+            continue  # says it already, or the message adds to it: nothing to correct
         eligible.append((similarity, candidate))
     eligible.sort(key=lambda pair: pair[0], reverse=True)
     if not eligible or eligible[0][0] < threshold:
