@@ -5,14 +5,30 @@ memory; anything uncertain stays an ADD; another user's or tenant's memory is ne
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import httpx
 import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bench.scripted_llm import Reply, ScriptedLLM
-from tests.conftest import InProcessApi
+from tests.conftest import ApiProcess, InProcessApi
 from tests.ingest.helpers import current_memories, decisions, ingest, message, rows
 from tests.tenants.helpers import new_tenant, tenant_client
+
+
+@pytest.fixture(scope="module")
+def corrections_off(migrated: dict[str, str]) -> Iterator[ApiProcess]:
+    """An API (with its own workers and queue) whose corrections are switched off."""
+    env = {
+        **migrated,
+        "COGNIS_INGEST_CORRECTIONS": "false",
+        "COGNIS_INGEST_QUEUE": "corrections-off",
+    }
+    process = ApiProcess(env, "api-corrections-off")
+    process.wait_ready()
+    yield process
+    process.stop()
 
 
 async def history(client: httpx.AsyncClient, user_id: str, memory_id: str) -> list[dict]:
@@ -158,3 +174,14 @@ async def test_when_the_llm_answer_falls_back_the_correction_still_applies(
     assert moved["operation"] == "UPDATE" and moved["target_memory_id"] == home["memory_id"]
     (current,) = await current_memories(llm_client, user_id)
     assert current["content"] == "I moved to Porto"
+
+
+async def test_switched_off_every_message_is_an_add_again(
+    corrections_off: ApiProcess, user_id: str
+) -> None:
+    async with corrections_off.client() as http:
+        await ingest(http, user_id, message("I live in Tokyo"))
+        (moved,) = decisions(await ingest(http, user_id, message("I moved to Osaka")))
+        assert moved["operation"] == "ADD" and moved["target_memory_id"] is None
+        contents = sorted(m["content"] for m in await current_memories(http, user_id))
+        assert contents == ["I live in Tokyo", "I moved to Osaka"]
