@@ -495,16 +495,18 @@ def find_target(
     candidates: list[Candidate],
     similarities: Mapping[UUID, float],
     threshold: float,
+    speaker: str | None = None,
 ) -> Correction | None:
     """The one current memory the intent is about (see the module docstring), else None.
-    `similarities`: each candidate's cosine to the claim."""
+    `similarities`: each candidate's cosine to the claim; `speaker`: the message's (a memory
+    another speaker said is about someone else, whatever its words)."""
     claim_frame = frame_of(intent.claim)
     if claim_frame is None:
         return None
     eligible = []
     for candidate in candidates:
         similarity = similarities.get(candidate.memory_id)
-        if similarity is None:
+        if similarity is None or candidate.speaker != speaker:
             continue
         frames = memory_frames(candidate.content)
         if frames != [claim_frame]:

@@ -141,7 +141,11 @@ class IngestPipeline:
             context.user_id, [c.memory_id for c in candidates], claim.full
         )
         return find_target(
-            intent, candidates, similarities, self._settings.ingest_correction_threshold
+            intent,
+            candidates,
+            similarities,
+            self._settings.ingest_correction_threshold,
+            context.speaker,
         )
 
     async def _drop_repeated_adds(

@@ -143,6 +143,19 @@ def test_a_retraction_targets_only_a_memory_that_says_the_claim() -> None:
     assert find_target(intent, [golf], similarities, THRESHOLD) is None
 
 
+def test_a_memory_another_speaker_said_is_never_the_target() -> None:
+    """In a conversation stored under one user, "I" is whoever spoke."""
+    intent = detect_intent("I moved to Osaka")
+    assert intent is not None
+    (home,) = shown("I live in Tokyo")
+    theirs = Candidate(**{**{f: getattr(home, f) for f in Candidate.__slots__}, "speaker": "Ana"})
+    similarities = {home.memory_id: 0.9}
+    assert find_target(intent, [theirs], similarities, THRESHOLD, speaker="Ben") is None
+    assert find_target(intent, [theirs], similarities, THRESHOLD) is None
+    found = find_target(intent, [theirs], similarities, THRESHOLD, speaker="Ana")
+    assert found is not None and found.target is theirs
+
+
 def test_an_addition_is_not_a_correction() -> None:
     intent = detect_intent("Actually, I'm learning a lot from the Spanish course")
     assert intent is not None

@@ -106,6 +106,17 @@ async def test_an_uncertain_message_stays_an_add(
     assert len(await history(client, user_id, home["memory_id"])) == 1
 
 
+async def test_another_speakers_memory_is_not_corrected(
+    client: httpx.AsyncClient, user_id: str
+) -> None:
+    """One user's conversation between two people: Ben's move is not Ana's."""
+    (home,) = decisions(await ingest(client, user_id, message("I live in Tokyo", speaker="Ana")))
+    (moved,) = decisions(await ingest(client, user_id, message("I moved to Osaka", speaker="Ben")))
+    assert moved["operation"] == "ADD"
+    (own,) = decisions(await ingest(client, user_id, message("I now live in Kyoto", speaker="Ana")))
+    assert own["operation"] == "UPDATE" and own["target_memory_id"] == home["memory_id"]
+
+
 async def test_a_dry_run_shows_the_correction_and_changes_nothing(
     client: httpx.AsyncClient, user_id: str
 ) -> None:
