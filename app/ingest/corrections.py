@@ -13,10 +13,11 @@ syntax says when it corrects or retracts something the user said before:
 The intent names a claim in the first person ("I am vegetarian", "I live in Osaka"). Its target
 is the one current memory, among those shown to the extractor, that says the same kind of thing
 as the claim and nothing else (one clause, the same subject and predicate), and is at least
-`threshold` cosine-similar to it. A retraction's target also contains every content word of the
-claim; a correction's says something different. Anything else (a question, someone else's fact,
-a pronoun with no subject, "also", no such memory, two memories equally close) is no intent or
-no target: the message stays an ADD. English only; the rules come from English syntax alone
+`threshold` cosine-similar to it, said by the message's speaker. A retraction's target also
+contains every content word of the claim; a correction's says something different, not just
+less. Anything else (a question, someone else's fact, a pronoun with no subject, "also", a
+memory of two facts, no such memory, two that fit) is no intent or no target: the message
+stays an ADD. English only; the rules come from English syntax alone
 (bench/corrections.py measures them on a set written for this project).
 """
 
@@ -32,6 +33,10 @@ from app.ingest.domain import Candidate
 
 def _compile(pattern: str) -> re.Pattern[str]:
     return re.compile(pattern, re.IGNORECASE)
+
+
+def _words(text: str) -> frozenset[str]:
+    return frozenset(text.split())
 
 
 # Contractions the rules read in their long form.
@@ -70,50 +75,9 @@ _MENTAL = _compile(
 _POINTER = _compile(r"^(?:it|that|this|them|those|these|so|one)$")
 # Adverbs of time that tell a change, dropped from the claim.
 _NOW = _compile(r"\b(?:now|nowadays|these days|anymore|any more|at the moment|currently)\b")
-_STOPWORDS = frozenset(
-    [
-        "a",
-        "an",
-        "the",
-        "i",
-        "my",
-        "me",
-        "am",
-        "is",
-        "are",
-        "was",
-        "were",
-        "be",
-        "been",
-        "to",
-        "in",
-        "at",
-        "on",
-        "of",
-        "for",
-        "with",
-        "and",
-        "or",
-        "but",
-        "not",
-        "no",
-        "do",
-        "does",
-        "did",
-        "have",
-        "has",
-        "had",
-        "that",
-        "this",
-        "it",
-        "very",
-        "really",
-        "just",
-        "so",
-        "as",
-        "by",
-        "from",
-    ]
+_STOPWORDS = _words(
+    "a an the i my me am is are was were be been to in at on of for with and or but "
+    "not no do does did have has had that this it very really just so as by from"
 )
 
 # Predicates people hold one of at a time: a bare "I moved to X" replaces the old one.
@@ -136,59 +100,11 @@ _AUXILIARY = _compile(
     r"|been |just |recently |finally |now |still |also |currently )"
 )
 # Words a "my …" subject ends before, and words that cannot start a predicate.
-_VERB_START = frozenset(
-    [
-        "is",
-        "are",
-        "was",
-        "were",
-        "has",
-        "have",
-        "had",
-        "do",
-        "does",
-        "did",
-        "no",
-        "not",
-        "never",
-        "still",
-        "now",
-        "also",
-        "just",
-        "currently",
-        "live",
-        "lives",
-        "lived",
-        "living",
-        "work",
-        "works",
-        "worked",
-        "working",
-        "moved",
-    ]
+_VERB_START = _words(
+    "is are was were has have had do does did no not never still now also just "
+    "currently live lives lived living work works worked working moved"
 )
-_NOT_VERBS = frozenset(
-    [
-        "a",
-        "an",
-        "the",
-        "to",
-        "in",
-        "at",
-        "on",
-        "of",
-        "for",
-        "with",
-        "and",
-        "or",
-        "but",
-        "not",
-        "no",
-        "my",
-        "me",
-        "it",
-    ]
-)
+_NOT_VERBS = _words("a an the to in at on of for with and or but not no my me it")
 _PREPOSITIONS = ("in", "at", "for", "to", "with", "on", "as", "from", "of", "about")
 _OPENERS = _compile(
     r"^(?:(?:hi|hey|hello|well|so|oh|yes|yeah|ok|okay|and|but|btw|by the way)\b[ ,!]*)+"
@@ -378,6 +294,12 @@ def _correction(sentence: str) -> Intent | None:
     return None
 
 
+# "…, not Tokyo": what the correction is not, left out of what it stores.
+_NOT_TAIL = _compile(r",? (?:and |but )?not [^,]+$")
+_PLACE = _compile(r"\b(?:in|to|at|for|by) (?P<word>[\w']+)")
+_VAGUE = _words("a an my our his her their your home it this that")
+
+
 def _update(
     rule: str, statement: str, single_valued_only: bool, claim: str | None = None
 ) -> Intent | None:
@@ -403,15 +325,8 @@ def _vague_place(claim: str) -> bool:
     return match is None or match["word"].lower() in _VAGUE
 
 
-_NOT_TAIL = _compile(r",? (?:and |but )?not [^,]+$")
-_PLACE = _compile(r"\b(?:in|to|at|for|by) (?P<word>[\w']+)")
-_VAGUE = frozenset(
-    ["a", "an", "my", "our", "his", "her", "their", "your", "home", "it", "this", "that"]
-)
-
-
 def claim_as_said(claim: str) -> str:
-    """The stored content of a correction: the claim, with the capital I back."""
+    """The stored content of a correction: the user's statement, as a sentence."""
     return claim[:1].upper() + claim[1:]
 
 
