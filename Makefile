@@ -1,5 +1,5 @@
 # The commands the README names. `make up` serves the API; `make test` runs the suite.
-.PHONY: up down status install test lint typecheck relay reindex bench-foundation bench-locomo bench-scale bench-ingest bench-mixed bench-retry bench-hnsw bench-relay bench-filters bench-import bench-migrations check-deploy bench-embedding bench-tenants bench-faults bench-categories bench-llm-gate bench-local-llm llm bench-mcp
+.PHONY: up down status install test lint typecheck relay reindex bench-foundation bench-locomo bench-scale bench-ingest bench-mixed bench-retry bench-hnsw bench-relay bench-filters bench-import bench-migrations check-deploy bench-embedding bench-tenants bench-faults bench-categories bench-llm-gate bench-corrections bench-local-llm llm bench-mcp
 
 PY := .venv/bin/python
 TEST_WORKERS ?= 2  # pytest-xdist workers; each has its own database, index and in-process API
@@ -92,6 +92,9 @@ bench-categories:  ## category classifier: accuracy and confusion matrix on benc
 
 bench-llm-gate:  ## LLM gate: share of LoCoMo turns decided without a call, update pairs let through
 	$(PY) -m bench.llm_gate $(BENCH_ARGS)
+
+bench-corrections:  ## corrections without an LLM: precision and recall of the detector, threshold sweep
+	$(PY) -m bench.corrections $(BENCH_ARGS)
 
 bench-local-llm:  ## local LLM (xllamacpp + GGUF): start-up, tokens/s, seconds per decision by threads
 	$(PY) -m bench.local_llm $(BENCH_ARGS)

@@ -605,6 +605,20 @@ class IngestSettings(BaseModel):
     ingest_duplicate_threshold: float = Field(
         default=0.99, description="cosine at which a new fact is a duplicate (NONE)"
     )
+    # Chosen in docs/benchmarks/corrections.md.
+    ingest_corrections: bool = Field(
+        default=True,
+        description="without an LLM (or when its answer falls back), a message that says "
+        '"forget that …", "I no longer …", "actually, I …" or "I moved to …" '
+        "updates or ends the one current memory it is about, instead of adding a memory",
+    )
+    ingest_correction_threshold: float = Field(
+        default=0.6,
+        ge=0.0,
+        le=1.0,
+        description="least cosine between a correction's claim and the memory it updates or ends "
+        "(below it the message is added as a new memory)",
+    )
     ingest_max_messages: int = Field(
         default=100, description="most messages per request (at most the published 100)"
     )

@@ -132,6 +132,8 @@ EXPECTED_DEFAULTS: dict[str, object] = {
     "ingest_candidates": 10,
     "ingest_llm_gate_threshold": 0.3,
     "ingest_duplicate_threshold": 0.99,
+    "ingest_corrections": True,
+    "ingest_correction_threshold": 0.6,
     "ingest_max_messages": 100,
     "ingest_worker_in_api": True,
     "ingest_worker_concurrency": 2,

@@ -49,4 +49,5 @@ def _candidate(ref: str, memory: Memory, similarity: float) -> Candidate:
         session_id=memory.session_id,
         event_time=memory.event_time,
         similarity=similarity,
+        speaker=memory.speaker,
     )

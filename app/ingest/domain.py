@@ -80,6 +80,8 @@ class Candidate:
     session_id: str | None
     event_time: datetime | None
     similarity: float
+    # Who said it, where known: "I" in a memory is its speaker.
+    speaker: str | None = None
 
 
 @dataclass(slots=True)

@@ -14,6 +14,7 @@ from app.config import Settings
 from app.db.models import IngestDecision
 from app.ingest.apply import apply_operation, audit_rows
 from app.ingest.candidates import similar_memories
+from app.ingest.corrections import Correction, detect_intent, find_target
 from app.ingest.deterministic import extract_deterministic
 from app.ingest.domain import Candidate, Extraction, MessageContext, Operation
 from app.ingest.gate import llm_gate
@@ -87,6 +88,7 @@ class IngestPipeline:
                 embedding,
                 self._classifier,
                 self._settings.ingest_duplicate_threshold,
+                await self._correction(session, context, candidates),
             )
 
         if self._llm is None:
@@ -122,6 +124,29 @@ class IngestPipeline:
             MemoryRepository(session), context, extraction, candidates, known
         )
         return Decided(context, extraction, known)
+
+    async def _correction(
+        self, session: AsyncSession, context: MessageContext, candidates: list[Candidate]
+    ) -> Correction | None:
+        """The current memory a user message explicitly corrects or retracts, if the setting is
+        on and one memory shown fits (app/ingest/corrections.py); its claim is compared with
+        them by the exact 768D cosine, as step 3a's candidates were found."""
+        if not self._settings.ingest_corrections or context.role != "user" or not candidates:
+            return None
+        intent = detect_intent(context.content)
+        if intent is None:
+            return None
+        (claim,) = await self.embed([intent.claim], context.user_id)
+        similarities = await MemoryRepository(session).exact_768d_scores(
+            context.user_id, [c.memory_id for c in candidates], claim.full
+        )
+        return find_target(
+            intent,
+            candidates,
+            similarities,
+            self._settings.ingest_correction_threshold,
+            context.speaker,
+        )
 
     async def _drop_repeated_adds(
         self,
