@@ -84,6 +84,10 @@ CONFIGS: dict[str, dict[str, Any]] = {
     "default + query parts": {"profile": "default", "levers": {"query_parts": True}},
     "default + event order": {"profile": "default", "levers": {"event_order": True}},
     "default + sessions": {"profile": "default", "levers": {"sessions": True}},
+    "default + query parts + sessions": {
+        "profile": "default",
+        "levers": {"query_parts": True, "sessions": True},
+    },
 }
 # The two profiles: every metric per category and latency per stage are reported for both.
 PROFILE_ROWS = {"full pipeline": "paper", "default profile": "default"}

@@ -23,7 +23,7 @@ from app.retrieval.parts import part_slots, without_parts
 from app.retrieval.plan import Lever
 from app.retrieval.relevance import ExactCosines, above_floor, score_relevance
 from app.retrieval.rerank import rerank
-from app.retrieval.sessions import SESSIONS, sessions
+from app.retrieval.sessions import SESSIONS, not_asking_for_several, sessions
 from app.retrieval.speakers import boost_named_speakers
 from app.retrieval.steps import SearchContext, Step, explained_by, levers_of
 from app.retrieval.temporal import apply_temporal_boost
@@ -219,7 +219,14 @@ RANKING_STEPS: tuple[Step[Ranked], ...] = (
         skip=without_window,
         explains="temporal",
     ),
-    Step("sessions", sessions, timer="sessions_ms", lever=SESSIONS, explains="sessions"),
+    Step(
+        "sessions",
+        sessions,
+        timer="sessions_ms",
+        lever=SESSIONS,
+        skip=not_asking_for_several,
+        explains="sessions",
+    ),
     Step("dedup", dedup, timer="dedup_ms", switch="dedup"),
     Step(
         "rerank",

@@ -11,7 +11,8 @@ head of the ranking (COGNIS_SESSION_TOP_N):
 
 The lift raises the memories of strongly matching sessions over strays; the spread keeps one
 session from taking all of the top k, so a question about something discussed in several
-sessions surfaces each of them.
+sessions surfaces each of them. Only questions that ask for several things (a list, or
+parts: app/retrieval/query_parts.py) are re-scored.
 """
 
 from __future__ import annotations
@@ -24,9 +25,10 @@ from app.retrieval.steps import SearchContext
 
 SESSIONS = Lever(
     "sessions",
-    "Sessions (a memory's session_id, else its event_time's day) are scored by their best "
-    "candidates; their memories are lifted by it (COGNIS_SESSION_BOOST) and one session's "
-    "further memories decay (COGNIS_SESSION_DECAY), so the top k spans the matching sessions.",
+    "For list and multi-part questions: sessions (a memory's session_id, else its "
+    "event_time's day) are scored by their best candidates; their memories are lifted by it "
+    "(COGNIS_SESSION_BOOST) and one session's further memories decay (COGNIS_SESSION_DECAY), "
+    "so the top k spans the matching sessions.",
 )
 BEST_OF_SESSION = 3
 
@@ -69,6 +71,14 @@ def lift_sessions(
             candidate.score *= decay ** seen[session]
             seen[session] += 1
     return rank_by_score(ranked, "sessions"), len(sessions)
+
+
+def not_asking_for_several(_: list[Candidate], context: SearchContext) -> str | None:
+    """Sessions matter where the answer is several things: a list question ("which books")
+    or one with parts; a question after one fact keeps its ranking (measured: spreading every
+    question's top k cost single-hop recall on LoCoMo)."""
+    parts = context.analysis.parts
+    return None if parts.asks_list or len(parts.parts) > 1 else "not a list or multi-part question"
 
 
 async def sessions(ranked: list[Candidate], context: SearchContext) -> tuple[list[Candidate], str]:
