@@ -16,7 +16,7 @@ import uuid
 from collections.abc import Sequence, Set
 
 from app.retrieval.candidates import Candidate
-from app.retrieval.fusion import RankedList, fuse, fuse_rrf
+from app.retrieval.fusion import RankedList, fuse, fuse_rrf, scored_in_order
 from app.retrieval.legs import LegQuery, search_legs
 from app.retrieval.plan import Lever, RetrievalPlan
 from app.retrieval.query_parts import QueryParts, content_words
@@ -97,14 +97,7 @@ def fuse_parts(whole: list[Candidate], parts: Sequence[list[Candidate]], k: int)
             candidate = by_id.setdefault(found.memory_id, Candidate(memory_id=found.memory_id))
             candidate.record(part_stage(number), rank, found.score)
         lists.append(RankedList(part_stage(number), [c.memory_id for c in ranked], 1.0))
-    fused = fuse_rrf(lists, k)
-    ranked_all: list[Candidate] = []
-    for position, item in enumerate(fused, start=1):
-        candidate = by_id[uuid.UUID(str(item.id))]
-        candidate.score = item.score
-        candidate.record("parts", position, item.score)
-        ranked_all.append(candidate)
-    return ranked_all
+    return scored_in_order(fuse_rrf(lists, k), by_id, "parts")
 
 
 def interleave_parts(ranked: list[Candidate], parts: int, rounds: int) -> list[Candidate]:
