@@ -101,6 +101,21 @@ class TestLoop:
         }
         assert list(timer.durations) == ["on_ms"]
 
+    async def test_a_step_serving_several_levers_runs_when_any_is_on(self) -> None:
+        async def double(value: float, _: SearchContext) -> tuple[float, str]:
+            return value * 2, "doubled"
+
+        steps = (Step("shared", double, serves=(ranking.SPEAKER, TRIED)),)
+        request = SearchRequest("u", "q", 5)
+        for levers, expected, said in (
+            ({"speaker": False, "tried": False}, 3.0, {}),  # no trace when none is on
+            ({"speaker": False, "tried": True}, 6.0, {"shared": "doubled"}),
+            ({"speaker": True, "tried": False}, 6.0, {"shared": "doubled"}),
+        ):
+            status: dict[str, str] = {}
+            value = await run_steps(steps, 3.0, context_for(request, levers), StageTimer(), status)
+            assert (value, status) == (expected, said)
+
 
 def test_boosts_multiply_by_the_factor_earned_and_rank_at_the_stage() -> None:
     a, b, c = make(0.10), make(0.09), make(0.05)
