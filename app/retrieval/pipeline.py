@@ -1,9 +1,11 @@
 """The 8-stage retrieval pipeline: a plan, then named steps over plain candidates.
 
 1 query analysis · [speaker-free query text] · 2 Matryoshka vector search (256D exact for a
-small user, else HNSW → exact 768D [→ feedback]) · 3 BM25 [+ proximity] · 4 weighted RRF
-[balanced or typed weights] · load and visibility · [speaker · entities · neighbours ·
-time mentions] · 5 temporal boost · 6 de-duplication · 7 cross-encoder · 8 history.
+small user, else HNSW → exact 768D [→ feedback]) · 3 BM25 [+ proximity] [both legs again for
+each part of a multi-part question, beside them] · 4 weighted RRF [balanced or typed weights]
+[+ the parts' rankings] · load and visibility · [speaker · entities · neighbours · time
+mentions] · 5 temporal boost · [sessions] · 6 de-duplication · 7 cross-encoder · relevance ·
+[part slots] · 8 history.
 The bracketed steps and the legs' options are levers, each declared beside its step; the
 profiles (app/retrieval/profiles.py) are recipes of them: `paper` runs SPEC's 8 stages
 exactly, `default` the levers that earned their place. Every stage can be switched off per
