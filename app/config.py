@@ -446,6 +446,33 @@ class RetrievalSettings(BaseModel):
         description="factor `1 + boost` for memories naming a time, on when-questions (lever "
         "`time_mentions`)",
     )
+    part_slots: int = Field(
+        default=2,
+        ge=0,
+        le=10,
+        description="places each part of a multi-part question is given at the head of the "
+        "results, round-robin with the whole question's (levers `query_parts`, `event_order`)",
+    )
+    session_top_n: int = Field(
+        default=30,
+        ge=1,
+        le=200,
+        description="candidates whose scores make their sessions' scores (lever `sessions`)",
+    )
+    session_boost: float = Field(
+        default=0.3,
+        ge=0.0,
+        le=10.0,
+        description="factor `1 + boost * session score / best session score` for a session's "
+        "memories (lever `sessions`)",
+    )
+    session_decay: float = Field(
+        default=0.85,
+        ge=0.0,
+        le=1.0,
+        description="factor for each further memory of one session, so the top k spans "
+        "sessions (lever `sessions`; 1: none)",
+    )
 
     _top_k_bound = field_validator("max_top_k")(_within_published_bound)
 

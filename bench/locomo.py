@@ -64,6 +64,9 @@ CONFIGS: dict[str, dict[str, Any]] = {
     "+ feedback": {**PAPER, "levers": {"feedback": True}},
     "+ BM25 proximity": {**PAPER, "levers": {"bm25_proximity": True}},
     "+ typed weights": {**PAPER, "levers": {"typed_weights": True}},
+    "+ query parts": {**PAPER, "levers": {"query_parts": True}},
+    "+ event order": {**PAPER, "levers": {"event_order": True}},
+    "+ sessions": {**PAPER, "levers": {"sessions": True}},
     "default profile": {"profile": "default"},
     # Leave-one-out: what each lever adds on top of the others (and the two left out, added).
     "default - context (vector)": {"profile": "default", "levers": {"context_vector": False}},
@@ -78,6 +81,13 @@ CONFIGS: dict[str, dict[str, Any]] = {
     "default + neighbours": {"profile": "default", "levers": {"neighbours": True}},
     "default - time mentions": {"profile": "default", "levers": {"time_mentions": False}},
     "default + score fusion": {"profile": "default", "levers": {"score_fusion": True}},
+    "default + query parts": {"profile": "default", "levers": {"query_parts": True}},
+    "default + event order": {"profile": "default", "levers": {"event_order": True}},
+    "default + sessions": {"profile": "default", "levers": {"sessions": True}},
+    "default + query parts + sessions": {
+        "profile": "default",
+        "levers": {"query_parts": True, "sessions": True},
+    },
 }
 # The two profiles: every metric per category and latency per stage are reported for both.
 PROFILE_ROWS = {"full pipeline": "paper", "default profile": "default"}

@@ -99,6 +99,10 @@ EXPECTED_DEFAULTS: dict[str, object] = {
     "neighbour_top_n": 10,
     "neighbour_decay": 0.5,
     "time_mention_boost": 0.2,
+    "part_slots": 2,
+    "session_top_n": 30,
+    "session_boost": 0.3,
+    "session_decay": 0.85,
     # RelaySettings
     "relay_in_api": True,
     "relay_batch_size": 1000,

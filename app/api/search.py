@@ -123,6 +123,7 @@ class SearchController(Controller):
                     relevance=candidate.relevance,
                     superseded=not candidate.memory.is_current,
                     history_of=candidate.history_of,
+                    event_at=candidate.mentioned_at or candidate.when,
                     explanation={
                         stage: StageScoreOut(rank=s["rank"], score=s["score"])
                         for stage, s in candidate.explanation().items()

@@ -136,11 +136,18 @@ def fuse_legs(
         ],
         k,
     )
+    return scored_in_order(fused, by_id, "rrf")
+
+
+def scored_in_order(
+    fused: Sequence[FusedScore], by_id: dict[uuid.UUID, Candidate], stage: str
+) -> list[Candidate]:
+    """The candidates in fused order, each with its fused score, recorded at `stage`."""
     ranked: list[Candidate] = []
     for position, item in enumerate(fused, start=1):
         candidate = by_id[uuid.UUID(str(item.id))]
         candidate.score = item.score
-        candidate.record("rrf", position, item.score)
+        candidate.record(stage, position, item.score)
         ranked.append(candidate)
     return ranked
 

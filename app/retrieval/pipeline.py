@@ -1,9 +1,11 @@
 """The 8-stage retrieval pipeline: a plan, then named steps over plain candidates.
 
 1 query analysis · [speaker-free query text] · 2 Matryoshka vector search (256D exact for a
-small user, else HNSW → exact 768D [→ feedback]) · 3 BM25 [+ proximity] · 4 weighted RRF
-[balanced or typed weights] · load and visibility · [speaker · entities · neighbours ·
-time mentions] · 5 temporal boost · 6 de-duplication · 7 cross-encoder · 8 history.
+small user, else HNSW → exact 768D [→ feedback]) · 3 BM25 [+ proximity] [both legs again for
+each part of a multi-part question, beside them] · 4 weighted RRF [balanced or typed weights]
+[+ the parts' rankings] · load and visibility · [speaker · entities · neighbours · time
+mentions] · 5 temporal boost · [sessions] · 6 de-duplication · 7 cross-encoder · relevance ·
+[part slots] · 8 history.
 The bracketed steps and the legs' options are levers, each declared beside its step; the
 profiles (app/retrieval/profiles.py) are recipes of them: `paper` runs SPEC's 8 stages
 exactly, `default` the levers that earned their place. Every stage can be switched off per
@@ -12,6 +14,7 @@ request; one loop (steps.py) times each step and records what it did.
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import replace
 from datetime import UTC, datetime
 
@@ -25,10 +28,13 @@ from app.memories.repository import MemoryRepository
 from app.ml.cross_encoder import CrossEncoderScorer
 from app.ml.embedder import Embedder
 from app.retrieval import legs, ranking
+from app.retrieval.candidates import Candidate
 from app.retrieval.fusion import fuse, plan_weights
-from app.retrieval.legs import QUERY_STEPS, LegQuery, search_legs
+from app.retrieval.legs import QUERY_STEPS, LegHits, LegQuery, search_legs
+from app.retrieval.parts import fuse_parts, part_texts, parts_to_search, search_parts
 from app.retrieval.profiles import plan_search
 from app.retrieval.query_analysis import analyze_query
+from app.retrieval.query_parts import split_query
 from app.retrieval.ranking import RANKING_STEPS
 from app.retrieval.request import SearchRequest, SearchResponse
 from app.retrieval.steps import SearchContext, run_steps
@@ -73,16 +79,26 @@ class RetrievalPipeline:
             self._cross_encoder,
         )
         query = await run_steps(QUERY_STEPS, LegQuery(request.query), context, timer, status)
-        hits = await search_legs(query, context, timer)
-        status.update(hits.status(plan))
+        if query.text != request.query:  # the parts of what the legs search
+            analysis = replace(analysis, parts=split_query(query.text))
+            context = replace(context, analysis=analysis)
         weights, why = plan_weights(plan, query.text, query.speakers)
         if why is not None:
             status["fusion"] = why
+        parts = tuple(part_texts(parts_to_search(plan, analysis.parts), query.speakers))
+        hits, found = await self._legs(
+            query, parts if len(parts) > 1 else (), context, weights, timer
+        )
+        status.update(hits.status(plan))
         with timer.stage("rrf_fusion_ms"):
             ranked = fuse(plan, hits.vector, hits.text or [], weights)
+            if found:
+                ranked = fuse_parts(ranked, found, plan.rrf_k)
+        if found:
+            status["parts"] = " | ".join(parts)
         # Relevance is measured with the vector leg's query vector: none when the request
         # switched the vector stage off (to skip the model), and then no relevance either.
-        context = replace(context, query_vector=hits.query_vector)
+        context = replace(context, query_vector=hits.query_vector, parts=parts if found else ())
         results = await run_steps(RANKING_STEPS, ranked, context, timer, status)
 
         total_ms = timer.total_ms()
@@ -112,3 +128,27 @@ class RetrievalPipeline:
             stage_status=status,
             duration_ms=total_ms,
         )
+
+    async def _legs(
+        self,
+        query: LegQuery,
+        parts: tuple[str, ...],
+        context: SearchContext,
+        weights: tuple[float, float],
+        timer: StageTimer,
+    ) -> tuple[LegHits, list[list[Candidate]]]:
+        """The legs for the whole question and, beside them, for each of its parts."""
+        if not parts:
+            return await search_legs(query, context, timer), []
+
+        async def timed_parts() -> list[list[Candidate]]:
+            with timer.stage("parts_ms"):
+                return await search_parts(parts, query, context, weights)
+
+        try:
+            async with asyncio.TaskGroup() as group:
+                whole = group.create_task(search_legs(query, context, timer))
+                each = group.create_task(timed_parts())
+        except ExceptionGroup as failed:
+            raise failed.exceptions[0] from None
+        return whole.result(), each.result()

@@ -4,7 +4,8 @@
 LoCoMo ablation (docs/benchmarks/locomo.md). A request names a profile and may switch single
 levers on or off on top of it; the settings name the profile used when a request names none.
 
-Each lever is declared beside the step that reads it (legs.py, fusion.py, ranking.py); the
+Each lever is declared beside the step that reads it (legs.py, parts.py, fusion.py,
+ranking.py); the
 `Levers` recipe struct and the API's `LeverOverrides` are made from those declarations, so a
 new lever is its step plus, where it earns its place, an entry in a recipe below.
 """
@@ -16,14 +17,14 @@ from typing import TYPE_CHECKING, Annotated, Literal, get_args
 import msgspec
 
 from app.config import Settings
-from app.retrieval import fusion, legs, ranking
+from app.retrieval import fusion, legs, parts, ranking
 from app.retrieval.plan import Lever, RetrievalPlan
 from app.retrieval.request import SearchRequest
 
 ProfileName = Literal["paper", "default"]
 
 # Every lever, in the order its step runs.
-LEVERS: tuple[Lever, ...] = (*legs.LEVERS, *fusion.LEVERS, *ranking.LEVERS)
+LEVERS: tuple[Lever, ...] = (*legs.LEVERS, *parts.LEVERS, *fusion.LEVERS, *ranking.LEVERS)
 
 RECIPES: dict[str, frozenset[Lever]] = {
     "paper": frozenset(),

@@ -1,12 +1,14 @@
-"""Stage 1: query analysis — temporal intent (a resolved time window) and history intent."""
+"""Stage 1: query analysis — temporal intent (a resolved time window), history intent, and
+the question's parts (app/retrieval/query_parts.py)."""
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from app.retrieval.query_parts import QueryParts, split_query
 from app.time_expressions import TimeWindow, resolve_time_expressions
 
 # Phrases that ask about earlier states of a memory, not just the current one.
@@ -48,6 +50,8 @@ class QueryAnalysis:
     window: TimeWindow | None
     history_terms: tuple[str, ...]
     asks_when: bool = False
+    # The question's parts, from its syntax (of the text the legs search, once known).
+    parts: QueryParts = field(default_factory=QueryParts)
 
     @property
     def temporal(self) -> bool:
@@ -73,6 +77,10 @@ class QueryAnalysis:
             "history_intent": self.history,
             "history_terms": list(self.history_terms),
             "asks_when": self.asks_when,
+            "parts": list(self.parts.parts),
+            "parts_kind": self.parts.kind,
+            "asks_order": self.parts.asks_order,
+            "asks_list": self.parts.asks_list,
         }
 
 
@@ -85,4 +93,5 @@ def analyze_query(query: str, as_of: datetime) -> QueryAnalysis:
         window=windows[0] if windows else None,
         history_terms=terms,
         asks_when=WHEN_QUESTION.search(query) is not None,
+        parts=split_query(query),
     )

@@ -1,8 +1,10 @@
 """After fusion: the steps that load, re-score and cut the candidates, in the order they run.
 
 Load and visibility · [speaker · entities · neighbours · time mentions] · 5 temporal boost ·
-6 de-duplication · 7 cross-encoder · relevance and its floor · final cut · 8 history. The
-bracketed steps are levers; each step reads its own numbers from the plan's settings.
+[sessions] · 6 de-duplication · 7 cross-encoder · relevance and its floor · [part slots] ·
+final cut · 8 history. The bracketed steps are levers (part slots: query_parts and
+event_order, app/retrieval/parts.py); each step reads its own numbers from the plan's
+settings.
 """
 
 from __future__ import annotations
@@ -16,9 +18,12 @@ from app.retrieval.entities import boost_shared_entities
 from app.retrieval.history import with_history
 from app.retrieval.legs import CONTEXT_VECTOR
 from app.retrieval.neighbours import links, spread_to_neighbours
+from app.retrieval.parts import LEVERS as PART_LEVERS
+from app.retrieval.parts import part_slots, without_parts
 from app.retrieval.plan import Lever
 from app.retrieval.relevance import ExactCosines, above_floor, score_relevance
 from app.retrieval.rerank import rerank
+from app.retrieval.sessions import SESSIONS, not_asking_for_several, sessions
 from app.retrieval.speakers import boost_named_speakers
 from app.retrieval.steps import SearchContext, Step, explained_by, levers_of
 from app.retrieval.temporal import apply_temporal_boost
@@ -214,6 +219,14 @@ RANKING_STEPS: tuple[Step[Ranked], ...] = (
         skip=without_window,
         explains="temporal",
     ),
+    Step(
+        "sessions",
+        sessions,
+        timer="sessions_ms",
+        lever=SESSIONS,
+        skip=not_asking_for_several,
+        explains="sessions",
+    ),
     Step("dedup", dedup, timer="dedup_ms", switch="dedup"),
     Step(
         "rerank",
@@ -230,6 +243,7 @@ RANKING_STEPS: tuple[Step[Ranked], ...] = (
         skip=without_query_vector,
         explains="relevance",
     ),
+    Step("part_slots", part_slots, timer="part_slots_ms", serves=PART_LEVERS, skip=without_parts),
     Step("final", final, explains="final"),
     Step(
         "history",

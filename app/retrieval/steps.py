@@ -40,6 +40,8 @@ class SearchContext:
     cross_encoder: CrossEncoderScorer | None
     # The unit 768D vector of the text the legs searched (set once the legs have run).
     query_vector: np.ndarray | None = None
+    # The question's parts that the legs searched as well (app/retrieval/parts.py).
+    parts: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +50,8 @@ class Step(Generic[T]):
     run: Callable[[T, SearchContext], Awaitable[tuple[T, str | None]]]  # value, status
     timer: str | None = None  # its key in `stage_durations_ms`
     lever: Lever | None = None  # a lever's step: runs only when the plan has it on
+    # A step that serves several levers (declared with their own steps): runs when any is on.
+    serves: tuple[Lever, ...] = ()
     switch: str | None = None  # a paper stage the request may switch off (StageSwitches)
     # Why the step does not apply to this value and query (None: it applies).
     skip: Callable[[T, SearchContext], str | None] | None = None
@@ -63,6 +67,8 @@ async def run_steps(
 ) -> T:
     for step in steps:
         if step.lever is not None and not context.plan.on(step.lever):
+            continue
+        if step.serves and not any(context.plan.on(lever) for lever in step.serves):
             continue
         if step.switch is not None and not context.plan.runs(step.switch):
             status[step.name] = "off"

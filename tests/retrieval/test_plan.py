@@ -56,7 +56,7 @@ class TestPlan:
 
     def test_every_lever_is_a_field_of_the_structs_and_recipes_use_declared_ones(self) -> None:
         names = [lever.name for lever in LEVERS]
-        assert len(set(names)) == len(names) == 12
+        assert len(set(names)) == len(names) == 15
         assert list(Levers.__struct_fields__) == names
         assert list(LeverOverrides.__struct_fields__) == names
         assert all(recipe <= set(LEVERS) for recipe in RECIPES.values())
@@ -69,7 +69,8 @@ class TestPlan:
     def test_the_explanation_stages_follow_the_steps(self) -> None:
         assert (
             *("256d", "768d", "feedback", "bm25", "rrf", "speaker", "entities"),
-            *("neighbours", "time_mention", "temporal", "rerank", "relevance", "final"),
+            *("neighbours", "time_mention", "temporal", "sessions", "rerank", "relevance"),
+            "final",
         ) == STAGES
 
 
@@ -99,6 +100,21 @@ class TestLoop:
             "not_here": "not for 4.0",
         }
         assert list(timer.durations) == ["on_ms"]
+
+    async def test_a_step_serving_several_levers_runs_when_any_is_on(self) -> None:
+        async def double(value: float, _: SearchContext) -> tuple[float, str]:
+            return value * 2, "doubled"
+
+        steps = (Step("shared", double, serves=(ranking.SPEAKER, TRIED)),)
+        request = SearchRequest("u", "q", 5)
+        for levers, expected, said in (
+            ({"speaker": False, "tried": False}, 3.0, {}),  # no trace when none is on
+            ({"speaker": False, "tried": True}, 6.0, {"shared": "doubled"}),
+            ({"speaker": True, "tried": False}, 6.0, {"shared": "doubled"}),
+        ):
+            status: dict[str, str] = {}
+            value = await run_steps(steps, 3.0, context_for(request, levers), StageTimer(), status)
+            assert (value, status) == (expected, said)
 
 
 def test_boosts_multiply_by_the_factor_earned_and_rank_at_the_stage() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Annotated, Any, Literal
 from uuid import UUID
 
@@ -137,6 +138,15 @@ class SearchHitOut(msgspec.Struct):
     superseded: bool
     history_of: UUID | None = None
     explanation: dict[str, StageScoreOut] | None = None
+    event_at: Annotated[
+        datetime | None,
+        msgspec.Meta(
+            description="When the event the memory tells of happened, to order results by "
+            '("which came first", "how long between"): the time its content names, resolved '
+            'against when it was said ("last week"), else `memory.event_time`, else when it '
+            "was stored."
+        ),
+    ] = None
 
 
 class IndexLagOut(msgspec.Struct):

@@ -76,6 +76,9 @@ class SearchHit(msgspec.Struct, frozen=True):
     # The query's cosine to the memory on a fixed 0-1 scale: comparable across searches
     # (None when the search switched its vector stage off).
     relevance: float | None = None
+    # When the event the memory tells of happened (the time its content names, else its
+    # event_time, else when stored): what to order "which came first" answers by.
+    event_at: datetime | None = None
 
     def stage(self, name: str) -> StageScore | None:
         """This hit at one stage, when explained: "256d", "768d", "bm25", "rrf", "relevance",

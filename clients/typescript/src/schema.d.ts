@@ -470,12 +470,18 @@ export interface components {
             context_vector?: boolean | null;
             /** @description Memories that mention the entities the query names rank higher (COGNIS_ENTITY_BOOST). */
             entities?: boolean | null;
+            /** @description Time-ordering questions ("which came first", "how long between", "how many weeks after") search each event on its own, as query_parts does, so that every event's memories reach the top k; each result's memory carries its event_time to order them by. */
+            event_order?: boolean | null;
             /** @description Vector leg: pseudo-relevance feedback (Rocchio) from the best hits. */
             feedback?: boolean | null;
             /** @description Adjacent turns of a high-ranked memory share a decayed part of its score. */
             neighbours?: boolean | null;
+            /** @description A question whose syntax joins several parts ("X and Y", "between X and Y", "before/after X", "X or Y", comparisons) searches each part too, and keeps places in the top k for each (COGNIS_PART_SLOTS). */
+            query_parts?: boolean | null;
             /** @description Fusion by min-max normalised scores instead of RRF ranks. */
             score_fusion?: boolean | null;
+            /** @description For list and multi-part questions: sessions (a memory's session_id, else its event_time's day) are scored by their best candidates; their memories are lifted by it (COGNIS_SESSION_BOOST) and one session's further memories decay (COGNIS_SESSION_DECAY), so the top k spans the matching sessions. */
+            sessions?: boolean | null;
             /** @description When the query names a speaker of the candidates, that speaker's memories are boosted by COGNIS_SPEAKER_BOOST. */
             speaker?: boolean | null;
             /** @description Both legs search the query without the names of the user's speakers (the speaker lever weighs those instead). */
@@ -738,6 +744,8 @@ export interface components {
         };
         /** SearchHitOut */
         SearchHitOut: {
+            /** @description When the event the memory tells of happened, to order results by ("which came first", "how long between"): the time its content names, resolved against when it was said ("last week"), else `memory.event_time`, else when it was stored. */
+            event_at?: string | null;
             explanation?: {
                 [key: string]: components["schemas"]["StageScoreOut"];
             } | null;
