@@ -8,18 +8,18 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 from selenium import webdriver
+from selenium.common.exceptions import StaleElementReferenceException, WebDriverException
 from selenium.webdriver.chrome.options import Options
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.remote.webelement import WebElement
-from selenium.webdriver.support.expected_conditions import staleness_of
 from selenium.webdriver.support.ui import WebDriverWait
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -49,19 +49,39 @@ def browser() -> Iterator[WebDriver]:
     driver.quit()
 
 
+def page_replaced(old_page: WebElement) -> Callable[[WebDriver], bool]:
+    """Selenium's `staleness_of`, also when Chromium is caught mid-swap: asked about the old
+    page's element while the new document replaces it, it may answer "Node with given id does
+    not belong to the document" (an unknown error, not a stale element, seen in CI); the next
+    poll then sees the element stale."""
+
+    def replaced(_: WebDriver) -> bool:
+        try:
+            old_page.is_enabled()
+        except StaleElementReferenceException:
+            return True
+        except WebDriverException as error:
+            if "does not belong to the document" in (error.msg or ""):
+                return False
+            raise
+        return False
+
+    return replaced
+
+
 def log_in(browser: WebDriver, api: ApiProcess, key: str) -> None:
     browser.get(f"{api.url}/console/login")
     browser.find_element(By.ID, "key").send_keys(key)
     old_page = browser.find_element(By.TAG_NAME, "html")
     browser.find_element(By.ID, "login").click()
-    WebDriverWait(browser, 30).until(staleness_of(old_page))
+    WebDriverWait(browser, 30).until(page_replaced(old_page))
 
 
 def follow(browser: WebDriver, element: WebElement, url_part: str) -> None:
     """Click (or change) and wait until the new page is loaded at a URL containing url_part."""
     old_page = browser.find_element(By.TAG_NAME, "html")
     element.click()
-    WebDriverWait(browser, 30).until(staleness_of(old_page))
+    WebDriverWait(browser, 30).until(page_replaced(old_page))
     WebDriverWait(browser, 30).until(lambda b: url_part in b.current_url)
 
 
