@@ -383,6 +383,12 @@ class RetrievalSettings(BaseModel):
         description="previous turns of a session stored (and embedded) as a memory's context, "
         "on write (lever `context_vector`); 0 stores none",
     )
+    sentence_vectors: bool = Field(
+        default=True,
+        description="on write, embed each sentence of a memory of several as well (at most 12; "
+        "lever `sentence_vector`); false stores none (`python -m app embed-sentences` adds "
+        "them later)",
+    )
     retrieval_profile: Literal["paper", "default"] = Field(
         default="default",
         description="profile of a search that names none: `paper` (SPEC's 8 stages exactly) "

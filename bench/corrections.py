@@ -139,7 +139,7 @@ async def run(args: argparse.Namespace) -> None:
     candidates: list[list[Candidate]] = []
     similarities: list[dict[uuid.UUID, float]] = []
     for case, intent in zip(cases, intents, strict=True):
-        shown = [_candidate(i, memory) for i, memory in enumerate(case.memories)]
+        shown = [shown_candidate(i, memory) for i, memory in enumerate(case.memories)]
         candidates.append(shown)
         similarities.append(
             {c.memory_id: float(np.dot(vectors[c.content], vectors[intent.claim])) for c in shown}
@@ -188,7 +188,8 @@ async def run(args: argparse.Namespace) -> None:
             print(f"  #{case.case_id} {case.message!r}: got {got}, expected {want}")
 
 
-def _candidate(index: int, content: str) -> Candidate:
+def shown_candidate(index: int, content: str, similarity: float = 0.0) -> Candidate:
+    """A plain current memory shown to the detector as `m<index>` (its case's or a test's)."""
     return Candidate(
         ref=f"m{index}",
         memory_id=uuid.uuid4(),
@@ -197,7 +198,7 @@ def _candidate(index: int, content: str) -> Candidate:
         scope="USER",
         session_id=None,
         event_time=None,
-        similarity=0.0,
+        similarity=similarity,
     )
 
 

@@ -58,7 +58,10 @@ class Config:
 
 
 def build_configs(
-    models: list[str], backends: list[str], threads: list[int], cache_dir: str | None
+    models: list[str],
+    backends: list[EmbeddingBackend],
+    threads: list[int],
+    cache_dir: str | None,
 ) -> list[Config]:
     configs = []
     for model in models:
@@ -69,7 +72,7 @@ def build_configs(
                 embedder = shared or Embedder(
                     model, backend=backend, intra_op_threads=n, onnx_cache_dir=cache_dir
                 )
-                configs.append(Config(model, backend, n, embedder))  # type: ignore[arg-type]
+                configs.append(Config(model, backend, n, embedder))
     for config in configs:
         started = time.perf_counter()
         config.embed(["warm up"])

@@ -26,7 +26,6 @@ import os
 import pwd
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -41,15 +40,11 @@ from opensearchpy import AsyncOpenSearch
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import create_async_engine
 
+from bench.ports import free_port
+
 ROOT = Path(__file__).resolve().parent.parent
 API_KEY = "faults-" + uuid.uuid4().hex
 INDEX = "cognis-faults"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _read_env(path: Path) -> dict[str, str]:
@@ -64,8 +59,8 @@ class Stack:
         self.base = base
         self.opensearch_home = opensearch_home
         self.model = model
-        self.pg_port, self.os_port, self.os_transport = _free_port(), _free_port(), _free_port()
-        self.api_port = _free_port()
+        self.pg_port, self.os_port, self.os_transport = free_port(), free_port(), free_port()
+        self.api_port = free_port()
         self.api: subprocess.Popen | None = None
         self.api_log = (base / "api.log").open("ab")
 

@@ -76,7 +76,7 @@ async def load(engine, memories: Memories, user_id: str, count: int) -> None:
     chunk = 2000
     for first in range(0, count, chunk):
         n = min(chunk, count - first)
-        contents, vectors = memories.batch(first, n)
+        contents, vectors, _ = memories.batch(first, n)
         with tenant_scope(DEFAULT_TENANT_ID):
             async with AsyncSession(engine) as session, session.begin():
                 await session.execute(
@@ -140,7 +140,7 @@ async def measure(settings: Settings, args: argparse.Namespace) -> None:
         _, queries = memories.questions(args.queries, rng)
     else:
         memories = SyntheticMemories(word_vectors())
-        _, queries = memories.batch(10_000_000, args.queries)
+        _, queries, _ = memories.batch(10_000_000, args.queries)
         queries = queries + rng.normal(0, 0.3 / np.sqrt(queries.shape[1]), queries.shape)
         queries /= np.linalg.norm(queries, axis=1, keepdims=True)
     shortlists = [int(n) for n in args.shortlists.split(",")] if args.shortlists else []

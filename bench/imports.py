@@ -101,7 +101,9 @@ async def main_async(args: argparse.Namespace) -> int:
             f"{time.perf_counter() - started:.1f} s"
         )
         async with owner.connect() as connection:  # every tenant's: the rebuild indexes all
-            stored = (await connection.execute(text("SELECT count(*) FROM memories"))).scalar_one()
+            stored: int = (
+                await connection.execute(text("SELECT count(*) FROM memories"))
+            ).scalar_one()
         print(f"== import of {args.lines} lines, batch size {args.batch_size}; {stored} stored")
         try:
             summary, seconds = await timed_import(runtime, path, users[0], args.batch_size)

@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -43,6 +42,7 @@ from app.config import get_settings
 from app.ml.embedder import Embedder
 from bench.database import default_tenant
 from bench.foundation import locomo_turns_and_questions, percentile, summary
+from bench.ports import free_port
 from bench.scripted_llm import RecordedRequest, Reply, ScriptedLLM
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -68,14 +68,8 @@ class MessageRun:
     missing: int = 0
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _start_api(env: dict[str, str], log_path: Path) -> tuple[subprocess.Popen, str]:
-    port = _free_port()
+    port = free_port()
     log = log_path.open("w")
     process = subprocess.Popen(  # noqa: S603 - our own interpreter and module
         [sys.executable, "-m", "app", "serve", "--port", str(port)],

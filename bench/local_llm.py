@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -30,6 +29,7 @@ from app.ingest.guard import AnswerGuard, InvalidAnswer
 from app.ingest.prompt import chat_messages, operation_schema
 from app.ml.offline import user_cache_dir
 from app.vocabulary import SEED_CATEGORIES
+from bench.ports import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 MESSAGES = (
@@ -47,12 +47,6 @@ CANDIDATES = (
 )
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _candidates() -> list[Candidate]:
     return [
         Candidate(f"m{i}", uuid.uuid4(), text, category, "USER", None, None, 0.5)
@@ -61,7 +55,7 @@ def _candidates() -> list[Candidate]:
 
 
 def measure(gguf: str, threads: int, decisions: int, omp: str, max_tokens: int) -> None:
-    port = _free_port()
+    port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("COGNIS_")}
     env["OMP_WAIT_POLICY"] = omp
     started = time.perf_counter()

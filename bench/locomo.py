@@ -67,9 +67,11 @@ CONFIGS: dict[str, dict[str, Any]] = {
     "+ query parts": {**PAPER, "levers": {"query_parts": True}},
     "+ event order": {**PAPER, "levers": {"event_order": True}},
     "+ sessions": {**PAPER, "levers": {"sessions": True}},
+    "+ sentence vector": {**PAPER, "levers": {"sentence_vector": True}},
     "default profile": {"profile": "default"},
     # Leave-one-out: what each lever adds on top of the others (and the two left out, added).
     "default - context (vector)": {"profile": "default", "levers": {"context_vector": False}},
+    "default - sentence vector": {"profile": "default", "levers": {"sentence_vector": False}},
     "default - context (BM25)": {"profile": "default", "levers": {"context_bm25": False}},
     "default - speaker": {"profile": "default", "levers": {"speaker": False}},
     "default - speaker-free query": {"profile": "default", "levers": {"speaker_query": False}},

@@ -125,7 +125,10 @@ def table(answers: list[Answer], title: str) -> list[str]:
 
 def separation(answers: list[Answer]) -> list[str]:
     """Relevance of evidence against the rest of the top 10, and of category 5's best hit."""
-    evidence, other, best_in_memory, best_adversarial = [], [], [], []
+    evidence: list[float] = []
+    other: list[float] = []
+    best_in_memory: list[float] = []
+    best_adversarial: list[float] = []
     for a in answers:
         top = a.results[:10]
         if a.category == 5:

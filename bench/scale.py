@@ -22,6 +22,7 @@ import asyncio
 import hashlib
 import os
 import random
+import re
 import sys
 import time
 import uuid
@@ -120,15 +121,17 @@ SPEAKERS = ("Ann", "Bob", "Cleo", "Dev")
 INSERT = text(
     """
     WITH rows AS (
-        SELECT id, content, speaker, CAST(e AS vector) AS e
+        SELECT id, content, speaker, CAST(e AS vector) AS e, CAST(s AS vector(768)[]) AS s
         FROM unnest(CAST(:ids AS uuid[]), CAST(:contents AS text[]),
-                    CAST(:speakers AS text[]), CAST(:vectors AS text[]))
-             AS t(id, content, speaker, e)
+                    CAST(:speakers AS text[]), CAST(:vectors AS text[]),
+                    CAST(:sentences AS text[]))
+             AS t(id, content, speaker, e, s)
     ), inserted AS (
         INSERT INTO memories (id, user_id, chain_id, version, content, category, scope,
-                              is_current, speaker, embedding_768d, embedding_256d)
+                              is_current, speaker, embedding_768d, embedding_256d,
+                              sentence_embeddings_768d)
         SELECT id, CAST(:user_id AS text), id, 1, content, 'preferences', 'USER', true,
-               speaker, e, l2_normalize(subvector(e, 1, 256))
+               speaker, e, l2_normalize(subvector(e, 1, 256)), s
         FROM rows
         RETURNING id, user_id, chain_id, content, category, scope, speaker, created_at
     )
@@ -140,6 +143,18 @@ INSERT = text(
     FROM inserted
     """
 )
+
+
+# A batch of memories: contents, content vectors, and each one's sentence vectors.
+Batch = tuple[list[str], np.ndarray, list[list[np.ndarray]]]
+
+
+def thirds(words: np.ndarray) -> list[np.ndarray]:
+    return [part for part in np.array_split(words, 3) if len(part)]
+
+
+def vector_literal(vector: np.ndarray) -> str:
+    return "[" + ",".join(f"{x:.6g}" for x in vector.tolist()) + "]"
 
 
 class SyntheticMemories:
@@ -155,17 +170,25 @@ class SyntheticMemories:
         self._rng = np.random.default_rng(seed)
         self._noise = noise
 
-    def batch(self, first: int, count: int) -> tuple[list[str], np.ndarray]:
+    def batch(self, first: int, count: int) -> Batch:
         picks = [self._rng.integers(0, len(WORDS), 10 + (first + i) % 5) for i in range(count)]
         contents = [
             f"Note {first + i}: " + " ".join(WORDS[w] for w in words)
             for i, words in enumerate(picks)
         ]
-        vectors = np.stack([self._words[words].sum(axis=0) for words in picks])
-        vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+        vectors = self._noisy(np.stack([self._words[words].sum(axis=0) for words in picks]))
+        # Three "sentences" of about four words each: the sentence vectors a written memory
+        # of that length would carry (app/memories/sentences.py).
+        sentences = [
+            list(self._noisy(np.stack([self._words[part].sum(axis=0) for part in thirds(w)])))
+            for w in picks
+        ]
+        return contents, vectors, sentences
+
+    def _noisy(self, vectors: np.ndarray) -> np.ndarray:
+        vectors = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
         vectors += self._rng.normal(0, self._noise / np.sqrt(vectors.shape[1]), vectors.shape)
-        vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-        return contents, vectors
+        return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
 
 
 class LocomoMemories:
@@ -181,12 +204,14 @@ class LocomoMemories:
         self.turns, self._vectors, self.question_texts, self.question_vectors = locomo_vectors()
         self._rng = np.random.default_rng(seed)
 
-    def batch(self, first: int, count: int) -> tuple[list[str], np.ndarray]:
+    def batch(self, first: int, count: int) -> Batch:
         pairs = self._rng.integers(0, len(self.turns), (count, 2))
         weights = self._rng.uniform(0.3, 1.0, (count, 1))
         contents = [f"{self.turns[a]} {self.turns[b]}" for a, b in pairs]
         vectors = self._vectors[pairs[:, 0]] + weights * self._vectors[pairs[:, 1]]
-        return contents, vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+        # Each turn's own vector as a sentence vector (a turn is about two sentences long).
+        sentences = [[self._vectors[a], self._vectors[b]] for a, b in pairs]
+        return contents, vectors / np.linalg.norm(vectors, axis=1, keepdims=True), sentences
 
     def questions(self, count: int, rng: np.random.Generator) -> tuple[list[str], np.ndarray]:
         """`count` distinct real questions (at most LoCoMo's ~2,000) and their embeddings."""
@@ -231,7 +256,7 @@ async def grow(
 ) -> None:
     for first in range(have + 1, want + 1, chunk):
         count = min(want, first + chunk - 1) - first + 1
-        contents, vectors = memories.batch(first, count)
+        contents, vectors, sentences = memories.batch(first, count)
         async with default_tenant(engine) as session:
             await session.execute(
                 INSERT,
@@ -244,6 +269,10 @@ async def grow(
                         for i, content in enumerate(contents)
                     ],
                     "vectors": ["[" + ",".join(map(repr, v.tolist())) + "]" for v in vectors],
+                    "sentences": [
+                        "{" + ",".join(f'"{vector_literal(v)}"' for v in each) + "}"
+                        for each in sentences
+                    ],
                     "user_id": user_id,
                 },
             )
@@ -301,11 +330,21 @@ def wait_for_outbox(api: httpx.Client, timeout_s: float = 1800) -> None:
     raise RuntimeError("the outbox did not drain in time")
 
 
+def profile_body(entry: str | None) -> dict[str, object]:
+    """A --profiles entry as the search body's profile and levers: "default",
+    "default-sentence_vector" (that lever off), "paper+sentence_vector" (on)."""
+    if entry is None:
+        return {}
+    name, *changes = re.split(r"(?=[+-])", entry)
+    levers = {change[1:]: change[0] == "+" for change in changes}
+    return {"profile": name, **({"levers": levers} if levers else {})}
+
+
 def measure(
     api: httpx.Client, user: str, queries: list[str], profile: str | None = None
 ) -> dict[str, list[float]]:
     timings: dict[str, list[float]] = defaultdict(list)
-    body_base = {"top_k": 10, "stages": {"rerank": False}, "profile": profile}
+    body_base = {"top_k": 10, "stages": {"rerank": False}, **profile_body(profile)}
     for query in queries:
         t0 = time.perf_counter()
         response = api.post(f"/v1/users/{user}/search", json={"query": query, **body_base})

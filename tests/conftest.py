@@ -14,7 +14,6 @@ import fcntl
 import hashlib
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -33,6 +32,7 @@ from app.asgi import create_app
 from app.config import Settings
 from app.db.engine import SERVER_SETTINGS
 from app.db.tenant import DEFAULT_TENANT_ID, TENANT_SETTING
+from bench.ports import free_port
 from tests import services
 
 ROOT = services.ROOT
@@ -40,12 +40,6 @@ API_KEY = "test-key-" + uuid.uuid4().hex
 ADMIN_KEY = "test-admin-key-" + uuid.uuid4().hex
 LOG_DIR = services.LOCAL_DIR / "logs"
 DEFAULT_TENANT_SETTING = {TENANT_SETTING: str(DEFAULT_TENANT_ID)}
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 STARTED: list = []  # services this run started (testcontainers, local scripts): stopped at its end
@@ -254,7 +248,7 @@ def only_running(*keep: ServiceProcess) -> Iterator[None]:
 
 class ApiProcess(ServiceProcess):
     def __init__(self, env: dict[str, str], name: str) -> None:
-        self.port = _free_port()
+        self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         super().__init__(env, name, "serve", "--port", str(self.port))
 
@@ -288,7 +282,7 @@ def api(migrated: dict[str, str]) -> Iterator[ApiProcess]:
 @pytest.fixture(scope="session")
 def dead_opensearch_env(migrated: dict[str, str]) -> dict[str, str]:
     """Same database, but OpenSearch at a port where nothing listens: an outage."""
-    return {**migrated, "COGNIS_OPENSEARCH_URL": f"http://127.0.0.1:{_free_port()}"}
+    return {**migrated, "COGNIS_OPENSEARCH_URL": f"http://127.0.0.1:{free_port()}"}
 
 
 @pytest.fixture(scope="session")

@@ -15,7 +15,6 @@ import contextlib
 import hashlib
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -27,6 +26,8 @@ from pathlib import Path
 
 import asyncpg
 from sqlalchemy.engine import make_url
+
+from bench.ports import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 LOCAL_DIR = Path(os.environ.get("COGNIS_LOCAL_DIR", ROOT / ".local"))
@@ -158,9 +159,7 @@ class EmbeddingServer:
     minute of CPU on a small machine. The in-process API keeps the default local backends."""
 
     def __init__(self, model: str) -> None:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
+        port = free_port()
         self.url = f"http://127.0.0.1:{port}"
         env = {k: v for k, v in os.environ.items() if not k.startswith("COGNIS_")}
         env.update({"COGNIS_EMBEDDING_MODEL": model, "HF_HUB_OFFLINE": "1"})

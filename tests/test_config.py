@@ -89,6 +89,7 @@ EXPECTED_DEFAULTS: dict[str, object] = {
     "rerank_top_n": 20,
     "history_max_versions": 20,
     "memory_context_turns": 1,
+    "sentence_vectors": True,
     "retrieval_profile": "default",
     "bm25_context_boost": 0.5,
     "bm25_proximity_slop": 5,

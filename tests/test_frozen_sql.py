@@ -79,6 +79,10 @@ RELEASED = {
         "8a76dd8f089d6d0f224f5ba74b7b5f86289542ec54dd66feff6f72a8375f03de",
         "0019_scope_erasures",
     ),
+    "sentence_vectors_v1.sql": (
+        "71c9fe56b5425dc0cbb06ccf2c6ffa9cf5130e1b32698aef33508f6ce02426ac",
+        "0021_sentence_vectors",
+    ),
 }
 
 

@@ -1,4 +1,5 @@
-"""Command line: serve, relay, worker, reindex, import, export, admin, migrate, embed-serve, mcp."""
+"""Command line: serve, relay, worker, reindex, embed-sentences, import, export, admin,
+migrate, embed-serve, mcp."""
 
 # Every command and its flags are declared here; what each does lives beside: processes.py (the
 # long-running ones), maintenance.py (the stores), admin.py (tenants and their keys).
@@ -41,6 +42,14 @@ def main(argv: list[str] | None = None) -> int:
     reindex.add_argument("--user", help="only this user's memories (with --tenant)")
     reindex.add_argument("--recreate", action="store_true", help="drop and recreate the index")
     reindex.set_defaults(func=maintenance.reindex)
+    sentences = commands.add_parser(
+        "embed-sentences",
+        help="embed the sentences of current memories written without them (rerunnable)",
+    )
+    sentences.add_argument("--tenant", help="only this tenant's memories (id or name)")
+    sentences.add_argument("--user", help="only this user's memories (with --tenant)")
+    sentences.add_argument("--batch-size", type=_positive, default=200, help="memories a batch")
+    sentences.set_defaults(func=maintenance.embed_sentences)
     worker = commands.add_parser("worker", help="run ingestion workers on their own (scale-out)")
     worker.add_argument("--once", action="store_true", help="process what is due, then exit")
     worker.set_defaults(func=processes.worker)

@@ -60,6 +60,30 @@ def reindex(args: argparse.Namespace) -> int:
     return with_runtime(body)
 
 
+def embed_sentences(args: argparse.Namespace) -> int:
+    """Sentence vectors for memories written without them (app.memories.sentence_backfill)."""
+    from app.db.tenant import act_as
+    from app.memories.sentence_backfill import BackfillReport, embed_missing_sentences
+
+    def show(report: BackfillReport) -> None:
+        print(f"{report.memories} memories, {report.sentences} sentences embedded", flush=True)
+
+    async def body(runtime: Runtime) -> int:
+        if args.tenant is not None:  # only its rows: the background role, bound to it
+            act_as(await tenant_id_of(runtime, args.tenant))
+        report = await embed_missing_sentences(
+            runtime.background_sessionmaker,
+            runtime.embedder,
+            user_id=args.user,
+            batch_size=args.batch_size,
+            progress=show,
+        )
+        print(f"done: {report.memories} memories, {report.sentences} sentence vectors", flush=True)
+        return 0
+
+    return with_runtime(body)
+
+
 def import_history(args: argparse.Namespace) -> int:
     """Bulk import of a history file; see app.imports."""
     from app.errors import CognisError

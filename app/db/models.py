@@ -176,6 +176,12 @@ class Memory(Base):
     context: Mapped[str | None] = mapped_column(Text)
     context_embedding_768d: Mapped[Any | None] = mapped_column(Vector(EMBEDDING_DIM))
     follows_chain_id: Mapped[uuid.UUID | None] = mapped_column(UUID(as_uuid=True))
+    # One vector per sentence of a memory of several (0021, app/memories/sentences.py); empty:
+    # one sentence; NULL: not embedded yet. Retrieval reads them only through its lever.
+    sentence_embeddings_768d: Mapped[list[Any] | None] = mapped_column(
+        # One dimension: a vector is a list itself, and must not be read as a second one.
+        ARRAY(Vector(EMBEDDING_DIM), dimensions=1)
+    )
     # The time the content itself names ("yesterday" said on 8 May: 7 May), resolved against
     # the event time when written; None when it names none.
     mentioned_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))

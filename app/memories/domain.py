@@ -81,6 +81,8 @@ class MemoryDraft:
     # given by the caller or derived by the store; the memory embedded with it; its predecessor.
     context: str | None = None
     context_embedding: Any = None  # the 768D vector of the contextual text
+    # One 768D vector per sentence (app/memories/sentences.py); [] for one sentence.
+    sentence_embeddings: list[Any] | None = None
     follows_chain_id: Any = None
     mentioned_at: datetime | None = None  # the time the content names (context.mentioned_time)
     # When the memory expires; `ttl_s`, if given instead, becomes it in check_draft.

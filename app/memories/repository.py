@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 from sqlalchemy import (
     ColumnElement,
+    Float,
     Text,
     and_,
     any_,
@@ -85,21 +86,55 @@ _COARSE_CANDIDATES = _coarse_candidates(_memories.c.embedding_256d.cosine_distan
 _COARSE_CANDIDATES_EXACT = _coarse_candidates(
     _memories.c.embedding_256d.cosine_distance(_query_256d) + 0.0
 )
-_EXACT_768D = select(
-    _memories.c.id,
-    _memories.c.embedding_768d.cosine_distance(
-        bindparam("query", type_=Memory.embedding_768d.type)
-    ).label("distance"),
-).where(_memories.c.user_id == bindparam("user_id"), _memories.c.id == any_(_ids))
-_EXACT_768D_WITH_CONTEXT = select(
-    _memories.c.id,
-    _memories.c.embedding_768d.cosine_distance(
-        bindparam("query", type_=Memory.embedding_768d.type)
-    ).label("distance"),
-    _memories.c.context_embedding_768d.cosine_distance(
-        bindparam("query", type_=Memory.embedding_768d.type)
-    ).label("context_distance"),
-).where(_memories.c.user_id == bindparam("user_id"), _memories.c.id == any_(_ids))
+_query_768d = bindparam("query", type_=Memory.embedding_768d.type)
+_sentences = (
+    func.unnest(_memories.c.sentence_embeddings_768d).table_valued("vector").render_derived()
+)
+
+
+def _exact_768d(*distances: Any) -> Any:
+    """Stage 2b's exact 768D distances of the given memories of one user: the content's,
+    then `distances`."""
+    return select(
+        _memories.c.id,
+        _memories.c.embedding_768d.cosine_distance(_query_768d).label("distance"),
+        *distances,
+    ).where(_memories.c.user_id == bindparam("user_id"), _memories.c.id == any_(_ids))
+
+
+_CONTEXT_DISTANCE = _memories.c.context_embedding_768d.cosine_distance(_query_768d).label(
+    "context_distance"
+)
+# The nearest of the memory's sentence vectors (NULL: none, or not embedded yet).
+_SENTENCE_DISTANCE = (
+    select(func.min(_sentences.c.vector.op("<=>", return_type=Float)(_query_768d)))
+    .scalar_subquery()
+    .label("sentence_distance")
+)
+_EXACT_768D = _exact_768d()
+_EXACT_768D_WITH_CONTEXT = _exact_768d(_CONTEXT_DISTANCE)
+_EXACT_768D_ALL = _exact_768d(_CONTEXT_DISTANCE, _SENTENCE_DISTANCE)
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryCosines:
+    """A memory's exact 768D cosines to the query: its content's, its contextual text's and
+    its nearest sentence's (None where it has no such vector)."""
+
+    content: float
+    context: float | None
+    sentence: float | None
+
+    def best(self, context: bool, sentence: bool) -> float:
+        """The best cosine among the content's and, where asked for and present, the others'."""
+        chosen = [self.content]
+        if context and self.context is not None:
+            chosen.append(self.context)
+        if sentence and self.sentence is not None:
+            chosen.append(self.sentence)
+        return max(chosen)
+
+
 _a, _b = _memories.alias("a"), _memories.alias("b")
 _NEAR_DUPLICATE_PAIRS = select(_a.c.id, _b.c.id).where(
     _a.c.user_id == bindparam("user_id"),
@@ -115,6 +150,7 @@ _NO_VECTORS = (
     defer(Memory.embedding_768d),
     defer(Memory.embedding_256d),
     defer(Memory.context_embedding_768d),
+    defer(Memory.sentence_embeddings_768d),
 )
 
 
@@ -411,6 +447,24 @@ class MemoryRepository:
             _EXACT_768D, {"user_id": user_id, "ids": memory_ids, "query": query_768d}
         )
         return {r.id: 1.0 - float(r.distance) for r in rows}
+
+    async def exact_768d_cosines(
+        self, user_id: str, memory_ids: list[uuid.UUID], query_768d: np.ndarray
+    ) -> dict[uuid.UUID, MemoryCosines]:
+        """Stage 2b, every vector of each candidate: content, context and sentences."""
+        if not memory_ids:
+            return {}
+        rows = await self.session.execute(
+            _EXACT_768D_ALL, {"user_id": user_id, "ids": memory_ids, "query": query_768d}
+        )
+        return {
+            r.id: MemoryCosines(
+                content=1.0 - float(r.distance),
+                context=None if r.context_distance is None else 1.0 - float(r.context_distance),
+                sentence=None if r.sentence_distance is None else 1.0 - float(r.sentence_distance),
+            )
+            for r in rows
+        }
 
     async def exact_768d_scores_with_context(
         self, user_id: str, memory_ids: list[uuid.UUID], query_768d: np.ndarray

@@ -32,6 +32,11 @@ CONTEXT_VECTOR = Lever(
     "context_vector",
     "Vector leg: a memory's score is the better of its content's and its contextual text's cosine.",
 )
+SENTENCE_VECTOR = Lever(
+    "sentence_vector",
+    "Vector leg: a memory of several sentences also scores its nearest sentence's cosine "
+    "(the best of content, context where that lever is on, and sentence counts).",
+)
 FEEDBACK = Lever("feedback", "Vector leg: pseudo-relevance feedback (Rocchio) from the best hits.")
 CONTEXT_BM25 = Lever(
     "context_bm25", "BM25 leg: the context field is searched too, at COGNIS_BM25_CONTEXT_BOOST."
@@ -64,7 +69,14 @@ async def drop_speaker_names(query: LegQuery, context: SearchContext) -> tuple[L
 QUERY_STEPS: tuple[Step[LegQuery], ...] = (
     Step("speaker_query", drop_speaker_names, timer="speakers_ms", lever=SPEAKER_QUERY),
 )
-LEVERS = (*levers_of(QUERY_STEPS), CONTEXT_VECTOR, CONTEXT_BM25, BM25_PROXIMITY, FEEDBACK)
+LEVERS = (
+    *levers_of(QUERY_STEPS),
+    CONTEXT_VECTOR,
+    SENTENCE_VECTOR,
+    CONTEXT_BM25,
+    BM25_PROXIMITY,
+    FEEDBACK,
+)
 
 
 def vector_options(plan: RetrievalPlan) -> VectorLegSettings:
@@ -76,6 +88,7 @@ def vector_options(plan: RetrievalPlan) -> VectorLegSettings:
         exact_max=settings.exact_search_max_memories,
         rescore_768d=plan.runs("rescore_768d"),
         with_context=plan.on(CONTEXT_VECTOR),
+        with_sentences=plan.on(SENTENCE_VECTOR),
         feedback_top=settings.feedback_top if plan.on(FEEDBACK) else 0,
         feedback_weight=settings.feedback_weight,
     )

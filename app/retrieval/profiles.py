@@ -35,6 +35,7 @@ RECIPES: dict[str, frozenset[Lever]] = {
     "default": frozenset(
         {
             legs.CONTEXT_VECTOR,
+            legs.SENTENCE_VECTOR,
             legs.CONTEXT_BM25,
             ranking.SPEAKER,
             legs.SPEAKER_QUERY,

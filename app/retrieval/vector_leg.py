@@ -1,5 +1,9 @@
 """Stage 2: Matryoshka two-stage vector search — a 256D HNSW shortlist, re-scored exactly at
-768D (against the content's vector, or the better of it and the contextual text's).
+768D (against the content's vector, or the best of it and, by lever, the contextual text's and
+the nearest sentence's: app/memories/sentences.py).
+
+With the sentence lever, the same pass also gives each candidate its relevance (the better of
+content and context, app/retrieval/relevance.py), which the nearest sentence does not change.
 
 Lever `feedback` (pseudo-relevance feedback, Rocchio): after the 768D pass, the query vector
 moves towards the mean content vector of the best `feedback_top` hits,
@@ -21,6 +25,7 @@ import numpy as np
 from app.memories.repository import MemoryRepository
 from app.ml.embedder import Embedding
 from app.retrieval.candidates import Candidate, rank_by_score
+from app.retrieval.relevance import on_scale
 from app.retrieval.timing import StageTimer
 
 
@@ -32,6 +37,7 @@ class VectorLegSettings:
     exact_max: int  # a user with at most this many current memories is scanned exactly
     rescore_768d: bool
     with_context: bool
+    with_sentences: bool = False
     feedback_top: int = 0  # m: 0 switches the lever off
     feedback_weight: float = 0.75  # beta
 
@@ -71,7 +77,14 @@ async def vector_leg(
         else repository.exact_768d_scores
     )
     with timer.stage("vector_768d_ms"):
-        exact = await exact_scores(user_id, ids, embedding.full)
+        if options.with_sentences:
+            cosines = await repository.exact_768d_cosines(user_id, ids, embedding.full)
+            exact = {i: c.best(options.with_context, sentence=True) for i, c in cosines.items()}
+            for candidate in candidates:
+                if (found := cosines.get(candidate.memory_id)) is not None:
+                    candidate.relevance = on_scale(found.best(context=True, sentence=False))
+        else:
+            exact = await exact_scores(user_id, ids, embedding.full)
         ranked = rescored(candidates, exact, "768d")
     if options.feedback_top > 0 and ranked:
         with timer.stage("feedback_ms"):

@@ -4,30 +4,17 @@
 
 from __future__ import annotations
 
-import uuid
-
 import pytest
 
 from app.ingest.corrections import detect_intent, find_target, frame_of, memory_frames
 from app.ingest.domain import Candidate
+from bench.corrections import shown_candidate
 
 THRESHOLD = 0.6
 
 
 def shown(*contents: str) -> list[Candidate]:
-    return [
-        Candidate(
-            ref=f"m{i}",
-            memory_id=uuid.uuid4(),
-            content=content,
-            category="other",
-            scope="USER",
-            session_id=None,
-            event_time=None,
-            similarity=0.5,
-        )
-        for i, content in enumerate(contents, start=1)
-    ]
+    return [shown_candidate(i, content, 0.5) for i, content in enumerate(contents, start=1)]
 
 
 @pytest.mark.parametrize(

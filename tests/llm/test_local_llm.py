@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
 import time
@@ -30,6 +29,7 @@ from app.ingest.guard import AnswerGuard, InvalidAnswer, repeats_prompt
 from app.ingest.prompt import PROMPT_VERSION, chat_messages, operation_schema
 from app.llm.client import ChatClient
 from app.vocabulary import OPERATIONS, SEED_CATEGORIES
+from bench.ports import free_port
 from tests.conftest import LOG_DIR, ApiProcess
 from tests.ingest.helpers import current_memories, decisions, ingest, message, rows
 from tests.services import CACHE_DIR, ROOT
@@ -42,17 +42,11 @@ TIMEOUT_S = 180
 MAX_TOKENS = 150
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def local_llm_url() -> Iterator[str]:
     if not GGUF.is_file():
         pytest.skip(f"{GGUF} is missing: run scripts/install-llm.sh (make install does)")
-    port = _free_port()
+    port = free_port()
     LOG_DIR.mkdir(parents=True, exist_ok=True)
     log_path = LOG_DIR / "test-local-llm.log"
     env = {k: v for k, v in os.environ.items() if not k.startswith("COGNIS_")}

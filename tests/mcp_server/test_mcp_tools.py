@@ -24,8 +24,8 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app import __version__
+from bench.ports import free_port
 from tests.conftest import API_KEY, ROOT, ApiProcess
-from tests.conftest import _free_port as free_port
 from tests.factories import deployment_category
 
 # The stored rows, as the REST API returns them (tools answer compactly by default).

@@ -8,7 +8,6 @@ are compared with the same model run locally. Failure modes use a scripted HTTP 
 from __future__ import annotations
 
 import json
-import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -27,6 +26,7 @@ from app.ml.embedder import Embedder
 from app.ml.embedding_server import create_embedding_app, served_embedder
 from app.ml.http_encoder import HttpEncoder, HttpEndpoint
 from app.vocabulary import COARSE_DIM, EMBEDDING_DIM
+from bench.ports import free_port
 from tests import services
 
 SENTENCES = [
@@ -37,12 +37,6 @@ SENTENCES = [
     "Her favourite food is Thai green curry.",
 ]
 SERVER_KEY = "embed-test-key"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _endpoint(url: str, **overrides: Any) -> HttpEndpoint:
@@ -62,7 +56,7 @@ def embed_server(model_path: str) -> Iterator[str]:
         embedding_model=model_path,
         embedding_http_api_key=SecretStr(SERVER_KEY),
     )
-    port = _free_port()
+    port = free_port()
     server = uvicorn.Server(
         uvicorn.Config(
             create_embedding_app(settings), host="127.0.0.1", port=port, log_level="warning"
@@ -210,7 +204,7 @@ def scripted() -> Iterator[Callable[[list[Answer]], ScriptedServer]]:
 
 
 def test_nothing_listening_is_unavailable_after_the_retries() -> None:
-    url = f"http://127.0.0.1:{_free_port()}/v1"
+    url = f"http://127.0.0.1:{free_port()}/v1"
     encoder = HttpEncoder(_endpoint(url, max_retries=2))
 
     with pytest.raises(EmbedderUnavailableError) as raised:

@@ -480,6 +480,8 @@ export interface components {
             query_parts?: boolean | null;
             /** @description Fusion by min-max normalised scores instead of RRF ranks. */
             score_fusion?: boolean | null;
+            /** @description Vector leg: a memory of several sentences also scores its nearest sentence's cosine (the best of content, context where that lever is on, and sentence counts). */
+            sentence_vector?: boolean | null;
             /** @description For list and multi-part questions: sessions (a memory's session_id, else its event_time's day) are scored by their best candidates; their memories are lifted by it (COGNIS_SESSION_BOOST) and one session's further memories decay (COGNIS_SESSION_DECAY), so the top k spans the matching sessions. */
             sessions?: boolean | null;
             /** @description When the query names a speaker of the candidates, that speaker's memories are boosted by COGNIS_SPEAKER_BOOST. */
@@ -728,7 +730,7 @@ export interface components {
             /** @description Results whose `relevance` is below this are left out, before the top_k cut: fewer results, or none when nothing is relevant. Null: COGNIS_MIN_RELEVANCE; 0: none left out. Needs the vector stage (relevance is measured with its query vector): with `stages.vector` false it is a 400, and the setting's default does not apply. */
             min_relevance?: number | null;
             /**
-             * @description "paper": SPEC's 8 stages exactly; "default": SPEC's 8 stages plus the levers speaker_query, context_vector, context_bm25, balanced_legs, speaker, time_mentions. Null: COGNIS_RETRIEVAL_PROFILE.
+             * @description "paper": SPEC's 8 stages exactly; "default": SPEC's 8 stages plus the levers speaker_query, context_vector, sentence_vector, context_bm25, balanced_legs, speaker, time_mentions. Null: COGNIS_RETRIEVAL_PROFILE.
              * @enum {null|string}
              */
             profile?: "paper" | "default" | null;
