@@ -385,9 +385,9 @@ class RetrievalSettings(BaseModel):
     )
     sentence_vectors: bool = Field(
         default=True,
-        description="on write, embed each sentence of a memory of several as well (at most 12; "
-        "lever `sentence_vector`); false stores none (`python -m app embed-sentences` adds "
-        "them later)",
+        description="beside the ingestion workers, embed the sentences of new memories of "
+        "several sentences while the model is idle (at most 12 each; lever `sentence_vector`); "
+        "false: none (`python -m app embed-sentences` adds them)",
     )
     retrieval_profile: Literal["paper", "default"] = Field(
         default="default",

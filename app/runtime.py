@@ -24,6 +24,7 @@ from app.ingest.worker import IngestWorker
 from app.llm.categories import llm_category_judge
 from app.llm.client import ChatClient
 from app.memories.expiry import ExpiryReaper
+from app.memories.sentence_backfill import SentenceWorker
 from app.ml.categories import CategoryClassifier
 from app.ml.cross_encoder import CrossEncoderScorer
 from app.ml.embedder import Embedder, build_embedder
@@ -152,6 +153,13 @@ class Runtime:
         return IngestWorker(self.background_sessionmaker, self.ingest_pipeline, self.settings)
 
     @cached_property
+    def sentence_worker(self) -> SentenceWorker:
+        """Sentence vectors while the model is idle: across tenants, on the background role."""
+        return SentenceWorker(
+            self.background_sessionmaker, self.embedder, watched=(self.query_embedder,)
+        )
+
+    @cached_property
     def importer(self) -> MemoryImporter:
         return MemoryImporter(self.sessionmaker, self.embedder, self.classifier, self.settings)
 
@@ -160,7 +168,8 @@ class Runtime:
     ) -> None:
         """This process's share of the background work until `stop` is set: the outbox relay
         (and beside it the expiry reaper, the periodic maintenance of both stores) and/or the
-        ingestion workers, each finishing the batch in hand before it returns. Every
+        ingestion workers (and beside them the sentence worker, COGNIS_SENTENCE_VECTORS), each
+        finishing the batch in hand before it returns. Every
         process kind starts them here: the API (COGNIS_RELAY_IN_API,
         COGNIS_INGEST_WORKER_IN_API), `python -m app relay` and `python -m app worker`."""
         if ingest_worker:
@@ -169,6 +178,8 @@ class Runtime:
         loops = [self.relay.run_forever(stop), self.reaper.run_forever(stop)] if relay else []
         if ingest_worker:
             loops.append(self.ingest_worker.run_forever(stop))
+            if self.settings.sentence_vectors:
+                loops.append(self.sentence_worker.run_forever(stop))
         await asyncio.gather(*loops)
 
     @contextlib.asynccontextmanager

@@ -43,6 +43,21 @@ CONFIGS: dict[str, dict[str, Any]] = {
     "256D only": {**PAPER, "stages": {**OFF, "rescore_768d": False, "bm25": False}},
     "two-stage vector": {**PAPER, "stages": {**OFF, "bm25": False}},
     "BM25 only": {**PAPER, "stages": {**OFF, "vector": False}},
+    "two-stage vector + sentences": {
+        **PAPER,
+        "stages": {**OFF, "bm25": False},
+        "levers": {"sentence_vector": True},
+    },
+    "two-stage vector + context + sentences": {
+        **PAPER,
+        "stages": {**OFF, "bm25": False},
+        "levers": {"sentence_vector": True, "context_vector": True},
+    },
+    "two-stage vector + context": {
+        **PAPER,
+        "stages": {**OFF, "bm25": False},
+        "levers": {"context_vector": True},
+    },
     "RRF 70/30 k=10": {**PAPER, "stages": dict(OFF)},
     "RRF 50/50 k=60": {
         **PAPER,
@@ -189,14 +204,22 @@ def ingest(api: httpx.Client, user: str, conversation: Conversation) -> None:
         response.raise_for_status()
 
 
-def wait_for_outbox(api: httpx.Client, timeout_s: float = 600) -> None:
+def wait_for_outbox(api: httpx.Client, timeout_s: float = 3600) -> None:
+    """Until every memory is in the index and has its sentence vectors (the sentence worker
+    embeds them once the writes are done: lever sentence_vector reads them)."""
     deadline = time.monotonic() + timeout_s
+    shown = None
     while time.monotonic() < deadline:
-        if api.get("/ready").json().get("outbox_pending") == 0:
+        ready = api.get("/ready").json()
+        sentences = ready.get("sentences_pending", 0)
+        if ready.get("outbox_pending") == 0 and sentences == 0:
             time.sleep(1.0)  # one refresh interval, so the last documents are searchable
             return
+        if sentences and sentences // 500 != shown:
+            shown = sentences // 500
+            print(f"[ingest] {sentences} memories wait for their sentence vectors", flush=True)
         time.sleep(0.5)
-    raise RuntimeError("the outbox did not drain in time")
+    raise RuntimeError("the outbox or the sentence worker did not finish in time")
 
 
 def release_users(api: httpx.Client, users: Iterable[str], *, keep: bool, run_id: str) -> None:

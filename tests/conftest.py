@@ -119,6 +119,9 @@ def base_env(service_urls: services.ServiceUrls, index_name: str) -> dict[str, s
             # The expiry reaper runs when a test says so (tests/memories/test_expiry.py): an
             # expired memory must be seen hidden before any reaper has run.
             "COGNIS_EXPIRY_REAP_INTERVAL_S": "0",
+            # So does the sentence worker (tests/retrieval/test_sentences_api.py): beside
+            # every test's ingestion workers it would embed the whole database's backlog.
+            "COGNIS_SENTENCE_VECTORS": "false",
             "COGNIS_LOG_JSON": "true",
             "HF_HUB_OFFLINE": "1",
         }

@@ -13,6 +13,7 @@ from sqlalchemy import text
 
 from app import metrics
 from app.api.auth import require_metrics_key
+from app.memories.sentence_backfill import pending_sentences
 from app.runtime import Runtime
 from app.search_index.outbox import pending_count
 from app.search_index.relay import oldest_pending_age_s
@@ -33,7 +34,7 @@ async def health() -> dict[str, str]:
 @get(
     "/ready",
     tags=["health"],
-    summary="Readiness: Postgres, OpenSearch, model, outbox backlog",
+    summary="Readiness: Postgres, OpenSearch, model, outbox backlog, sentences to embed",
     responses={
         503: ResponseSpec(
             data_container=dict[str, Any],
@@ -50,6 +51,8 @@ async def ready(state: State) -> Response[dict[str, Any]]:
         async with runtime.sessionmaker() as session:
             await session.execute(text("SELECT 1"))
         checks["outbox_pending"], checks["outbox_oldest_pending_s"] = await _outbox_backlog(runtime)
+        async with runtime.background_sessionmaker() as session:
+            checks["sentences_pending"] = await pending_sentences(session)
         checks["postgres"] = "up"
     except Exception as exc:
         checks["postgres"] = f"down: {type(exc).__name__}"

@@ -248,6 +248,12 @@ class Memory(Base):
             "follows_chain_id",
             postgresql_where=text("follows_chain_id IS NOT NULL"),
         ),
+        # The sentence worker's queue (0021): current memories whose sentences wait.
+        Index(
+            "memories_sentences_pending_idx",
+            "id",
+            postgresql_where=text("is_current AND sentence_embeddings_768d IS NULL"),
+        ),
         # The reaper's scan, oldest expiry first: only memories that expire at all.
         Index(
             "memories_expires_at_idx",

@@ -52,26 +52,6 @@ def vector(value: np.ndarray) -> bytes:
     return struct.pack(">hh", len(value), 0) + np.asarray(value, dtype=">f4").tobytes()
 
 
-def vector_array(element_oid: int) -> Encoder:
-    """An encoder of a list of vectors as `vector[]`: the array's binary form names its
-    element type by OID, which is the database's own (pgvector's type is created per
-    database: `SELECT 'vector'::regtype::oid`)."""
-
-    def encode(values: list[np.ndarray]) -> bytes:
-        # One dimension (or none, when empty), no NULLs, the element type; its length and
-        # lower bound; then each element, length-prefixed.
-        if not values:
-            return struct.pack(">iii", 0, 0, element_oid)
-        parts = [struct.pack(">iiiii", 1, 0, element_oid, len(values), 1)]
-        for value in values:
-            data = vector(value)
-            parts.append(struct.pack(">i", len(data)))
-            parts.append(data)
-        return b"".join(parts)
-
-    return encode
-
-
 def copy_binary(rows: Iterable[tuple[Any, ...]], encoders: tuple[Encoder, ...]) -> bytes:
     """The whole COPY ... (FORMAT binary) stream for `rows`; None values are NULL."""
     field_count = struct.pack(">h", len(encoders))

@@ -164,9 +164,7 @@ class MemoryImporter:
             for item, embedding in zip(given, matryoshka(vectors), strict=True):
                 item.draft.embedding = embedding
         # The rest embedded together in one call; categories where none was given.
-        await embed_drafts(
-            [d.draft for d in fresh], self._embedder, work, self._settings.sentence_vectors
-        )
+        await embed_drafts([d.draft for d in fresh], self._embedder, work)
         async with self._sessionmaker() as session:
             await choose_categories(session, self._classifier, [d.draft for d in fresh])
         return [(d.line, _memory(d)) for d in fresh]

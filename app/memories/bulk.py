@@ -38,8 +38,6 @@ _STAGING = (
     ("metadata", pgcopy.jsonb),
     ("external_id", pgcopy.text),
     ("expires_at", pgcopy.timestamptz),
-    # Its encoder names the database's OID of `vector`: set per batch (`insert_new`).
-    ("sentence_embeddings_768d", None),
 )
 _CREATE_STAGING = text(
     f"""
@@ -59,8 +57,7 @@ _CREATE_STAGING = text(
         embedding_256d vector({COARSE_DIM}) NOT NULL,
         metadata jsonb NOT NULL,
         external_id text NOT NULL,
-        expires_at timestamptz,
-        sentence_embeddings_768d vector({EMBEDDING_DIM})[]
+        expires_at timestamptz
     ) ON COMMIT DROP
     """
 )
@@ -68,11 +65,10 @@ _INSERT_NEW = text(
     f"""
     INSERT INTO memories (id, user_id, chain_id, version, content, category, scope, session_id,
                           agent_id, run_id, is_current, speaker, event_time, created_at,
-                          embedding_768d, embedding_256d, metadata, external_id, expires_at,
-                          sentence_embeddings_768d)
+                          embedding_768d, embedding_256d, metadata, external_id, expires_at)
     SELECT id, user_id, id, 1, content, category, scope, session_id, agent_id, run_id, true,
            speaker, event_time, now(), embedding_768d, embedding_256d, metadata, external_id,
-           expires_at, sentence_embeddings_768d
+           expires_at
     FROM {STAGING_TABLE}
     ORDER BY position
     ON CONFLICT (tenant_id, user_id, external_id)
@@ -80,7 +76,6 @@ _INSERT_NEW = text(
     RETURNING id
     """  # noqa: S608 (constants only)
 )
-_VECTOR_OID = text("SELECT CAST('vector' AS regtype)::oid")
 _EXISTING_EXTERNAL_IDS = text(
     """
     SELECT m.user_id, m.external_id
@@ -119,12 +114,11 @@ class BulkMemoryWriter:
             return []
         now = await MemoryRepository(self.session).now()
         await self.session.execute(_CREATE_STAGING)
-        vector_oid: int = (await self.session.execute(_VECTOR_OID)).scalar_one()
         connection = await self.session.connection()
         raw = await connection.get_raw_connection()
         stream = pgcopy.copy_binary(
             (_staging_record(position, m) for position, m in enumerate(memories)),
-            tuple(encode or pgcopy.vector_array(vector_oid) for _, encode in _STAGING),
+            tuple(encode for _, encode in _STAGING),
         )
         await raw.driver_connection.copy_to_table(  # type: ignore[union-attr]
             STAGING_TABLE,
@@ -159,5 +153,4 @@ def _staging_record(position: int, memory: Memory) -> tuple[object, ...]:
         memory.metadata_,
         memory.external_id,
         memory.expires_at,
-        memory.sentence_embeddings_768d,
     )

@@ -1,26 +1,54 @@
-"""Sentence vectors for memories written without them (before migration 0021, or with
-COGNIS_SENTENCE_VECTORS off): `python -m app embed-sentences`.
+"""Sentence vectors are embedded in the background, when the model has nothing else to do.
+
+A write stores its memory with the content's (and context's) vector only: embedding its
+sentences as well, in the write's own model call, more than halved batch creates (0.97 of the
+model's raw speed to 0.37, docs/benchmarks/ingestion.md) and doubled time-to-searchable. So
+a memory starts with `sentence_embeddings_768d` NULL, is searchable at once by its content and
+context, and gains its sentence vectors (lever `sentence_vector`) when the model is idle:
+
+- `SentenceWorker`, beside the ingestion workers (COGNIS_SENTENCE_VECTORS), takes the next
+  few current memories without them once no caller has given the model texts for
+  `idle_s` seconds, embeds their sentences as background work (a small call: a write that
+  arrives meanwhile waits for one short call at most), and stores them;
+- `python -m app embed-sentences` does the same at once, for memories of any age.
 
 Current versions only (what search reads), in batches by id, each in its own transaction:
-an interrupted run keeps what it committed and a rerun goes on from there, since it picks
-the rows whose `sentence_embeddings_768d` is still NULL. A memory of one sentence gets an
-empty array, so it is not read again. The model runs at the bulk class: searches and
-interactive writes of a running API go first on a shared embedding server.
+an interrupted run keeps what it committed, and picks up the rows whose vectors are still
+NULL (a partial index keeps that cheap, migration 0021). A memory of one sentence gets an
+empty array, so it is not read again. A row is only written while still NULL, so two workers
+(or a worker and the command) never overwrite each other; a new version written meanwhile is
+a row of its own.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from sqlalchemy import select, update
+import structlog
+from sqlalchemy import func, literal, select, update
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.db.models import Memory
 from app.memories.sentences import sentence_texts
 from app.ml.batching import Work, WorkClass
 from app.ml.embedder import Embedder
+
+log = structlog.get_logger(__name__)
+
+# The worker's rhythm: how long the model must have been idle, how many memories it takes at
+# a time (a call of about 20 sentences: a fraction of a second on a small CPU), and how long
+# it waits when there is nothing to do.
+IDLE_S = 2.0
+WORKER_BATCH = 8
+POLL_S = 2.0
+# /ready counts the backlog up to this many.
+PENDING_CAP = 10_000
+
+_PENDING = (Memory.is_current, Memory.sentence_embeddings_768d.is_(None))
 
 
 @dataclass(slots=True)
@@ -29,21 +57,32 @@ class BackfillReport:
     sentences: int = 0  # sentence vectors embedded
 
 
+async def pending_sentences(session: AsyncSession, cap: int = PENDING_CAP) -> int:
+    """How many current memories still wait for their sentence vectors (at most `cap`)."""
+    waiting = select(literal(1)).where(*_PENDING).limit(cap).subquery()
+    return int((await session.execute(select(func.count()).select_from(waiting))).scalar_one())
+
+
 async def embed_missing_sentences(
     sessionmaker: async_sessionmaker[AsyncSession],
     embedder: Embedder,
     user_id: str | None = None,
     batch_size: int = 200,
     progress: Callable[[BackfillReport], None] | None = None,
+    max_batches: int | None = None,
+    background: bool = False,
 ) -> BackfillReport:
-    """Give every current memory (of one user, or all) without sentence vectors its own."""
+    """Give the current memories (of one user, or all) without sentence vectors their own,
+    `batch_size` at a time, for at most `max_batches` batches (None: until none is left)."""
     report = BackfillReport()
     after: uuid.UUID | None = None
-    while True:
+    batches = 0
+    work = Work(WorkClass.BULK, background=background)
+    while max_batches is None or batches < max_batches:
         async with sessionmaker() as session, session.begin():
             query = (
                 select(Memory.id, Memory.content, Memory.speaker)
-                .where(Memory.is_current, Memory.sentence_embeddings_768d.is_(None))
+                .where(*_PENDING)
                 .order_by(Memory.id)
                 .limit(batch_size)
             )
@@ -53,10 +92,10 @@ async def embed_missing_sentences(
                 query = query.where(Memory.id > after)
             rows = (await session.execute(query)).all()
             if not rows:
-                return report
+                break
             texts = [sentence_texts(row.content, row.speaker) for row in rows]
             flat = [text for sentences in texts for text in sentences]
-            embedded = iter(await embedder.embed(flat, Work(WorkClass.BULK)) if flat else [])
+            embedded = iter(await embedder.embed(flat, work) if flat else [])
             for row, sentences in zip(rows, texts, strict=True):
                 await session.execute(
                     update(Memory)
@@ -64,7 +103,58 @@ async def embed_missing_sentences(
                     .values(sentence_embeddings_768d=[next(embedded).full for _ in sentences])
                 )
             after = rows[-1].id
+        batches += 1
         report.memories += len(rows)
         report.sentences += len(flat)
         if progress is not None:
             progress(report)
+    return report
+
+
+class SentenceWorker:
+    """Embeds the sentences of new memories while the model is idle (module docstring)."""
+
+    def __init__(
+        self,
+        sessionmaker: async_sessionmaker[AsyncSession],
+        embedder: Embedder,
+        watched: Sequence[Embedder] = (),
+        idle_s: float = IDLE_S,
+        batch_size: int = WORKER_BATCH,
+    ) -> None:
+        self._sessionmaker = sessionmaker
+        self._embedder = embedder
+        # Every model of this process whose work comes first (the query embedder's too: on a
+        # small machine the two share the cores).
+        self._watched = (embedder, *watched)
+        self._idle_s = idle_s
+        self._batch_size = batch_size
+
+    def model_idle(self) -> bool:
+        return min(e.idle_s() for e in self._watched) >= self._idle_s
+
+    async def run_once(self) -> BackfillReport:
+        """One small batch, if the model has been idle long enough (else nothing)."""
+        if not self.model_idle():
+            return BackfillReport()
+        return await embed_missing_sentences(
+            self._sessionmaker,
+            self._embedder,
+            batch_size=self._batch_size,
+            max_batches=1,
+            background=True,
+        )
+
+    async def run_forever(self, stop: asyncio.Event) -> None:
+        log.info("sentences.worker_started", idle_s=self._idle_s)
+        while not stop.is_set():
+            try:
+                done = await self.run_once()
+            except Exception as exc:  # a store outage: try again after the pause
+                log.warning("sentences.worker_failed", error=str(exc))
+                done = BackfillReport()
+            if done.memories:
+                continue
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), timeout=POLL_S)
+        log.info("sentences.worker_stopped")

@@ -21,7 +21,6 @@ from app.memories.domain import MemoryDraft, MemoryUpdate, check_draft, check_ev
 from app.memories.expiry import resolve_expiry
 from app.memories.fields import check_text, check_user_id
 from app.memories.repository import ListFilter, MemoryRepository
-from app.memories.sentences import sentence_texts
 from app.memories.user_lock import hold_for_write
 from app.ml.batching import Work, WorkClass
 from app.ml.categories import CategoryClassifier
@@ -107,12 +106,7 @@ class MemoryService:
         # Embedding is slow CPU work: done before the first write.
         work = work or interactive_write(user_id)
         await complete_drafts(
-            self.repository.session,
-            drafts,
-            self._embedder,
-            self._classifier,
-            work,
-            self._settings.sentence_vectors,
+            self.repository.session, drafts, self._embedder, self._classifier, work
         )
         work.check_deadline()
         await hold_for_write(self.repository.session, user_id)
@@ -231,11 +225,12 @@ class MemoryService:
             draft.embedding = Embedding(full=old.embedding_768d, coarse=old.embedding_256d)
             if old.context_embedding_768d is not None:
                 draft.context_embedding = old.context_embedding_768d
+            # The same sentences: the vectors the background embedded, if it has yet.
             if old.sentence_embeddings_768d is not None:
                 draft.sentence_embeddings = list(old.sentence_embeddings_768d)
         else:
             draft.embedding = embedding
-            await embed_drafts([draft], self._embedder, work, self._settings.sentence_vectors)
+            await embed_drafts([draft], self._embedder, work)
         # Only an explicit null asks for a new choice: new content alone keeps the category.
         await choose_categories(self.repository.session, self._classifier, [draft])
         work.check_deadline()
@@ -282,37 +277,23 @@ def interactive_write(user_id: str) -> Work:
     return Work(WorkClass.INTERACTIVE, current_tenant(), user_id)
 
 
-async def embed_drafts(
-    drafts: list[MemoryDraft], embedder: Embedder, work: Work, sentences: bool = True
-) -> None:
-    """Embed, in one call, the drafts that have no embedding yet, the contextual text of
-    those with a context (app/memories/context.py) and, with `sentences`, the sentences of
-    those of several (app/memories/sentences.py)."""
+async def embed_drafts(drafts: list[MemoryDraft], embedder: Embedder, work: Work) -> None:
+    """Embed the drafts that have no embedding yet, and the contextual text of those with a
+    context (app/memories/context.py), in one call. Their sentences are embedded later, in
+    the background (app/memories/sentence_backfill.py)."""
     missing = [d for d in drafts if d.embedding is None]
     with_context = [
         (d, text)
         for d in drafts
         if d.context_embedding is None and (text := contextual_text(d)) is not None
     ]
-    by_sentence = [
-        (d, sentence_texts(d.content, d.speaker))
-        for d in (drafts if sentences else ())
-        if d.sentence_embeddings is None
-    ]
     embeddings = await embedder.embed(
-        [d.content for d in missing]
-        + [text for _, text in with_context]
-        + [text for _, texts in by_sentence for text in texts],
-        work,
+        [d.content for d in missing] + [text for _, text in with_context], work
     )
-    rest = iter(embeddings)
-    for draft in missing:
-        draft.embedding = next(rest)
-    for draft, _ in with_context:
-        draft.context_embedding = next(rest).full
-    for draft, texts in by_sentence:
-        draft.sentence_embeddings = [next(rest).full for _ in texts]
-    assert next(rest, None) is None, "an embedding without its draft"
+    for draft, embedding in zip(missing, embeddings[: len(missing)], strict=True):
+        draft.embedding = embedding
+    for (draft, _), embedding in zip(with_context, embeddings[len(missing) :], strict=True):
+        draft.context_embedding = embedding.full
 
 
 async def complete_drafts(
@@ -321,11 +302,10 @@ async def complete_drafts(
     embedder: Embedder,
     classifier: CategoryClassifier,
     work: Work,
-    sentences: bool = True,
 ) -> None:
-    """Every draft embedded (with its sentences: `embed_drafts`), and categorised by its
-    embedding where no category was given (POST /memories and imports alike)."""
-    await embed_drafts(drafts, embedder, work, sentences)
+    """Every draft embedded, and categorised by its embedding where no category was given
+    (POST /memories and imports alike)."""
+    await embed_drafts(drafts, embedder, work)
     await choose_categories(session, classifier, drafts)
 
 

@@ -144,6 +144,9 @@ class Work:
     tenant: uuid.UUID | None = None
     user: str | None = None
     deadline: Deadline | None = None
+    # Work the service does for itself when the model is idle (sentence vectors): it does not
+    # count as the model being busy (`MicroBatcher.idle_s`).
+    background: bool = False
 
     def check_deadline(self) -> None:
         if self.deadline is not None:
@@ -313,11 +316,18 @@ class MicroBatcher(Generic[T]):
         self.seconds_per_char: float | None = None
         # time.monotonic() when interactive (or query) work last arrived: the budget's window.
         self.interactive_seen_at: float | None = None
+        self.foreground_seen_at: float | None = None  # the last text of any caller's work
         self._observer = observer
         self._loop: asyncio.AbstractEventLoop | None = None
         self._queues: _Queues[T] | None = None
         self._dispatcher: asyncio.Task[None] | None = None
         self.stats = BatchStats()
+
+    def idle_s(self) -> float:
+        """Seconds since any caller but background work last gave the model texts (infinite:
+        never, in this process)."""
+        seen = self.foreground_seen_at
+        return float("inf") if seen is None else time.monotonic() - seen
 
     def queued(self, work_class: WorkClass) -> int:
         """Texts of the class waiting for the model (in this event loop)."""
@@ -346,6 +356,8 @@ class MicroBatcher(Generic[T]):
         loop = asyncio.get_running_loop()
         if work.work_class is not WorkClass.BULK:
             self.interactive_seen_at = time.monotonic()
+        if not work.background:
+            self.foreground_seen_at = time.monotonic()
         request: _Request[T] = _Request(work, texts, loop.create_future(), time.monotonic())
         queue = queues.by_class[work.work_class]
         queue.push(request)

@@ -207,6 +207,10 @@ class Embedder:
         passes first."""
         return await self.batcher.submit(texts, work)
 
+    def idle_s(self) -> float:
+        """Seconds since the model last had work other than background work to do."""
+        return self.batcher.idle_s()
+
 
 def build_embedder(
     settings: Settings,

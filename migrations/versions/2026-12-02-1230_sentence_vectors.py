@@ -2,11 +2,17 @@
 
 A memory of several sentences is embedded sentence by sentence too (app/memories/sentences.py),
 so the vector leg can score it by the sentence nearest the query (lever `sentence_vector`).
-NULL: not embedded yet (memories written before this revision; `python -m app
-embed-sentences` fills them in); an empty array: one sentence, whose vector is the content's.
+NULL: not embedded yet (every memory at first: see below); an empty array: one sentence,
+whose vector is the content's.
+
+The sentence worker embeds them while the model is idle (app/memories/sentence_backfill.py):
+`memories_sentences_pending_idx`, a partial index of the current rows still NULL, is its
+queue (every existing row is in it after the upgrade; the worker, or the command, empties it).
 
 The column is nullable without a default: a catalog change, no rewrite, whatever the table's
-size. Rerunnable: IF NOT EXISTS, and its comment (sql/sentence_vectors_v1.sql) is set again.
+size; the index is built concurrently (writes go on). Rerunnable: IF NOT EXISTS, its comment
+(sql/sentence_vectors_v1.sql) set again, and create_index_concurrently's INVALID-index
+rebuild.
 The vectors are derived from the content and can be computed again, so the downgrade drops
 them without refusing.
 
@@ -19,6 +25,7 @@ from collections.abc import Sequence
 
 from alembic import op
 
+from app.db.migration_safety import create_index_concurrently, drop_index_concurrently
 from app.db.sqlscript import run_sql_file
 
 revision: str = "0021_sentence_vectors"
@@ -32,7 +39,13 @@ def upgrade() -> None:
         "ALTER TABLE memories ADD COLUMN IF NOT EXISTS sentence_embeddings_768d vector(768)[]"
     )
     run_sql_file("sentence_vectors_v1.sql")
+    create_index_concurrently(
+        "memories_sentences_pending_idx",
+        "memories",
+        "(id) WHERE is_current AND sentence_embeddings_768d IS NULL",
+    )
 
 
 def downgrade() -> None:
+    drop_index_concurrently("memories_sentences_pending_idx")
     op.execute("ALTER TABLE memories DROP COLUMN IF EXISTS sentence_embeddings_768d")

@@ -1,14 +1,10 @@
-"""A memory's sentences (app/memories/sentences.py), the binary COPY form of their vectors
-(app/db/pgcopy.py) and the vector leg's choice among a memory's cosines, alone."""
+"""A memory's sentences (app/memories/sentences.py) and the vector leg's choice among a
+memory's cosines, alone."""
 
 from __future__ import annotations
 
-import struct
-
-import numpy as np
 import pytest
 
-from app.db import pgcopy
 from app.memories.repository import MemoryCosines
 from app.memories.sentences import MAX_SENTENCES, sentence_texts, split_sentences
 
@@ -65,23 +61,6 @@ def test_each_sentence_is_a_transcript_line_of_its_speaker() -> None:
 def test_a_long_memory_gets_at_most_the_bounded_number_of_sentences() -> None:
     content = " ".join(f"Sentence number {i} says one more thing." for i in range(30))
     assert len(sentence_texts(content, None)) == MAX_SENTENCES
-
-
-def test_a_vector_array_is_postgres_binary_array_of_pgvector_values() -> None:
-    vectors = [np.array([1.0, 0.5], dtype=np.float32), np.array([0.25, -2.0], dtype=np.float32)]
-    data = pgcopy.vector_array(4242)(vectors)
-    ndim, flags, oid, length, lower = struct.unpack(">iiiii", data[:20])
-    assert (ndim, flags, oid, length, lower) == (1, 0, 4242, 2, 1)
-    offset, decoded = 20, []
-    for _ in range(length):
-        (size,) = struct.unpack(">i", data[offset : offset + 4])
-        dims, _unused = struct.unpack(">hh", data[offset + 4 : offset + 8])
-        decoded.append(np.frombuffer(data[offset + 8 : offset + 4 + size], dtype=">f4"))
-        assert dims == 2
-        offset += 4 + size
-    assert offset == len(data)
-    assert [v.tolist() for v in decoded] == [v.tolist() for v in vectors]
-    assert struct.unpack(">iii", pgcopy.vector_array(4242)([])) == (0, 0, 4242)
 
 
 def test_the_best_cosine_counts_only_the_vectors_asked_for() -> None:

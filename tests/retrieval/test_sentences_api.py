@@ -1,6 +1,7 @@
-"""Sentence vectors through the real API: what the store embeds for a memory of several
-sentences (app/memories/sentences.py) on every write path, how the vector leg scores it
-(lever sentence_vector) and the backfill command for memories written without them."""
+"""Sentence vectors through the real API: what the background embeds for a memory of several
+sentences (app/memories/sentences.py, app/memories/sentence_backfill.py), when the worker
+runs, how the vector leg scores a memory by them (lever sentence_vector) and the command that
+embeds what is pending."""
 
 from __future__ import annotations
 
@@ -9,11 +10,14 @@ import json
 import numpy as np
 from sqlalchemy import text
 
-from app.memories.sentence_backfill import embed_missing_sentences
+from app.memories.sentence_backfill import (
+    SentenceWorker,
+    embed_missing_sentences,
+    pending_sentences,
+)
 from app.ml.batching import Work, WorkClass
 from tests.conftest import run_cli_async
 from tests.factories import create_memory, search
-from tests.imports.helpers import imported_rows, jsonl, post_import
 from tests.retrieval.test_pipeline_api import _load
 
 LONG = (
@@ -42,20 +46,28 @@ async def embedded(inprocess_api, texts: list[str]) -> list[np.ndarray]:
     return [np.asarray(e.full) for e in await embedder.embed(texts, Work(WorkClass.INTERACTIVE))]
 
 
+async def embed_pending(inprocess_api, user_id: str) -> None:
+    """What the worker does when the model is idle, for this user's memories at once."""
+    runtime = inprocess_api.app.state.runtime
+    await embed_missing_sentences(runtime.background_sessionmaker, runtime.embedder, user_id)
+
+
 def assert_same_vectors(stored: list[np.ndarray] | None, expected: list[np.ndarray]) -> None:
     assert stored is not None and len(stored) == len(expected)
     for got, want in zip(stored, expected, strict=True):
         assert float(got @ want) > 0.999  # unit vectors: the same text, embedded
 
 
-async def test_each_sentence_of_a_memory_is_embedded_as_its_speakers_line(
+async def test_each_sentence_is_embedded_after_the_write_as_its_speakers_line(
     client, db, inprocess_api, user_id
 ) -> None:
     long = await create_memory(client, user_id, LONG, speaker="Ann")
     short = await create_memory(client, user_id, "I drink green tea every morning.", speaker="Ann")
-    assert_same_vectors(
-        await stored_sentences(db, long["id"]), await embedded(inprocess_api, LONG_SENTENCES)
-    )
+    # The write embeds the content only: its sentences wait for the idle model.
+    assert await stored_sentences(db, long["id"]) is None
+    await embed_pending(inprocess_api, user_id)
+    expected = await embedded(inprocess_api, LONG_SENTENCES)
+    assert_same_vectors(await stored_sentences(db, long["id"]), expected)
     assert await stored_sentences(db, short["id"]) == []  # one sentence: the content's vector
 
 
@@ -63,6 +75,7 @@ async def test_a_new_version_keeps_or_renews_its_sentences_with_its_content(
     client, db, inprocess_api, user_id
 ) -> None:
     first = await create_memory(client, user_id, LONG, speaker="Ann")
+    await embed_pending(inprocess_api, user_id)
     url = f"/v1/users/{user_id}/memories"
     second = (await client.patch(f"{url}/{first['id']}", json={"category": "hobbies"})).json()
     assert second["version"] == 2
@@ -72,6 +85,8 @@ async def test_a_new_version_keeps_or_renews_its_sentences_with_its_content(
     renewed = "I sold my pottery wheel last week. Now I paint landscapes on weekends."
     third = (await client.patch(f"{url}/{second['id']}", json={"content": renewed})).json()
     assert third["version"] == 3
+    assert await stored_sentences(db, third["id"]) is None  # new sentences: pending again
+    await embed_pending(inprocess_api, user_id)
     assert_same_vectors(
         await stored_sentences(db, third["id"]),
         await embedded(
@@ -81,21 +96,28 @@ async def test_a_new_version_keeps_or_renews_its_sentences_with_its_content(
     )
 
 
-async def test_an_import_stores_the_sentence_vectors_through_copy(
+async def test_the_worker_embeds_only_while_the_model_is_idle(
     client, db, inprocess_api, user_id
 ) -> None:
-    lines = [
-        {"external_id": "long", "content": LONG, "speaker": "Ann"},
-        {"external_id": "short", "content": "I drink green tea every morning."},
-    ]
-    summary = await post_import(client, user_id, jsonl(lines))
-    assert summary["imported"] == 2, summary
-    rows = await imported_rows(db, user_id)
-    assert_same_vectors(
-        await stored_sentences(db, rows["long"]["id"]),
-        await embedded(inprocess_api, LONG_SENTENCES),
-    )
-    assert await stored_sentences(db, rows["short"]["id"]) == []
+    runtime = inprocess_api.app.state.runtime
+    await create_memory(client, user_id, LONG, speaker="Ann")  # at least one pending
+
+    async def pending() -> int:
+        async with runtime.background_sessionmaker() as session:
+            return await pending_sentences(session)
+
+    await runtime.embedder.embed(["a write's text"], Work(WorkClass.INTERACTIVE))
+    busy = SentenceWorker(runtime.background_sessionmaker, runtime.embedder, idle_s=3600)
+    before = await pending()
+    assert not busy.model_idle()
+    assert (await busy.run_once()).memories == 0
+    assert await pending() == before
+    seen = runtime.embedder.batcher.foreground_seen_at
+    idle = SentenceWorker(runtime.background_sessionmaker, runtime.embedder, idle_s=0, batch_size=1)
+    assert (await idle.run_once()).memories == 1
+    assert await pending() == before - 1
+    # Its own work does not count as the model being busy.
+    assert runtime.embedder.batcher.foreground_seen_at == seen
 
 
 async def test_the_vector_leg_scores_a_memory_by_its_nearest_sentence(
@@ -111,6 +133,7 @@ async def test_the_vector_leg_scores_a_memory_by_its_nearest_sentence(
         user_id,
         [{"content": "We talked about the weather and our plans for the summer holidays."}],
     )
+    await embed_pending(inprocess_api, user_id)
     query = "dinosaur exhibit at the museum"
     vector = (await inprocess_api.app.state.runtime.query_embedder.embed_query(query)).full
     sentences = await stored_sentences(db, long["id"]) or []
@@ -131,23 +154,17 @@ async def test_the_vector_leg_scores_a_memory_by_its_nearest_sentence(
     assert abs(by_id["plain"][long["id"]]["relevance"] - round(content_score, 4)) < 1e-3
 
 
-async def test_the_backfill_embeds_what_was_written_without_and_only_that_users(
+async def test_the_command_embeds_what_is_pending_and_only_that_users(
     client, db, inprocess_api, migrated, user_id, other_user_id
 ) -> None:
     mine = await create_memory(client, user_id, LONG, speaker="Ann")
     single = await create_memory(client, user_id, "I drink green tea every morning.")
     theirs = await create_memory(client, other_user_id, LONG, speaker="Ann")
-    async with db.begin() as connection:  # as written before migration 0021
-        await connection.execute(
-            text("UPDATE memories SET sentence_embeddings_768d = NULL WHERE id = ANY(:ids)"),
-            {"ids": [mine["id"], single["id"], theirs["id"]]},
-        )
     result = await run_cli_async(migrated, "app", "embed-sentences", "--user", user_id)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "done: 2 memories, 2 sentence vectors" in result.stdout
-    assert_same_vectors(
-        await stored_sentences(db, mine["id"]), await embedded(inprocess_api, LONG_SENTENCES)
-    )
+    expected = await embedded(inprocess_api, LONG_SENTENCES)
+    assert_same_vectors(await stored_sentences(db, mine["id"]), expected)
     assert await stored_sentences(db, single["id"]) == []
     assert await stored_sentences(db, theirs["id"]) is None  # another user's: not touched
     # A rerun finds nothing left to do.

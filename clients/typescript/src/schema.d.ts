@@ -115,7 +115,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Readiness: Postgres, OpenSearch, model, outbox backlog */
+        /** Readiness: Postgres, OpenSearch, model, outbox backlog, sentences to embed */
         get: operations["ReadyReady"];
         put?: never;
         post?: never;
