@@ -200,7 +200,11 @@ def percentile(values: list[float], q: float) -> float:
 def ingest(api: httpx.Client, user: str, conversation: Conversation) -> None:
     for offset in range(0, len(conversation.turns), 100):
         batch = conversation.turns[offset : offset + 100]
-        response = api.post(f"/v1/users/{user}/memories/batch", json={"memories": batch})
+        for _ in range(10):  # a busy model answers 503 with Retry-After, as to any client
+            response = api.post(f"/v1/users/{user}/memories/batch", json={"memories": batch})
+            if response.status_code != 503:
+                break
+            time.sleep(float(response.headers.get("Retry-After", "5")))
         response.raise_for_status()
 
 
