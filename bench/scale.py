@@ -154,7 +154,7 @@ def thirds(words: np.ndarray) -> list[np.ndarray]:
 
 
 def vector_literal(vector: np.ndarray) -> str:
-    return "[" + ",".join(f"{x:.6g}" for x in vector.tolist()) + "]"
+    return "[" + ",".join(map(repr, vector.tolist())) + "]"
 
 
 class SyntheticMemories:
@@ -268,7 +268,7 @@ async def grow(
                         speaker_of(content, SPEAKERS[(first + i) % len(SPEAKERS)])
                         for i, content in enumerate(contents)
                     ],
-                    "vectors": ["[" + ",".join(map(repr, v.tolist())) + "]" for v in vectors],
+                    "vectors": [vector_literal(v) for v in vectors],
                     "sentences": [
                         "{" + ",".join(f'"{vector_literal(v)}"' for v in each) + "}"
                         for each in sentences

@@ -19,11 +19,15 @@ from app.search_index.outbox import pending_count
 from app.search_index.relay import oldest_pending_age_s
 
 
-async def _outbox_backlog(runtime: Runtime) -> tuple[int, float | None]:
-    """Undelivered outbox events and the age of the oldest, in seconds (None: none pending):
-    every tenant's backlog, which the background role sees."""
+async def _backlogs(
+    runtime: Runtime, sentences: bool = False
+) -> tuple[int, float | None, int | None]:
+    """Undelivered outbox events, the age of the oldest, in seconds (None: none pending), and
+    with `sentences` the memories waiting for their sentence vectors: every tenant's
+    backlogs, which the background role sees, in one session."""
     async with runtime.background_sessionmaker() as session:
-        return await pending_count(session), await oldest_pending_age_s(session)
+        pending, oldest_s = await pending_count(session), await oldest_pending_age_s(session)
+        return pending, oldest_s, await pending_sentences(session) if sentences else None
 
 
 @get("/health", tags=["health"], summary="Liveness: the process answers")
@@ -50,9 +54,11 @@ async def ready(state: State) -> Response[dict[str, Any]]:
     try:
         async with runtime.sessionmaker() as session:
             await session.execute(text("SELECT 1"))
-        checks["outbox_pending"], checks["outbox_oldest_pending_s"] = await _outbox_backlog(runtime)
-        async with runtime.background_sessionmaker() as session:
-            checks["sentences_pending"] = await pending_sentences(session)
+        (
+            checks["outbox_pending"],
+            checks["outbox_oldest_pending_s"],
+            checks["sentences_pending"],
+        ) = await _backlogs(runtime, sentences=True)
         checks["postgres"] = "up"
     except Exception as exc:
         checks["postgres"] = f"down: {type(exc).__name__}"
@@ -69,7 +75,7 @@ async def ready(state: State) -> Response[dict[str, Any]]:
 
 async def _observe_stores(runtime: Runtime) -> None:
     """Scrape-time gauges: the outbox backlog from Postgres, node CPU from OpenSearch."""
-    pending, oldest_s = await _outbox_backlog(runtime)
+    pending, oldest_s, _ = await _backlogs(runtime)
     metrics.OUTBOX_PENDING.set(pending)
     metrics.OUTBOX_OLDEST_PENDING_SECONDS.set(oldest_s or 0.0)
     try:

@@ -449,19 +449,28 @@ class MemoryRepository:
         return {r.id: 1.0 - float(r.distance) for r in rows}
 
     async def exact_768d_cosines(
-        self, user_id: str, memory_ids: list[uuid.UUID], query_768d: np.ndarray
+        self,
+        user_id: str,
+        memory_ids: list[uuid.UUID],
+        query_768d: np.ndarray,
+        statement: Any = _EXACT_768D_ALL,
     ) -> dict[uuid.UUID, MemoryCosines]:
-        """Stage 2b, every vector of each candidate: content, context and sentences."""
+        """Stage 2b, the vectors `statement` reads of each candidate: by default content,
+        context and sentences (a distance the statement does not compute is None)."""
         if not memory_ids:
             return {}
         rows = await self.session.execute(
-            _EXACT_768D_ALL, {"user_id": user_id, "ids": memory_ids, "query": query_768d}
+            statement, {"user_id": user_id, "ids": memory_ids, "query": query_768d}
         )
+
+        def cosine(distance: Any) -> float | None:
+            return None if distance is None else 1.0 - float(distance)
+
         return {
             r.id: MemoryCosines(
                 content=1.0 - float(r.distance),
-                context=None if r.context_distance is None else 1.0 - float(r.context_distance),
-                sentence=None if r.sentence_distance is None else 1.0 - float(r.sentence_distance),
+                context=cosine(r._mapping.get("context_distance")),
+                sentence=cosine(r._mapping.get("sentence_distance")),
             )
             for r in rows
         }
@@ -471,16 +480,10 @@ class MemoryRepository:
     ) -> dict[uuid.UUID, float]:
         """Stage 2b with context: the better of the content's and the contextual text's
         exact 768D cosine (the content's alone where a memory has no context)."""
-        if not memory_ids:
-            return {}
-        rows = await self.session.execute(
-            _EXACT_768D_WITH_CONTEXT,
-            {"user_id": user_id, "ids": memory_ids, "query": query_768d},
+        cosines = await self.exact_768d_cosines(
+            user_id, memory_ids, query_768d, _EXACT_768D_WITH_CONTEXT
         )
-        return {
-            r.id: 1.0 - min(float(r.distance), float(r.context_distance or r.distance))
-            for r in rows
-        }
+        return {i: c.best(context=True, sentence=False) for i, c in cosines.items()}
 
     async def content_vectors(self, user_id: str, memory_ids: list[uuid.UUID]) -> list[np.ndarray]:
         """The 768D content vectors of the given memories of one user (feedback lever)."""

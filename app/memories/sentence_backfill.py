@@ -23,7 +23,6 @@ a row of its own.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -36,6 +35,7 @@ from app.db.models import Memory
 from app.memories.sentences import sentence_texts
 from app.ml.batching import Work, WorkClass
 from app.ml.embedder import Embedder
+from app.wakeup import sleep_until_woken
 
 log = structlog.get_logger(__name__)
 
@@ -129,6 +129,7 @@ class SentenceWorker:
         self._watched = (embedder, *watched)
         self._idle_s = idle_s
         self._batch_size = batch_size
+        self._wake = asyncio.Event()  # nothing wakes it early: it polls for an idle model
 
     def model_idle(self) -> bool:
         return min(e.idle_s() for e in self._watched) >= self._idle_s
@@ -155,6 +156,5 @@ class SentenceWorker:
                 done = BackfillReport()
             if done.memories:
                 continue
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), timeout=POLL_S)
+            await sleep_until_woken(self._wake, stop, POLL_S)
         log.info("sentences.worker_stopped")

@@ -16,7 +16,7 @@ from app.retrieval.candidates import Candidate
 from app.retrieval.dedup import dedup_head
 from app.retrieval.entities import boost_shared_entities
 from app.retrieval.history import with_history
-from app.retrieval.legs import CONTEXT_VECTOR
+from app.retrieval.legs import CONTEXT_VECTOR, SENTENCE_VECTOR
 from app.retrieval.neighbours import links, spread_to_neighbours
 from app.retrieval.parts import LEVERS as PART_LEVERS
 from app.retrieval.parts import part_slots, without_parts
@@ -149,9 +149,10 @@ def _exact_cosines(context: SearchContext) -> ExactCosines:
 
 def _known_cosine(context: SearchContext) -> Callable[[Candidate], float | None]:
     """The vector leg's exact 768D cosine, where it is relevance's own (content or context,
-    whichever is closer: the context lever on, and no other query vector)."""
+    whichever is closer: the context lever on, and no other query vector). With the sentence
+    lever it is not (a sentence's may be the best): the vector leg sets relevance itself."""
     plan = context.plan
-    if not (plan.on(CONTEXT_VECTOR) and plan.runs("rescore_768d")):
+    if not (plan.on(CONTEXT_VECTOR) and plan.runs("rescore_768d") and not plan.on(SENTENCE_VECTOR)):
         return lambda _: None
     return lambda c: exact.score if (exact := c.stages.get("768d")) is not None else None
 
