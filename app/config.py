@@ -479,6 +479,33 @@ class RetrievalSettings(BaseModel):
         description="factor for each further memory of one session, so the top k spans "
         "sessions (lever `sessions`; 1: none)",
     )
+    specificity_boost: float = Field(
+        default=0.15,
+        ge=0.0,
+        le=0.5,
+        description="factor `1 + boost * z` for a memory whose rarest words are z standard "
+        "deviations rarer than the user's usual (z within ±2; lever `specificity`)",
+    )
+    specificity_words: int = Field(
+        default=5,
+        ge=1,
+        le=50,
+        description="a memory's rarest words whose mean inverse document frequency is its "
+        "specificity (lever `specificity`)",
+    )
+    specificity_sample: int = Field(
+        default=500,
+        ge=10,
+        le=100_000,
+        description="the user's memories whose words make the document frequencies (lever "
+        "`specificity`)",
+    )
+    specificity_ttl_s: float = Field(
+        default=300.0,
+        ge=0.0,
+        description="how long a user's word statistics are reused before they are counted "
+        "again (lever `specificity`; 0: every search)",
+    )
 
     _top_k_bound = field_validator("max_top_k")(_within_published_bound)
 

@@ -83,10 +83,12 @@ CONFIGS: dict[str, dict[str, Any]] = {
     "+ event order": {**PAPER, "levers": {"event_order": True}},
     "+ sessions": {**PAPER, "levers": {"sessions": True}},
     "+ sentence vector": {**PAPER, "levers": {"sentence_vector": True}},
+    "+ specificity": {**PAPER, "levers": {"specificity": True}},
     "default profile": {"profile": "default"},
     # Leave-one-out: what each lever adds on top of the others (and the two left out, added).
     "default - context (vector)": {"profile": "default", "levers": {"context_vector": False}},
     "default - sentence vector": {"profile": "default", "levers": {"sentence_vector": False}},
+    "default - specificity": {"profile": "default", "levers": {"specificity": False}},
     "default - context (BM25)": {"profile": "default", "levers": {"context_bm25": False}},
     "default - speaker": {"profile": "default", "levers": {"speaker": False}},
     "default - speaker-free query": {"profile": "default", "levers": {"speaker_query": False}},
@@ -199,13 +201,24 @@ def percentile(values: list[float], q: float) -> float:
 
 def ingest(api: httpx.Client, user: str, conversation: Conversation) -> None:
     for offset in range(0, len(conversation.turns), 100):
-        batch = conversation.turns[offset : offset + 100]
-        for _ in range(10):  # a busy model answers 503 with Retry-After, as to any client
-            response = api.post(f"/v1/users/{user}/memories/batch", json={"memories": batch})
-            if response.status_code != 503:
-                break
-            time.sleep(float(response.headers.get("Retry-After", "5")))
-        response.raise_for_status()
+        write_batch(api, user, conversation.turns[offset : offset + 100])
+
+
+def write_batch(api: httpx.Client, user: str, batch: list[dict[str, Any]]) -> None:
+    """One batch, as a client would send it: a busy model answers 503 with Retry-After (wait
+    and send it again); a batch whose texts need more model time than the write's deadline at
+    the model's current speed answers 413 with `fitting_texts` (send it in halves)."""
+    for _ in range(10):
+        response = api.post(f"/v1/users/{user}/memories/batch", json={"memories": batch})
+        if response.status_code != 503:
+            break
+        time.sleep(float(response.headers.get("Retry-After", "5")))
+    if response.status_code == 413 and "fitting_texts" in response.json() and len(batch) > 1:
+        half = len(batch) // 2
+        write_batch(api, user, batch[:half])
+        write_batch(api, user, batch[half:])
+        return
+    response.raise_for_status()
 
 
 def wait_for_outbox(api: httpx.Client, timeout_s: float = 3600) -> None:

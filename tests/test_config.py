@@ -104,6 +104,10 @@ EXPECTED_DEFAULTS: dict[str, object] = {
     "session_top_n": 30,
     "session_boost": 0.3,
     "session_decay": 0.85,
+    "specificity_boost": 0.15,
+    "specificity_words": 5,
+    "specificity_sample": 500,
+    "specificity_ttl_s": 300.0,
     # RelaySettings
     "relay_in_api": True,
     "relay_batch_size": 1000,

@@ -496,6 +496,18 @@ class MemoryRepository:
         )
         return [np.asarray(r[0], dtype=np.float32) for r in rows]
 
+    async def content_sample(self, user_id: str, limit: int) -> list[str]:
+        """The contents of at most `limit` of the user's current memories, in the order of
+        their (random) ids: the same sample every time, until the memories change. Not
+        narrowed by a search's filter: it is the user's vocabulary (specificity lever)."""
+        rows = await self.session.scalars(
+            select(Memory.content)
+            .where(Memory.user_id == user_id, Memory.is_current, unexpired())
+            .order_by(Memory.id)
+            .limit(limit)
+        )
+        return list(rows)
+
     async def neighbours(
         self,
         user_id: str,

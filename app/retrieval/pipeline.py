@@ -4,8 +4,8 @@
 small user, else HNSW → exact 768D [→ feedback]) · 3 BM25 [+ proximity] [both legs again for
 each part of a multi-part question, beside them] · 4 weighted RRF [balanced or typed weights]
 [+ the parts' rankings] · load and visibility · [speaker · entities · neighbours · time
-mentions] · 5 temporal boost · [sessions] · 6 de-duplication · 7 cross-encoder · relevance ·
-[part slots] · 8 history.
+mentions · specificity] · 5 temporal boost · [sessions] · 6 de-duplication · 7 cross-encoder
+· relevance · [part slots] · 8 history.
 The bracketed steps and the legs' options are levers, each declared beside its step; the
 profiles (app/retrieval/profiles.py) are recipes of them: `paper` runs SPEC's 8 stages
 exactly, `default` the levers that earned their place. Every stage can be switched off per
@@ -37,6 +37,7 @@ from app.retrieval.query_analysis import analyze_query
 from app.retrieval.query_parts import split_query
 from app.retrieval.ranking import RANKING_STEPS
 from app.retrieval.request import SearchRequest, SearchResponse
+from app.retrieval.specificity import WordRarityCache
 from app.retrieval.steps import SearchContext, run_steps
 from app.retrieval.timing import StageTimer
 from app.search_index.client import MemoryIndex
@@ -59,6 +60,7 @@ class RetrievalPipeline:
         self._index = index
         self._settings = settings
         self._cross_encoder = cross_encoder
+        self._word_rarity = WordRarityCache(settings.specificity_ttl_s)
 
     async def search(self, session: AsyncSession, request: SearchRequest) -> SearchResponse:
         timer, status = StageTimer(), dict[str, str]()
@@ -77,6 +79,7 @@ class RetrievalPipeline:
             self._index,
             self._embedder,
             self._cross_encoder,
+            word_rarity=self._word_rarity,
         )
         query = await run_steps(QUERY_STEPS, LegQuery(request.query), context, timer, status)
         if query.text != request.query:  # the parts of what the legs search

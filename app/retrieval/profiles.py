@@ -40,6 +40,7 @@ RECIPES: dict[str, frozenset[Lever]] = {
             ranking.SPEAKER,
             legs.SPEAKER_QUERY,
             ranking.TIME_MENTIONS,
+            ranking.SPECIFICITY,
             fusion.BALANCED_LEGS,
         }
     ),

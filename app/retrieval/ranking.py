@@ -1,6 +1,7 @@
 """After fusion: the steps that load, re-score and cut the candidates, in the order they run.
 
-Load and visibility · [speaker · entities · neighbours · time mentions] · 5 temporal boost ·
+Load and visibility · [speaker · entities · neighbours · time mentions · specificity] · 5
+temporal boost ·
 [sessions] · 6 de-duplication · 7 cross-encoder · relevance and its floor · [part slots] ·
 final cut · 8 history. The bracketed steps are levers (part slots: query_parts and
 event_order, app/retrieval/parts.py); each step reads its own numbers from the plan's
@@ -12,6 +13,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable
 
+from app.db.tenant import current_tenant
 from app.retrieval.candidates import Candidate
 from app.retrieval.dedup import dedup_head
 from app.retrieval.entities import boost_shared_entities
@@ -25,6 +27,7 @@ from app.retrieval.relevance import ExactCosines, above_floor, score_relevance
 from app.retrieval.rerank import rerank
 from app.retrieval.sessions import SESSIONS, not_asking_for_several, sessions
 from app.retrieval.speakers import boost_named_speakers
+from app.retrieval.specificity import SPECIFICITY, boost_specific
 from app.retrieval.steps import SearchContext, Step, explained_by, levers_of
 from app.retrieval.temporal import apply_temporal_boost
 from app.retrieval.time_mentions import boost_time_mentions, use_mentioned_times
@@ -91,6 +94,22 @@ async def time_mentions(ranked: Ranked, context: SearchContext) -> tuple[Ranked,
         return ranked, "not a when-question"
     ranked, naming = boost_time_mentions(ranked, context.plan.settings.time_mention_boost)
     return ranked, f"boosted {naming} naming a time"
+
+
+async def specificity(ranked: Ranked, context: SearchContext) -> tuple[Ranked, str]:
+    settings, request = context.plan.settings, context.request
+    if context.word_rarity is None:
+        return ranked, "no word statistics"
+    rarity = await context.word_rarity.get(
+        (current_tenant(), request.user_id),
+        settings.specificity_words,
+        lambda: context.repository.content_sample(request.user_id, settings.specificity_sample),
+    )
+    if rarity.spread <= 0:
+        return ranked, f"too few memories ({rarity.documents})"
+    return boost_specific(ranked, rarity, settings.specificity_boost), (
+        f"{rarity.documents} memories' words"
+    )
 
 
 def without_window(_: Ranked, context: SearchContext) -> str | None:
@@ -211,6 +230,13 @@ RANKING_STEPS: tuple[Step[Ranked], ...] = (
         timer="time_mentions_ms",
         lever=TIME_MENTIONS,
         explains="time_mention",
+    ),
+    Step(
+        "specificity",
+        specificity,
+        timer="specificity_ms",
+        lever=SPECIFICITY,
+        explains="specificity",
     ),
     Step(
         "temporal",

@@ -21,6 +21,7 @@ from app.ml.embedder import Embedder
 from app.retrieval.plan import Lever, RetrievalPlan
 from app.retrieval.query_analysis import QueryAnalysis
 from app.retrieval.request import SearchRequest
+from app.retrieval.specificity import WordRarityCache
 from app.retrieval.timing import StageTimer
 from app.search_index.client import MemoryIndex
 
@@ -42,6 +43,8 @@ class SearchContext:
     query_vector: np.ndarray | None = None
     # The question's parts that the legs searched as well (app/retrieval/parts.py).
     parts: tuple[str, ...] = ()
+    # Each user's word statistics (lever `specificity`): the pipeline's, shared by searches.
+    word_rarity: WordRarityCache | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -49,8 +49,10 @@ async def test_explanation_is_consistent_with_the_final_order(
     for r in results:
         explanation = r["explanation"]
         assert {"256d", "768d", "rrf", "final"} <= set(explanation)
-        # Without temporal intent or a cross-encoder, the final score is the RRF score.
-        assert explanation["final"]["score"] == explanation["rrf"]["score"]
+        # Without temporal intent or a cross-encoder, the final score is the RRF score as
+        # the specificity lever (on in `default`) weighed it.
+        assert explanation["final"]["score"] == explanation["specificity"]["score"]
+        assert found["stages"]["specificity"] == "10 memories' words"
     analysis = found["query_analysis"]
     assert analysis["temporal_intent"] is False
     assert analysis["history_intent"] is False
@@ -81,7 +83,8 @@ async def test_switches_turn_stages_off(client, opensearch, index_name, user_id)
             {"content": "We watched an orchestra play outdoors"},
         ],
     )
-    bm25_only = await search(client, user_id, "bassoon", stages={"vector": False})
+    # The paper's stages alone: the order is BM25's.
+    bm25_only = await search(client, user_id, "bassoon", stages={"vector": False}, profile="paper")
     assert all("256d" not in r["explanation"] for r in bm25_only["results"])
     assert stage_rank(bm25_only["results"][0], "bm25") == 1
     assert "query_embedding_ms" not in bm25_only["stage_durations_ms"]
@@ -102,9 +105,13 @@ async def test_switches_turn_stages_off(client, opensearch, index_name, user_id)
     assert all("768d" not in r["explanation"] for r in coarse_only["results"])
     assert "vector_768d_ms" not in coarse_only["stage_durations_ms"]
 
-    # RRF weights per request: all weight on BM25 gives BM25's order.
+    # RRF weights per request: all weight on BM25 gives BM25's order (the paper's stages).
     text_order = await search(
-        client, user_id, "bassoon orchestra", rrf={"weight_vector": 0, "weight_bm25": 1}
+        client,
+        user_id,
+        "bassoon orchestra",
+        rrf={"weight_vector": 0, "weight_bm25": 1},
+        profile="paper",
     )
     bm25_ranked = [r for r in text_order["results"] if "bm25" in r["explanation"]]
     assert len(bm25_ranked) >= 3  # four memories share a word with the query

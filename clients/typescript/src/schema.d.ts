@@ -488,6 +488,8 @@ export interface components {
             speaker?: boolean | null;
             /** @description Both legs search the query without the names of the user's speakers (the speaker lever weighs those instead). */
             speaker_query?: boolean | null;
+            /** @description Memories whose rarest words are rare among the user's own memories rank higher (COGNIS_SPECIFICITY_BOOST): specific facts before generic chatter. */
+            specificity?: boolean | null;
             /** @description "When" questions prefer memories that name a time; the temporal boost uses the named time where there is one. */
             time_mentions?: boolean | null;
             /** @description Fusion weights by query type: a query naming an entity or a number (after the speakers' names are gone) weighs BM25 0.7 and the vector 0.3. */
@@ -730,7 +732,7 @@ export interface components {
             /** @description Results whose `relevance` is below this are left out, before the top_k cut: fewer results, or none when nothing is relevant. Null: COGNIS_MIN_RELEVANCE; 0: none left out. Needs the vector stage (relevance is measured with its query vector): with `stages.vector` false it is a 400, and the setting's default does not apply. */
             min_relevance?: number | null;
             /**
-             * @description "paper": SPEC's 8 stages exactly; "default": SPEC's 8 stages plus the levers speaker_query, context_vector, sentence_vector, context_bm25, balanced_legs, speaker, time_mentions. Null: COGNIS_RETRIEVAL_PROFILE.
+             * @description "paper": SPEC's 8 stages exactly; "default": SPEC's 8 stages plus the levers speaker_query, context_vector, sentence_vector, context_bm25, balanced_legs, speaker, time_mentions, specificity. Null: COGNIS_RETRIEVAL_PROFILE.
              * @enum {null|string}
              */
             profile?: "paper" | "default" | null;
