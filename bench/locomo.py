@@ -319,7 +319,8 @@ def run(args: argparse.Namespace) -> int:
                         flush=True,
                     )
     finally:
-        release_users(api, users.values(), keep=args.keep, run_id=run_id)
+        # A reused run's users stay: they were kept for more runs than this one.
+        release_users(api, users.values(), keep=args.keep or bool(args.reuse), run_id=run_id)
     report = write_report(out, scores, latency, stage_ms, conversations, ingest_s, args)
     print(report)
     print(f"report and charts written to {out}")
@@ -465,7 +466,9 @@ def main() -> int:
     parser.add_argument("--configs", nargs="*", choices=list(CONFIGS), help="a subset")
     parser.add_argument("--out", help="results folder (default results/locomo-<time>)")
     parser.add_argument("--keep", action="store_true", help="keep the ingested users afterwards")
-    parser.add_argument("--reuse", metavar="RUN_ID", help="ask against a kept run's users")
+    parser.add_argument(
+        "--reuse", metavar="RUN_ID", help="ask against a kept run's users (they stay kept)"
+    )
     parser.add_argument(
         "--workers",
         type=int,
