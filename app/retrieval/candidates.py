@@ -33,6 +33,7 @@ class Candidate:
     speaker: str | None = None
     when: datetime | None = None  # event_time, else the time the memory was learned
     mentioned_at: datetime | None = None  # the time its content names, if any
+    content: str = ""  # the memory's own words (what the specificity lever weighs)
     text: str = ""  # content, then context (what text-matching stages read)
     # The query's cosine to the memory on a fixed [0, 1] scale (app/retrieval/relevance.py).
     relevance: float | None = None
@@ -44,6 +45,7 @@ class Candidate:
         self.speaker = memory.speaker
         self.when = memory.event_time or memory.created_at
         self.mentioned_at = memory.mentioned_at
+        self.content = memory.content
         self.text = f"{memory.content}\n{memory.context}" if memory.context else memory.content
         return self
 

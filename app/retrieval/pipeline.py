@@ -79,7 +79,7 @@ class RetrievalPipeline:
             self._index,
             self._embedder,
             self._cross_encoder,
-            word_rarity=self._word_rarity,
+            self._word_rarity,
         )
         query = await run_steps(QUERY_STEPS, LegQuery(request.query), context, timer, status)
         if query.text != request.query:  # the parts of what the legs search

@@ -98,8 +98,6 @@ async def time_mentions(ranked: Ranked, context: SearchContext) -> tuple[Ranked,
 
 async def specificity(ranked: Ranked, context: SearchContext) -> tuple[Ranked, str]:
     settings, request = context.plan.settings, context.request
-    if context.word_rarity is None:
-        return ranked, "no word statistics"
     rarity = await context.word_rarity.get(
         (current_tenant(), request.user_id),
         settings.specificity_words,

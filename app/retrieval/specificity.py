@@ -24,7 +24,8 @@ import time
 import uuid
 from collections import Counter, OrderedDict
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from statistics import fmean, pstdev
 
 from app.retrieval.candidates import Candidate, boost_scores
 from app.retrieval.plan import Lever
@@ -60,14 +61,11 @@ class WordRarity:
     @classmethod
     def of(cls, texts: Sequence[str], rarest: int) -> WordRarity:
         sets = [words(t) for t in texts]
-        frequency = Counter(w for s in sets for w in s)
-        rarity = cls(len(sets), dict(frequency), rarest, 0.0, 0.0)
-        values = [rarity.specificity_of(s) for s in sets]
+        counted = cls(len(sets), dict(Counter(w for s in sets for w in s)), rarest, 0.0, 0.0)
+        values = [counted.specificity_of(s) for s in sets]
         if not values:
-            return rarity
-        mean = sum(values) / len(values)
-        spread = math.sqrt(sum((v - mean) ** 2 for v in values) / len(values))
-        return cls(len(sets), dict(frequency), rarest, mean, spread)
+            return counted
+        return replace(counted, mean=fmean(values), spread=pstdev(values))
 
     def idf(self, word: str) -> float:
         """ln((N + 1) / (df + 0.5)): a word in no sampled memory is the rarest there is."""
@@ -89,11 +87,7 @@ class WordRarity:
 
 def boost_specific(ranked: list[Candidate], rarity: WordRarity, boost: float) -> list[Candidate]:
     """Multiply each candidate's score by 1 + boost * z of its content, and re-rank."""
-    return boost_scores(
-        ranked,
-        lambda c: 1.0 + boost * rarity.z(c.memory.content if c.memory else c.text),
-        "specificity",
-    )
+    return boost_scores(ranked, lambda c: 1.0 + boost * rarity.z(c.content), "specificity")
 
 
 Key = tuple[uuid.UUID | None, str]

@@ -39,12 +39,12 @@ class SearchContext:
     index: MemoryIndex
     embedder: Embedder
     cross_encoder: CrossEncoderScorer | None
+    # Each user's word statistics (lever `specificity`): the pipeline's, shared by searches.
+    word_rarity: WordRarityCache
     # The unit 768D vector of the text the legs searched (set once the legs have run).
     query_vector: np.ndarray | None = None
     # The question's parts that the legs searched as well (app/retrieval/parts.py).
     parts: tuple[str, ...] = ()
-    # Each user's word statistics (lever `specificity`): the pipeline's, shared by searches.
-    word_rarity: WordRarityCache | None = None
 
 
 @dataclass(frozen=True, slots=True)

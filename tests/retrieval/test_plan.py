@@ -30,7 +30,7 @@ TRIED = Lever("tried", "a lever of this test")
 
 def context_for(request: SearchRequest, plan_levers: dict[str, bool]) -> SearchContext:
     plan = dataclasses.replace(plan_search(request, SETTINGS), levers=plan_levers)
-    return SearchContext(request, plan, None, None, None, None, None)  # type: ignore[arg-type]
+    return SearchContext(request, plan, None, None, None, None, None, None)  # type: ignore[arg-type]
 
 
 class TestPlan:

@@ -65,8 +65,8 @@ def test_z_is_clipped_and_zero_without_spread() -> None:
 
 def test_boost_reorders_by_specificity_at_equal_scores() -> None:
     rarity = WordRarity.of([*CHATTER, FACT], rarest=5)
-    chatter = Candidate(uuid.uuid4(), score=1.0, text=CHATTER[0])
-    fact = Candidate(uuid.uuid4(), score=1.0, text=FACT)
+    chatter = Candidate(uuid.uuid4(), score=1.0, content=CHATTER[0])
+    fact = Candidate(uuid.uuid4(), score=1.0, content=FACT)
     ranked = boost_specific([chatter, fact], rarity, boost=0.2)
     assert [c.memory_id for c in ranked] == [fact.memory_id, chatter.memory_id]
     assert fact.score == pytest.approx(1 + 0.2 * rarity.z(FACT))
@@ -77,15 +77,21 @@ def test_boost_reorders_by_specificity_at_equal_scores() -> None:
     assert [c.score for c in again] == [fact.score, chatter.score]
 
 
+def recording(loads: list[str], label: str, texts: list[str] = CHATTER):
+    """A sample loader that records its label each time the cache calls it."""
+
+    async def load() -> list[str]:
+        loads.append(label)
+        return texts
+
+    return load
+
+
 async def test_cache_reuses_within_ttl_and_keys_by_tenant_and_user() -> None:
     loads: list[str] = []
 
     def sample(texts: list[str], label: str):
-        async def load() -> list[str]:
-            loads.append(label)
-            return texts
-
-        return load
+        return recording(loads, label, texts)
 
     cache = WordRarityCache(ttl_s=60)
     tenant, other_tenant = uuid.uuid4(), uuid.uuid4()
@@ -104,11 +110,7 @@ async def test_cache_expires_and_forgets_the_least_recently_used() -> None:
     calls: list[str] = []
 
     def sample(label: str):
-        async def load() -> list[str]:
-            calls.append(label)
-            return CHATTER
-
-        return load
+        return recording(calls, label)
 
     stale = WordRarityCache(ttl_s=0)
     await stale.get((None, "ann"), 5, sample("1"))
