@@ -7,13 +7,15 @@ TEST_WORKERS ?= 2  # pytest-xdist workers; each has its own database, index and 
 up:  ## install what is missing, start Postgres + OpenSearch, migrate, start the API
 	bash scripts/up.sh
 
-down:  ## stop the API, the local LLM, OpenSearch and Postgres (by pid)
+down:  ## stop the API, the model service, the local LLM, OpenSearch and Postgres (by pid)
 	bash scripts/api.sh stop
+	bash scripts/embedder.sh stop
 	bash scripts/llm.sh stop
 	bash scripts/services.sh stop all
 
 status:
 	-bash scripts/api.sh status
+	-bash scripts/embedder.sh status
 	-bash scripts/llm.sh status
 	-bash scripts/services.sh status
 

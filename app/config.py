@@ -131,7 +131,9 @@ class EmbeddingSettings(BaseModel):
         "faster for all-mpnet-base-v2 but lossy, mean cosine 0.99, top-10 overlap ~0.82 on "
         "LoCoMo). The ONNX ones export the model once on first load; `make bench-embedding` "
         "compares them; `http` asks an OpenAI-compatible embedding server "
-        "(`COGNIS_EMBEDDING_HTTP_*`)",
+        "(`COGNIS_EMBEDDING_HTTP_*`): the machine's model service, `embed-serve`, which `make "
+        "up` starts and points every process at, as compose and terraform/ do (one model and "
+        "one scheduler for every process; docs/embedding.md)",
     )
     embedding_intra_op_threads: int | None = Field(
         default=None,
@@ -184,7 +186,16 @@ class EmbeddingSettings(BaseModel):
         description="`dimensions` to ask for (1-768, Matryoshka truncation on the server); "
         "unset: the model's own size",
     )
-    embedding_http_timeout_s: float = Field(default=10.0, description="per request")
+    embedding_http_timeout_s: float = Field(
+        default=10.0, description="per request (beyond its deadline, for a write that has one)"
+    )
+    embedding_http_queue_timeout_s: float = Field(
+        default=600.0,
+        gt=0,
+        description="per request without a deadline that is not a query (imports, ingestion, "
+        "sentence vectors): how long it may wait in the embedding server's queue while queries "
+        "and writes go first",
+    )
     embedding_http_max_retries: int = Field(
         default=2,
         ge=0,

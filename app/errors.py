@@ -81,6 +81,7 @@ class PayloadTooLargeError(CognisError):
 class TooMuchWorkError(PayloadTooLargeError):
     """A write whose texts alone need more model time than its whole deadline, at the model's
     current speed: refused before any model work, because sending it again would fail the same
-    way. Its detail says how many texts fit (`fitting_texts`)."""
+    way. Its detail says how many fit, in the request's own unit (`fitting_memories` for a
+    batch create, `fitting_texts` from the embedding server)."""
 
     title = "Too much work for the deadline"

@@ -21,6 +21,8 @@ from pathlib import Path
 
 import httpx
 
+from bench import as_client
+
 ROOT = Path(__file__).resolve().parent.parent
 # The shared benchmark data, next to the main checkout; COGNIS_BENCH_DATA names it from
 # elsewhere (a git worktree).
@@ -79,8 +81,7 @@ def main() -> int:
         start = time.perf_counter()
         for offset in range(0, len(turns), 100):
             batch = [{"content": t} for t in turns[offset : offset + 100]]
-            response = api.post(f"/v1/users/{user}/memories/batch", json={"memories": batch})
-            response.raise_for_status()
+            as_client.post_batch_sync(api, user, batch)
             print(f"  {offset + len(batch)}/{len(turns)}", flush=True)
         load_s = time.perf_counter() - start
         print(f"ingest: {len(turns) / load_s:.1f} memories/s (batches of 100, embedding included)")
@@ -88,10 +89,9 @@ def main() -> int:
         lags: list[float] = []
         for i in range(args.lag_samples):
             token = f"zq{uuid.uuid4().hex[:10]}"
-            response = api.post(
-                f"/v1/users/{user}/memories", json={"content": f"Lag probe {i} {token}"}
+            as_client.post_sync(
+                api, f"/v1/users/{user}/memories", json={"content": f"Lag probe {i} {token}"}
             )
-            response.raise_for_status()
             written = time.perf_counter()
             query = {
                 "query": {
@@ -116,9 +116,10 @@ def main() -> int:
         server_ms: list[float] = []
         for question in (questions * 3)[: args.queries]:
             t0 = time.perf_counter()
-            response = api.post(f"/v1/users/{user}/search", json={"query": question, "top_k": 10})
+            response = as_client.post_sync(
+                api, f"/v1/users/{user}/search", json={"query": question, "top_k": 10}
+            )
             latencies.append((time.perf_counter() - t0) * 1000)
-            response.raise_for_status()
             server_ms.append(response.json()["duration_ms"])
         print(f"search latency, HTTP round trip, {len(turns)} memories: {summary(latencies)}")
         print(f"search latency, server-side total:  {summary(server_ms)}")

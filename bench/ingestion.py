@@ -3,7 +3,10 @@
 1. raw: the configured model's batched throughput on the same LoCoMo turns, in this process
    (texts/s; all turns in one call, sorted by length, forward passes of the configured size) -
    the physical limit every other figure is a fraction of;
-2. batch create: POST /memories/batch (100 per request, category given), memories/s;
+2. batch create: POST /memories/batch (100 per request, category given), memories/s; and
+   (mode "chat") what a chat back end meets: the first 100 turns of a LoCoMo conversation in one
+   batch, each with its session and speaker (so most carry their previous turns as context, a
+   second text for the model), on the idle service: its answer and time;
 3. messages at full speed: one message per request from concurrent clients, deterministic
    extractor; accepted/s (202) and applied/s (first POST -> last memory searchable), with the
    model calls and the claims (one transaction each) the API counted for them; then the same
@@ -16,7 +19,12 @@
 
 The bench starts its own API process (own job queue, so a running `make up` service does not
 take its jobs) with the environment's database URLs (request, worker and migration roles) and
-COGNIS_OPENSEARCH_URL; its users are the default tenant's (the development key). LoCoMo turns
+COGNIS_OPENSEARCH_URL; its users are the default tenant's (the development key). With `make
+up`'s environment it embeds through the machine's model service, like every process there; the
+report says whether `make up`'s API and model service were running beside it, and ends with
+each process's resident memory. Its clients behave as clients should (bench/as_client.py):
+busy answers are waited out after Retry-After and a batch refused for size is split; the
+report counts both. LoCoMo turns
 are read from ../shared/data (each tagged with a unique token). Bench users are erased at the
 end. Prints numbers; asserts nothing. Not a test.
 """
@@ -40,9 +48,11 @@ from sqlalchemy.ext.asyncio import create_async_engine
 
 from app.config import get_settings
 from app.ml.embedder import Embedder
+from bench import as_client
 from bench.database import default_tenant
 from bench.foundation import locomo_turns_and_questions, percentile, summary
 from bench.ports import free_port
+from bench.processes import describe_neighbours, resident_memory
 from bench.scripted_llm import RecordedRequest, Reply, ScriptedLLM
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -92,12 +102,16 @@ def _start_api(env: dict[str, str], log_path: Path) -> tuple[subprocess.Popen, s
 
 
 def raw_throughput(turns: list[str], batch: int) -> float:
-    """Texts/s of the configured model alone: the best case of the service's own settings."""
+    """Texts/s of the configured model alone, in this process: the best case of the service's
+    own settings (the model service's backend where processes embed through it)."""
     settings = get_settings()
+    backend = settings.embedding_backend
+    if backend == "http":  # the model service runs torch unless told otherwise
+        backend = os.environ.get("COGNIS_EMBED_SERVE_BACKEND", "torch")  # type: ignore[assignment]
     embedder = Embedder(
         settings.embedding_model,
         forward_batch_size=batch,
-        backend=settings.embedding_backend,
+        backend=backend,
         intra_op_threads=settings.embedding_intra_op_threads,
         onnx_cache_dir=settings.embedding_onnx_cache_dir,
     )
@@ -171,7 +185,8 @@ async def _watch(probes: list[Probe], env: dict[str, str], index: str, timeout_s
 
 async def _submit(http: httpx.AsyncClient, probes: list[Probe], turns: list[str]) -> None:
     """One request carrying these messages (each its own probe)."""
-    response = await http.post(
+    response = await as_client.post(
+        http,
         f"/v1/users/{probes[0].user_id}/messages",
         json={
             "messages": [
@@ -180,7 +195,6 @@ async def _submit(http: httpx.AsyncClient, probes: list[Probe], turns: list[str]
             ]
         },
     )
-    response.raise_for_status()
     accepted_at = time.perf_counter()
     for probe, submitted in zip(probes, response.json()["submitted"], strict=True):
         probe.accepted_at = accepted_at
@@ -234,10 +248,9 @@ async def _search_loop(
             if stop.is_set():
                 break
             started = time.perf_counter()
-            response = await http.post(
-                f"/v1/users/{user_id}/search", json={"query": question, "top_k": 10}
+            await as_client.post(
+                http, f"/v1/users/{user_id}/search", json={"query": question, "top_k": 10}
             )
-            response.raise_for_status()
             latencies.append((time.perf_counter() - started) * 1000)
     return latencies
 
@@ -315,6 +328,30 @@ def _result(probes: list[Probe], started: float, accepted_per_s: float) -> Messa
     )
 
 
+async def _chat_batch(url: str, user_id: str) -> None:
+    """One chat back end's batch of 100 turns with sessions and speakers, first as sent (its
+    answer), then as a client completes it (splitting a 413)."""
+    from bench.locomo import load_conversations  # only this mode reads whole conversations
+
+    (conversation,) = load_conversations(1)
+    turns = conversation.turns[:100]
+    size = sum(len(t["content"]) for t in turns)
+    async with httpx.AsyncClient(base_url=url, headers=HEADERS, timeout=600) as http:
+        started = time.perf_counter()
+        first = await http.post(f"/v1/users/{user_id}/memories/batch", json={"memories": turns})
+        took = time.perf_counter() - started
+        answer = f"{first.status_code}"
+        if first.status_code >= 400:
+            answer += f" {first.json().get('detail', '')[:160]!r}"
+            await as_client.post_batch(http, user_id, turns)
+            took = time.perf_counter() - started
+        print(
+            f"chat batch (100 turns with sessions and speakers, {size / 1000:.0f} KB): "
+            f"first answer {answer}; all written in {took:.1f} s",
+            flush=True,
+        )
+
+
 async def _batch_create(url: str, user_id: str, turns: list[str], concurrency: int) -> float:
     """memories/s through POST /memories/batch, 100 per request, category given."""
     chunks = [turns[i : i + 100] for i in range(0, len(turns), 100)]
@@ -326,9 +363,8 @@ async def _batch_create(url: str, user_id: str, turns: list[str], concurrency: i
         async with httpx.AsyncClient(base_url=url, headers=HEADERS, timeout=600) as http:
             while not queue.empty():
                 chunk = queue.get_nowait()
-                body = {"memories": [{"content": t, "category": "hobbies"} for t in chunk]}
-                response = await http.post(f"/v1/users/{user_id}/memories/batch", json=body)
-                response.raise_for_status()
+                memories = [{"content": t, "category": "hobbies"} for t in chunk]
+                await as_client.post_batch(http, user_id, memories)
 
     started = time.perf_counter()
     await asyncio.gather(*(client() for _ in range(concurrency)))
@@ -351,6 +387,68 @@ def _bench_env(args: argparse.Namespace) -> dict[str, str]:
     return env
 
 
+async def _message_modes(
+    url: str,
+    env: dict[str, str],
+    args: argparse.Namespace,
+    turns: list[str],
+    questions: list[str],
+    users: list[str],
+    several_users: list[str],
+    paced_users: list[str],
+) -> None:
+    """Messages at full speed (one and several per request), idle search, then messages at
+    half that speed with a client searching."""
+    full = await _messages(url, env, turns, users, args)
+    print(
+        f"messages, full speed: accepted {full.accepted_per_s:.1f}/s, applied "
+        f"{full.applied_per_s:.1f}/s ({full.applied_per_s / args.raw:.2f} of raw)",
+        flush=True,
+    )
+    print(f"  time-to-searchable: {summary(full.to_searchable_ms)}", flush=True)
+    if full.missing:
+        print(f"  not searchable within {args.timeout_s:.0f} s: {full.missing}")
+
+    if "several" in args.modes:
+        several = await _messages(url, env, turns, several_users, args, args.per_request)
+        print(
+            f"messages, {args.per_request} per request: accepted "
+            f"{several.accepted_per_s:.1f}/s, applied {several.applied_per_s:.1f}/s "
+            f"({several.applied_per_s / args.raw:.2f} of raw)",
+            flush=True,
+        )
+
+    idle = await _search_loop(url, users[0], questions, asyncio.Event(), args.searches)
+    print(f"search, idle (fresh queries): {summary(idle)}", flush=True)
+
+    rate = 0.5 * full.applied_per_s
+    paced_turns = turns[: args.paced_messages]
+    probes = [
+        Probe(user_id=paced_users[i % len(paced_users)], token=f"zq{uuid.uuid4().hex[:10]}")
+        for i in range(len(paced_turns))
+    ]
+    index = env.get("COGNIS_OPENSEARCH_INDEX", "cognis-memories")
+    stop = asyncio.Event()
+    started = time.perf_counter()
+    watcher = asyncio.create_task(_watch(probes, env, index, timeout_s=args.timeout_s))
+    searches = asyncio.create_task(
+        _search_loop(url, users[0], questions[args.searches :], stop, 10_000)
+    )
+    await _paced(url, probes, paced_turns, rate)
+    await watcher
+    stop.set()
+    busy = await searches
+    paced = _result(probes, started, rate)
+    print(
+        f"messages at half speed ({rate:.1f}/s offered, {len(probes)} messages): "
+        f"time-to-searchable {summary(paced.to_searchable_ms)}",
+        flush=True,
+    )
+    if busy:
+        ratio = percentile(busy, 95) / percentile(idle, 95)
+        print(f"search while ingesting: {summary(busy)}; p95 {ratio:.2f}x idle", flush=True)
+
+
 async def _erase(url: str, users: list[str]) -> None:
     async with httpx.AsyncClient(base_url=url, headers=HEADERS, timeout=120) as http:
         for user in users:
@@ -368,59 +466,19 @@ async def deterministic(args: argparse.Namespace, turns: list[str], questions: l
     paced_users = [f"bench-paced-{tag}-{i}" for i in range(args.users)]
     several_users = [f"bench-several-{tag}-{i}" for i in range(args.users)]
     try:
+        if "chat" in args.modes:
+            await _chat_batch(url, f"bench-chat-{tag}")
         if "batch" in args.modes:
             rate = await _batch_create(url, batch_user, turns, 2)
             print(f"batch create: {rate:.1f} memories/s ({rate / args.raw:.2f} of raw)", flush=True)
-        full = await _messages(url, env, turns, users, args)
-        print(
-            f"messages, full speed: accepted {full.accepted_per_s:.1f}/s, applied "
-            f"{full.applied_per_s:.1f}/s ({full.applied_per_s / args.raw:.2f} of raw)",
-            flush=True,
-        )
-        print(f"  time-to-searchable: {summary(full.to_searchable_ms)}", flush=True)
-        if full.missing:
-            print(f"  not searchable within {args.timeout_s:.0f} s: {full.missing}")
-
-        if "several" in args.modes:
-            several = await _messages(url, env, turns, several_users, args, args.per_request)
-            print(
-                f"messages, {args.per_request} per request: accepted "
-                f"{several.accepted_per_s:.1f}/s, applied {several.applied_per_s:.1f}/s "
-                f"({several.applied_per_s / args.raw:.2f} of raw)",
-                flush=True,
+        if "messages" in args.modes:
+            await _message_modes(
+                url, env, args, turns, questions, users, several_users, paced_users
             )
-
-        idle = await _search_loop(url, users[0], questions, asyncio.Event(), args.searches)
-        print(f"search, idle (fresh queries): {summary(idle)}", flush=True)
-
-        rate = 0.5 * full.applied_per_s
-        paced_turns = turns[: args.paced_messages]
-        probes = [
-            Probe(user_id=paced_users[i % len(paced_users)], token=f"zq{uuid.uuid4().hex[:10]}")
-            for i in range(len(paced_turns))
-        ]
-        index = env.get("COGNIS_OPENSEARCH_INDEX", "cognis-memories")
-        stop = asyncio.Event()
-        started = time.perf_counter()
-        watcher = asyncio.create_task(_watch(probes, env, index, timeout_s=args.timeout_s))
-        searches = asyncio.create_task(
-            _search_loop(url, users[0], questions[args.searches :], stop, 10_000)
-        )
-        await _paced(url, probes, paced_turns, rate)
-        await watcher
-        stop.set()
-        busy = await searches
-        paced = _result(probes, started, rate)
-        print(
-            f"messages at half speed ({rate:.1f}/s offered, {len(probes)} messages): "
-            f"time-to-searchable {summary(paced.to_searchable_ms)}",
-            flush=True,
-        )
-        if busy:
-            ratio = percentile(busy, 95) / percentile(idle, 95)
-            print(f"search while ingesting: {summary(busy)}; p95 {ratio:.2f}x idle", flush=True)
+        print(f"clients: {as_client.RETRIES.describe()}", flush=True)
+        print(f"resident memory: {resident_memory({'bench API': process.pid})}", flush=True)
     finally:
-        await _erase(url, [batch_user, *users, *paced_users, *several_users])
+        await _erase(url, [batch_user, f"bench-chat-{tag}", *users, *paced_users, *several_users])
         process.terminate()
         process.wait(timeout=30)
 
@@ -459,7 +517,7 @@ def main() -> int:
     parser.add_argument(
         "--per-request", type=int, default=10, help="messages per request (several)"
     )
-    parser.add_argument("--modes", default="raw,batch,messages,several")
+    parser.add_argument("--modes", default="raw,chat,batch,messages,several")
     parser.add_argument("--timeout-s", type=float, default=300.0)
     args = parser.parse_args()
     if "COGNIS_DATABASE_URL" not in os.environ:
@@ -474,10 +532,11 @@ def main() -> int:
         f"{os.cpu_count()} cores",
         flush=True,
     )
+    print(f"== beside: {describe_neighbours()}", flush=True)
     forward = settings.embedding_forward_batch_size
     args.raw = raw_throughput(turns, forward)
     print(f"raw model throughput: {args.raw:.1f} texts/s (sorted, passes of {forward})", flush=True)
-    if "messages" in args.modes or "batch" in args.modes:
+    if {"messages", "batch", "chat"} & set(args.modes.split(",")):
         asyncio.run(deterministic(args, turns, questions))
     if "llm" in args.modes:
         asyncio.run(scripted_llm(args, turns))

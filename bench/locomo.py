@@ -29,6 +29,7 @@ from typing import Any
 
 import httpx
 
+from bench import as_client
 from bench.foundation import LOCOMO
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -205,20 +206,9 @@ def ingest(api: httpx.Client, user: str, conversation: Conversation) -> None:
 
 
 def write_batch(api: httpx.Client, user: str, batch: list[dict[str, Any]]) -> None:
-    """One batch, as a client would send it: a busy model answers 503 with Retry-After (wait
-    and send it again); a batch whose texts need more model time than the write's deadline at
-    the model's current speed answers 413 with `fitting_texts` (send it in halves)."""
-    for _ in range(10):
-        response = api.post(f"/v1/users/{user}/memories/batch", json={"memories": batch})
-        if response.status_code != 503:
-            break
-        time.sleep(float(response.headers.get("Retry-After", "5")))
-    if response.status_code == 413 and "fitting_texts" in response.json() and len(batch) > 1:
-        half = len(batch) // 2
-        write_batch(api, user, batch[:half])
-        write_batch(api, user, batch[half:])
-        return
-    response.raise_for_status()
+    """One batch, as a client would send it (bench/as_client.py): a busy answer (503) is sent
+    again after Retry-After, a batch refused for its size (413) in the parts that fit."""
+    as_client.post_batch_sync(api, user, batch)
 
 
 def wait_for_outbox(api: httpx.Client, timeout_s: float = 3600) -> None:
@@ -288,9 +278,9 @@ def run(args: argparse.Namespace) -> int:
                     **switches,
                 }
                 t0 = time.perf_counter()
-                response = api.post(f"/v1/users/{users[conversation.sample_id]}/search", json=body)
+                path = f"/v1/users/{users[conversation.sample_id]}/search"
+                response = as_client.post_sync(api, path, json=body)
                 elapsed = (time.perf_counter() - t0) * 1000
-                response.raise_for_status()
                 answers.append((name, response.json(), elapsed))
             return answers
 

@@ -32,8 +32,10 @@ from pathlib import Path
 
 import httpx
 
+from bench import as_client
 from bench.foundation import LOCOMO, locomo_turns_and_questions, percentile
 from bench.ingestion import _start_api
+from bench.processes import describe_neighbours, resident_memory
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -203,26 +205,16 @@ async def _bulk(
             response.raise_for_status()
         else:
             chunks = [texts[i : i + batch_size] for i in range(0, len(texts), batch_size)]
-            refused: list[str] = []
 
             async def client() -> None:
+                # A refused batch (503 past its deadline, nothing written) is sent again after
+                # Retry-After and one refused for size (413) in parts, as a client would.
                 while chunks:
                     chunk = chunks.pop(0)
-                    body = {"memories": [{"content": t, "category": "hobbies"} for t in chunk]}
-                    # A refused batch (503 past its deadline, nothing written) is sent again with
-                    # its key, as a client would; refusals are counted, not fatal.
-                    key = {"Idempotency-Key": str(uuid.uuid4())}
-                    path = f"/v1/users/{user_id}/memories/batch"
-                    while (
-                        response := await http.post(path, json=body, headers=key)
-                    ).status_code == 503:
-                        refused.append(chunk[0])
-                        await asyncio.sleep(float(response.headers.get("Retry-After", "1")))
-                    response.raise_for_status()
+                    memories = [{"content": t, "category": "hobbies"} for t in chunk]
+                    await as_client.post_batch(http, user_id, memories)
 
             await asyncio.gather(client(), client())
-            if refused:
-                print(f"    bulk batches refused (503) and sent again: {len(refused)}", flush=True)
     return len(texts) / (time.perf_counter() - started)
 
 
@@ -313,6 +305,7 @@ async def run(args: argparse.Namespace) -> None:
             f"{args.interactive_rate}/s searches, per tenant (B, C)",
             flush=True,
         )
+        print(f"beside: {describe_neighbours()}", flush=True)
         idle, _ = await _phase(url, keys, args, texts, questions, None, users)
         print("idle (B and C only):", flush=True)
         _report("interactive", idle, idle)
@@ -329,6 +322,8 @@ async def run(args: argparse.Namespace) -> None:
                 f"({rate / alone:.2f} of alone)"
             )
             _report("interactive while A imports", mixed, idle)
+        print(f"clients: {as_client.RETRIES.describe()}", flush=True)
+        print(f"resident memory: {resident_memory({'bench API': process.pid})}", flush=True)
     finally:
         async with httpx.AsyncClient(base_url=url, timeout=600) as http:
             for tenant, user in users:
@@ -345,8 +340,8 @@ def main() -> int:
         "--batch-size",
         type=int,
         default=100,
-        help="texts per POST /memories/batch; a batch must fit COGNIS_BULK_WRITE_DEADLINE_MS "
-        "(about 1 s of model time per chat-length text on 2 cores)",
+        help="texts per POST /memories/batch (a batch the server refuses for its size, 413, is "
+        "sent in the parts it says fit)",
     )
     parser.add_argument("--paths", nargs="+", default=["batch", "import"])
     parser.add_argument("--interactive-rate", type=float, default=0.5, help="per tenant, per s")

@@ -31,6 +31,7 @@ from typing import Any
 
 import httpx
 
+from bench import as_client
 from bench.locomo import (
     Conversation,
     evidence_ids,
@@ -67,8 +68,8 @@ def ask_all(
             "profile": "default",
             "min_relevance": 0,
         }
-        response = api.post(f"/v1/users/{users[conversation.sample_id]}/search", json=body)
-        response.raise_for_status()
+        path = f"/v1/users/{users[conversation.sample_id]}/search"
+        response = as_client.post_sync(api, path, json=body)
         results = tuple(
             (r["memory"]["metadata"].get("dia_id"), r["relevance"])
             for r in response.json()["results"]

@@ -36,6 +36,7 @@ from sqlalchemy import text
 from app.config import Settings
 from app.db.vector_indexes import build_hnsw_indexes, drop_hnsw_indexes
 from app.ml.embedder import Embedder
+from bench import as_client
 from bench.database import default_tenant, owner_engine
 from bench.foundation import LOCOMO, percentile
 from bench.locomo import load_conversations
@@ -347,9 +348,9 @@ def measure(
     body_base = {"top_k": 10, "stages": {"rerank": False}, **profile_body(profile)}
     for query in queries:
         t0 = time.perf_counter()
-        response = api.post(f"/v1/users/{user}/search", json={"query": query, **body_base})
+        path = f"/v1/users/{user}/search"
+        response = as_client.post_sync(api, path, json={"query": query, **body_base})
         timings["http_ms"].append((time.perf_counter() - t0) * 1000)
-        response.raise_for_status()
         result = response.json()
         timings["server_ms"].append(result["duration_ms"])
         for stage, ms in result["stage_durations_ms"].items():

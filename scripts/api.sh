@@ -11,21 +11,8 @@ LOG_FILE="$LOCAL_DIR/logs/api.log"
 ENV_FILE="$LOCAL_DIR/cognis.env"
 VENV="$ROOT/.venv"
 
-# True only while the pid file names a live process that is this clone's API: `kill -0` alone
-# also succeeds on a killed API its parent has not reaped (a zombie) and on an unrelated
-# program that was given the pid later. A stale pid file is removed.
 running() {
-    [[ -f "$PID_FILE" ]] || return 1
-    local pid state args
-    pid=$(cat "$PID_FILE")
-    if [[ "$pid" =~ ^[0-9]+$ ]] \
-        && state=$(ps -o stat= -p "$pid" 2>/dev/null) && [[ "$state" != Z* ]] \
-        && args=$(ps -o args= -p "$pid" 2>/dev/null) \
-        && [[ "$args" == "$VENV/bin/python -m app serve"* ]]; then
-        return 0
-    fi
-    rm -f "$PID_FILE"
-    return 1
+    owned_running "$PID_FILE" "$VENV/bin/python -m app serve"
 }
 
 load_env() {

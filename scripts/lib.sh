@@ -20,6 +20,8 @@ COGNIS_PG_PORT="${COGNIS_PG_PORT:-55432}"
 COGNIS_OS_PORT="${COGNIS_OS_PORT:-59200}"
 COGNIS_OS_TRANSPORT_PORT="${COGNIS_OS_TRANSPORT_PORT:-59300}"
 COGNIS_API_PORT="${COGNIS_API_PORT:-8000}"
+# The machine's model service (scripts/embedder.sh): every process embeds through it.
+COGNIS_EMBED_PORT="${COGNIS_EMBED_PORT:-8090}"
 
 PG_MAJOR="${COGNIS_PG_MAJOR:-15}"
 PG_BIN="/usr/lib/postgresql/$PG_MAJOR/bin"
@@ -176,6 +178,24 @@ first_match() {
             return 0
         fi
     done
+    return 1
+}
+
+# owned_running PID_FILE COMMAND: true only while PID_FILE names a live process running COMMAND
+# (this clone's interpreter and module). `kill -0` alone also succeeds on a killed process its
+# parent has not reaped (a zombie) and on an unrelated program that was given the pid later. A
+# stale pid file is removed.
+owned_running() {
+    local pid_file=$1 command=$2 pid state args
+    [[ -f "$pid_file" ]] || return 1
+    pid=$(cat "$pid_file")
+    if [[ "$pid" =~ ^[0-9]+$ ]] \
+        && state=$(ps -o stat= -p "$pid" 2>/dev/null) && [[ "$state" != Z* ]] \
+        && args=$(ps -o args= -p "$pid" 2>/dev/null) \
+        && [[ "$args" == "$command"* ]]; then
+        return 0
+    fi
+    rm -f "$pid_file"
     return 1
 }
 

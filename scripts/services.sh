@@ -329,6 +329,9 @@ write_env() {
             if [[ -f "$MODELS_DIR/all-mpnet-base-v2/modules.json" ]]; then
                 echo "COGNIS_EMBEDDING_MODEL=$MODELS_DIR/all-mpnet-base-v2"
             fi
+            # Every process embeds through the machine's model service (scripts/embedder.sh).
+            echo "COGNIS_EMBEDDING_BACKEND=http"
+            echo "COGNIS_EMBEDDING_HTTP_URL=http://127.0.0.1:$COGNIS_EMBED_PORT/v1"
         } >"$tmp"
     )
     mv "$tmp" "$ENV_FILE"

@@ -15,6 +15,8 @@ if [[ -n "${COGNIS_LLM_GGUF_PATH:-}" ]]; then
     fi
     "$ROOT/scripts/llm.sh" start
 fi
+# The model service first: the API (and every other process here) embeds through it.
+"$ROOT/scripts/embedder.sh" start
 "$ROOT/scripts/api.sh" start
 t1=$(date +%s)
 llm="${COGNIS_LLM_BASE_URL:-none (the extractor without an LLM)}"
@@ -26,6 +28,7 @@ cat <<EOM
   Cognis Memory is ready in $((t1 - t0)) s:  http://127.0.0.1:$COGNIS_API_PORT
     OpenAPI:   http://127.0.0.1:$COGNIS_API_PORT/schema
     Readiness: http://127.0.0.1:$COGNIS_API_PORT/ready
+    Model:     http://127.0.0.1:$COGNIS_EMBED_PORT/health (one model service for every process here)
     API key:   send X-API-Key (development key 'cognis-dev-key' unless COGNIS_API_KEY_HASHES is set)
     Logs:      $LOCAL_DIR/logs/   Stop: make down
     LLM:       $llm

@@ -158,14 +158,27 @@ class EmbeddingServer:
     so none of them loads the model itself: a model load costs a process start about half a
     minute of CPU on a small machine. The in-process API keeps the default local backends."""
 
-    def __init__(self, model: str) -> None:
+    def __init__(
+        self,
+        model: str,
+        settings: dict[str, str] | None = None,
+        log_name: str = "test-embed-serve.log",
+    ) -> None:
         port = free_port()
         self.url = f"http://127.0.0.1:{port}"
         env = {k: v for k, v in os.environ.items() if not k.startswith("COGNIS_")}
-        env.update({"COGNIS_EMBEDDING_MODEL": model, "HF_HUB_OFFLINE": "1"})
+        # Queries share the model: one load, as quick a start as the run can have.
+        env.update(
+            {
+                "COGNIS_EMBEDDING_MODEL": model,
+                "COGNIS_QUERY_EMBEDDING_BACKEND": "same",
+                "HF_HUB_OFFLINE": "1",
+                **(settings or {}),
+            }
+        )
         log_dir = LOCAL_DIR / "logs"
         log_dir.mkdir(parents=True, exist_ok=True)
-        self._log = (log_dir / "test-embed-serve.log").open("w")
+        self._log = (log_dir / log_name).open("w")
         self.process = subprocess.Popen(
             [sys.executable, "-m", "app", "embed-serve", "--port", str(port)],
             cwd=ROOT,
@@ -190,9 +203,14 @@ def start_embedding_server(stack: list) -> None:
 
 def embedding_server_url(timeout: float = 300) -> str:
     """The run's embedding server, once its model is loaded (it loads while workers migrate)."""
+    url = os.environ["COGNIS_TEST_EMBEDDING_HTTP_URL"]
+    return wait_until_loaded(url, "test-embed-serve.log", timeout)
+
+
+def wait_until_loaded(url: str, log_name: str, timeout: float = 300) -> str:
+    """`url` once the embedding server there has loaded its model(s); its log's tail if not."""
     import httpx
 
-    url = os.environ["COGNIS_TEST_EMBEDDING_HTTP_URL"]
     deadline = time.monotonic() + timeout
     while True:
         try:
@@ -201,9 +219,9 @@ def embedding_server_url(timeout: float = 300) -> str:
         except (httpx.HTTPError, ValueError):
             pass
         if time.monotonic() > deadline:
-            log = LOCAL_DIR / "logs" / "test-embed-serve.log"
+            log = LOCAL_DIR / "logs" / log_name
             tail = log.read_text()[-3000:] if log.exists() else ""
-            raise RuntimeError(f"the tests' embedding server at {url} did not load:\n{tail}")
+            raise RuntimeError(f"the embedding server at {url} did not load:\n{tail}")
         time.sleep(0.5)
 
 

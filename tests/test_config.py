@@ -50,6 +50,7 @@ EXPECTED_DEFAULTS: dict[str, object] = {
     "embedding_http_api_key": None,
     "embedding_http_dimensions": None,
     "embedding_http_timeout_s": 10.0,
+    "embedding_http_queue_timeout_s": 600.0,
     "embedding_http_max_retries": 2,
     "embedding_http_backoff_base_s": 0.25,
     # ApiSettings

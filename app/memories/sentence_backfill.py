@@ -77,7 +77,7 @@ async def embed_missing_sentences(
     report = BackfillReport()
     after: uuid.UUID | None = None
     batches = 0
-    work = Work(WorkClass.BULK, background=background)
+    work = Work(WorkClass.BACKGROUND if background else WorkClass.BULK)
     while max_batches is None or batches < max_batches:
         async with sessionmaker() as session, session.begin():
             query = (

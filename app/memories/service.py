@@ -14,7 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.config import Settings
 from app.db.models import Memory
 from app.db.tenant import current_tenant
-from app.errors import ConflictError, InvalidInputError, NotFoundError
+from app.errors import ConflictError, InvalidInputError, NotFoundError, TooMuchWorkError
 from app.memories.categories import choose_categories, require_categories
 from app.memories.context import contextual_text, link_session_turns, mentioned_time
 from app.memories.domain import MemoryDraft, MemoryUpdate, check_draft, check_event_end
@@ -287,9 +287,18 @@ async def embed_drafts(drafts: list[MemoryDraft], embedder: Embedder, work: Work
         for d in drafts
         if d.context_embedding is None and (text := contextual_text(d)) is not None
     ]
-    embeddings = await embedder.embed(
-        [d.content for d in missing] + [text for _, text in with_context], work
-    )
+    try:
+        embeddings = await embedder.embed(
+            [d.content for d in missing] + [text for _, text in with_context], work
+        )
+    except TooMuchWorkError as exc:
+        # The model counts texts (a memory is one or two); the client sent memories, and can
+        # only act on a number of those.
+        if work.deadline is None:
+            raise
+        raise work.deadline.too_much(
+            exc.extra["needed_ms"] / 1000, len(drafts), "memories"
+        ) from exc
     for draft, embedding in zip(missing, embeddings[: len(missing)], strict=True):
         draft.embedding = embedding
     for (draft, _), embedding in zip(with_context, embeddings[len(missing) :], strict=True):

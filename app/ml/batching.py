@@ -10,17 +10,21 @@ call is formed text by text from the head of the classes, most urgent first:
 - QUERY: searches. They wait at most for the model call already running.
 - INTERACTIVE: single writes (a memory, a PATCH, a message, its ingestion).
 - BULK: batch creates, imports, re-embedding.
+- BACKGROUND: work the service does for itself (sentence vectors, backfills): a call is formed
+  from it only when no text of any other class waits, so it never delays anyone's work by
+  more than one short call.
 
 Within a class the model is shared fairly between tenants, and within a tenant between users,
 by start-time fair queuing (the idea behind Linux's CFS): the next text comes from the waiting
-tenant (then user) that has been served the fewest characters so far, and a tenant that starts
-waiting joins at the level of the one served last, so idle time earns no credit. Characters,
-capped where models truncate, stand for model time. A request is taken a text at a time, so a
-batch of 100 never holds the model for more than one call: an interactive text that arrives
-meanwhile goes into the next call, ahead of the rest of the batch.
+tenant (then user) that has been served the least model time so far, and a tenant that starts
+waiting joins at the level of the one served last, so idle time earns no credit. A text's cost
+stands for its model time: its tokens where the batcher is given the model's tokenizer (the
+embedding server is), else its characters, capped where models truncate. A request is taken a
+text at a time, so a batch of 100 never holds the model for more than one call: an
+interactive text that arrives meanwhile goes into the next call, ahead of the rest of the batch.
 
 A call is also bounded in time, not only in texts, while interactive work is about: the batcher
-learns the model's seconds per character from the calls it makes, and stops adding bulk texts
+learns the model's seconds per unit of cost from the calls it makes, and stops adding bulk texts
 to a call once it is worth `max_call_s` (queries and interactive writes are never split: that
 would only delay them). Without it a call of 32 chat-length texts (an import's) held the model
 for seconds, and a single write that arrived meanwhile waited for all of it: the model cannot
@@ -28,6 +32,11 @@ be interrupted, so the longest call is the longest an interactive text can wait.
 holds for `BUDGET_WINDOW_S` after the last interactive or query text arrived; bulk work alone
 runs in full calls, which small calls would slow (a call's fixed cost is spread over fewer
 texts: LoCoMo turns with their context, 8.1 texts/s in 1 s calls, 9.7 in full ones).
+
+The speed it plans with is the model's own: the quick end (lower quartile) of its recent
+calls, not their mean. A call only ever runs slower than the model can (other processes on the
+cores, a cold cache), so the mean of contended calls made a batch look several times bigger
+than it is, and the batcher refused work an idle model would have done in time.
 
 A request may carry a deadline: if its texts have not all been embedded by then it fails with
 DeadlineExceededError and its remaining texts leave the queue (nobody waits for them any more).
@@ -53,14 +62,21 @@ from enum import IntEnum
 from typing import Any, Generic, Protocol, TypeVar
 
 import anyio
+import numpy as np
 
 from app.errors import DeadlineExceededError, TooMuchWorkError
 
 T = TypeVar("T")
 
 # The smallest call (in characters, as text_cost counts them) the batcher learns the model's
-# speed from: below it, the call's fixed cost dominates.
+# speed from: below it, the call's fixed cost dominates. A token is about four characters.
 MIN_LEARN_CHARS = 1000
+MIN_LEARN_TOKENS = 250
+
+# The model's speed: the lower quartile of the seconds per unit of the last SPEED_WINDOW calls
+# (contention only ever slows a call down).
+SPEED_WINDOW = 24
+SPEED_QUANTILE = 25
 
 # How long after the last interactive (or query) text bulk calls stay bounded by the call
 # budget: while writes come in, each waits for one short call at most; an import alone runs in
@@ -78,6 +94,7 @@ class WorkClass(IntEnum):
     QUERY = 0
     INTERACTIVE = 1
     BULK = 2
+    BACKGROUND = 3
 
     @property
     def label(self) -> str:
@@ -106,25 +123,27 @@ class Deadline:
             deadline_ms=self.budget_ms,
         )
 
-    def fitting(self, needed_s: float, texts: int) -> int:
-        """How many of `texts` texts, needing `needed_s` seconds of model time together, fit
-        this whole deadline (at that mean cost a text)."""
-        return int(texts * self.budget_ms / 1000 / needed_s) if needed_s > 0 else texts
+    def fitting(self, needed_s: float, count: int) -> int:
+        """How many of `count` items, needing `needed_s` seconds of model time together, fit
+        this whole deadline (at that mean cost an item)."""
+        return int(count * self.budget_ms / 1000 / needed_s) if needed_s > 0 else count
 
-    def too_much(self, needed_s: float, texts: int) -> TooMuchWorkError:
-        """The refusal of `texts` texts that need about `needed_s` seconds of model time alone,
-        more than this whole deadline: sending them again would fail the same way."""
-        fitting = self.fitting(needed_s, texts)
+    def too_much(self, needed_s: float, count: int, unit: str = "texts") -> TooMuchWorkError:
+        """The refusal of `count` items (`unit`: texts for the model, memories for a batch
+        create) that need about `needed_s` seconds of model time alone, more than this whole
+        deadline: sending them again would fail the same way. It says, in the same unit, how
+        many would fit (`fitting_<unit>`)."""
+        fitting = self.fitting(needed_s, count)
         return TooMuchWorkError(
-            f"these {texts} texts need about {needed_s:.1f} s of model time at the model's "
-            f"current speed, more than this write's whole deadline of {self.budget_ms} ms, so "
+            f"these {count} {unit} need about {needed_s:.1f} s of model time at the model's "
+            f"own speed, more than this write's whole deadline of {self.budget_ms} ms, so "
             f"sending them again would fail the same way; nothing was written. Send at most "
-            f"about {fitting} texts per request (a client's X-Cognis-Deadline-Ms can only "
+            f"{fitting} {unit} per request (a client's X-Cognis-Deadline-Ms can only "
             "shorten the server's own deadline), or use POST /v1/users/{user_id}/import, "
             "which has none",
             deadline_ms=self.budget_ms,
             needed_ms=round(needed_s * 1000),
-            fitting_texts=fitting,
+            **{f"fitting_{unit}": fitting},
         )
 
     def check(self) -> None:
@@ -144,9 +163,12 @@ class Work:
     tenant: uuid.UUID | None = None
     user: str | None = None
     deadline: Deadline | None = None
-    # Work the service does for itself when the model is idle (sentence vectors): it does not
-    # count as the model being busy (`MicroBatcher.idle_s`).
-    background: bool = False
+
+    @property
+    def background(self) -> bool:
+        """Work the service does for itself when the model is idle (sentence vectors): it does
+        not count as the model being busy (`MicroBatcher.idle_s`)."""
+        return self.work_class is WorkClass.BACKGROUND
 
     def check_deadline(self) -> None:
         if self.deadline is not None:
@@ -170,12 +192,25 @@ class QueueObserver(Protocol):
         """A request dropped because its deadline passed before its texts were embedded."""
 
 
+@dataclass
+class Trace:
+    """How a request was served: model calls that finished between its arrival and the call
+    that took its first text (at most 1, the call already running, for the most urgent
+    class), and the seconds it waited for that call."""
+
+    waited_calls: int = 0
+    queued_s: float = 0.0
+
+
 @dataclass(eq=False)
 class _Request(Generic[T]):
     work: Work
     texts: list[str]
+    costs: list[int]
     future: asyncio.Future[list[T]]
     enqueued_at: float
+    calls_at_arrival: int
+    trace: Trace
     # Positions in the order they are taken: shortest first, so a long request's model calls
     # each hold texts of similar length (less padding).
     order: list[int] = field(init=False)
@@ -194,6 +229,11 @@ class _Request(Generic[T]):
 
 def text_cost(text: str) -> int:
     return max(1, min(len(text), MAX_TEXT_COST))
+
+
+def character_costs(texts: Sequence[str]) -> list[int]:
+    """Each text's cost in characters, capped where models truncate."""
+    return [text_cost(t) for t in texts]
 
 
 class _FairShare:
@@ -260,7 +300,7 @@ class _ClassQueue(Generic[T]):
                 position = request.order[request.taken]
                 request.taken += 1
                 self.texts -= 1
-                cost = text_cost(request.texts[position])
+                cost = request.costs[position]
                 self._tenants.charge(tenant, cost)
                 users.charge(user, cost)
             if not request.untaken:
@@ -304,16 +344,22 @@ class MicroBatcher(Generic[T]):
         max_wait_s: float = 0.005,
         observer: QueueObserver | None = None,
         max_call_s: float = 0.0,
+        costs: Callable[[Sequence[str]], list[int]] = character_costs,
+        min_learn_cost: int = MIN_LEARN_CHARS,
     ) -> None:
         if max_batch < 1:
             raise ValueError("max_batch must be at least 1")
         self._encode = encode
+        # A text's share of model time: characters, or the model's tokens (embed-serve).
+        self.costs = costs
+        self._min_learn_cost = min_learn_cost
+        self._speeds: deque[float] = deque(maxlen=SPEED_WINDOW)
         self._max_batch = max_batch
         self._max_wait_s = max_wait_s
-        # 0: calls bounded by max_batch only. Else the model's seconds per character of text,
-        # a moving average of the calls made, turns it into a budget of characters per call.
+        # 0: calls bounded by max_batch only. Else the model's seconds per unit of cost, learnt
+        # from the calls made, turns it into a budget of cost per call.
         self._max_call_s = max_call_s
-        self.seconds_per_char: float | None = None
+        self.seconds_per_unit: float | None = None
         # time.monotonic() when interactive (or query) work last arrived: the budget's window.
         self.interactive_seen_at: float | None = None
         self.foreground_seen_at: float | None = None  # the last text of any caller's work
@@ -333,12 +379,14 @@ class MicroBatcher(Generic[T]):
         """Texts of the class waiting for the model (in this event loop)."""
         return self._queues.by_class[work_class].texts if self._queues is not None else 0
 
-    async def submit(self, texts: list[str], work: Work) -> list[T]:
+    async def submit(self, texts: list[str], work: Work, trace: Trace | None = None) -> list[T]:
         """The model's output for each text, in order, once every text has been through the
         model; DeadlineExceededError if the work's deadline passes first, TooMuchWorkError at
-        once if its texts alone need more model time than the whole deadline."""
+        once if its texts alone need more model time than the whole deadline. `trace`, when
+        given, is filled in with how the request waited."""
         if not texts:
             return []
+        costs = self.costs(texts)
         deadline = work.deadline
         if deadline is not None:
             if deadline.remaining_s() <= 0:
@@ -348,17 +396,25 @@ class MicroBatcher(Generic[T]):
             # what makes it too much. An interactive write (one text or a few), or a deadline
             # that not even one text fits, is refused at the deadline (503) if the model is
             # still that slow then: a busy model is a state that passes.
-            needed_s = self.model_seconds(texts) if work.work_class is WorkClass.BULK else 0.0
+            needed_s = self.model_seconds(costs) if work.work_class is WorkClass.BULK else 0.0
             if needed_s > deadline.budget_ms / 1000 and deadline.fitting(needed_s, len(texts)):
                 self._report("shed", work.work_class)
                 raise deadline.too_much(needed_s, len(texts))
         queues = self._ensure_dispatcher()
         loop = asyncio.get_running_loop()
-        if work.work_class is not WorkClass.BULK:
+        if work.work_class < WorkClass.BULK:
             self.interactive_seen_at = time.monotonic()
         if not work.background:
             self.foreground_seen_at = time.monotonic()
-        request: _Request[T] = _Request(work, texts, loop.create_future(), time.monotonic())
+        request: _Request[T] = _Request(
+            work,
+            texts,
+            costs,
+            loop.create_future(),
+            time.monotonic(),
+            self.stats.calls,
+            trace if trace is not None else Trace(),
+        )
         queue = queues.by_class[work.work_class]
         queue.push(request)
         request.future.add_done_callback(lambda _: self._left(queue, request))
@@ -420,39 +476,47 @@ class MicroBatcher(Generic[T]):
             if batch:
                 await self._run(batch)
 
-    def model_seconds(self, texts: Sequence[str]) -> float:
-        """The model time `texts` need at the speed learnt so far (0 before the first call)."""
-        return sum(map(text_cost, texts)) * (self.seconds_per_char or 0.0)
+    def model_seconds(self, costs: Sequence[int]) -> float:
+        """The model time texts of these costs need at the speed learnt so far (0 before the
+        first call)."""
+        return sum(costs) * (self.seconds_per_unit or 0.0)
 
-    def call_budget(self) -> float:
-        """Characters one call may take before it stops taking more bulk texts (inf: no
-        bound: none configured, nothing learnt yet, or no interactive work within the
-        window)."""
-        if not self._max_call_s or not self.seconds_per_char:
+    def call_budget(self, work_class: WorkClass = WorkClass.BULK) -> float:
+        """Cost one call may take before it stops taking more texts of `work_class` (inf: no
+        bound: none configured, nothing learnt yet, or no interactive work within the window
+        for bulk work; background calls are always bounded, whoever may come)."""
+        if work_class < WorkClass.BULK or not self._max_call_s or not self.seconds_per_unit:
             return float("inf")
         seen = self.interactive_seen_at
-        if seen is None or time.monotonic() - seen > BUDGET_WINDOW_S:
+        window_closed = seen is None or time.monotonic() - seen > BUDGET_WINDOW_S
+        if work_class is WorkClass.BULK and window_closed:
             return float("inf")
-        return self._max_call_s / self.seconds_per_char
+        return self._max_call_s / self.seconds_per_unit
 
     def _take(self, queues: _Queues[T]) -> list[tuple[_Request[T], int]]:
         """Texts from the head of the classes, most urgent class first, until the call holds
-        max_batch texts; bulk texts also stop at the call's time budget (the last one may go
-        past it)."""
+        max_batch texts; bulk and background texts also stop at the call's time budget (the
+        last one may go past it), and background texts go only into a call nobody else's
+        texts are in."""
         batch: list[tuple[_Request[T], int]] = []
-        budget, cost = self.call_budget(), 0
+        cost = 0
         for work_class, queue in queues.by_class.items():
+            if work_class is WorkClass.BACKGROUND and batch:
+                break
             before = len(batch)
-            # Only bulk texts stop at the budget: it exists so that bulk work never holds the
-            # model long, and splitting a query's or a write's texts would only delay them.
-            limit = budget if work_class is WorkClass.BULK else float("inf")
+            # Splitting a query's or a write's texts would only delay them: only bulk and
+            # background texts stop at the budget, which exists so they never hold the model long.
+            limit = self.call_budget(work_class)
             while (
                 len(batch) < self._max_batch and cost < limit and (item := queue.pop()) is not None
             ):
                 request, position = item
-                cost += text_cost(request.texts[position])
+                cost += request.costs[position]
                 if request.taken == 1:  # its first text: the request starts now
-                    self._report("waited", work_class, _since(request.enqueued_at))
+                    queued_s = _since(request.enqueued_at)
+                    request.trace.queued_s = queued_s
+                    request.trace.waited_calls = self.stats.calls - request.calls_at_arrival
+                    self._report("waited", work_class, queued_s)
                 batch.append(item)
             if len(batch) > before:
                 self._report("depth", work_class, queue.texts)
@@ -473,7 +537,7 @@ class MicroBatcher(Generic[T]):
         seconds = _since(started)
         self.stats.calls += 1
         self.stats.texts += len(texts)
-        self._learn(sum(text_cost(t) for t in texts), seconds)
+        self._learn(sum(request.costs[position] for request, position in batch), seconds)
         self._report("batch", len(texts), seconds)
         for (request, position), output in zip(batch, outputs, strict=True):
             if request.future.done():
@@ -484,16 +548,18 @@ class MicroBatcher(Generic[T]):
                 request.future.set_result(request.results)
 
     def _learn(self, cost: int, seconds: float) -> None:
-        """Fold one call's seconds per character into the moving average (new calls weigh 1/4:
-        a few calls follow a change of text lengths or of load). Calls of fewer than
-        `MIN_LEARN_CHARS` characters teach nothing: a call's fixed cost, spread over few
-        characters, made one short query look like 10 ms a character, and a batch of 100
-        short texts then looked like two minutes of work."""
-        if cost < MIN_LEARN_CHARS:
+        """Fold one call's seconds per unit into the model's speed: the lower quartile of the
+        last SPEED_WINDOW calls (module docstring), which follows a real change of speed within
+        a few calls but not the slowness of a contended one. Calls below `min_learn_cost` teach
+        nothing: a call's fixed cost, spread over few characters, made one short query look
+        like 10 ms a character, and a batch of 100 short texts then looked like two minutes of
+        work."""
+        if cost < self._min_learn_cost:
             return
-        observed = seconds / cost
-        previous = self.seconds_per_char
-        self.seconds_per_char = observed if previous is None else 0.75 * previous + 0.25 * observed
+        self._speeds.append(seconds / cost)
+        self.seconds_per_unit = float(
+            np.percentile(np.fromiter(self._speeds, float), SPEED_QUANTILE, method="lower")
+        )
 
 
 def _since(started: float) -> float:

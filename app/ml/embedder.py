@@ -2,18 +2,30 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
+import time
 import uuid
 from collections import OrderedDict
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, get_args
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 import numpy as np
 import structlog
 
 from app.config import EmbeddingBackend, Settings
-from app.ml.batching import MicroBatcher, QueueObserver, Work, WorkClass
+from app.ml.batching import (
+    MIN_LEARN_CHARS,
+    MIN_LEARN_TOKENS,
+    MicroBatcher,
+    QueueObserver,
+    Work,
+    WorkClass,
+    character_costs,
+)
 from app.ml.offline import offline_if_local
 from app.vocabulary import COARSE_DIM, EMBEDDING_DIM
 
@@ -72,12 +84,22 @@ def available_cores() -> int:
     return cores
 
 
+# Requests of one http embedder waiting in the model service at once (threads made on demand).
+HTTP_SENDERS = 64
+
+# What the micro-batcher counts a text's model time in: characters (no tokenizer needed before
+# the model loads), or the model's own tokens (embed-serve, which loads it at start).
+CostUnit = Literal["characters", "tokens"]
+
+
 class Embedder:
     """A sentence embedding model behind a micro-batching queue (app/ml/batching.py).
 
     Every text the service embeds goes through `embed` or `embed_query` (searches), with the
     `Work` it is done for: its scheduling class, tenant and user (app/ml/batching.py);
-    concurrent callers share model calls."""
+    concurrent callers share model calls. With the `http` backend the queue is the embedding
+    server's, shared by every process on the machine: each request goes to it at once, with
+    its work, and the server schedules it among everyone's (app/ml/embedding_server.py)."""
 
     def __init__(
         self,
@@ -93,6 +115,7 @@ class Embedder:
         onnx_cache_dir: str | None = None,
         observer: QueueObserver | None = None,
         http_endpoint: HttpEndpoint | None = None,
+        cost_unit: CostUnit = "characters",
     ) -> None:
         if backend not in get_args(EmbeddingBackend):
             raise ValueError(f"unknown embedding backend {backend!r}")
@@ -108,14 +131,20 @@ class Embedder:
         # (LoCoMo turns, gathered 32 at a time: 33 texts/s in passes of 8, 20 in one pass).
         # A remote server gets the whole call in one request.
         self._forward_batch_size = batch_size if backend == "http" else forward_batch_size
+        self.cost_unit = cost_unit
         self.batcher: MicroBatcher[Embedding] = MicroBatcher(
             self.embed_sync,
             max_batch=batch_size,
             max_wait_s=batch_wait_ms / 1000,
             observer=observer,
             max_call_s=max_call_ms / 1000,
+            costs=self.token_counts if cost_unit == "tokens" else character_costs,
+            min_learn_cost=MIN_LEARN_TOKENS if cost_unit == "tokens" else MIN_LEARN_CHARS,
         )
         self._model: Any = None
+        self._remote_seen_at: float | None = None
+        # The http backend's requests wait in the server's queue, each on a thread of its own.
+        self._senders = ThreadPoolExecutor(HTTP_SENDERS, thread_name_prefix="embed-http")
         self._query_cache_size = query_cache_size
         self._query_cache: OrderedDict[str, Embedding] = OrderedDict()
 
@@ -170,6 +199,19 @@ class Embedder:
         torch.set_num_threads(self._intra_op_threads)
         return SentenceTransformer(self.model_name, device=self._device)
 
+    def token_counts(self, texts: Sequence[str]) -> list[int]:
+        """Each text's tokens as the model reads them (truncated where it truncates); a
+        quarter of its characters while no local tokenizer is loaded."""
+        model = self._model
+        if self.backend == "torch" and model is not None:
+            ids = model.tokenizer(list(texts), truncation=True, max_length=model.max_seq_length)[
+                "input_ids"
+            ]
+            return [len(i) for i in ids]
+        if self.backend in ("onnx", "onnx-int8") and model is not None:
+            return model.token_counts(list(texts))  # type: ignore[no-any-return]
+        return [max(1, c // 4) for c in character_costs(texts)]
+
     def embed_sync(self, texts: list[str]) -> list[Embedding]:
         """One model call, on the caller's thread (the batcher's worker thread)."""
         self.load()
@@ -194,7 +236,7 @@ class Embedder:
         if cached is not None:
             self._query_cache.move_to_end(text)
             return cached
-        (embedding,) = await self.batcher.submit([text], Work(WorkClass.QUERY, tenant, user))
+        (embedding,) = await self.embed([text], Work(WorkClass.QUERY, tenant, user))
         if self._query_cache_size:
             self._query_cache[text] = embedding
             if len(self._query_cache) > self._query_cache_size:
@@ -205,10 +247,27 @@ class Embedder:
         """Embed off the event loop, batched with whatever else is waiting for the model, in
         the turn of `work`'s class, tenant and user; DeadlineExceededError if its deadline
         passes first."""
-        return await self.batcher.submit(texts, work)
+        if self.backend != "http":
+            return await self.batcher.submit(texts, work)
+        # The server schedules: every request goes at once, on a thread of this embedder's own
+        # pool (the query embedder has another), so a query never waits for a thread that this
+        # process's bulk requests hold while they wait in the server's queue.
+        if not texts:
+            return []
+        if not work.background:
+            self._remote_seen_at = time.monotonic()
+        self.load()
+        vectors = await asyncio.get_running_loop().run_in_executor(
+            self._senders, self._model.encode_work, texts, work
+        )
+        return matryoshka(vectors)
 
     def idle_s(self) -> float:
-        """Seconds since the model last had work other than background work to do."""
+        """Seconds since the model last had work other than background work to do (from this
+        process: the embedding server also keeps background work for when nobody waits)."""
+        if self.backend == "http":
+            seen = self._remote_seen_at
+            return float("inf") if seen is None else time.monotonic() - seen
         return self.batcher.idle_s()
 
 
@@ -217,6 +276,7 @@ def build_embedder(
     backend: EmbeddingBackend,
     intra_op_threads: int | None,
     observer: QueueObserver | None = None,
+    cost_unit: CostUnit = "characters",
 ) -> Embedder:
     """An embedder as the settings describe it (the API's, the worker's, embed-serve's)."""
     from app.ml.http_encoder import HttpEndpoint
@@ -234,4 +294,5 @@ def build_embedder(
         onnx_cache_dir=settings.embedding_onnx_cache_dir,
         observer=observer,
         http_endpoint=HttpEndpoint.from_settings(settings) if backend == "http" else None,
+        cost_unit=cost_unit,
     )

@@ -1,15 +1,30 @@
-"""A small OpenAI-compatible embedding server: POST /v1/embeddings, backed by the local model.
+"""The machine's model service: an OpenAI-compatible POST /v1/embeddings, and the one
+scheduler of all model work.
 
-`python -m app embed-serve` runs it, so several API or worker processes (or a separate embedder
-container) share one loaded model through the "http" backend. The vectors are the store's: unit
-length, 768 values (a smaller model's zero-padded); `dimensions` keeps the first n and
-re-normalises them, the Matryoshka truncation that derives e256 from e768.
+`python -m app embed-serve` runs it (`make up` starts it; compose and terraform run it as a
+service of its own), and every API, worker and CLI process embeds through it (the "http"
+backend): one copy of the model per machine, and one queue. A request says whose work it is in
+headers an OpenAI client never sends (app/ml/http_encoder.py): `X-Cognis-Work-Class` (query,
+interactive, bulk, background; interactive when absent), `X-Cognis-Tenant`, OpenAI's own
+`user`, and `X-Cognis-Deadline-Ms`. The micro-batcher (app/ml/batching.py) then serves
+queries first, then interactive writes, then bulk work, fairly between tenants and users within
+a class, and background work only when nothing else waits, across every process; it plans with
+the model's own speed per token. Queries have a model of their own (COGNIS_QUERY_EMBEDDING_
+BACKEND, one core, ONNX int8 by default) on a thread of their own, so a query never waits for a
+write's model call. Each answer says how its request waited (`cognis`: its class, the model
+calls it waited for, milliseconds queued); GET /health reports the queues and the speed.
+
+The vectors are the store's: unit length, 768 values (a smaller model's zero-padded);
+`dimensions` keeps the first n and re-normalises them, the Matryoshka truncation that derives
+e256 from e768.
 """
 
 from __future__ import annotations
 
 import hmac
+import math
 import os
+import uuid
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -18,15 +33,27 @@ import msgspec
 import numpy as np
 from litestar import Litestar, Request, Response, get, post
 from litestar.datastructures import State
-from litestar.exceptions import HTTPException, NotAuthorizedException, NotFoundException
+from litestar.exceptions import (
+    HTTPException,
+    NotAuthorizedException,
+    NotFoundException,
+    ValidationException,
+)
 
-from app.config import Settings, get_settings
-from app.ml.batching import Work, WorkClass
+from app.config import EmbeddingSettings, Settings, get_settings
+from app.errors import DeadlineExceededError, TooMuchWorkError
+from app.ml.batching import Deadline, Trace, Work, WorkClass
 from app.ml.embedder import Embedder, build_embedder, unit_prefix
+from app.ml.http_encoder import (
+    DEADLINE_ERROR,
+    DEADLINE_HEADER,
+    MAX_INPUTS,
+    TENANT_HEADER,
+    WORK_CLASS_HEADER,
+)
 from app.vocabulary import EMBEDDING_DIM
 
-# OpenAI's own limit on inputs per request.
-MAX_INPUTS = 2048
+WORK_CLASSES = {work_class.label: work_class for work_class in WorkClass}
 
 
 class EmbeddingRequest(msgspec.Struct):
@@ -55,7 +82,49 @@ def served_embedder(settings: Settings) -> Embedder:
             "embed-serve computes embeddings itself: set COGNIS_EMBEDDING_BACKEND to "
             "torch, onnx or onnx-int8"
         )
-    return build_embedder(settings, settings.embedding_backend, settings.embedding_intra_op_threads)
+    return build_embedder(
+        settings,
+        settings.embedding_backend,
+        settings.embedding_intra_op_threads,
+        cost_unit="tokens",
+    )
+
+
+def served_query_embedder(settings: Settings, memories: Embedder) -> Embedder:
+    """Queries' own model (COGNIS_QUERY_EMBEDDING_BACKEND), or the memories' one (`same`).
+    `http`, which the settings choose for a process whose embedding backend is http (as the
+    environment shared with the server's callers says), means the default here: this server is
+    where http leads."""
+    backend = settings.query_embedding_backend
+    if backend == "http":
+        backend = EmbeddingSettings.model_fields["query_embedding_backend"].default
+    if backend == "same":
+        return memories
+    return build_embedder(
+        settings, backend, settings.query_embedding_intra_op_threads, cost_unit="tokens"
+    )
+
+
+def requested_work(request: Request, user: str | None) -> Work:
+    """Whose work a request is, from its headers (module docstring); 400 naming a bad one."""
+    headers = request.headers
+    label = headers.get(WORK_CLASS_HEADER, WorkClass.INTERACTIVE.label).strip().lower()
+    if label not in WORK_CLASSES:
+        raise ValidationException(
+            f"{WORK_CLASS_HEADER} must be one of {', '.join(WORK_CLASSES)}, not {label[:32]!r}"
+        )
+    tenant = None
+    if (tenant_header := headers.get(TENANT_HEADER)) is not None:
+        try:
+            tenant = uuid.UUID(tenant_header)
+        except ValueError:
+            raise ValidationException(f"{TENANT_HEADER} must be a UUID") from None
+    deadline = None
+    if (deadline_header := headers.get(DEADLINE_HEADER)) is not None:
+        if not deadline_header.strip().isdigit() or int(deadline_header) < 1:
+            raise ValidationException(f"{DEADLINE_HEADER} must be a positive whole number")
+        deadline = Deadline.after_ms(int(deadline_header))
+    return Work(WORK_CLASSES[label], tenant, user, deadline)
 
 
 def _same_model(requested: str | None, served: str) -> bool:
@@ -80,9 +149,11 @@ async def create_embeddings(
     if not _same_model(data.model, embedder.model_name):
         raise NotFoundException(f"model {data.model!r} is not served here")
     texts = [data.input] if isinstance(data.input, str) else data.input
-    # Its callers (API processes) have already scheduled the texts: served as they come,
-    # shared between the callers that name themselves in `user`.
-    embeddings = await embedder.embed(texts, Work(WorkClass.INTERACTIVE, user=data.user))
+    work = requested_work(request, data.user)
+    if work.work_class is WorkClass.QUERY:
+        embedder = state.query_embedder
+    trace = Trace()
+    embeddings = await embedder.batcher.submit(texts, work, trace)
     vectors = np.stack([e.full for e in embeddings])
     if data.dimensions is not None:
         vectors = unit_prefix(vectors, data.dimensions)
@@ -95,12 +166,54 @@ async def create_embeddings(
         ],
         # The model's tokenizer is not consulted just to count; OpenAI clients accept zeros.
         "usage": {"prompt_tokens": 0, "total_tokens": 0},
+        "cognis": {
+            "work_class": work.work_class.label,
+            "waited_calls": trace.waited_calls,
+            "queued_ms": round(trace.queued_s * 1000, 1),
+        },
+    }
+
+
+def scheduler_state(embedder: Embedder) -> dict[str, Any]:
+    """An embedder's queue and the speed it plans with."""
+    batcher = embedder.batcher
+    per_unit = batcher.seconds_per_unit
+    return {
+        "backend": embedder.backend,
+        "loaded": embedder.loaded,
+        "cost_unit": embedder.cost_unit,
+        "units_per_s": round(1 / per_unit, 1) if per_unit else None,
+        "calls": batcher.stats.calls,
+        "texts": batcher.stats.texts,
+        "queued_texts": {c.label: batcher.queued(c) for c in WorkClass},
+        "idle_s": None if math.isinf(idle := batcher.idle_s()) else round(idle, 1),
     }
 
 
 @get("/health")
 async def health(state: State) -> dict[str, Any]:
-    return {"status": "ok", "model": state.embedder.model_name, "loaded": state.embedder.loaded}
+    embedder: Embedder = state.embedder
+    queries: Embedder = state.query_embedder
+    return {
+        "status": "ok",
+        "model": embedder.model_name,
+        "loaded": embedder.loaded and queries.loaded,
+        "pid": os.getpid(),
+        "memories": scheduler_state(embedder),
+        "queries": scheduler_state(queries) if queries is not embedder else "memories",
+    }
+
+
+def _scheduling_error(_: Request, exc: Exception) -> Response[dict[str, Any]]:
+    """The scheduler's refusals, in OpenAI's error shape with what a caller acts on: a passed
+    deadline is 503 + Retry-After (the model was busy: a state that passes), too much work for
+    the whole deadline is 413 with the model time needed and the texts that would fit."""
+    assert isinstance(exc, DeadlineExceededError | TooMuchWorkError)
+    if isinstance(exc, DeadlineExceededError):
+        error = {"message": exc.detail, "type": DEADLINE_ERROR, "code": 503}
+        return Response({"error": error}, status_code=503, headers={"Retry-After": "1"})
+    error = {"message": exc.detail, "type": "too_much_work", "code": 413, **exc.extra}
+    return Response({"error": error}, status_code=413)
 
 
 def _openai_error(_: Request, exc: HTTPException) -> Response[dict[str, Any]]:
@@ -115,15 +228,28 @@ def _openai_error(_: Request, exc: HTTPException) -> Response[dict[str, Any]]:
 def create_embedding_app(settings: Settings | None = None) -> Litestar:
     settings = settings or standalone_settings()
     embedder = served_embedder(settings)
+    query_embedder = served_query_embedder(settings, embedder)
     key = settings.embedding_http_api_key
 
-    async def load_model() -> None:
+    async def load_models() -> None:
+        # Before the first request: costs are counted in the model's tokens.
         await anyio.to_thread.run_sync(embedder.load)
+        await anyio.to_thread.run_sync(query_embedder.load)
 
     return Litestar(
         route_handlers=[create_embeddings, health],
-        on_startup=[load_model],
-        exception_handlers={HTTPException: _openai_error},
-        state=State({"embedder": embedder, "api_key": key.get_secret_value() if key else None}),
+        on_startup=[load_models],
+        exception_handlers={
+            HTTPException: _openai_error,
+            DeadlineExceededError: _scheduling_error,
+            TooMuchWorkError: _scheduling_error,
+        },
+        state=State(
+            {
+                "embedder": embedder,
+                "query_embedder": query_embedder,
+                "api_key": key.get_secret_value() if key else None,
+            }
+        ),
         openapi_config=None,
     )

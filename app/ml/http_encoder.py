@@ -1,6 +1,12 @@
 """The "http" embedding backend: another server's OpenAI-compatible POST {url}/embeddings.
 
-It runs in the Embedder's worker thread, hence synchronous (httpx.Client, which is thread-safe).
+It runs in a worker thread, hence synchronous (httpx.Client, which is thread-safe).
+`encode_work` sends a request's texts with the work they are for, in headers an
+OpenAI-compatible server ignores and `embed-serve` schedules by (the headers below): the class, the
+tenant, the user (OpenAI's own `user` field) and the time left before the deadline. The server's
+refusals come back as this process's own: 503 "deadline" as DeadlineExceededError, 413 as
+TooMuchWorkError, neither retried (the deadline is the caller's, and a refusal for size would
+be the same again).
 Connection errors, timeouts, 429 and 5xx are retried with jittered exponential backoff and then
 raised as EmbedderUnavailableError (503); an answer that is not one vector of numbers per text,
 all of one dimension, is EmbedderAnswerError (502). Messages name the URL and the cause, never
@@ -21,12 +27,23 @@ from pydantic import SecretStr
 
 from app.config import Settings
 from app.errors import EmbedderAnswerError, EmbedderUnavailableError
+from app.ml.batching import Work, WorkClass
 from app.vocabulary import EMBEDDING_DIM
 
 log = structlog.get_logger(__name__)
 
 # 408/429 and 5xx are about the server's state, not the request: worth another try.
 RETRYABLE_STATUS = frozenset({408, 429})
+# The work a request is for, read by embed-serve (app/ml/embedding_server.py); the user goes in
+# OpenAI's own `user` field.
+WORK_CLASS_HEADER = "X-Cognis-Work-Class"
+TENANT_HEADER = "X-Cognis-Tenant"
+DEADLINE_HEADER = "X-Cognis-Deadline-Ms"
+# The error type embed-serve answers a request whose deadline passed in its queue with (503).
+DEADLINE_ERROR = "deadline_exceeded"
+# The most texts in one request (OpenAI's own limit, which embed-serve keeps).
+MAX_INPUTS = 2048
+
 # What a refusal most likely means, so the error points at the setting to check.
 REFUSAL_HINTS = {
     401: "check COGNIS_EMBEDDING_HTTP_API_KEY",
@@ -44,6 +61,9 @@ class HttpEndpoint:
     api_key: SecretStr | None = None
     dimensions: int | None = None
     timeout_s: float = 10.0
+    # How long a request without a deadline may wait in the server's queue (bulk and background
+    # work wait there while queries and writes go first).
+    queue_timeout_s: float = 600.0
     max_retries: int = 2
     backoff_base_s: float = 0.25
 
@@ -57,6 +77,7 @@ class HttpEndpoint:
             api_key=settings.embedding_http_api_key,
             dimensions=settings.embedding_http_dimensions,
             timeout_s=settings.embedding_http_timeout_s,
+            queue_timeout_s=settings.embedding_http_queue_timeout_s,
             max_retries=settings.embedding_http_max_retries,
             backoff_base_s=settings.embedding_http_backoff_base_s,
         )
@@ -91,27 +112,63 @@ class HttpEncoder:
             [self._embed_chunk(texts[start : start + size]) for start in range(0, len(texts), size)]
         )
 
-    def _embed_chunk(self, texts: list[str]) -> np.ndarray:
+    def encode_work(self, texts: list[str], work: Work) -> np.ndarray:
+        """The texts' vectors, asked for in one request (per MAX_INPUTS texts) that says whose
+        work they are, so the server schedules them among every process's work."""
+        return np.concatenate(
+            [
+                self._embed_chunk(texts[start : start + MAX_INPUTS], work)
+                for start in range(0, len(texts), MAX_INPUTS)
+            ]
+        )
+
+    def _embed_chunk(self, texts: list[str], work: Work | None = None) -> np.ndarray:
         body: dict[str, Any] = {"model": self.endpoint.model, "input": texts}
         if self.endpoint.dimensions is not None:
             body["dimensions"] = self.endpoint.dimensions
-        vectors = self._vectors(self._post(body), len(texts))
+        headers, timeout = {}, self.endpoint.timeout_s
+        if work is not None:
+            headers[WORK_CLASS_HEADER] = work.work_class.label
+            if work.tenant is not None:
+                headers[TENANT_HEADER] = str(work.tenant)
+            if work.user is not None:
+                body["user"] = work.user
+            if work.deadline is not None:
+                remaining_ms = max(1, int(work.deadline.remaining_s() * 1000))
+                headers[DEADLINE_HEADER] = str(remaining_ms)
+                timeout = remaining_ms / 1000 + self.endpoint.timeout_s
+            elif work.work_class is not WorkClass.QUERY:
+                timeout = self.endpoint.queue_timeout_s
+        vectors = self._vectors(self._post(body, headers, timeout, work), len(texts))
         if self.dimension is not None and vectors.shape[1] != self.dimension:
             self._invalid(f"{vectors.shape[1]} dimensions where {self.dimension} are expected")
         self.dimension = vectors.shape[1]
         return vectors
 
-    def _post(self, body: dict[str, Any]) -> httpx.Response:
+    def _post(
+        self,
+        body: dict[str, Any],
+        headers: dict[str, str] | None = None,
+        timeout: float | None = None,
+        work: Work | None = None,
+    ) -> httpx.Response:
         attempt = 0
         while True:
             try:
-                response = self._client.post(self.url, json=body)
+                response = self._client.post(
+                    self.url,
+                    json=body,
+                    headers=headers,
+                    timeout=timeout if timeout is not None else self.endpoint.timeout_s,
+                )
             except httpx.TransportError as exc:  # connection refused/reset, timeouts
                 cause = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
             else:
                 status = response.status_code
                 if status < 400:
                     return response
+                if work is not None and work.deadline is not None:
+                    _raise_scheduling_refusal(response, work, len(body["input"]))
                 cause = f"HTTP {status} {response.reason_phrase}".rstrip()
                 if status not in RETRYABLE_STATUS and status < 500:
                     hint = REFUSAL_HINTS.get(status)
@@ -167,3 +224,18 @@ class HttpEncoder:
 
     def _invalid(self, what: str) -> NoReturn:
         raise EmbedderAnswerError(f"embedding server {self.url} {what}")
+
+
+def _raise_scheduling_refusal(response: httpx.Response, work: Work, texts: int) -> None:
+    """embed-serve's refusals of work with a deadline, as this process's own errors: the
+    deadline passed in its queue (503 deadline_exceeded), or the texts need more model time
+    than the whole deadline (413). Anything else returns, to be retried or reported."""
+    assert work.deadline is not None
+    try:
+        error = response.json().get("error") or {}
+    except (ValueError, AttributeError):
+        return
+    if response.status_code == 503 and error.get("type") == DEADLINE_ERROR:
+        raise work.deadline.refusal()
+    if response.status_code == 413 and isinstance(error.get("needed_ms"), int | float):
+        raise work.deadline.too_much(error["needed_ms"] / 1000, texts)

@@ -285,6 +285,11 @@ class OnnxSentenceEncoder:
         self._session = ort.InferenceSession(str(model_file), options, providers=providers)
         self._tokenizer = AutoTokenizer.from_pretrained(str(self.export_dir))
 
+    def token_counts(self, texts: list[str]) -> list[int]:
+        """Each text's tokens as the model reads them (truncated where it truncates)."""
+        ids = self._tokenizer(texts, truncation=True, max_length=self._max_length)["input_ids"]
+        return [len(i) for i in ids]
+
     def _run(self, texts: list[str]) -> np.ndarray:
         features = self._tokenizer(
             texts,

@@ -18,6 +18,7 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from app import vocabulary
 from app.api.deadlines import DEADLINE_HEADER
 from app.db.tenant import DEFAULT_TENANT_ID
 from app.ml.batching import MicroBatcher, Work, WorkClass
@@ -202,7 +203,7 @@ async def test_a_batch_that_cannot_fit_its_whole_deadline_is_refused_at_once_wit
     """Waiting and retrying could never make it fit: 413, not 503, and the model never sees
     it. The batcher's learnt speed is fixed at 100 ms a character (10 s a text here)."""
     batcher = inprocess_api.app.state.runtime.embedder.batcher
-    monkeypatch.setattr(batcher, "seconds_per_char", 0.1)
+    monkeypatch.setattr(batcher, "seconds_per_unit", 0.1)
     monkeypatch.setattr(batcher, "_learn", lambda cost, seconds: None)
     encode, seen = batcher._encode, []
     monkeypatch.setattr(batcher, "_encode", lambda texts: seen.extend(texts) or encode(texts))
@@ -219,7 +220,10 @@ async def test_a_batch_that_cannot_fit_its_whole_deadline_is_refused_at_once_wit
     assert "retry-after" not in response.headers
     problem = response.json()
     assert problem["title"] == "Too much work for the deadline"
-    assert (problem["needed_ms"], problem["fitting_texts"]) == (300_000, 4)
+    # In the request's own unit: memories, which the client can act on.
+    assert (problem["needed_ms"], problem["fitting_memories"]) == (300_000, 4)
+    assert "fitting_texts" not in problem
+    assert "these 30 memories" in problem["detail"] and "at most 4 memories" in problem["detail"]
     assert "nothing was written" in problem["detail"]
     assert seen == []
     async with db.connect() as conn:
@@ -239,3 +243,33 @@ async def test_a_batch_that_cannot_fit_its_whole_deadline_is_refused_at_once_wit
         headers={DEADLINE_HEADER: "40000"},
     )
     assert single.status_code == 201, single.text
+
+
+async def test_a_chat_back_ends_batch_of_the_maximum_size_is_accepted_on_an_idle_model(
+    client: httpx.AsyncClient, inprocess_api: InProcessApi, db: AsyncEngine, user_id: str
+) -> None:
+    """100 memories (the published maximum) of 280 characters, 28 KB as a chat back end sends
+    them, with the speed the batcher plans with learnt from real calls first: the model's own,
+    not a contended mean (which refused such a batch as 188 s of model time), so the batch is
+    not refused for its size and is written whole."""
+    batcher = inprocess_api.app.state.runtime.embedder.batcher
+    turn = "Ada told Ben about the tide pools, the herons and the old lighthouse keeper's log. "
+    warm = [{"content": f"{i} {turn * 6}", "category": "hobbies"} for i in range(16)]
+    warmed = await client.post(f"/v1/users/{user_id}/memories/batch", json={"memories": warm})
+    assert warmed.status_code == 201, warmed.text
+    assert batcher.seconds_per_unit is not None  # learnt: the size check below is real
+
+    memories = [
+        {"content": f"Turn {i:03}: {turn * 4}"[:280], "speaker": "Ada", "category": "hobbies"}
+        for i in range(vocabulary.MAX_BATCH_ITEMS)
+    ]
+    assert sum(len(m["content"]) for m in memories) == 28_000
+    response = await client.post(
+        f"/v1/users/{user_id}/memories/batch", json={"memories": memories}, timeout=120
+    )
+
+    assert response.status_code == 201, response.text
+    assert len(response.json()["items"]) == vocabulary.MAX_BATCH_ITEMS
+    async with db.connect() as conn:
+        counts = (await conn.execute(COUNTS, {"u": user_id})).one()
+    assert (counts.memories, counts.outbox) == (116, 116)

@@ -140,10 +140,15 @@ def test_compose_file_names_no_variable_twice() -> None:
     assert len(keys) == len(set(keys)), sorted(k for k in keys if keys.count(k) > 1)
 
 
-def test_the_embedder_is_optional_and_serves_from_the_same_image() -> None:
+def test_every_service_embeds_through_the_model_service_from_the_same_image() -> None:
     services = load_compose()["services"]
     embedder = services["embedder"]
-    assert embedder["profiles"] == ["embedder"]  # the default stack starts without it
+    assert "profiles" not in embedder  # part of the default stack
+    for name in ("api", "relay", "worker"):
+        assert services[name]["depends_on"]["embedder"]["condition"] == "service_healthy", name
+        environment = services[name]["environment"]
+        assert environment["COGNIS_EMBEDDING_BACKEND"].endswith(":-http}"), name
+        assert "http://embedder:8080/v1" in environment["COGNIS_EMBEDDING_HTTP_URL"], name
     assert embedder["image"] == services["api"]["image"]
     assert embedder["command"][:4] == ["python", "-m", "app", "embed-serve"]
     assert "ports" not in embedder  # reached by the other services only

@@ -65,6 +65,7 @@ __all__ = [
     "ServerError",
     "ServiceUnavailableError",
     "StageScore",
+    "TooMuchWorkError",
     "UserPage",
     "UserSummary",
     "new_idempotency_key",

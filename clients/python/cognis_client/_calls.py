@@ -13,6 +13,7 @@ from urllib.parse import quote
 import httpx
 import msgspec
 
+from cognis_client.errors import CognisError, TooMuchWorkError
 from cognis_client.models import (
     Consistency,
     DryRun,
@@ -131,6 +132,21 @@ def add_memories(user_id: str, memories: list[MemoryInput], key: str | None) -> 
         body={"memories": memories},
         idempotency_key=key or new_idempotency_key(),
     )
+
+
+def split_batch(
+    refusal: CognisError, memories: list[MemoryInput], key: str | None
+) -> list[tuple[list[MemoryInput], str | None]] | None:
+    """The parts to send instead of a batch the server refused as too much work for its
+    deadline (413 with `fitting_memories`), each with its own idempotency key (the batch's
+    with the part's number, so a retried part replays); None when it cannot be split."""
+    fitting = refusal.fitting_memories if isinstance(refusal, TooMuchWorkError) else None
+    if fitting is None or not 1 <= fitting < len(memories):
+        return None
+    return [
+        (memories[start : start + fitting], f"{key}:{start}" if key else None)
+        for start in range(0, len(memories), fitting)
+    ]
 
 
 def get_memory(user_id: str, memory_id: Any) -> Call[Memory]:

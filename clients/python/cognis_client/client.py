@@ -208,9 +208,28 @@ class CognisClient(_Retrying):
         wait_for: WaitFor | None = None,
         wait_timeout_ms: int | None = None,
     ) -> list[Memory]:
+        """Several new memories in one transaction. A batch the server refuses as more model
+        work than its deadline allows (413) is sent again in the parts it says would fit, one
+        transaction each, in order."""
         batch = [calls.as_memory_input(m) for m in memories]
         call = calls.add_memories(user_id, batch, idempotency_key)
-        return self._send(waiting(call, wait_for, wait_timeout_ms)).items
+        try:
+            return self._send(waiting(call, wait_for, wait_timeout_ms)).items
+        except CognisError as refusal:
+            parts = calls.split_batch(refusal, batch, idempotency_key)
+            if parts is None:
+                raise
+        return [
+            memory
+            for part, key in parts
+            for memory in self.add_memories(
+                user_id,
+                list(part),
+                idempotency_key=key,
+                wait_for=wait_for,
+                wait_timeout_ms=wait_timeout_ms,
+            )
+        ]
 
     def get_memory(self, user_id: str, memory_id: Any) -> Memory:
         return self._send(calls.get_memory(user_id, memory_id))
@@ -398,9 +417,26 @@ class AsyncCognisClient(_Retrying):
         wait_for: WaitFor | None = None,
         wait_timeout_ms: int | None = None,
     ) -> list[Memory]:
+        """Several new memories in one transaction (parts of it, when the server refuses it as
+        too much model work for its deadline: see CognisClient.add_memories)."""
         batch = [calls.as_memory_input(m) for m in memories]
         call = calls.add_memories(user_id, batch, idempotency_key)
-        return (await self._send(waiting(call, wait_for, wait_timeout_ms))).items
+        try:
+            return (await self._send(waiting(call, wait_for, wait_timeout_ms))).items
+        except CognisError as refusal:
+            parts = calls.split_batch(refusal, batch, idempotency_key)
+            if parts is None:
+                raise
+        memories_out: list[Memory] = []
+        for part, key in parts:
+            memories_out += await self.add_memories(
+                user_id,
+                list(part),
+                idempotency_key=key,
+                wait_for=wait_for,
+                wait_timeout_ms=wait_timeout_ms,
+            )
+        return memories_out
 
     async def get_memory(self, user_id: str, memory_id: Any) -> Memory:
         return await self._send(calls.get_memory(user_id, memory_id))

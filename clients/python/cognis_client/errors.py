@@ -85,6 +85,17 @@ class NoAnswerError(CognisError):
         self.idempotency_key = idempotency_key
 
 
+class TooMuchWorkError(CognisError):
+    """413: a batch whose memories need more model time than the server's whole deadline, even
+    on an idle model; `fitting_memories` of them would fit. `add_memories` splits by itself on
+    it; sending the same batch again would fail the same way."""
+
+    @property
+    def fitting_memories(self) -> int | None:
+        fitting = self.problem.get("fitting_memories")
+        return fitting if isinstance(fitting, int) else None
+
+
 class JobNotFinishedError(CognisError):
     """`wait_for_job` ran out of time: the job (`job`, its last status) is still queued or
     running on the server; wait for it again later, it is not lost."""
@@ -103,6 +114,7 @@ _BY_STATUS: dict[int, type[CognisError]] = {
     401: AuthenticationError,
     404: NotFoundError,
     409: ConflictError,
+    413: TooMuchWorkError,
     422: InvalidRequestError,
 }
 

@@ -8,6 +8,7 @@ import {
   ConflictError,
   NoAnswerError,
   ServiceUnavailableError,
+  TooMuchWorkError,
   errorFromResponse,
 } from "./errors.js";
 import type { components, operations } from "./schema.js";
@@ -193,16 +194,31 @@ export class CognisClient {
     });
   }
 
-  /** Several new memories in one transaction: all or none. */
+  /** Several new memories in one transaction: all or none. A batch the server refuses as more
+   * model work than its deadline allows (413) is sent again in the parts it says would fit, one
+   * transaction each, in order (each part's idempotency key is the batch's with its offset). */
   async addMemories(userId: string, inputs: (MemoryInput | string)[], options: WriteOptions = {}): Promise<Memory[]> {
-    const batch = await this.json<Schemas["MemoryBatchOut"]>({
-      method: "POST",
-      path: `${user(userId)}/memories/batch`,
-      query: writeQuery(options),
-      body: { memories: inputs.map(asMemoryInput) },
-      idempotencyKey: options.idempotencyKey ?? newIdempotencyKey(),
-      signal: options.signal,
-    });
+    let batch: Schemas["MemoryBatchOut"];
+    try {
+      batch = await this.json<Schemas["MemoryBatchOut"]>({
+        method: "POST",
+        path: `${user(userId)}/memories/batch`,
+        query: writeQuery(options),
+        body: { memories: inputs.map(asMemoryInput) },
+        idempotencyKey: options.idempotencyKey ?? newIdempotencyKey(),
+        signal: options.signal,
+      });
+    } catch (error) {
+      const fitting = error instanceof TooMuchWorkError ? error.fittingMemories : undefined;
+      if (fitting === undefined || fitting < 1 || fitting >= inputs.length) throw error;
+      const memories: Memory[] = [];
+      for (let start = 0; start < inputs.length; start += fitting) {
+        const key = options.idempotencyKey === undefined ? undefined : `${options.idempotencyKey}:${start}`;
+        const part = inputs.slice(start, start + fitting);
+        memories.push(...(await this.addMemories(userId, part, { ...options, idempotencyKey: key })));
+      }
+      return memories;
+    }
     return batch.items;
   }
 

@@ -37,6 +37,16 @@ export class NotFoundError extends CognisError {}
 /** 409: the request conflicts with the current state (e.g. updating a superseded version). */
 export class ConflictError extends CognisError {}
 
+/** 413: a batch whose memories need more model time than the server's whole deadline, even on
+ * an idle model; `fittingMemories` of them would fit. `addMemories` splits by itself on it;
+ * sending the same batch again would fail the same way. */
+export class TooMuchWorkError extends CognisError {
+  get fittingMemories(): number | undefined {
+    const fitting = this.problem["fitting_memories"];
+    return typeof fitting === "number" && Number.isInteger(fitting) ? fitting : undefined;
+  }
+}
+
 /** 503: a dependency is down; retried by the client, thrown when the retries run out.
  * `retryAfterMs`: the server's Retry-After, when it sent one. */
 export class ServiceUnavailableError extends CognisError {
@@ -88,6 +98,7 @@ const BY_STATUS: Record<number, typeof CognisError> = {
   401: AuthenticationError,
   404: NotFoundError,
   409: ConflictError,
+  413: TooMuchWorkError,
   422: InvalidRequestError,
 };
 

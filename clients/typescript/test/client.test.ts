@@ -14,6 +14,7 @@ import {
   NotFoundError,
   RateLimitedError,
   ServiceUnavailableError,
+  TooMuchWorkError,
   type ExportLine,
   type Memory,
 } from "../src/index.js";
@@ -291,6 +292,24 @@ describe("retries (a loopback proxy in front of the API answers 503, 429 or noth
     expect(proxy.seen).toHaveLength(3); // the first attempt and maxRetries: 2
     expect((down as ServiceUnavailableError).idempotencyKey).toBe(proxy.seen[0]?.idempotencyKey);
     expect((await cognis.listMemories(userId)).items).toEqual([]);
+  });
+
+  it("splits a batch refused as too much work (413) into the parts that fit, each with its key", async () => {
+    reset();
+    const userId = newUser();
+    proxy.plan.push({ answer: 413, problem: { fitting_memories: 2, needed_ms: 90_000, deadline_ms: 55_000 } });
+    const contents = ["Ines bakes rye bread.", "Ines swims at dawn.", "Ines reads Borges.", "Ines grows basil.", "Ines owns a kayak."];
+    const written = await viaProxy.addMemories(userId, contents, { idempotencyKey: "ts-split" });
+    expect(written.map((m) => m.content)).toEqual(contents);
+    expect(proxy.seen.map((s) => s.idempotencyKey)).toEqual(["ts-split", "ts-split:0", "ts-split:2", "ts-split:4"]);
+    expect(retries).toEqual([]); // a split, not a retry of the same request
+
+    reset();
+    proxy.plan.push({ answer: 413, problem: { fitting_memories: 0 } });
+    const refused = await viaProxy.addMemories(userId, ["Not even one fits."]).catch((e: unknown) => e);
+    expect(refused).toBeInstanceOf(TooMuchWorkError);
+    expect((refused as TooMuchWorkError).fittingMemories).toBe(0);
+    expect(proxy.seen).toHaveLength(1);
   });
 
   it("retries a write whose answer was lost with its key, and it happens once", async () => {

@@ -1,11 +1,12 @@
 // A loopback HTTP server in front of the real API, for the retry paths only: each request
-// takes the next planned step (answer with a status and Retry-After, forward to the API, or
+// takes the next planned step (answer with a status, Retry-After and problem fields, forward to
+// the API, or
 // forward and then drop the connection so the answer is lost); with no steps left it forwards.
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 
 export type Step =
-  | { answer: number; retryAfter?: string }
+  | { answer: number; retryAfter?: string; problem?: Record<string, unknown> }
   | { forward: true }
   | { forwardThenDrop: true };
 
@@ -65,7 +66,12 @@ export async function startProxy(upstream: string): Promise<Proxy> {
       const body = Buffer.concat(chunks);
       void (async () => {
         if ("answer" in step) {
-          const problem = { status: step.answer, title: "Planned", detail: `planned ${step.answer} from the test proxy` };
+          const problem = {
+            status: step.answer,
+            title: "Planned",
+            detail: `planned ${step.answer} from the test proxy`,
+            ...step.problem,
+          };
           const headers: Record<string, string> = { "content-type": "application/problem+json" };
           if (step.retryAfter !== undefined) headers["retry-after"] = step.retryAfter;
           response.writeHead(step.answer, headers);

@@ -3,7 +3,13 @@
 # One image, the same entry points as a local install (python -m app serve|relay|worker|migrate).
 
 locals {
-  app_port = 8000
+  app_port      = 8000
+  embedder_port = 8080
+  # The model service: one ECS service (embed-serve) holds the embedding model and schedules
+  # every task's model work; the others reach it by its Cloud Map name. An external endpoint
+  # (var.embedding_http.url) replaces it.
+  run_embedder = var.embedding_http.url == null
+  embedder_url = "http://embedder.${var.name}.internal:${local.embedder_port}/v1"
 
   # Every COGNIS_* name here is a field of app.config.Settings (tests/deploy checks it). DB_*
   # parts are joined into COGNIS_DATABASE_URL by the image's entrypoint (URL-quoted password).
@@ -21,12 +27,12 @@ locals {
     DB_SSL                      = "require"
     HF_HOME                     = "/tmp/hf"
   }
-  # An external OpenAI-compatible embedding endpoint, when configured: tasks then embed over HTTP
-  # rather than each loading the model (docs/embedding.md).
-  embedding_environment = var.embedding_http.url == null ? {} : merge(
+  # Every task embeds over HTTP, through the model service or an external OpenAI-compatible
+  # endpoint, never with a model of its own (docs/embedding.md).
+  embedding_environment = merge(
     {
       COGNIS_EMBEDDING_BACKEND  = "http"
-      COGNIS_EMBEDDING_HTTP_URL = var.embedding_http.url
+      COGNIS_EMBEDDING_HTTP_URL = local.run_embedder ? local.embedder_url : var.embedding_http.url
     },
     var.embedding_http.model == null ? {} : { COGNIS_EMBEDDING_HTTP_MODEL = var.embedding_http.model },
   )
@@ -48,8 +54,9 @@ locals {
   # API as cognis_app (row-level security keeps it in each request's tenant), the relay and the
   # worker as cognis_worker (claims work of every tenant), migrations as the master user (owner).
   process_login = { api = "app", relay = "worker", worker = "worker" }
+  # The model service opens no database: only the embedding key, when there is one.
   process_secrets = {
-    for name, _ in local.processes : name => concat(
+    for name, _ in local.processes : name => name == "embedder" ? local.embedding_secrets : concat(
       contains(keys(local.process_login), name) ? [
         { name = "DB_USERNAME", valueFrom = "${aws_secretsmanager_secret.db_login[local.process_login[name]].arn}:username::" },
         { name = "DB_PASSWORD", valueFrom = "${aws_secretsmanager_secret.db_login[local.process_login[name]].arn}:password::" },
@@ -89,6 +96,12 @@ locals {
     relay   = { command = ["python", "-m", "app", "relay"], cpu = 256, memory = 512 }
     worker  = { command = ["python", "-m", "app", "worker"], cpu = 1024, memory = 2048 }
     migrate = { command = ["python", "-m", "app", "migrate"], cpu = 512, memory = 1024 }
+    # It computes (--backend): the shared environment names the http backend its callers use.
+    embedder = {
+      command = ["python", "-m", "app", "embed-serve", "--host", "0.0.0.0", "--port", tostring(local.embedder_port), "--backend", "torch"]
+      cpu     = var.embedder_cpu
+      memory  = var.embedder_memory
+    }
   }
 
   # One-off: creates the service's OpenSearch role (its index pattern only), internal user and
@@ -123,7 +136,7 @@ resource "aws_ecs_cluster" "this" {
 }
 
 resource "aws_cloudwatch_log_group" "this" {
-  for_each = toset(["api", "relay", "worker", "migrate", "opensearch-bootstrap", "db-logins"])
+  for_each = toset(["api", "relay", "worker", "embedder", "migrate", "opensearch-bootstrap", "db-logins"])
 
   name              = "/ecs/${var.name}/${each.key}"
   retention_in_days = var.log_retention_days
@@ -304,9 +317,12 @@ resource "aws_ecs_task_definition" "process" {
       environment            = [for k, v in local.environment : { name = k, value = v }]
       secrets                = local.process_secrets[each.key]
       mountPoints            = local.tmp_mount
-      portMappings           = each.key == "api" ? [{ containerPort = local.app_port, protocol = "tcp" }] : []
-      healthCheck = each.key == "api" ? {
-        command     = ["CMD", "python", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:${local.app_port}/ready', timeout=4)"]
+      portMappings = (
+        each.key == "api" ? [{ containerPort = local.app_port, protocol = "tcp" }] :
+        each.key == "embedder" ? [{ containerPort = local.embedder_port, protocol = "tcp" }] : []
+      )
+      healthCheck = contains(["api", "embedder"], each.key) ? {
+        command     = ["CMD", "python", "-c", each.key == "api" ? "import urllib.request; urllib.request.urlopen('http://127.0.0.1:${local.app_port}/ready', timeout=4)" : "import urllib.request; urllib.request.urlopen('http://127.0.0.1:${local.embedder_port}/health', timeout=4)"]
         interval    = 15
         timeout     = 5
         retries     = 3
@@ -471,5 +487,67 @@ resource "aws_ecs_service" "background" {
     subnets          = var.private_subnet_ids
     security_groups  = [var.app_security_group]
     assign_public_ip = false
+  }
+}
+
+# ---------------------------------------------------------------- model service
+
+resource "aws_service_discovery_private_dns_namespace" "this" {
+  count = local.run_embedder ? 1 : 0
+
+  name        = "${var.name}.internal"
+  description = "Cognis tasks find the model service here"
+  vpc         = var.vpc_id
+}
+
+resource "aws_service_discovery_service" "embedder" {
+  count = local.run_embedder ? 1 : 0
+
+  name = "embedder"
+
+  dns_config {
+    namespace_id   = aws_service_discovery_private_dns_namespace.this[0].id
+    routing_policy = "MULTIVALUE"
+
+    dns_records {
+      ttl  = 10
+      type = "A"
+    }
+  }
+
+  health_check_custom_config {
+    failure_threshold = 1
+  }
+}
+
+# One model per task of this service, and one scheduler for the API, relay and worker tasks'
+# model work (queries first, then writes, then imports, then background work).
+resource "aws_ecs_service" "embedder" {
+  count = local.run_embedder ? 1 : 0
+
+  name                               = "${var.name}-embedder"
+  cluster                            = aws_ecs_cluster.this.id
+  task_definition                    = aws_ecs_task_definition.process["embedder"].arn
+  desired_count                      = var.embedder_desired_count
+  launch_type                        = "FARGATE"
+  platform_version                   = "LATEST"
+  enable_execute_command             = false
+  propagate_tags                     = "SERVICE"
+  deployment_minimum_healthy_percent = 100
+  deployment_maximum_percent         = 200
+
+  deployment_circuit_breaker {
+    enable   = true
+    rollback = true
+  }
+
+  network_configuration {
+    subnets          = var.private_subnet_ids
+    security_groups  = [var.app_security_group]
+    assign_public_ip = false
+  }
+
+  service_registries {
+    registry_arn = aws_service_discovery_service.embedder[0].arn
   }
 }

@@ -113,11 +113,29 @@ variable "opensearch" {
 }
 
 variable "embedding_http" {
-  description = "External OpenAI-compatible embedding endpoint (API root, model, bearer key secret ARN); a null url keeps the model in each task."
+  description = "External OpenAI-compatible embedding endpoint (API root, model, bearer key secret ARN); a null url runs the model service (embed-serve) as an ECS service of its own."
   type = object({
     url                = optional(string)
     model              = optional(string)
     api_key_secret_arn = optional(string)
   })
   default = {}
+}
+
+variable "embedder_desired_count" {
+  description = "Tasks of the model service (embed-serve); each holds one copy of the model."
+  type        = number
+  default     = 1
+}
+
+variable "embedder_cpu" {
+  description = "CPU units of a model service task (the model's forward passes run here)."
+  type        = number
+  default     = 2048
+}
+
+variable "embedder_memory" {
+  description = "MiB of a model service task (all-mpnet-base-v2 and its int8 query copy: about 1.5 GiB)."
+  type        = number
+  default     = 4096
 }

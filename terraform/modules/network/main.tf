@@ -14,7 +14,7 @@ resource "aws_security_group" "alb" {
 resource "aws_security_group" "app" {
   #checkov:skip=CKV2_AWS_5:Attached in another module (load balancer, ECS services, Aurora, OpenSearch, Redis), which checkov does not follow.
   name        = "${var.name}-app"
-  description = "Cognis ECS tasks (API, relay, worker, migrations)"
+  description = "Cognis ECS tasks (API, relay, worker, model service, migrations)"
   vpc_id      = var.vpc_id
 }
 
@@ -70,6 +70,26 @@ resource "aws_vpc_security_group_ingress_rule" "app_from_alb" {
   from_port                    = var.app_port
   to_port                      = var.app_port
   referenced_security_group_id = aws_security_group.alb.id
+}
+
+# The model service (python -m app embed-serve) is an ECS service of its own: the API, relay and
+# worker tasks reach it on its port, within the tasks' security group.
+resource "aws_vpc_security_group_ingress_rule" "app_from_app_embedder" {
+  security_group_id            = aws_security_group.app.id
+  description                  = "Model service port from the other tasks"
+  ip_protocol                  = "tcp"
+  from_port                    = var.embedder_port
+  to_port                      = var.embedder_port
+  referenced_security_group_id = aws_security_group.app.id
+}
+
+resource "aws_vpc_security_group_egress_rule" "app_to_app_embedder" {
+  security_group_id            = aws_security_group.app.id
+  description                  = "To the model service"
+  ip_protocol                  = "tcp"
+  from_port                    = var.embedder_port
+  to_port                      = var.embedder_port
+  referenced_security_group_id = aws_security_group.app.id
 }
 
 resource "aws_vpc_security_group_egress_rule" "app_to_aurora" {

@@ -24,3 +24,9 @@ variable "aws_api_egress_cidr" {
   type        = string
   default     = "0.0.0.0/0"
 }
+
+variable "embedder_port" {
+  description = "Port of the model service (embed-serve) the other tasks reach."
+  type        = number
+  default     = 8080
+}

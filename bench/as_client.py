@@ -1,0 +1,111 @@
+"""Requests as a well-behaved client sends them, for every bench: a 503 or 429 is sent again
+after its Retry-After (the model or a store was busy: a state that passes), and a batch the
+server refuses as more model work than its deadline allows (413) is sent again in the parts
+that fit (`fitting_memories`; halves when a server does not say). What a bench measures is then
+what a client gets, retries included; the retries are counted so the report can say so.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+BUSY = (429, 503)
+MAX_ATTEMPTS = 20
+
+
+@dataclass
+class Retries:
+    """What the benches' clients had to do beyond one request per write."""
+
+    busy: int = 0  # 503/429 waited out
+    splits: int = 0  # 413 batches sent again in parts
+
+    def describe(self) -> str:
+        return f"{self.busy} busy answers (503/429) waited out, {self.splits} batches split (413)"
+
+
+RETRIES = Retries()
+
+
+def _wait_s(response: httpx.Response) -> float:
+    try:
+        return max(0.05, float(response.headers.get("Retry-After", "1")))
+    except ValueError:
+        return 1.0
+
+
+def _parts(response: httpx.Response, batch: list[Any]) -> list[list[Any]] | None:
+    """The parts to send instead of a batch refused with 413, or None if it cannot be split."""
+    if response.status_code != 413 or len(batch) < 2:
+        return None
+    fitting = response.json().get("fitting_memories")
+    size = fitting if isinstance(fitting, int) and 1 <= fitting < len(batch) else len(batch) // 2
+    return [batch[start : start + size] for start in range(0, len(batch), size)]
+
+
+async def _post_waiting(http: httpx.AsyncClient, path: str, **kwargs: Any) -> httpx.Response:
+    """POST until the answer is not a busy one (or MAX_ATTEMPTS)."""
+    for _ in range(MAX_ATTEMPTS):
+        response = await http.post(path, **kwargs)
+        if response.status_code not in BUSY:
+            break
+        RETRIES.busy += 1
+        await asyncio.sleep(_wait_s(response))
+    return response
+
+
+async def post(http: httpx.AsyncClient, path: str, **kwargs: Any) -> httpx.Response:
+    """POST with busy answers waited out; raises on any other error answer."""
+    response = await _post_waiting(http, path, **kwargs)
+    response.raise_for_status()
+    return response
+
+
+async def post_batch(
+    http: httpx.AsyncClient, user_id: str, memories: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """POST /memories/batch as a client does: busy answers waited out, 413 split."""
+    path = f"/v1/users/{user_id}/memories/batch"
+    response = await _post_waiting(http, path, json={"memories": memories})
+    if (parts := _parts(response, memories)) is not None:
+        RETRIES.splits += 1
+        return [item for part in parts for item in await post_batch(http, user_id, part)]
+    response.raise_for_status()
+    items: list[dict[str, Any]] = response.json()["items"]
+    return items
+
+
+def _post_waiting_sync(http: httpx.Client, path: str, **kwargs: Any) -> httpx.Response:
+    for _ in range(MAX_ATTEMPTS):
+        response = http.post(path, **kwargs)
+        if response.status_code not in BUSY:
+            break
+        RETRIES.busy += 1
+        time.sleep(_wait_s(response))
+    return response
+
+
+def post_sync(http: httpx.Client, path: str, **kwargs: Any) -> httpx.Response:
+    """`post` for a blocking client."""
+    response = _post_waiting_sync(http, path, **kwargs)
+    response.raise_for_status()
+    return response
+
+
+def post_batch_sync(
+    http: httpx.Client, user_id: str, memories: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """`post_batch` for a blocking client."""
+    path = f"/v1/users/{user_id}/memories/batch"
+    response = _post_waiting_sync(http, path, json={"memories": memories})
+    if (parts := _parts(response, memories)) is not None:
+        RETRIES.splits += 1
+        return [item for part in parts for item in post_batch_sync(http, user_id, part)]
+    response.raise_for_status()
+    items: list[dict[str, Any]] = response.json()["items"]
+    return items
