@@ -47,13 +47,14 @@ EMBEDDED_TEXTS = Counter(
 )
 EMBEDDING_BATCHES = Counter(
     "cognis_embedding_batches_total",
-    "Embedding model calls (micro-batches), by embedder.",
+    "Embedding model calls (micro-batches; with the http backend, requests to the model "
+    "service), by embedder.",
     ["embedder"],
     registry=REGISTRY,
 )
 EMBEDDING_BATCH_SECONDS = Histogram(
     "cognis_embedding_batch_seconds",
-    "Duration of one embedding model call.",
+    "Duration of one embedding model call (with the http backend, of one request, queue included).",
     ["embedder"],
     buckets=BUCKETS,
     registry=REGISTRY,

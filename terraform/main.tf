@@ -135,6 +135,10 @@ module "ecs" {
   worker_desired_count = var.worker_desired_count
   extra_environment    = var.extra_environment
 
+  embedder_desired_count = var.embedder_desired_count
+  embedder_cpu           = var.embedder_cpu
+  embedder_memory        = var.embedder_memory
+
   embedding_http = {
     url                = var.embedding_http_url
     model              = var.embedding_http_model

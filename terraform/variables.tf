@@ -90,6 +90,24 @@ variable "worker_desired_count" {
   default     = 1
 }
 
+variable "embedder_desired_count" {
+  description = "Tasks of the model service (embed-serve), each one copy of the model; unused with embedding_http_url."
+  type        = number
+  default     = 1
+}
+
+variable "embedder_cpu" {
+  description = "CPU units of a model service task."
+  type        = number
+  default     = 2048
+}
+
+variable "embedder_memory" {
+  description = "MiB of a model service task."
+  type        = number
+  default     = 4096
+}
+
 variable "extra_environment" {
   description = "More COGNIS_* settings for every task (e.g. COGNIS_LLM_BASE_URL, COGNIS_LLM_MODEL)."
   type        = map(string)

@@ -132,6 +132,7 @@ class Embedder:
         # A remote server gets the whole call in one request.
         self._forward_batch_size = batch_size if backend == "http" else forward_batch_size
         self.cost_unit = cost_unit
+        self._observer = observer
         self.batcher: MicroBatcher[Embedding] = MicroBatcher(
             self.embed_sync,
             max_batch=batch_size,
@@ -257,9 +258,14 @@ class Embedder:
         if not work.background:
             self._remote_seen_at = time.monotonic()
         self.load()
+        started = time.monotonic()
         vectors = await asyncio.get_running_loop().run_in_executor(
             self._senders, self._model.encode_work, texts, work
         )
+        # From this process's side, a request is one model call (the server's own calls may
+        # gather it with other processes' texts): /metrics counts requests and texts.
+        if self._observer is not None:
+            self._observer.batch(len(texts), time.monotonic() - started)
         return matryoshka(vectors)
 
     def idle_s(self) -> float:

@@ -106,7 +106,7 @@ def test_the_traffic_shows_in_the_series(
     assert scraped["cognis_opensearch_cpu_percent"], "no OpenSearch node reported"
     # The model queue's series, per scheduling class, from the start.
     classes = {labels["class"] for labels in scraped["cognis_embedding_queue_wait_seconds_count"]}
-    assert classes == {"query", "interactive", "bulk"}
+    assert classes == {"query", "interactive", "bulk", "background"}
     routes = {labels["path"] for labels in scraped["cognis_http_requests_total"]}
     assert "/v1/users/{user_id}/search" in routes
     # Labelled by route template: no user id becomes a label value (unbounded cardinality).
