@@ -25,6 +25,7 @@ import json
 import os
 import secrets
 import subprocess
+import sys
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -333,6 +334,8 @@ async def run(args: argparse.Namespace) -> None:
 
 
 def main() -> int:
+    # Each figure as soon as it is known, also into a file (a run takes many minutes).
+    sys.stdout.reconfigure(line_buffering=True)  # type: ignore[attr-defined]
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--bulk-texts", type=int, default=5000)
     parser.add_argument("--turns-per-text", type=int, default=8)
