@@ -27,10 +27,13 @@ class Retries:
     """What the benches' clients had to do beyond one request per write."""
 
     busy: int = 0  # 503/429 waited out
-    splits: int = 0  # 413 batches sent again in parts
+    splits: int = 0  # batches sent again in parts (413, or deadlines missed in a row)
 
     def describe(self) -> str:
-        return f"{self.busy} busy answers (503/429) waited out, {self.splits} batches split (413)"
+        return (
+            f"{self.busy} busy answers (503/429) waited out, {self.splits} batches split "
+            "(413 or repeated deadline misses)"
+        )
 
 
 RETRIES = Retries()

@@ -375,6 +375,14 @@ class MicroBatcher(Generic[T]):
         seen = self.foreground_seen_at
         return float("inf") if seen is None else time.monotonic() - seen
 
+    def arrived(self, work: Work) -> None:
+        """Work has come for the model (here, or through this process to the model service):
+        the clocks of `idle_s` and of the call budget's window."""
+        if work.work_class < WorkClass.BULK:
+            self.interactive_seen_at = time.monotonic()
+        if not work.background:
+            self.foreground_seen_at = time.monotonic()
+
     def queued(self, work_class: WorkClass) -> int:
         """Texts of the class waiting for the model (in this event loop)."""
         return self._queues.by_class[work_class].texts if self._queues is not None else 0
@@ -402,10 +410,7 @@ class MicroBatcher(Generic[T]):
                 raise deadline.too_much(needed_s, len(texts))
         queues = self._ensure_dispatcher()
         loop = asyncio.get_running_loop()
-        if work.work_class < WorkClass.BULK:
-            self.interactive_seen_at = time.monotonic()
-        if not work.background:
-            self.foreground_seen_at = time.monotonic()
+        self.arrived(work)
         request: _Request[T] = _Request(
             work,
             texts,

@@ -143,7 +143,6 @@ class Embedder:
             min_learn_cost=MIN_LEARN_TOKENS if cost_unit == "tokens" else MIN_LEARN_CHARS,
         )
         self._model: Any = None
-        self._remote_seen_at: float | None = None
         # The http backend's requests wait in the server's queue, each on a thread of its own.
         self._senders = ThreadPoolExecutor(HTTP_SENDERS, thread_name_prefix="embed-http")
         self._query_cache_size = query_cache_size
@@ -255,8 +254,7 @@ class Embedder:
         # process's bulk requests hold while they wait in the server's queue.
         if not texts:
             return []
-        if not work.background:
-            self._remote_seen_at = time.monotonic()
+        self.batcher.arrived(work)  # this process's idle clock (the sentence worker's)
         self.load()
         started = time.monotonic()
         vectors = await asyncio.get_running_loop().run_in_executor(
@@ -271,9 +269,6 @@ class Embedder:
     def idle_s(self) -> float:
         """Seconds since the model last had work other than background work to do (from this
         process: the embedding server also keeps background work for when nobody waits)."""
-        if self.backend == "http":
-            seen = self._remote_seen_at
-            return float("inf") if seen is None else time.monotonic() - seen
         return self.batcher.idle_s()
 
 
