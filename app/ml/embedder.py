@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import copy
 import os
 import time
 import uuid
@@ -92,6 +93,23 @@ HTTP_SENDERS = 64
 CostUnit = Literal["characters", "tokens"]
 
 
+class TokenCounter:
+    """Texts' token counts as a model reads them, from a copy of its tokenizer.
+
+    The scheduler counts on the event loop's thread while the model tokenizes on its own, and a
+    fast tokenizer's padding and truncation are settings each call sets: sharing the model's
+    made a model call pad to a length the counting call had just switched off ("Unable to
+    create tensor", a 500 under load)."""
+
+    def __init__(self, tokenizer: Any, max_length: int) -> None:
+        self._tokenizer = copy.deepcopy(tokenizer)
+        self._max_length = max_length
+
+    def __call__(self, texts: Sequence[str]) -> list[int]:
+        ids = self._tokenizer(list(texts), truncation=True, max_length=self._max_length)
+        return [len(i) for i in ids["input_ids"]]
+
+
 class Embedder:
     """A sentence embedding model behind a micro-batching queue (app/ml/batching.py).
 
@@ -143,6 +161,7 @@ class Embedder:
             min_learn_cost=MIN_LEARN_TOKENS if cost_unit == "tokens" else MIN_LEARN_CHARS,
         )
         self._model: Any = None
+        self._token_counter: TokenCounter | None = None
         # The http backend's requests wait in the server's queue, each on a thread of its own.
         self._senders = ThreadPoolExecutor(HTTP_SENDERS, thread_name_prefix="embed-http")
         self._query_cache_size = query_cache_size
@@ -164,6 +183,7 @@ class Embedder:
                 "get_embedding_dimension",
                 self._model.get_sentence_embedding_dimension,
             )()
+            self._token_counter = TokenCounter(self._model.tokenizer, self._model.max_seq_length)
         elif self.backend == "http":
             from app.ml.http_encoder import HttpEncoder
 
@@ -183,6 +203,7 @@ class Embedder:
                 device=self._device,
             )
             dimensions = self._model.dimension
+            self._token_counter = TokenCounter(self._model.tokenizer, self._model.max_length)
         log.info(
             "embedder.loaded",
             model=self.model_name,
@@ -202,14 +223,8 @@ class Embedder:
     def token_counts(self, texts: Sequence[str]) -> list[int]:
         """Each text's tokens as the model reads them (truncated where it truncates); a
         quarter of its characters while no local tokenizer is loaded."""
-        model = self._model
-        if self.backend == "torch" and model is not None:
-            ids = model.tokenizer(list(texts), truncation=True, max_length=model.max_seq_length)[
-                "input_ids"
-            ]
-            return [len(i) for i in ids]
-        if self.backend in ("onnx", "onnx-int8") and model is not None:
-            return model.token_counts(list(texts))  # type: ignore[no-any-return]
+        if self._token_counter is not None:
+            return self._token_counter(texts)
         return [max(1, c // 4) for c in character_costs(texts)]
 
     def embed_sync(self, texts: list[str]) -> list[Embedding]:

@@ -31,6 +31,7 @@ from typing import Annotated, Any, Literal
 import anyio
 import msgspec
 import numpy as np
+import structlog
 from litestar import Litestar, Request, Response, get, post
 from litestar.datastructures import State
 from litestar.exceptions import (
@@ -52,6 +53,8 @@ from app.ml.http_encoder import (
     WORK_CLASS_HEADER,
 )
 from app.vocabulary import EMBEDDING_DIM
+
+log = structlog.get_logger(__name__)
 
 WORK_CLASSES = {work_class.label: work_class for work_class in WorkClass}
 
@@ -225,6 +228,15 @@ def _openai_error(_: Request, exc: HTTPException) -> Response[dict[str, Any]]:
     return Response({"error": error}, status_code=exc.status_code)
 
 
+def _unexpected_error(request: Request, exc: Exception) -> Response[dict[str, Any]]:
+    """Anything else: logged with its traceback (an operator's only clue), and a 500 in
+    OpenAI's shape naming the kind of failure."""
+    log.exception("embed_serve.unhandled_error", path=request.url.path, error=repr(exc))
+    message = f"the model service failed on this request ({type(exc).__name__}); it is logged"
+    error = {"message": message, "type": "server_error", "code": 500}
+    return Response({"error": error}, status_code=500)
+
+
 def create_embedding_app(settings: Settings | None = None) -> Litestar:
     settings = settings or standalone_settings()
     embedder = served_embedder(settings)
@@ -243,6 +255,7 @@ def create_embedding_app(settings: Settings | None = None) -> Litestar:
             HTTPException: _openai_error,
             DeadlineExceededError: _scheduling_error,
             TooMuchWorkError: _scheduling_error,
+            Exception: _unexpected_error,
         },
         state=State(
             {

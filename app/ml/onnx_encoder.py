@@ -267,7 +267,7 @@ class OnnxSentenceEncoder:
         model_file = self.export_dir / (INT8_FILE if quantized else FP32_FILE)
         meta = json.loads((self.export_dir / META_FILE).read_text())
         self._inputs: list[str] = meta["inputs"]
-        self._max_length: int = meta["max_seq_length"]
+        self.max_length: int = meta["max_seq_length"]
         self.dimension: int = meta["dimension"]
         self.model_file = model_file
 
@@ -283,19 +283,14 @@ class OnnxSentenceEncoder:
         if device.startswith("cuda") and "CUDAExecutionProvider" in ort.get_available_providers():
             providers.insert(0, "CUDAExecutionProvider")
         self._session = ort.InferenceSession(str(model_file), options, providers=providers)
-        self._tokenizer = AutoTokenizer.from_pretrained(str(self.export_dir))
-
-    def token_counts(self, texts: list[str]) -> list[int]:
-        """Each text's tokens as the model reads them (truncated where it truncates)."""
-        ids = self._tokenizer(texts, truncation=True, max_length=self._max_length)["input_ids"]
-        return [len(i) for i in ids]
+        self.tokenizer = AutoTokenizer.from_pretrained(str(self.export_dir))
 
     def _run(self, texts: list[str]) -> np.ndarray:
-        features = self._tokenizer(
+        features = self.tokenizer(
             texts,
             padding=True,
             truncation="longest_first",
-            max_length=self._max_length,
+            max_length=self.max_length,
             return_tensors="np",
         )
         feed = {name: np.asarray(features[name], dtype=np.int64) for name in self._inputs}

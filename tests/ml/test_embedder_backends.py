@@ -228,3 +228,22 @@ def test_concurrent_preparations_export_each_model_once(
     assert sorted(exports) == ["fp32", "int8"]
     assert overlaps == []
     assert results == [onnx_encoder.export_dir_for(str(model), cache)] * 6
+
+
+@pytest.mark.parametrize("backend", ["torch", "onnx-int8"])
+def test_counting_tokens_leaves_the_models_tokenizer_as_the_model_set_it(
+    backend: str, model_path: str, onnx_cache: Path
+) -> None:
+    """The scheduler counts tokens on the event loop's thread while the model tokenizes on its
+    own. A count through the model's own tokenizer switched its padding off under a running
+    call, which then failed to make a tensor of texts of unequal length (a 500 under load)."""
+    embedder = _embedder(backend, model_path, onnx_cache)
+    embedder.embed_sync(SENTENCES)  # the model's tokenizer now pads, as every model call sets
+    tokenizer = embedder._model.tokenizer.backend_tokenizer
+    padding_during_a_call = tokenizer.padding
+    assert padding_during_a_call is not None
+
+    counts = embedder.token_counts(SENTENCES)
+
+    assert tokenizer.padding == padding_during_a_call
+    assert counts[3] < counts[0] and all(c >= 3 for c in counts)  # [CLS] ok [SEP]: 3
