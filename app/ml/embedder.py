@@ -183,7 +183,6 @@ class Embedder:
                 "get_embedding_dimension",
                 self._model.get_sentence_embedding_dimension,
             )()
-            self._token_counter = TokenCounter(self._model.tokenizer, self._model.max_seq_length)
         elif self.backend == "http":
             from app.ml.http_encoder import HttpEncoder
 
@@ -203,7 +202,9 @@ class Embedder:
                 device=self._device,
             )
             dimensions = self._model.dimension
-            self._token_counter = TokenCounter(self._model.tokenizer, self._model.max_length)
+        if self.cost_unit == "tokens" and self.backend != "http":
+            # Both local models name their tokenizer and truncation length alike.
+            self._token_counter = TokenCounter(self._model.tokenizer, self._model.max_seq_length)
         log.info(
             "embedder.loaded",
             model=self.model_name,

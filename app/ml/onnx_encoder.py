@@ -267,7 +267,7 @@ class OnnxSentenceEncoder:
         model_file = self.export_dir / (INT8_FILE if quantized else FP32_FILE)
         meta = json.loads((self.export_dir / META_FILE).read_text())
         self._inputs: list[str] = meta["inputs"]
-        self.max_length: int = meta["max_seq_length"]
+        self.max_seq_length: int = meta["max_seq_length"]
         self.dimension: int = meta["dimension"]
         self.model_file = model_file
 
@@ -290,7 +290,7 @@ class OnnxSentenceEncoder:
             texts,
             padding=True,
             truncation="longest_first",
-            max_length=self.max_length,
+            max_length=self.max_seq_length,
             return_tensors="np",
         )
         feed = {name: np.asarray(features[name], dtype=np.int64) for name in self._inputs}

@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib.util
 import os
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -46,10 +47,10 @@ def torch_vectors(model_path: str) -> np.ndarray:
     return np.stack([e.full for e in Embedder(model_path).embed_sync(SENTENCES)])
 
 
-def _embedder(backend: str, model_path: str, onnx_cache: Path) -> Embedder:
+def _embedder(backend: str, model_path: str, onnx_cache: Path, **options: Any) -> Embedder:
     if backend != "torch" and not HAS_ONNX:
         pytest.skip(ONNX_MISSING)
-    return Embedder(model_path, backend=backend, onnx_cache_dir=str(onnx_cache))  # type: ignore[arg-type]
+    return Embedder(model_path, backend=backend, onnx_cache_dir=str(onnx_cache), **options)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("backend", ["torch", "onnx", "onnx-int8"])
@@ -237,7 +238,7 @@ def test_counting_tokens_leaves_the_models_tokenizer_as_the_model_set_it(
     """The scheduler counts tokens on the event loop's thread while the model tokenizes on its
     own. A count through the model's own tokenizer switched its padding off under a running
     call, which then failed to make a tensor of texts of unequal length (a 500 under load)."""
-    embedder = _embedder(backend, model_path, onnx_cache)
+    embedder = _embedder(backend, model_path, onnx_cache, cost_unit="tokens")
     embedder.embed_sync(SENTENCES)  # the model's tokenizer now pads, as every model call sets
     tokenizer = embedder._model.tokenizer.backend_tokenizer
     padding_during_a_call = tokenizer.padding
