@@ -3,6 +3,7 @@ process calling the API) and over streamable HTTP at the API's /mcp, against the
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import subprocess
@@ -62,6 +63,28 @@ async def stdio_session(
     async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
         await session.initialize()
         yield session
+
+
+@asynccontextmanager
+async def answers_withheld(api: ApiProcess) -> AsyncIterator[str]:
+    """A loopback proxy in front of the API that passes every request on and drops every answer:
+    each attempt reaches the service (a write happens) and its caller then times out, however
+    long the caller waits and however loaded the machine is."""
+    upstream = httpx.URL(api.url)
+
+    async def relay(caller: asyncio.StreamReader, caller_end: asyncio.StreamWriter) -> None:
+        _, service = await asyncio.open_connection(upstream.host, upstream.port)
+        try:
+            while chunk := await caller.read(65536):
+                service.write(chunk)
+                await service.drain()
+        finally:
+            service.close()
+            caller_end.close()
+
+    proxy = await asyncio.start_server(relay, "127.0.0.1", 0)
+    async with proxy:
+        yield f"http://127.0.0.1:{proxy.sockets[0].getsockname()[1]}"
 
 
 @asynccontextmanager
@@ -519,8 +542,13 @@ async def test_a_timeout_says_the_write_may_have_happened_and_how_to_retry_it(
 ) -> None:
     key = f"timeout-{user_id}"
     write = {"content": "Noor sings alto.", "idempotency_key": key}
-    # No answer can come within a millisecond: every attempt times out.
-    async with stdio_session(api, user_id, COGNIS_MCP_TIMEOUT_S="0.001") as mcp:
+    # Every attempt reaches the service and none of its answers comes back: each times out.
+    async with (
+        answers_withheld(api) as silent_url,
+        stdio_session(
+            api, user_id, COGNIS_MCP_API_URL=silent_url, COGNIS_MCP_TIMEOUT_S="0.5"
+        ) as mcp,
+    ):
         lost = await mcp.call_tool("add_memory", write)
         unread = await mcp.call_tool("list_memories", {})
     text = error_text(lost)
