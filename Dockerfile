@@ -69,20 +69,25 @@ COPY migrations ./migrations
 COPY sql ./sql
 # Aurora and other managed Postgres hand out the password separately (e.g. from Secrets Manager):
 # when COGNIS_DATABASE_URL is unset, build it from DB_HOST, DB_PORT, DB_NAME, DB_USERNAME,
-# DB_PASSWORD (URL-quoted) and DB_SSL (asyncpg's ssl mode, e.g. "require").
+# DB_PASSWORD (URL-quoted) and DB_SSL (asyncpg's ssl mode, e.g. "require"); and with
+# DB_READER_HOST (Aurora's reader endpoint), COGNIS_READ_DATABASE_URL the same way.
 RUN printf '%s\n' \
       '#!/opt/venv/bin/python' \
       'import os, sys' \
       'from urllib.parse import quote' \
       'env = os.environ' \
-      'if not env.get("COGNIS_DATABASE_URL") and env.get("DB_HOST"):' \
+      'def url(host):' \
       '    parts = [quote(env.get(k, d), safe="") for k, d in' \
       '             (("DB_USERNAME", "postgres"), ("DB_PASSWORD", ""), ("DB_NAME", "cognis"))]' \
       '    url = "postgresql+asyncpg://%s:%s@%s:%s/%s" % (' \
-      '        parts[0], parts[1], env["DB_HOST"], env.get("DB_PORT", "5432"), parts[2])' \
+      '        parts[0], parts[1], host, env.get("DB_PORT", "5432"), parts[2])' \
       '    if env.get("DB_SSL"):' \
       '        url += "?ssl=" + quote(env["DB_SSL"], safe="")' \
-      '    env["COGNIS_DATABASE_URL"] = url' \
+      '    return url' \
+      'if not env.get("COGNIS_DATABASE_URL") and env.get("DB_HOST"):' \
+      '    env["COGNIS_DATABASE_URL"] = url(env["DB_HOST"])' \
+      'if not env.get("COGNIS_READ_DATABASE_URL") and env.get("DB_READER_HOST"):' \
+      '    env["COGNIS_READ_DATABASE_URL"] = url(env["DB_READER_HOST"])' \
       'args = sys.argv[1:] or ["python", "-m", "app", "serve"]' \
       'os.execvp(args[0], args)' \
       > /usr/local/bin/cognis-entrypoint \

@@ -1,5 +1,5 @@
 # The commands the README names. `make up` serves the API; `make test` runs the suite.
-.PHONY: up down status install test lint typecheck relay reindex bench-foundation bench-locomo bench-scale bench-ingest bench-mixed bench-retry bench-hnsw bench-relay bench-filters bench-import bench-migrations check-deploy bench-embedding bench-tenants bench-faults bench-categories bench-llm-gate bench-corrections bench-local-llm llm bench-mcp
+.PHONY: up up-cluster down status install test lint typecheck relay reindex bench-foundation bench-locomo bench-scale bench-ingest bench-mixed bench-retry bench-hnsw bench-relay bench-filters bench-import bench-migrations check-deploy bench-embedding bench-tenants bench-faults bench-categories bench-llm-gate bench-corrections bench-local-llm llm bench-mcp bench-scale-out bench-node-loss
 
 PY := .venv/bin/python
 TEST_WORKERS ?= 2  # pytest-xdist workers; each has its own database, index and in-process API
@@ -7,10 +7,15 @@ TEST_WORKERS ?= 2  # pytest-xdist workers; each has its own database, index and 
 up:  ## install what is missing, start Postgres + OpenSearch, migrate, start the API
 	bash scripts/up.sh
 
-down:  ## stop the API, the model service, the local LLM, OpenSearch and Postgres (by pid)
+up-cluster:  ## `make up` on the scale-out engines: a Postgres streaming replica for reads, 3 OpenSearch nodes
+	COGNIS_CLUSTER=1 bash scripts/up.sh
+
+down:  ## stop the API, the model service, the local LLM, OpenSearch and Postgres (by pid), cluster too
 	bash scripts/api.sh stop
 	bash scripts/embedder.sh stop
 	bash scripts/llm.sh stop
+	bash scripts/opensearch-cluster.sh stop
+	bash scripts/pg-replica.sh stop
 	bash scripts/services.sh stop all
 
 status:
@@ -18,6 +23,8 @@ status:
 	-bash scripts/embedder.sh status
 	-bash scripts/llm.sh status
 	-bash scripts/services.sh status
+	-bash scripts/pg-replica.sh status
+	-bash scripts/opensearch-cluster.sh status
 
 install:
 	bash scripts/install.sh
@@ -55,6 +62,12 @@ bench-scale:  ## search latency with a large synthetic user among many (make up)
 
 check-deploy:  ## static checks of Dockerfile, compose.yaml and terraform/ (no Docker engine, no AWS)
 	bash tests/deploy/check.sh
+
+bench-scale-out:  ## reads on the Postgres replica vs the writer under a bulk import; replica lag (make up-cluster)
+	$(PY) -m bench.scale_out_replica $(BENCH_ARGS)
+
+bench-node-loss:  ## kill -9 one node of a 3-node OpenSearch cluster under load: degraded seconds, 5xx, lost
+	$(PY) -m bench.scale_out_opensearch $(BENCH_ARGS)
 
 bench-ingest:  ## write path: raw model texts/s, batch create, messages/s, time-to-searchable, search under load
 	set -a && . .local/cognis.env && set +a && $(PY) -m bench.ingestion $(BENCH_ARGS)

@@ -68,7 +68,41 @@ class StoreSettings(BaseModel):
         "groups; unset: `COGNIS_DATABASE_URL`",
     )
     db_pool_size: int = Field(default=10, description="connection pool size")
-    opensearch_url: str = Field(default="http://127.0.0.1:59200", description="OpenSearch endpoint")
+    read_database_url: SecretStr | None = Field(
+        default=None,
+        description="a read replica of the same database (Aurora's reader endpoint, a "
+        "streaming replica; `make up-cluster` makes one) with the role of `COGNIS_DATABASE_URL`: "
+        "searches, lists, history, exports and the user list read from it; unset: the writer",
+    )
+    replica_wait_max_ms: int = Field(
+        default=1000,
+        ge=0,
+        description="how long a read that must see the writes committed before it (lists, "
+        'history, exports, `consistency: "indexed"` searches) waits for the replica to replay '
+        "them before the writer serves it",
+    )
+    replica_retry_s: float = Field(
+        default=5.0,
+        gt=0,
+        description="after the replica fails to answer, reads go to the writer for this long "
+        "before the replica is tried again",
+    )
+    replica_connect_timeout_s: float = Field(
+        default=2.0,
+        gt=0,
+        description="bound of a connection attempt to the replica (a dead host answers nothing)",
+    )
+
+    @field_validator("read_database_url", mode="before")
+    @classmethod
+    def _empty_read_database_is_unset(cls, value: object) -> object:
+        return _empty_is_unset(value)
+
+    opensearch_url: str = Field(
+        default="http://127.0.0.1:59200",
+        description="OpenSearch endpoint, or several nodes' endpoints, comma-separated: a "
+        "request that finds one node dead is retried on the next (`make up-cluster` runs three)",
+    )
     opensearch_username: str | None = Field(
         default=None, description="basic auth user, if the cluster needs one"
     )
@@ -81,6 +115,20 @@ class StoreSettings(BaseModel):
         default="250ms",
         description="how soon a delivered memory is BM25-searchable (set when the index is "
         "created)",
+    )
+    opensearch_shards: int = Field(
+        default=1,
+        ge=1,
+        description="primary shards of the index, set when it is created (a change needs "
+        "`python -m app reindex --recreate`); one holds some tens of millions of memories "
+        "(docs/benchmarks/scale-out.md)",
+    )
+    opensearch_replicas: int | None = Field(
+        default=None,
+        ge=0,
+        description="copies of each shard on other nodes, so a node lost loses no part of the "
+        "index; applied to an existing index at start-up; unset: 1 when the cluster has two or "
+        "more data nodes, else 0 (and never lowered on an existing index)",
     )
 
 

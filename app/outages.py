@@ -32,7 +32,8 @@ _SOCKET_ERRORS = (ConnectionError, TimeoutError, socket.gaierror)
 _DRIVER_MODULES = {"asyncpg": POSTGRES, "sqlalchemy": POSTGRES, "opensearchpy": OPENSEARCH}
 
 
-def _causes(exc: BaseException) -> list[BaseException]:
+def causes(exc: BaseException) -> list[BaseException]:
+    """`exc` and the errors it was raised from or during, outermost first."""
     chain: list[BaseException] = []
     current: BaseException | None = exc
     while current is not None and current not in chain:
@@ -52,7 +53,7 @@ def _raised_through_driver(exc: BaseException) -> str | None:
 def unavailable_store(exc: BaseException) -> str | None:
     """`postgres` or `opensearch` when `exc` (or an error it wraps) is a connection-level
     failure of that store; None for anything else."""
-    for error in _causes(exc):
+    for error in causes(exc):
         if isinstance(error, os_errors.ConnectionError):  # ConnectionTimeout included
             return OPENSEARCH
         if isinstance(error, _POSTGRES_CONNECTION_ERRORS):

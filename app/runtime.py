@@ -18,6 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 from app.config import Settings
 from app.db.categories import category_loader
 from app.db.engine import create_engine, create_sessionmaker
+from app.db.reads import ReadRouter
 from app.imports.service import MemoryImporter
 from app.ingest.pipeline import IngestPipeline
 from app.ingest.worker import IngestWorker
@@ -54,6 +55,9 @@ class Runtime:
     cross_encoder: CrossEncoderScorer | None
     # Which tenant a presented API key acts for, counted against the key's rate.
     keys: KeyCheck
+    # Where reads run: the replica (COGNIS_READ_DATABASE_URL) or the writer.
+    reads: ReadRouter
+    read_engine: AsyncEngine | None = None
 
     def load_models(self) -> None:
         """Load the embedding model(s) now rather than on the first request (blocking)."""
@@ -74,6 +78,15 @@ class Runtime:
                 settings, settings.worker_database_url.get_secret_value()
             )
         background_sessionmaker = create_sessionmaker(background_engine)
+        read_engine = (
+            create_engine(
+                settings,
+                settings.read_database_url.get_secret_value(),
+                connect_timeout_s=settings.replica_connect_timeout_s,
+            )
+            if settings.read_database_url is not None
+            else None
+        )
         embedder = build_embedder(
             settings,
             settings.embedding_backend,
@@ -127,6 +140,13 @@ class Runtime:
                 if settings.rate_limit_per_s > 0
                 else None,
             ),
+            reads=ReadRouter(
+                sessionmaker,
+                create_sessionmaker(read_engine) if read_engine is not None else None,
+                wait_max_s=settings.replica_wait_max_ms / 1000,
+                retry_s=settings.replica_retry_s,
+            ),
+            read_engine=read_engine,
         )
         if runtime.llm is not None:
             classifier.judge = llm_category_judge(runtime.llm)
@@ -203,3 +223,5 @@ class Runtime:
         await self.engine.dispose()
         if self.background_engine is not self.engine:
             await self.background_engine.dispose()
+        if self.read_engine is not None:
+            await self.read_engine.dispose()

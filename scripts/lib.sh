@@ -216,3 +216,110 @@ stop_pid() {
     fi
     rm -f "$pid_file"
 }
+
+# ---------------------------------------------------------------- service users
+
+IS_ROOT=0
+[[ "$(id -u)" -eq 0 ]] && IS_ROOT=1
+
+as_user() {  # USER CMD...
+    local u="$1"
+    shift
+    # cd / so that the service user never trips over an unreadable caller cwd (e.g. /root).
+    if ((IS_ROOT)); then (cd / && runuser -u "$u" -- "$@"); else "$@"; fi
+}
+
+own() {  # USER PATH...
+    local u="$1"
+    shift
+    if ((IS_ROOT)); then chown "$u:$(id -gn "$u")" "$@"; fi
+}
+
+# ---------------------------------------------------------------- opensearch nodes
+# Shared by scripts/services.sh (the single node) and scripts/opensearch-cluster.sh (three).
+
+OS_BASE="$LOCAL_DIR/opensearch"
+OS_HOME="$OS_BASE/current"
+# OpenSearch refuses to run as root: as root it runs as its service user, else as the caller.
+if ((IS_ROOT)); then OS_RUN_USER="$OS_USER"; else OS_RUN_USER="$(id -un)"; fi
+
+# opensearch_pid PID_FILE [CONFIG_DIR]: the pid in PID_FILE, if it is a live OpenSearch JVM
+# (pid files go stale) started with CONFIG_DIR, when given (one node of several).
+opensearch_pid() {
+    local pid_file=$1 config=${2:-} pid
+    pid=$(cat "$pid_file" 2>/dev/null || true)
+    [[ "$pid" =~ ^[0-9]+$ ]] || return 1
+    kill -0 "$pid" 2>/dev/null || return 1
+    tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q 'org.opensearch.bootstrap.OpenSearch' || return 1
+    if [[ -n "$config" ]]; then
+        tr '\0' '\n' <"/proc/$pid/cmdline" | grep -qxF -- "-Dopensearch.path.conf=$config" || return 1
+    fi
+    echo "$pid"
+}
+
+# opensearch_installed: the distribution, Java and (as root) the service user are there.
+opensearch_installed() {
+    [[ -x "$OS_HOME/bin/opensearch" ]] || die "OpenSearch not installed: run scripts/install-opensearch.sh"
+    [[ -x "$COGNIS_JAVA_HOME/bin/java" ]] || die "Java not found at $COGNIS_JAVA_HOME (set COGNIS_JAVA_HOME)"
+    if ((IS_ROOT)) && ! id -u "$OS_RUN_USER" >/dev/null 2>&1; then
+        die "user $OS_RUN_USER missing: run scripts/install-opensearch.sh"
+    fi
+}
+
+# opensearch_disk_watermarks CONFIG_FILE: a development node on a shared disk judges free space
+# in absolute terms: with the default percentages, a large disk at 90 % use (tens of GB free)
+# blocks index creation.
+opensearch_disk_watermarks() {
+    if ! grep -q '^cluster.routing.allocation.disk.watermark' "$1"; then
+        printf '%s\n' \
+            'cluster.routing.allocation.disk.watermark.low: 2gb' \
+            'cluster.routing.allocation.disk.watermark.high: 1gb' \
+            'cluster.routing.allocation.disk.watermark.flood_stage: 512mb' \
+            >>"$1"
+    fi
+}
+
+# opensearch_launch NAME CONFIG_DIR TMP_DIR PID_FILE STDOUT_LOG: start one node in the
+# background (-d) as the service user; returns once its JVM has written PID_FILE.
+opensearch_launch() {
+    local name=$1 config=$2 tmp=$3 pid_file=$4 stdout=$5
+    private_log "$stdout"
+    : >"$stdout"
+    as_user "$OS_RUN_USER" env \
+        JAVA_HOME="$COGNIS_JAVA_HOME" OPENSEARCH_JAVA_HOME="$COGNIS_JAVA_HOME" \
+        OPENSEARCH_PATH_CONF="$config" OPENSEARCH_TMPDIR="$tmp" \
+        OPENSEARCH_JAVA_OPTS="${OPENSEARCH_JAVA_OPTS:-}" \
+        "$OS_HOME/bin/opensearch" -d -p "$pid_file" >>"$stdout" 2>&1 </dev/null \
+        || { tail -n 30 "$stdout" >&2; die "$name failed to launch (log: $stdout)"; }
+    # The JVM writes it once it has bootstrapped: seconds on a quiet machine, far more on a
+    # busy one, so the same bound as the health wait that follows.
+    wait_for "${COGNIS_OS_START_TIMEOUT:-120}" "$stdout" "the $name pid file" -- test -s "$pid_file" \
+        || die "$name did not write $pid_file"
+}
+
+# opensearch_terminate NAME PID: SIGTERM, SIGKILL after 60 s, and wait for the exit.
+opensearch_terminate() {
+    local name=$1 pid=$2 i
+    log "$name: stopping (pid $pid)"
+    kill -TERM "$pid"
+    for ((i = 0; i < 60; i++)); do
+        kill -0 "$pid" 2>/dev/null || break
+        sleep 1
+    done
+    if kill -0 "$pid" 2>/dev/null; then
+        log "$name: still running after 60s, sending SIGKILL"
+        kill -KILL "$pid" 2>/dev/null || true
+        for ((i = 0; i < 10; i++)); do
+            kill -0 "$pid" 2>/dev/null || break
+            sleep 1
+        done
+    fi
+    kill -0 "$pid" 2>/dev/null && die "$name pid $pid did not exit"
+    return 0
+}
+
+# opensearch_health PORT: the cluster's health status (green, yellow, red), or nothing.
+opensearch_health() {
+    curl -fsS -m 3 "http://127.0.0.1:$1/_cluster/health" 2>/dev/null \
+        | sed -n 's/.*"status":"\([a-z]*\)".*/\1/p' || true
+}

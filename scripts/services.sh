@@ -14,8 +14,6 @@ PG_PWFILE="$PG_DIR/password"
 LOG_DIR="$LOCAL_DIR/logs"
 PG_LOG="$LOG_DIR/postgres.log"
 RUN_DIR="$LOCAL_DIR/run"
-OS_BASE="$LOCAL_DIR/opensearch"
-OS_HOME="$OS_BASE/current"
 OS_PIDFILE="$RUN_DIR/opensearch.pid"
 OS_LOG="$OS_BASE/logs/cognis-local.log"
 OS_STDOUT="$LOG_DIR/opensearch-stdout.log"
@@ -24,24 +22,9 @@ DB_USER="cognis"
 APP_DB_USER="cognis_app"
 WORKER_DB_USER="cognis_worker"
 
-IS_ROOT=0
-[[ "$(id -u)" -eq 0 ]] && IS_ROOT=1
-# PostgreSQL and OpenSearch refuse to run as root: as root use their service users,
-# otherwise run them as the calling user.
-if ((IS_ROOT)); then PG_OS_USER="postgres"; OS_RUN_USER="$OS_USER"; else PG_OS_USER="$(id -un)"; OS_RUN_USER="$(id -un)"; fi
-
-as_user() {  # USER CMD...
-    local u="$1"
-    shift
-    # cd / so that the service user never trips over an unreadable caller cwd (e.g. /root).
-    if ((IS_ROOT)); then (cd / && runuser -u "$u" -- "$@"); else "$@"; fi
-}
-
-own() {  # USER PATH...
-    local u="$1"
-    shift
-    if ((IS_ROOT)); then chown "$u:$(id -gn "$u")" "$@"; fi
-}
+# PostgreSQL refuses to run as root: as root use its service user, otherwise run it as the
+# calling user (OpenSearch likewise: OS_RUN_USER, lib.sh).
+if ((IS_ROOT)); then PG_OS_USER="postgres"; else PG_OS_USER="$(id -un)"; fi
 
 # ---------------------------------------------------------------- postgres
 
@@ -196,13 +179,7 @@ pg_status() {
 # ---------------------------------------------------------------- opensearch
 
 os_pid() {
-    local pid
-    pid=$(cat "$OS_PIDFILE" 2>/dev/null || true)
-    [[ "$pid" =~ ^[0-9]+$ ]] || return 1
-    # Must be alive and actually be an OpenSearch JVM (pid files can go stale).
-    kill -0 "$pid" 2>/dev/null || return 1
-    tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q 'org.opensearch.bootstrap.OpenSearch' || return 1
-    echo "$pid"
+    opensearch_pid "$OS_PIDFILE"
 }
 
 os_healthy() {
@@ -220,11 +197,7 @@ os_check_started() {
 }
 
 os_start() {
-    [[ -x "$OS_HOME/bin/opensearch" ]] || die "OpenSearch not installed: run scripts/install-opensearch.sh"
-    [[ -x "$COGNIS_JAVA_HOME/bin/java" ]] || die "Java not found at $COGNIS_JAVA_HOME (set COGNIS_JAVA_HOME)"
-    if ((IS_ROOT)) && ! id -u "$OS_RUN_USER" >/dev/null 2>&1; then
-        die "user $OS_RUN_USER missing: run scripts/install-opensearch.sh"
-    fi
+    opensearch_installed
     mkdir -p "$RUN_DIR" "$LOG_DIR"
     chmod 755 "$LOCAL_DIR" "$LOG_DIR"
     if ((IS_ROOT)); then chown "root:$(id -gn "$OS_RUN_USER")" "$RUN_DIR"; chmod 775 "$RUN_DIR"; fi
@@ -237,30 +210,12 @@ os_start() {
             die "port $COGNIS_OS_PORT is already served by another process (not ours: no live pid in $OS_PIDFILE)"
         fi
         rm -f "$OS_PIDFILE"
-        # A development node on a shared disk judges free space in absolute terms: with the
-        # default percentages, a large disk at 90 % use (tens of GB free) blocks index creation.
-        if ! grep -q '^cluster.routing.allocation.disk.watermark' "$OS_BASE/config/opensearch.yml"; then
-            printf '%s\n' \
-                'cluster.routing.allocation.disk.watermark.low: 2gb' \
-                'cluster.routing.allocation.disk.watermark.high: 1gb' \
-                'cluster.routing.allocation.disk.watermark.flood_stage: 512mb' \
-                >>"$OS_BASE/config/opensearch.yml"
-        fi
+        opensearch_disk_watermarks "$OS_BASE/config/opensearch.yml"
         # Keep the configured ports in sync with the environment.
         sed -i -e "s/^http.port:.*/http.port: $COGNIS_OS_PORT/" \
             -e "s/^transport.port:.*/transport.port: $COGNIS_OS_TRANSPORT_PORT/" "$OS_BASE/config/opensearch.yml"
         log "opensearch: starting on 127.0.0.1:$COGNIS_OS_PORT as user $OS_RUN_USER"
-        private_log "$OS_STDOUT"
-        : >"$OS_STDOUT"
-        as_user "$OS_RUN_USER" env \
-            JAVA_HOME="$COGNIS_JAVA_HOME" OPENSEARCH_JAVA_HOME="$COGNIS_JAVA_HOME" \
-            OPENSEARCH_PATH_CONF="$OS_BASE/config" OPENSEARCH_TMPDIR="$OS_BASE/tmp" \
-            OPENSEARCH_JAVA_OPTS="${OPENSEARCH_JAVA_OPTS:-}" \
-            "$OS_HOME/bin/opensearch" -d -p "$OS_PIDFILE" >>"$OS_STDOUT" 2>&1 </dev/null \
-            || { tail -n 30 "$OS_STDOUT" >&2; die "opensearch failed to launch (log: $OS_STDOUT)"; }
-        # The JVM writes it once it has bootstrapped: seconds on a quiet machine, far more on a
-        # busy one, so the same bound as the health wait below.
-        wait_for "${COGNIS_OS_START_TIMEOUT:-120}" "$OS_STDOUT" "the opensearch pid file" -- test -s "$OS_PIDFILE" || die "opensearch did not write $OS_PIDFILE"
+        opensearch_launch opensearch "$OS_BASE/config" "$OS_BASE/tmp" "$OS_PIDFILE" "$OS_STDOUT"
     fi
     wait_for "${COGNIS_OS_START_TIMEOUT:-120}" "$OS_LOG" "opensearch cluster health yellow" -- os_check_started \
         || die "opensearch is not healthy (log: $OS_LOG)"
@@ -274,22 +229,7 @@ os_stop() {
         rm -f "$OS_PIDFILE"
         return 0
     fi
-    log "opensearch: stopping (pid $pid)"
-    kill -TERM "$pid"
-    local i
-    for ((i = 0; i < 60; i++)); do
-        kill -0 "$pid" 2>/dev/null || break
-        sleep 1
-    done
-    if kill -0 "$pid" 2>/dev/null; then
-        log "opensearch: still running after 60s, sending SIGKILL"
-        kill -KILL "$pid" 2>/dev/null || true
-        for ((i = 0; i < 10; i++)); do
-            kill -0 "$pid" 2>/dev/null || break
-            sleep 1
-        done
-    fi
-    kill -0 "$pid" 2>/dev/null && die "opensearch pid $pid did not exit"
+    opensearch_terminate opensearch "$pid"
     rm -f "$OS_PIDFILE"
     log "opensearch: stopped"
 }
@@ -298,8 +238,7 @@ os_status() {
     local pid
     if pid=$(os_pid); then
         local health
-        health=$(curl -fsS -m 3 "http://127.0.0.1:$COGNIS_OS_PORT/_cluster/health" 2>/dev/null \
-            | sed -n 's/.*"status":"\([a-z]*\)".*/\1/p' || true)
+        health=$(opensearch_health "$COGNIS_OS_PORT")
         echo "opensearch up    127.0.0.1:$COGNIS_OS_PORT  pid $pid  health ${health:-unreachable}"
     else
         echo "opensearch down  127.0.0.1:$COGNIS_OS_PORT"

@@ -6,7 +6,17 @@ set -euo pipefail
 
 t0=$(date +%s)
 "$ROOT/scripts/install.sh"
-"$ROOT/scripts/services.sh" start all
+if [[ "${COGNIS_CLUSTER:-0}" == 1 ]]; then
+    # `make up-cluster`: the primary, its streaming replica (reads) and a 3-node OpenSearch
+    # cluster on loopback, the engines of terraform/'s topology (docs/deployment.md).
+    "$ROOT/scripts/services.sh" start postgres
+    "$ROOT/scripts/pg-replica.sh" start
+    "$ROOT/scripts/opensearch-cluster.sh" start
+    sed -i "s|^COGNIS_OPENSEARCH_URL=.*|COGNIS_OPENSEARCH_URL=$("$ROOT/scripts/opensearch-cluster.sh" urls)|" \
+        "$LOCAL_DIR/cognis.env"
+else
+    "$ROOT/scripts/services.sh" start all
+fi
 if [[ -n "${COGNIS_LLM_GGUF_PATH:-}" ]]; then
     # A local model: its server first, so the API's LLM endpoint answers from the start.
     if [[ "$COGNIS_LLM_GGUF_PATH" == "smollm2" ]]; then

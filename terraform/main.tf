@@ -146,10 +146,11 @@ module "ecs" {
   }
 
   database = {
-    host       = module.aurora.endpoint
-    port       = module.aurora.port
-    name       = module.aurora.database_name
-    secret_arn = module.aurora.master_user_secret_arn
+    host        = module.aurora.endpoint
+    reader_host = module.aurora.reader_endpoint
+    port        = module.aurora.port
+    name        = module.aurora.database_name
+    secret_arn  = module.aurora.master_user_secret_arn
   }
   opensearch = {
     url               = "https://${module.opensearch.endpoint}"
@@ -158,6 +159,9 @@ module "ecs" {
     master_username   = module.opensearch.master_username
     master_secret_arn = module.opensearch.master_password_secret_arn
     app_index_pattern = "cognis-memories*"
+    # One copy of every shard on another node (and zone) of the three: a node lost loses no
+    # part of the BM25 index.
+    replicas = 1
   }
 }
 

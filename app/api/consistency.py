@@ -16,6 +16,7 @@ from litestar.datastructures import ResponseHeader
 from litestar.params import Parameter
 from litestar.types import Message, Scope
 
+from app.api.reads import add_response_headers, with_added_headers
 from app.config import Settings
 from app.db.models import Memory
 from app.errors import InvalidInputError
@@ -96,7 +97,8 @@ class WriteWait:
 
 def commit_then_wait(commit: SendHook) -> SendHook:
     """The session's before-send handler: `commit` (the framework's autocommit) first, then the
-    wait a write asked for (`WriteWait.after_commit`), before its response starts."""
+    wait a write asked for (`WriteWait.after_commit`), before its response starts; then the
+    headers kept for the response (`add_response_headers`: the wait's, where a read ran)."""
 
     async def handler(message: Message, scope: Scope) -> None:
         await commit(message, scope)
@@ -104,14 +106,8 @@ def commit_then_wait(commit: SendHook) -> SendHook:
             return
         wait = scope["state"].pop(_AFTER_COMMIT, None)
         if wait is not None and 200 <= message["status"] < 300:
-            headers = await wait()
-            message["headers"] = [
-                *message["headers"],
-                *(
-                    (name.encode("latin-1"), value.encode("latin-1"))
-                    for name, value in headers.items()
-                ),
-            ]
+            add_response_headers(scope, await wait())
+        with_added_headers(message, scope)
 
     return handler
 

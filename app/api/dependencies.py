@@ -16,8 +16,12 @@ async def provide_runtime(state: State) -> Runtime:
     return state.runtime  # type: ignore[no-any-return]
 
 
+def memory_service(session: AsyncSession, runtime: Runtime) -> MemoryService:
+    return MemoryService(session, runtime.embedder, runtime.classifier, runtime.settings)
+
+
 async def provide_memory_service(db_session: AsyncSession, runtime: Runtime) -> MemoryService:
-    return MemoryService(db_session, runtime.embedder, runtime.classifier, runtime.settings)
+    return memory_service(db_session, runtime)
 
 
 async def provide_ingest_service(runtime: Runtime) -> IngestService:

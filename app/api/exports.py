@@ -10,11 +10,11 @@ from litestar.response import Stream
 
 from app.api.contract import COMMON, AgentIdQuery, FiltersQuery, RunIdQuery, UserId, problems
 from app.api.imports import NDJSON
+from app.api.reads import READ_HEADERS, Reads
 from app.db.tenant import current_tenant
 from app.imports.export import ExportOptions, Versions, export_lines
 from app.memories.fields import check_user_id
 from app.memories.filters import listing_filter, to_sql
-from app.runtime import Runtime
 
 
 class ExportController(Controller):
@@ -33,11 +33,12 @@ class ExportController(Controller):
         "embedding. Read in one transaction: a consistent snapshot.",
         media_type=NDJSON,
         responses=problems(*COMMON),
+        response_headers=READ_HEADERS,
     )
     async def export_memories(
         self,
         user_id: UserId,
-        runtime: Runtime,
+        reads: Reads,
         versions: Annotated[
             Versions,
             Parameter(description="current (default): current versions; all: every version."),
@@ -59,7 +60,9 @@ class ExportController(Controller):
             vectors=vectors,
             where=to_sql(matching) if matching is not None else None,
         )
+        # Where the stream reads is decided before its first byte (it reports it in a header).
+        sessionmaker = await reads.sessionmaker_for(fresh=True)
         return Stream(
-            export_lines(runtime.sessionmaker, tenant_id, user_id, options),
+            export_lines(sessionmaker, tenant_id, user_id, options),
             media_type=NDJSON,
         )

@@ -22,8 +22,9 @@ from app.api.contract import (
     problems,
 )
 from app.api.deadlines import provide_bulk_work, provide_interactive_work
-from app.api.dependencies import provide_memory_service
+from app.api.dependencies import memory_service, provide_memory_service
 from app.api.idempotency import REPLAY_HEADERS, IdempotentWrite, provide_idempotent_write
+from app.api.reads import READ_HEADERS, Reads
 from app.api.schemas.memories import (
     HistoryOut,
     MemoryBatchCreate,
@@ -39,6 +40,7 @@ from app.memories.filters import listing_filter, to_sql
 from app.memories.repository import ListFilter
 from app.memories.service import MemoryService
 from app.ml.batching import Work
+from app.runtime import Runtime
 
 
 def _draft(body: MemoryCreate) -> MemoryDraft:
@@ -118,11 +120,13 @@ class MemoryController(Controller):
         "/",
         summary="List memories, newest first, with cursor pagination",
         responses=problems(*COMMON),
+        response_headers=READ_HEADERS,
     )
     async def list_memories(
         self,
         user_id: UserId,
-        service: MemoryService,
+        reads: Reads,
+        runtime: Runtime,
         # "scope" is Litestar's reserved name for the ASGI scope, hence the alias.
         memory_scope: Annotated[Scope | None, Parameter(query="scope")] = None,
         session_id: SessionId | None = None,
@@ -142,26 +146,36 @@ class MemoryController(Controller):
         ] = None,
     ) -> MemoryList:
         matching = listing_filter(filters, agent_id, run_id)
-        page = await service.list_page(
-            user_id,
-            ListFilter(
-                scope=memory_scope,
-                session_id=session_id,
-                category=category,
-                include_superseded=include_superseded,
-                where=to_sql(matching) if matching is not None else None,
-                id_range=id_prefix_range(id_prefix) if id_prefix is not None else None,
+        listing = ListFilter(
+            scope=memory_scope,
+            session_id=session_id,
+            category=category,
+            include_superseded=include_superseded,
+            where=to_sql(matching) if matching is not None else None,
+            id_range=id_prefix_range(id_prefix) if id_prefix is not None else None,
+        )
+        page = await reads(
+            lambda session: memory_service(session, runtime).list_page(
+                user_id, listing, limit, cursor
             ),
-            limit,
-            cursor,
+            fresh=True,
         )
         return MemoryList(items=[MemoryOut.of(m) for m in page.items], next_cursor=page.next_cursor)
 
-    @get("/{memory_id:str}", summary="Get one memory version", responses=problems(*COMMON, 404))
+    @get(
+        "/{memory_id:str}",
+        summary="Get one memory version",
+        responses=problems(*COMMON, 404),
+        response_headers=READ_HEADERS,
+    )
     async def get_memory(
-        self, user_id: UserId, memory_id: str, service: MemoryService
+        self, user_id: UserId, memory_id: str, reads: Reads, runtime: Runtime
     ) -> MemoryOut:
-        return MemoryOut.of(await service.get(user_id, parse_memory_id(memory_id)))
+        wanted = parse_memory_id(memory_id)
+        memory = await reads(
+            lambda session: memory_service(session, runtime).get(user_id, wanted), fresh=True
+        )
+        return MemoryOut.of(memory)
 
     @patch(
         "/{memory_id:str}",
@@ -215,11 +229,15 @@ class MemoryController(Controller):
         "/{memory_id:str}/history",
         summary="Every version of this memory's chain, oldest first",
         responses=problems(*COMMON, 404),
+        response_headers=READ_HEADERS,
     )
     async def memory_history(
-        self, user_id: UserId, memory_id: str, service: MemoryService
+        self, user_id: UserId, memory_id: str, reads: Reads, runtime: Runtime
     ) -> HistoryOut:
-        versions = await service.history(user_id, parse_memory_id(memory_id))
+        wanted = parse_memory_id(memory_id)
+        versions = await reads(
+            lambda session: memory_service(session, runtime).history(user_id, wanted), fresh=True
+        )
         return HistoryOut(
             chain_id=versions[0].chain_id, versions=[MemoryOut.of(m) for m in versions]
         )

@@ -18,6 +18,7 @@ from app.api.health import health, metrics_endpoint, ready
 from app.api.imports import ImportController
 from app.api.memories import MemoryController
 from app.api.messages import MessageController
+from app.api.reads import provide_reads
 from app.api.search import SearchController
 from app.api.users import UserController, UserListController
 from app.tenants.authentication import API_KEY_HEADER
@@ -37,7 +38,7 @@ def api_route_handlers() -> list[ControllerRouterHandler]:
             UserListController,
         ],
         guards=[require_api_key],
-        dependencies={"runtime": Provide(provide_runtime)},
+        dependencies={"runtime": Provide(provide_runtime), "reads": Provide(provide_reads)},
         security=[{"apiKey": []}],
     )
     admin = Router(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from dataclasses import replace
 
 import msgspec
 from litestar import Controller, Request, post
@@ -10,6 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.api.consistency import wait_bound_s
 from app.api.contract import WITH_BODY, UserId, problems
+from app.api.reads import READ_HEADERS, Reads
 from app.api.schemas.memories import MemoryOut
 from app.api.schemas.search import (
     IndexLagOut,
@@ -22,7 +24,7 @@ from app.errors import InvalidInputError
 from app.memories.fields import check_instant, check_text, check_user_id
 from app.memories.filters import parse_filter
 from app.retrieval.profiles import lever_changes
-from app.retrieval.request import SearchRequest
+from app.retrieval.request import SearchRequest, SearchResponse
 from app.runtime import Runtime
 from app.search_index.freshness import IndexWait, wait_until_indexed
 from app.search_index.freshness import index_lag as index_lag_of
@@ -37,13 +39,14 @@ class SearchController(Controller):
         status_code=200,
         summary="Search a user's memories (8-stage hybrid retrieval)",
         responses=problems(*WITH_BODY),
+        response_headers=READ_HEADERS,
     )
     async def search(
         self,
         user_id: UserId,
         data: SearchBody,
-        db_session: AsyncSession,
         runtime: Runtime,
+        reads: Reads,
         request: Request,
     ) -> SearchOut:
         settings = runtime.settings
@@ -75,40 +78,43 @@ class SearchController(Controller):
             waited = await wait_until_indexed(
                 runtime.sessionmaker, runtime.relay, user_id, timeout_s
             )
-        lag = await index_lag_of(db_session, runtime.index, user_id, waited)
-        index_lag = IndexLagOut(
-            pending=lag.pending,
-            unrefreshed=lag.unrefreshed,
-            oldest_pending_age_ms=lag.oldest_pending_age_ms,
-            consistency=data.consistency,
-            # After a wait, events written since the request began do not make it stale;
-            # without the BM25 leg nothing was read from the index.
-            stale=data.stages.bm25
-            and ((not waited.indexed) if waited is not None else lag.pending > 0),
-            waited_ms=waited.waited_ms if waited is not None else None,
+        searched = SearchRequest(
+            user_id=user_id,
+            query=data.query,
+            top_k=top_k,
+            session_id=data.session_id,
+            agent_id=data.agent_id,
+            run_id=data.run_id,
+            as_of=as_of,
+            switches=data.stages,
+            profile=data.profile,
+            levers=lever_changes(data.levers),
+            rrf_k=data.rrf.k,
+            weight_vector=data.rrf.weight_vector,
+            weight_bm25=data.rrf.weight_bm25,
+            request_id=request.headers.get("X-Request-ID") or uuid.uuid4().hex,
+            filters=filters,
+            min_relevance=data.min_relevance,
         )
-        response = await runtime.retrieval.search(
-            db_session,
-            SearchRequest(
-                user_id=user_id,
-                query=data.query,
-                top_k=top_k,
-                session_id=data.session_id,
-                agent_id=data.agent_id,
-                run_id=data.run_id,
-                as_of=as_of,
-                switches=data.stages,
-                profile=data.profile,
-                levers=lever_changes(data.levers),
-                rrf_k=data.rrf.k,
-                weight_vector=data.rrf.weight_vector,
-                weight_bm25=data.rrf.weight_bm25,
-                request_id=request.headers.get("X-Request-ID") or uuid.uuid4().hex,
-                index_lag=msgspec.structs.asdict(index_lag),
-                filters=filters,
-                min_relevance=data.min_relevance,
-            ),
-        )
+
+        async def search_on(session: AsyncSession) -> tuple[IndexLagOut, SearchResponse]:
+            lag = await index_lag_of(session, runtime.index, user_id, waited)
+            index_lag = IndexLagOut(
+                pending=lag.pending,
+                unrefreshed=lag.unrefreshed,
+                oldest_pending_age_ms=lag.oldest_pending_age_ms,
+                consistency=data.consistency,
+                # After a wait, events written since the request began do not make it stale;
+                # without the BM25 leg nothing was read from the index.
+                stale=data.stages.bm25
+                and ((not waited.indexed) if waited is not None else lag.pending > 0),
+                waited_ms=waited.waited_ms if waited is not None else None,
+            )
+            lagging = replace(searched, index_lag=msgspec.structs.asdict(index_lag))
+            return index_lag, await runtime.retrieval.search(session, lagging)
+
+        # "indexed" reads this user's writes in Postgres too: on a replica, once it replayed them.
+        index_lag, response = await reads(search_on, fresh=data.consistency == "indexed")
         hits = []
         rank = 0
         for candidate in response.results:

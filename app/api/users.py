@@ -8,10 +8,10 @@ from typing import Annotated
 from litestar import Controller, delete, get
 from litestar.di import Provide
 from litestar.params import Parameter
-from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.api.contract import COMMON, UserId, problems
 from app.api.dependencies import provide_eraser
+from app.api.reads import READ_HEADERS, Reads
 from app.api.schemas.users import EraseOut, UserList, UserSummaryOut
 from app.memories.erasure import UserEraser
 from app.memories.fields import AgentId, RunId, check_text
@@ -26,10 +26,11 @@ class UserListController(Controller):
         "/",
         summary="List this tenant's users: memory counts and last change, by user id",
         responses=problems(*COMMON),
+        response_headers=READ_HEADERS,
     )
     async def list_users(
         self,
-        db_session: AsyncSession,
+        reads: Reads,
         prefix: Annotated[
             str | None,
             Parameter(max_length=128, description="Only user ids starting with this text."),
@@ -43,7 +44,9 @@ class UserListController(Controller):
         check_text(prefix, "prefix")
         check_text(cursor, "cursor")
         # One more than asked says whether there is a next page.
-        page = await users_page(db_session, cursor, limit + 1, prefix)
+        page = await reads(
+            lambda session: users_page(session, cursor, limit + 1, prefix), fresh=True
+        )
         more = len(page) > limit
         page = page[:limit]
         return UserList(

@@ -17,8 +17,14 @@ from app.db import tenant  # noqa: F401 (its listener sets each transaction's te
 SERVER_SETTINGS = {"plan_cache_mode": "force_custom_plan", "jit": "off"}
 
 
-def create_engine(settings: Settings, url: str | None = None) -> AsyncEngine:
-    """An engine for `url` (default: the service's database URL) with the service's settings."""
+def create_engine(
+    settings: Settings, url: str | None = None, *, connect_timeout_s: float | None = None
+) -> AsyncEngine:
+    """An engine for `url` (default: the service's database URL) with the service's settings;
+    `connect_timeout_s` bounds a connection attempt (asyncpg's own default: 60 s)."""
+    connect_args: dict[str, object] = {"server_settings": SERVER_SETTINGS}
+    if connect_timeout_s is not None:
+        connect_args["timeout"] = connect_timeout_s
     return create_async_engine(
         url or settings.database_url.get_secret_value(),
         pool_size=settings.db_pool_size,
@@ -26,7 +32,7 @@ def create_engine(settings: Settings, url: str | None = None) -> AsyncEngine:
         # Parameters are user content (memory text, metadata, embeddings): an error's message
         # must not carry them into logs.
         hide_parameters=True,
-        connect_args={"server_settings": SERVER_SETTINGS},
+        connect_args=connect_args,
     )
 
 

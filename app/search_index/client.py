@@ -15,6 +15,7 @@ from opensearchpy.exceptions import ConnectionTimeout, TransportError
 from app.config import Settings
 from app.db.tenant import DEFAULT_TENANT_ID, current_tenant
 from app.search_index.documents import added_fields, index_body
+from app.search_index.layout import node_urls, reconcile_layout, wanted_replicas
 
 log = structlog.get_logger(__name__)
 
@@ -148,12 +149,18 @@ class MemoryIndex:
         self._refresh_interval = settings.opensearch_refresh_interval
         # The interval this service creates the index with: keep an existing index's equal.
         self.refresh_window_s = refresh_window_s(settings.opensearch_refresh_interval)
-        self._fields_added = False
+        self._shards = settings.opensearch_shards
+        self._replicas = settings.opensearch_replicas
+        self._existing_checked = False
+        hosts = node_urls(settings.opensearch_url)
         self.client = AsyncOpenSearch(
-            hosts=[settings.opensearch_url],
+            hosts=hosts,
             http_auth=auth,
             timeout=settings.opensearch_timeout_s,
-            max_retries=0,
+            # With several nodes, a request that finds one dead (refused, reset) is retried on
+            # the next, and the client leaves the dead one out for a while. A timeout is not
+            # retried: the caller's time is spent (the BM25 leg reports itself missing).
+            max_retries=len(hosts) - 1,
             retry_on_timeout=False,
         )
 
@@ -174,26 +181,34 @@ class MemoryIndex:
         return True
 
     async def ensure_index(self) -> bool:
-        """Create the index with its mapping if missing. Returns True if it was created."""
+        """Create the index with its mapping, shards and replicas if missing. Returns True if
+        it was created. An existing one is brought up to date once per process."""
         if await self.client.indices.exists(index=self.name):
-            if not self._fields_added:
+            if not self._existing_checked:
                 # An index made by an earlier version: add the fields it lacks (allowed in place;
                 # old documents gain them when reindexed; see tenant_filter for the tenant).
                 await self.client.indices.put_mapping(
                     index=self.name, body=added_fields(await self._english_available())
                 )
-                self._fields_added = True
+                await reconcile_layout(self.client, self.name, self._shards, self._replicas)
+                self._existing_checked = True
             return False
         english = await self._english_available()
+        replicas = await wanted_replicas(self.client, self._replicas)
+        body = index_body(english, self._refresh_interval, self._shards, replicas)
         try:
-            await self.client.indices.create(
-                index=self.name, body=index_body(english, self._refresh_interval)
-            )
+            await self.client.indices.create(index=self.name, body=body)
         except TransportError as exc:
             if exc.error == "resource_already_exists_exception":
                 return False
             raise
-        log.info("search_index.created", index=self.name, english_analyzer=english)
+        log.info(
+            "search_index.created",
+            index=self.name,
+            english_analyzer=english,
+            shards=self._shards,
+            replicas=replicas,
+        )
         return True
 
     async def drop_index(self) -> None:

@@ -72,7 +72,9 @@ def added_fields(english_analyzer: bool) -> dict[str, Any]:
 ADDED_FIELDS = ("context", "tenant_id", "metadata", "expires_at", "agent_id", "run_id")
 
 
-def index_body(english_analyzer: bool, refresh_interval: str = "1s") -> dict[str, Any]:
+def index_body(
+    english_analyzer: bool, refresh_interval: str = "1s", shards: int = 1, replicas: int = 0
+) -> dict[str, Any]:
     """Mapping and settings. `english` (stemming) needs the analysis-common module."""
     analyzer: dict[str, Any] = (
         {"type": "english"} if english_analyzer else {"type": "standard", "stopwords": "_english_"}
@@ -80,8 +82,8 @@ def index_body(english_analyzer: bool, refresh_interval: str = "1s") -> dict[str
     return {
         "settings": {
             "index": {
-                "number_of_shards": 1,
-                "number_of_replicas": 0,
+                "number_of_shards": shards,
+                "number_of_replicas": replicas,
                 "refresh_interval": refresh_interval,
             },
             "analysis": {"analyzer": {"memory_text": analyzer}},

@@ -93,10 +93,10 @@ def _entrypoint_script() -> str:
     return "\n".join(re.findall(r"^\s*'(.*)' *$", run, flags=re.M)) + "\n"
 
 
-def _entrypoint_env(env: dict[str, str], tmp_path: Path) -> str:
+def _entrypoint_env(env: dict[str, str], tmp_path: Path, name: str = "COGNIS_DATABASE_URL") -> str:
     script = tmp_path / "entrypoint.py"
     script.write_text(_entrypoint_script())
-    probe = "import os; print(os.environ.get('COGNIS_DATABASE_URL', ''))"
+    probe = f"import os; print(os.environ.get({name!r}, ''))"
     clean = {k: v for k, v in os.environ.items() if not k.startswith(("COGNIS_", "DB_"))}
     result = subprocess.run(
         [sys.executable, str(script), sys.executable, "-c", probe],
@@ -154,3 +154,12 @@ def test_entry_points_are_commands_of_the_cli(where: str) -> None:
     command = _commands_used()[where]
     assert command[:3] == ["python", "-m", "app"], command
     assert command[3] in _cli_commands(), f"{where}: {command}"
+
+
+def test_entrypoint_builds_the_reader_url_from_the_reader_endpoint(tmp_path: Path) -> None:
+    parts = {"DB_HOST": "writer.internal", "DB_USERNAME": "cognis_app", "DB_PASSWORD": "p@ss"}
+    reader = {**parts, "DB_READER_HOST": "reader.internal", "DB_SSL": "require"}
+    url = _entrypoint_env(reader, tmp_path, "COGNIS_READ_DATABASE_URL")
+    assert url == "postgresql+asyncpg://cognis_app:p%40ss@reader.internal:5432/cognis?ssl=require"
+    # No reader endpoint: every read goes to the writer.
+    assert _entrypoint_env(parts, tmp_path, "COGNIS_READ_DATABASE_URL") == ""

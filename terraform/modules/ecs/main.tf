@@ -12,18 +12,21 @@ locals {
   embedder_url = "http://embedder.${var.name}.internal:${local.embedder_port}/v1"
 
   # Every COGNIS_* name here is a field of app.config.Settings (tests/deploy checks it). DB_*
-  # parts are joined into COGNIS_DATABASE_URL by the image's entrypoint (URL-quoted password).
+  # parts are joined into COGNIS_DATABASE_URL by the image's entrypoint (URL-quoted password),
+  # and with DB_READER_HOST (Aurora's reader endpoint) into COGNIS_READ_DATABASE_URL.
   base_environment = {
     COGNIS_HOST                 = "0.0.0.0"
     COGNIS_PORT                 = tostring(local.app_port)
     COGNIS_LOG_JSON             = "true"
     COGNIS_OPENSEARCH_URL       = var.opensearch.url
     COGNIS_OPENSEARCH_USERNAME  = var.opensearch.app_username
+    COGNIS_OPENSEARCH_REPLICAS  = tostring(var.opensearch.replicas)
     COGNIS_RELAY_IN_API         = "false"
     COGNIS_INGEST_WORKER_IN_API = "false"
     DB_HOST                     = var.database.host
     DB_PORT                     = tostring(var.database.port)
     DB_NAME                     = var.database.name
+    DB_READER_HOST              = var.database.reader_host
     DB_SSL                      = "require"
     HF_HOME                     = "/tmp/hf"
   }

@@ -91,12 +91,13 @@ variable "extra_environment" {
 }
 
 variable "database" {
-  description = "Aurora connection: writer endpoint, port, database and the RDS-managed master secret."
+  description = "Aurora connection: writer endpoint, reader endpoint (the API's searches, lists, history and exports), port, database and the RDS-managed master secret."
   type = object({
-    host       = string
-    port       = number
-    name       = string
-    secret_arn = string
+    host        = string
+    reader_host = string
+    port        = number
+    name        = string
+    secret_arn  = string
   })
 }
 
@@ -109,6 +110,7 @@ variable "opensearch" {
     master_username   = string
     master_secret_arn = string
     app_index_pattern = string
+    replicas          = number
   })
 }
 
