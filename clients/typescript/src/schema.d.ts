@@ -1400,6 +1400,12 @@ export interface operations {
             /** @description Request fulfilled, document follows */
             200: {
                 headers: {
+                    /** @description Only when the writer served a read meant for the replica, why: `replica_behind` (it had not replayed this read's writes within COGNIS_REPLICA_WAIT_MAX_MS), `replica_unavailable` (it did not answer), `replica_position_unknown` (it reports no replay position). */
+                    "X-Read-Fallback"?: unknown;
+                    /** @description Only with a read replica (COGNIS_READ_DATABASE_URL): `replica` or `writer`, the database this read ran on. */
+                    "X-Read-From"?: unknown;
+                    /** @description Only with a read replica: milliseconds this read waited for the replica to replay the writes committed before it. */
+                    "X-Replica-Wait-Ms"?: unknown;
                     [name: string]: unknown;
                 };
                 content: {
@@ -1534,6 +1540,12 @@ export interface operations {
             /** @description Stream Response */
             200: {
                 headers: {
+                    /** @description Only when the writer served a read meant for the replica, why: `replica_behind` (it had not replayed this read's writes within COGNIS_REPLICA_WAIT_MAX_MS), `replica_unavailable` (it did not answer), `replica_position_unknown` (it reports no replay position). */
+                    "X-Read-Fallback"?: unknown;
+                    /** @description Only with a read replica (COGNIS_READ_DATABASE_URL): `replica` or `writer`, the database this read ran on. */
+                    "X-Read-From"?: unknown;
+                    /** @description Only with a read replica: milliseconds this read waited for the replica to replay the writes committed before it. */
+                    "X-Replica-Wait-Ms"?: unknown;
                     [name: string]: unknown;
                 };
                 content: {
@@ -1897,6 +1909,12 @@ export interface operations {
             /** @description Request fulfilled, document follows */
             200: {
                 headers: {
+                    /** @description Only when the writer served a read meant for the replica, why: `replica_behind` (it had not replayed this read's writes within COGNIS_REPLICA_WAIT_MAX_MS), `replica_unavailable` (it did not answer), `replica_position_unknown` (it reports no replay position). */
+                    "X-Read-Fallback"?: unknown;
+                    /** @description Only with a read replica (COGNIS_READ_DATABASE_URL): `replica` or `writer`, the database this read ran on. */
+                    "X-Read-From"?: unknown;
+                    /** @description Only with a read replica: milliseconds this read waited for the replica to replay the writes committed before it. */
+                    "X-Replica-Wait-Ms"?: unknown;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2187,6 +2205,12 @@ export interface operations {
             /** @description Request fulfilled, document follows */
             200: {
                 headers: {
+                    /** @description Only when the writer served a read meant for the replica, why: `replica_behind` (it had not replayed this read's writes within COGNIS_REPLICA_WAIT_MAX_MS), `replica_unavailable` (it did not answer), `replica_position_unknown` (it reports no replay position). */
+                    "X-Read-Fallback"?: unknown;
+                    /** @description Only with a read replica (COGNIS_READ_DATABASE_URL): `replica` or `writer`, the database this read ran on. */
+                    "X-Read-From"?: unknown;
+                    /** @description Only with a read replica: milliseconds this read waited for the replica to replay the writes committed before it. */
+                    "X-Replica-Wait-Ms"?: unknown;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2484,6 +2508,12 @@ export interface operations {
             /** @description Request fulfilled, document follows */
             200: {
                 headers: {
+                    /** @description Only when the writer served a read meant for the replica, why: `replica_behind` (it had not replayed this read's writes within COGNIS_REPLICA_WAIT_MAX_MS), `replica_unavailable` (it did not answer), `replica_position_unknown` (it reports no replay position). */
+                    "X-Read-Fallback"?: unknown;
+                    /** @description Only with a read replica (COGNIS_READ_DATABASE_URL): `replica` or `writer`, the database this read ran on. */
+                    "X-Read-From"?: unknown;
+                    /** @description Only with a read replica: milliseconds this read waited for the replica to replay the writes committed before it. */
+                    "X-Replica-Wait-Ms"?: unknown;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2682,6 +2712,12 @@ export interface operations {
             /** @description Request fulfilled, document follows */
             200: {
                 headers: {
+                    /** @description Only when the writer served a read meant for the replica, why: `replica_behind` (it had not replayed this read's writes within COGNIS_REPLICA_WAIT_MAX_MS), `replica_unavailable` (it did not answer), `replica_position_unknown` (it reports no replay position). */
+                    "X-Read-Fallback"?: unknown;
+                    /** @description Only with a read replica (COGNIS_READ_DATABASE_URL): `replica` or `writer`, the database this read ran on. */
+                    "X-Read-From"?: unknown;
+                    /** @description Only with a read replica: milliseconds this read waited for the replica to replay the writes committed before it. */
+                    "X-Replica-Wait-Ms"?: unknown;
                     [name: string]: unknown;
                 };
                 content: {
