@@ -29,7 +29,7 @@ from app import metrics
 from app.config import Settings
 from app.db.models import IngestDecision, Message
 from app.db.tenant import tenant_scope
-from app.errors import InvalidInputError, UserErasedError
+from app.errors import ConflictError, InvalidInputError, UserErasedError
 from app.ingest.context import message_context
 from app.ingest.pipeline import Decided, IngestPipeline
 from app.ingest.repository import Claim, ClaimedTask, IngestRepository
@@ -42,6 +42,9 @@ log = structlog.get_logger(__name__)
 RETRY_BACKOFF_MAX_S = 60.0
 # Failures that the same input will always meet again (a date overflow included).
 PERMANENT_ERRORS = (InvalidInputError, OverflowError)
+# How often a message is decided again when a memory its decision changes was superseded or
+# deleted meanwhile by a write that does not wait for this batch (an API PATCH or DELETE).
+DECIDE_AGAIN = 2
 
 
 class LeaseLost(Exception):
@@ -196,12 +199,9 @@ class IngestWorker:
         for position, task in enumerate(claim.tasks):
             message = messages[task.message_id]
             try:
-                async with session.begin_nested():
-                    context = message_context(
-                        claim.user_id, message.id, message, task.scope, embeddings[message.id]
-                    )
-                    decided = await self._pipeline.decide(session, context)
-                    rows = await self._pipeline.apply(session, task.job_id, decided)
+                decided, rows = await self._decide_and_apply(
+                    session, claim, task, message, embeddings[message.id]
+                )
             except Exception as exc:
                 final = self._is_final(task, exc)
                 outcome.failures.append(Failure(task, exc, final))
@@ -217,6 +217,35 @@ class IngestWorker:
                 continue
             outcome.applied.append((task, decided, rows))
         return outcome
+
+    async def _decide_and_apply(
+        self,
+        session: AsyncSession,
+        claim: Claim,
+        task: ClaimedTask,
+        message: Message,
+        embedding: Embedding,
+    ) -> tuple[Decided, list[IngestDecision]]:
+        """One message, in a savepoint. The memories a decision changes are not locked while it
+        is made (an LLM call), so an API write may supersede or delete one before it applies:
+        the message is then decided again on what is current, without spending an attempt."""
+        for again in range(DECIDE_AGAIN + 1):
+            try:
+                async with session.begin_nested():
+                    context = message_context(
+                        claim.user_id, message.id, message, task.scope, embedding
+                    )
+                    decided = await self._pipeline.decide(session, context)
+                    return decided, await self._pipeline.apply(session, task.job_id, decided)
+            except ConflictError as exc:
+                if again == DECIDE_AGAIN:
+                    raise
+                log.info(
+                    "ingest.decided_again",
+                    message_id=str(task.message_id),
+                    reason=_describe(exc),
+                )
+        raise AssertionError("unreachable")
 
     def _is_final(self, task: ClaimedTask, exc: Exception) -> bool:
         # Bad input stays bad: retrying it only holds up the user's later messages.

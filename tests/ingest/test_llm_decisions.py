@@ -196,3 +196,52 @@ async def test_no_other_users_memory_ever_reaches_the_prompt(
     assert all(d["operation"] != "DELETE" for d in decisions(job))
     assert decisions(job)[0]["fallback_used"] is True
     assert len(await current_memories(llm_client, other_user_id)) == 1
+
+
+async def test_an_update_whose_target_was_edited_meanwhile_is_decided_again(
+    llm: ScriptedLLM, llm_client: httpx.AsyncClient, user_id: str
+) -> None:
+    # The answer about the move comes late (within the LLM timeout); meanwhile the user's app
+    # edits the memory it will name, so the version the first decision names is no longer
+    # current when it would be applied. The edit must land inside that second: a machine too
+    # busy for that gets another try with a user of its own.
+    for attempt in range(3):
+        user = f"{user_id}-{attempt}"
+        llm.script(
+            f"I live in Kyoto ({attempt})",
+            Reply.ops({"op": "ADD", "content": "Lives in Kyoto", "category": "personal_details"}),
+        )
+        first = await ingest(llm_client, user, message(f"I live in Kyoto ({attempt})"))
+        (added,) = decisions(first)
+        moved = f"I moved to Nara ({attempt})"
+        update = {"op": "UPDATE", "target": "m1", "content": "Lives in Nara"}
+        llm.script(moved, Reply.ops(update, delay_s=1.5), Reply.ops(update))
+        job = await ingest(llm_client, user, message(moved), wait=False)
+        for _ in range(600):
+            if llm.requests_for(moved):
+                break
+            await asyncio.sleep(0.02)
+        # A metadata edit: a new version at once, with no model work.
+        edited = await llm_client.patch(
+            f"/v1/users/{user}/memories/{added['memory_id']}",
+            json={"metadata": {"neighbourhood": "Gion"}},
+        )
+        done = await wait_job(llm_client, user, job["job_id"])
+        if edited.status_code == 200:
+            break
+        assert edited.status_code == 409, edited.text  # the decision was applied first
+    assert edited.status_code == 200, "the edit never landed before the late answer"
+
+    assert done["state"] == "done", done
+    (task,) = done["messages"]
+    assert task["attempts"] == 1, task  # decided again at once, not failed and retried
+    assert len(llm.requests_for(moved)) == 2
+    (updated,) = decisions(done)
+    assert updated["operation"] == "UPDATE" and updated["target_memory_id"] == edited.json()["id"]
+    history = await llm_client.get(f"/v1/users/{user}/memories/{updated['memory_id']}/history")
+    versions = history.json()["versions"]
+    assert [(v["content"], v["metadata"]) for v in versions] == [
+        ("Lives in Kyoto", {}),
+        ("Lives in Kyoto", {"neighbourhood": "Gion"}),
+        ("Lives in Nara", {"neighbourhood": "Gion"}),
+    ]
