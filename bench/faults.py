@@ -41,15 +41,11 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from bench.ports import free_port
+from bench.processes import read_env
 
 ROOT = Path(__file__).resolve().parent.parent
 API_KEY = "faults-" + uuid.uuid4().hex
 INDEX = "cognis-faults"
-
-
-def _read_env(path: Path) -> dict[str, str]:
-    pairs = (line.split("=", 1) for line in path.read_text().splitlines() if "=" in line)
-    return {k.strip(): v.strip() for k, v in pairs if not k.startswith("#")}
 
 
 class Stack:
@@ -121,7 +117,7 @@ class Stack:
         self.start_api()
 
     def api_env(self) -> dict[str, str]:
-        local = _read_env(self.base / "cognis.env")
+        local = read_env(self.base / "cognis.env")
         env = {k: v for k, v in os.environ.items() if not k.startswith("COGNIS_")}
         return env | {
             "COGNIS_DATABASE_URL": local["COGNIS_DATABASE_URL"],

@@ -15,6 +15,12 @@ def _local_dir() -> Path:
     return Path(os.environ.get("COGNIS_LOCAL_DIR", ROOT / ".local"))
 
 
+def read_env(path: Path) -> dict[str, str]:
+    """The settings of an env file the scripts write (`.local/cognis.env`)."""
+    pairs = (line.split("=", 1) for line in path.read_text().splitlines() if "=" in line)
+    return {k.strip(): v.strip() for k, v in pairs if not k.lstrip().startswith("#")}
+
+
 def rss_mib(pid: int) -> float | None:
     """The process's resident memory (VmRSS) in MiB; None when it is gone."""
     try:

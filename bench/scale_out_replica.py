@@ -34,6 +34,7 @@ from sqlalchemy.ext.asyncio import create_async_engine
 from app.config import Settings
 from bench.database import default_tenant, owner_engine
 from bench.ports import free_port
+from bench.processes import read_env
 from bench.scale import INSERT, speaker_of, vector_literal
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -59,11 +60,6 @@ QUERIES = [
     "What language is Mira learning?",
     "Where does Mira eat ramen?",
 ]
-
-
-def read_env(path: Path) -> dict[str, str]:
-    pairs = (line.split("=", 1) for line in path.read_text().splitlines() if "=" in line)
-    return {k.strip(): v.strip() for k, v in pairs if not k.lstrip().startswith("#")}
 
 
 class RandomMemories:

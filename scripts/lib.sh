@@ -238,6 +238,10 @@ own() {  # USER PATH...
 # ---------------------------------------------------------------- opensearch nodes
 # Shared by scripts/services.sh (the single node) and scripts/opensearch-cluster.sh (three).
 
+# PostgreSQL refuses to run as root: as root it runs as its service user, else as the caller
+# (the primary, scripts/services.sh, and its replica, scripts/pg-replica.sh).
+if ((IS_ROOT)); then PG_OS_USER="postgres"; else PG_OS_USER="$(id -un)"; fi
+
 OS_BASE="$LOCAL_DIR/opensearch"
 OS_HOME="$OS_BASE/current"
 # OpenSearch refuses to run as root: as root it runs as its service user, else as the caller.

@@ -22,9 +22,7 @@ DB_USER="cognis"
 APP_DB_USER="cognis_app"
 WORKER_DB_USER="cognis_worker"
 
-# PostgreSQL refuses to run as root: as root use its service user, otherwise run it as the
-# calling user (OpenSearch likewise: OS_RUN_USER, lib.sh).
-if ((IS_ROOT)); then PG_OS_USER="postgres"; else PG_OS_USER="$(id -un)"; fi
+# PostgreSQL runs as PG_OS_USER, OpenSearch as OS_RUN_USER (lib.sh).
 
 # ---------------------------------------------------------------- postgres
 

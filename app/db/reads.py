@@ -115,6 +115,8 @@ class ReadRouter:
     async def sessionmaker_for(self, *, fresh: bool) -> tuple[async_sessionmaker, ReadRoute]:
         """For a read that opens its own sessions later (a streamed export): where it should
         run, decided now (the replica answering and, if `fresh`, caught up)."""
+        if self.replica is None:  # nothing to decide: no round trip
+            return self.writer, WRITER
 
         async def nothing(session: AsyncSession) -> None:
             await session.execute(text("SELECT 1"))
