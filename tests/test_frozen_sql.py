@@ -83,6 +83,14 @@ RELEASED = {
         "71c9fe56b5425dc0cbb06ccf2c6ffa9cf5130e1b32698aef33508f6ce02426ac",
         "0021_sentence_vectors",
     ),
+    "batch_jobs_v1.sql": (
+        "06d9a59edf5578eac67a6d6771d3420b5a34f3a383d47457a8a27f518beb8c65",
+        "0022_batch_jobs",
+    ),
+    "batch_jobs_v1_drop.sql": (
+        "f8d6f2e64d3e1185dc88a1c83859931c8dd5a6748036b927d42c4f6abd811809",
+        "0022_batch_jobs",
+    ),
 }
 
 

@@ -166,11 +166,20 @@ async def test_a_downgrade_that_drops_data_refuses_unless_forced(
         # One line, no traceback: the revision, what, the row counts, the exact command.
         assert "Traceback" not in refused.stderr, refused.stderr[-2000:]
         assert (
-            "FAILED: downgrade of 0019_scope_erasures refused: it would drop the audit rows "
-            "of scoped erases (scope_erasures) (rows: scope_erasures: 0); "
+            "FAILED: downgrade of 0022_batch_jobs refused: it would drop the batch creates "
+            "accepted and not yet written, and the record of those done (batch_jobs) (rows: "
+            "batch_jobs not done: 0, batch_jobs: 0); "
             f"back up first, then force it with `alembic -x force=true downgrade {target}`\n"
         ) in refused.stdout, refused.stdout + refused.stderr[-2000:]
         assert len([ln for ln in refused.stderr.splitlines() if "refused" in ln]) == 1
+    # Past 0022, the next refusal is 0019's.
+    await alembic_async(env, "-x", "force=true", "downgrade", "0021_sentence_vectors")
+    refused = await run_cli_async(env, "alembic", "downgrade", "0005_write_path")
+    assert (
+        "FAILED: downgrade of 0019_scope_erasures refused: it would drop the audit rows "
+        "of scoped erases (scope_erasures) (rows: scope_erasures: 0); "
+        "back up first, then force it with `alembic -x force=true downgrade 0005_write_path`\n"
+    ) in refused.stdout, refused.stdout + refused.stderr[-2000:]
     # Past 0019, the next refusal is 0018's.
     await alembic_async(env, "-x", "force=true", "downgrade", "0018_agents_runs")
     refused = await run_cli_async(env, "alembic", "downgrade", "0005_write_path")

@@ -532,3 +532,47 @@ class IdempotencyKey(Base):
         ),
         Index(None, "expires_at"),
     )
+
+
+BATCH_JOB_STATES = TASK_STATES
+
+
+class BatchJob(Base):
+    """A batch create answered 202 (0022): its validated memories, written later in one
+    transaction by a worker (app/memories/batch_jobs.py), which claims it with FOR UPDATE SKIP
+    LOCKED and holds it under a renewed lease, as ingestion tasks are held. Deleted with the
+    user by an erase."""
+
+    __tablename__ = "batch_jobs"
+
+    tenant_id: Mapped[uuid.UUID] = tenant_column()
+
+    id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True), primary_key=True, default=uuid.uuid4)
+    user_id: Mapped[str] = mapped_column(Text, nullable=False)
+    # The drafts, validated and as JSON (app/memories/batch_jobs.py `drafts_as_json`).
+    batch: Mapped[list[dict[str, Any]]] = mapped_column(JSONB, nullable=False)
+    memories: Mapped[int] = mapped_column(Integer, nullable=False)
+    status: Mapped[str] = mapped_column(Text, nullable=False, server_default="queued")
+    attempts: Mapped[int] = mapped_column(Integer, nullable=False, server_default="0")
+    error: Mapped[str | None] = mapped_column(Text)
+    available_at: Mapped[datetime] = mapped_column(
+        DateTime(timezone=True), nullable=False, server_default=func.now()
+    )
+    lease_token: Mapped[uuid.UUID | None] = mapped_column(UUID(as_uuid=True))
+    lease_expires_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    # The memories written, in batch order (null until done).
+    memory_ids: Mapped[list[uuid.UUID] | None] = mapped_column(ARRAY(UUID(as_uuid=True)))
+    created_at: Mapped[datetime] = mapped_column(
+        DateTime(timezone=True), nullable=False, server_default=func.now()
+    )
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+    __table_args__ = (
+        CheckConstraint(_in_list("status", BATCH_JOB_STATES), name="status"),
+        Index(
+            "batch_jobs_open_idx",
+            "created_at",
+            postgresql_where=text(_in_list("status", ("queued", "running"))),
+        ),
+        Index(None, "user_id"),
+    )
