@@ -742,7 +742,9 @@ class IngestSettings(BaseModel):
         default=100, description="most messages per request (at most the published 100)"
     )
     ingest_worker_in_api: bool = Field(
-        default=True, description="run ingestion workers inside the API process"
+        default=True,
+        description="run ingestion workers inside the API process, and beside them the worker "
+        "of batch creates answered 202",
     )
     ingest_worker_concurrency: int = Field(
         default=2, description="worker loops per process (different users in parallel)"
@@ -754,20 +756,24 @@ class IngestSettings(BaseModel):
     )
     ingest_poll_interval_s: float = Field(
         default=0.5,
-        description="worker polling when idle (the API wakes its own workers at once)",
+        description="worker polling when idle, ingestion and batch jobs (the API wakes its own "
+        "workers at once)",
     )
     # The lease can be short because the working worker renews it: a crashed process's jobs
     # are taken over within seconds, however long an LLM call takes.
     ingest_lease_s: float = Field(
-        default=15.0, description="a job whose worker vanished is taken again after this"
+        default=15.0,
+        description="an ingestion or batch job whose worker vanished is taken again after this",
     )
     ingest_heartbeat_s: float = Field(
         default=5.0,
-        description="a working worker renews its job's lease this often (under half the lease)",
+        description="a working worker renews its job's lease this often (under half the lease; "
+        "ingestion and batch jobs)",
     )
     ingest_max_attempts: int = Field(
         default=5,
-        description="attempts before a job is marked failed (the message stays stored)",
+        description="attempts before a job is marked failed (an ingestion job's message stays "
+        "stored; a batch job writes none of its memories)",
     )
     ingest_settle_ms: int = Field(
         default=0,

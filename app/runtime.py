@@ -24,6 +24,7 @@ from app.ingest.pipeline import IngestPipeline
 from app.ingest.worker import IngestWorker
 from app.llm.categories import llm_category_judge
 from app.llm.client import ChatClient
+from app.memories.batch_worker import BatchJobWorker
 from app.memories.expiry import ExpiryReaper
 from app.memories.sentence_backfill import SentenceWorker
 from app.ml.categories import CategoryClassifier
@@ -173,6 +174,13 @@ class Runtime:
         return IngestWorker(self.background_sessionmaker, self.ingest_pipeline, self.settings)
 
     @cached_property
+    def batch_worker(self) -> BatchJobWorker:
+        """The batch creates answered 202: across tenants, on the background role."""
+        return BatchJobWorker(
+            self.background_sessionmaker, self.embedder, self.classifier, self.settings
+        )
+
+    @cached_property
     def sentence_worker(self) -> SentenceWorker:
         """Sentence vectors while the model is idle: across tenants, on the background role."""
         return SentenceWorker(
@@ -188,8 +196,8 @@ class Runtime:
     ) -> None:
         """This process's share of the background work until `stop` is set: the outbox relay
         (and beside it the expiry reaper, the periodic maintenance of both stores) and/or the
-        ingestion workers (and beside them the sentence worker, COGNIS_SENTENCE_VECTORS), each
-        finishing the batch in hand before it returns. Every
+        ingestion workers (and beside them the batch job worker and the sentence worker,
+        COGNIS_SENTENCE_VECTORS), each finishing the batch in hand before it returns. Every
         process kind starts them here: the API (COGNIS_RELAY_IN_API,
         COGNIS_INGEST_WORKER_IN_API), `python -m app relay` and `python -m app worker`."""
         if ingest_worker:
@@ -198,6 +206,7 @@ class Runtime:
         loops = [self.relay.run_forever(stop), self.reaper.run_forever(stop)] if relay else []
         if ingest_worker:
             loops.append(self.ingest_worker.run_forever(stop))
+            loops.append(self.batch_worker.run_forever(stop))
             if self.settings.sentence_vectors:
                 loops.append(self.sentence_worker.run_forever(stop))
         await asyncio.gather(*loops)

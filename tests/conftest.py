@@ -347,6 +347,16 @@ async def inprocess_api(
     await task
 
 
+@pytest.fixture
+def slow_estimate(inprocess_api: InProcessApi, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The in-process API's learnt model speed fixed at 100 ms a character (10 s a memory of
+    100): a batch of a few short memories is more model work than the 55 s bulk deadline, so
+    it is answered 202 with a job; the real model, much faster, writes the job at once."""
+    batcher = inprocess_api.app.state.runtime.embedder.batcher
+    monkeypatch.setattr(batcher, "seconds_per_unit", 0.1)
+    monkeypatch.setattr(batcher, "_learn", lambda cost, seconds: None)
+
+
 @pytest.fixture(scope="session")
 async def ingest_worker(inprocess_api: InProcessApi) -> AsyncIterator[None]:
     """The in-process API's ingestion worker, started by the first test that sends messages

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import time
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
@@ -79,3 +81,54 @@ async def deployment_category(
             assert erased.status_code == 200, erased.text
         async with db.begin() as connection:
             await connection.execute(text("DELETE FROM categories WHERE name = :n"), {"n": name})
+
+
+# Batch creates answered 202 (app/memories/batch_jobs.py): rows of a user, counted together.
+BATCH_COUNTS = text(
+    "SELECT (SELECT count(*) FROM memories WHERE user_id = :u) AS memories,"
+    " (SELECT count(*) FROM outbox WHERE user_id = :u AND op = 'index') AS outbox,"
+    " (SELECT count(*) FROM batch_jobs WHERE user_id = :u) AS jobs"
+)
+
+
+def short_batch(label: str, n: int = 12) -> list[dict]:
+    """`n` memories of 100 characters each."""
+    return [{"content": f"{label} note {i:02}: " + "y" * 80} for i in range(n)]
+
+
+@contextlib.asynccontextmanager
+async def running_batch_worker(runtime: Any) -> AsyncIterator[None]:
+    """The in-process API's batch job worker, for the block (it finishes its job on leaving)."""
+    stop = asyncio.Event()
+    task = asyncio.create_task(runtime.batch_worker.run_forever(stop))
+    try:
+        yield
+    finally:
+        stop.set()
+        await task
+
+
+async def finished_batch_job(client: httpx.AsyncClient, location: str, within_s: float) -> dict:
+    """The job read at its Location until it is done or failed (as a client polls it)."""
+    deadline = time.monotonic() + within_s
+    while True:
+        response = await client.get(location)
+        assert response.status_code == 200, response.text
+        job = response.json()
+        if job["status"] in ("done", "failed"):
+            return job
+        assert time.monotonic() < deadline, f"job still {job['status']} after {within_s} s"
+        await asyncio.sleep(1.0)
+
+
+async def spoil_batch_job(db: AsyncEngine, job_id: str, position: int) -> None:
+    """Make one memory of a queued job's kept batch name an unknown category, as a category
+    deleted after the request was accepted would: the job fails for good when it runs."""
+    async with db.begin() as connection:
+        await connection.execute(
+            text(
+                "UPDATE batch_jobs SET batch = jsonb_set(batch, CAST(:path AS text[]), "
+                "'\"no_such_category\"') WHERE id = :id"
+            ),
+            {"path": [str(position), "category"], "id": job_id},
+        )

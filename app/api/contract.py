@@ -3,6 +3,7 @@ parameter, and the problem+json responses each route declares in the OpenAPI doc
 
 from __future__ import annotations
 
+import uuid
 from typing import Annotated, Any
 
 import msgspec
@@ -13,6 +14,7 @@ from litestar.params import Parameter
 from litestar.types import Empty
 
 from app.api.problems import PROBLEM_JSON
+from app.errors import InvalidInputError
 from app.memories.fields import USER_ID_REGEX, AgentId, RunId
 from app.memories.filters import FILTER_JSON_SCHEMA
 
@@ -66,6 +68,14 @@ WITH_BODY = (*COMMON, 413, 502)
 USER_WRITE = (*WITH_BODY, 409)
 # A write that takes an Idempotency-Key: the key reused for another request.
 KEYED = (422,)
+
+
+def parse_job_id(raw: str) -> uuid.UUID:
+    """A job id path parameter (an ingestion job's, a batch create's): 400 when not a UUID."""
+    try:
+        return uuid.UUID(raw)
+    except ValueError as exc:
+        raise InvalidInputError(f"job id {raw[:64]!r} is not a UUID", field="job_id") from exc
 
 
 def problems(*statuses: int) -> dict[int, ResponseSpec]:

@@ -12,11 +12,13 @@ from litestar import Request, Response
 from litestar.datastructures import ResponseHeader
 from litestar.enums import MediaType
 from litestar.params import Parameter
-from litestar.serialization import encode_json
+from litestar.serialization import decode_json, encode_json
+from litestar.status_codes import HTTP_202_ACCEPTED
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.api.consistency import WriteWait
-from app.db.models import Memory
+from app.api.consistency import INDEX_STATE_HEADER, WriteWait
+from app.api.schemas.memories import BatchJobOut
+from app.db.models import BatchJob, Memory
 from app.errors import ConflictError
 from app.idempotency import store
 from app.idempotency.rules import (
@@ -60,6 +62,8 @@ class IdempotentWrite:
     status_code: int  # the route's success status
     session: AsyncSession  # the request's: a memory write's key commits with the write
     runtime: Runtime
+    # Where the jobs of a write that may answer 202 (a batch create) are read: its Location.
+    jobs_path: str | None = None
 
     async def previous(self) -> StoredRequest | None:
         """The first request with this key, if it is the same request (422 otherwise)."""
@@ -72,26 +76,37 @@ class IdempotentWrite:
 
     def replay(self, stored: StoredRequest) -> Response[Any]:
         assert stored.response_status is not None and stored.response_body is not None
-        return _json(stored.response_body, stored.response_status, {REPLAYED_HEADER: "true"})
+        headers = {REPLAYED_HEADER: "true"}
+        if stored.response_status == HTTP_202_ACCEPTED:
+            headers |= self._job_location(stored.response_body)
+        return _json(stored.response_body, stored.response_status, headers)
+
+    def _job_location(self, body: bytes) -> dict[str, str]:
+        """A memory write answered 202 (a batch job): where its job is read."""
+        if self.jobs_path is None:
+            return {}
+        job_id = decode_json(body).get("job_id")
+        return {"Location": f"{self.jobs_path}/{job_id}"} if job_id else {}
 
     async def respond(
         self,
-        write: Callable[[], Awaitable[list[Memory]]],
+        write: Callable[[], Awaitable[list[Memory] | BatchJob]],
         render: Callable[[list[Memory]], Any],
         index_wait: WriteWait,
     ) -> Response[Any]:
         """A memory write: `write` runs at most once per key; its response (`render` of what
-        it wrote) is recorded in its transaction, and replayed to every retry."""
+        it wrote, or 202 with the job it queued instead) is recorded in its transaction, and
+        replayed to every retry."""
         request = self.request
         if request is None:
-            memories = await write()
-            index_wait.after_commit(self.user_id, memories)
-            return Response(render(memories))
+            written = await write()
+            self._wait_for_index(written, index_wait)
+            return self._answer(written, render, index_wait)
         stored = await self.previous()
         if stored is not None:
             return self.replay(stored)
         try:
-            memories = await write()
+            written = await write()
         except ConflictError:
             # A twin with this key may have committed while this one waited for a row lock
             # (it ended the version this one then found superseded): its response stands.
@@ -99,20 +114,40 @@ class IdempotentWrite:
             if (stored := await self.previous()) is not None:
                 return self.replay(stored)
             raise
-        body = encode_json(render(memories))
+        answer = self._answer(written, render, index_wait)
         taken = not await store.record(
             self.session,
             request,
             self.runtime.settings.idempotency_ttl_s,
-            response=(self.status_code, body),
+            response=(answer.status_code or self.status_code, answer.content),
         )
         if taken:  # a twin committed first: this write is rolled back, the twin's answers
             await self.session.rollback()
             if (stored := await self.previous()) is None:
                 raise IdempotencyKeyInUseError(request.key, retry_after_s=1)
             return self.replay(stored)
-        index_wait.after_commit(self.user_id, memories)
-        return _json(body, self.status_code, {})
+        self._wait_for_index(written, index_wait)
+        return answer
+
+    def _wait_for_index(self, written: list[Memory] | BatchJob, index_wait: WriteWait) -> None:
+        if not isinstance(written, BatchJob):
+            index_wait.after_commit(self.user_id, written)
+
+    def _answer(
+        self,
+        written: list[Memory] | BatchJob,
+        render: Callable[[list[Memory]], Any],
+        index_wait: WriteWait,
+    ) -> Response[Any]:
+        """What a write answers: its memories (the route's status, with the index wait it
+        asked for), or 202 with the batch job it queued and its Location."""
+        if isinstance(written, BatchJob):
+            body = encode_json(BatchJobOut.of(written))
+            headers = self._job_location(body)
+            if index_wait.requested:  # nothing is written yet, so nothing is indexed
+                headers[INDEX_STATE_HEADER] = "pending"
+            return _json(body, HTTP_202_ACCEPTED, headers)
+        return _json(encode_json(render(written)), self.status_code, {})
 
     async def claim_job(self, session: AsyncSession, job_id: uuid.UUID) -> None:
         """In a message submission's step-1 transaction: the key, `running` with its job."""

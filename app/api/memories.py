@@ -7,7 +7,9 @@ from typing import Annotated
 
 from litestar import Controller, Response, delete, get, patch, post
 from litestar.di import Provide
+from litestar.openapi.datastructures import ResponseSpec
 from litestar.params import Parameter
+from litestar.status_codes import HTTP_202_ACCEPTED
 
 from app.api.consistency import WRITE_WAIT_HEADERS, WriteWait, provide_write_wait
 from app.api.contract import (
@@ -19,6 +21,7 @@ from app.api.contract import (
     FiltersQuery,
     RunIdQuery,
     UserId,
+    parse_job_id,
     problems,
 )
 from app.api.deadlines import provide_bulk_work, provide_interactive_work
@@ -26,6 +29,7 @@ from app.api.dependencies import memory_service, provide_memory_service
 from app.api.idempotency import REPLAY_HEADERS, IdempotentWrite, provide_idempotent_write
 from app.api.reads import READ_HEADERS, Reads
 from app.api.schemas.memories import (
+    BatchJobOut,
     HistoryOut,
     MemoryBatchCreate,
     MemoryBatchOut,
@@ -96,10 +100,25 @@ class MemoryController(Controller):
 
     @post(
         "/batch",
-        summary="Create several memories in one transaction",
+        summary="Create several memories in one transaction (or, past the deadline, in a job)",
+        description="201: the memories are written. 202: they need more model time than this "
+        "request's deadline (COGNIS_BULK_WRITE_DEADLINE_MS, or a shorter "
+        "X-Cognis-Deadline-Ms), so the batch, validated, is kept as a job that a worker "
+        "writes later, in one transaction as a 201 would; read it at the Location "
+        "(`GET .../memories/batch/jobs/{job_id}`) until its status is done (its `items` are "
+        "then what the 201 would have listed) or failed. A batch within the published maximum "
+        "is never refused for its size.",
         dependencies={"work": Provide(provide_bulk_work)},
         response_headers=WRITE_WAIT_HEADERS + REPLAY_HEADERS,
-        responses=problems(*USER_WRITE, *KEYED),
+        responses={
+            HTTP_202_ACCEPTED: ResponseSpec(
+                data_container=BatchJobOut,
+                description="Too much model work for the deadline: accepted as a job, written "
+                "later. `Location`: the job. With ?wait_for=indexed, `X-Index-State: pending`.",
+                generate_examples=False,
+            ),
+            **problems(*USER_WRITE, *KEYED),
+        },
     )
     async def create_memories(
         self,
@@ -109,12 +128,33 @@ class MemoryController(Controller):
         index_wait: WriteWait,
         work: Work,
         idempotency: IdempotentWrite,
+        runtime: Runtime,
     ) -> Response[MemoryBatchOut]:
-        return await idempotency.respond(
-            lambda: service.create(user_id, [_draft(m) for m in data.memories], work),
+        idempotency.jobs_path = f"{self.path.replace('{user_id:str}', user_id)}/batch/jobs"
+        response = await idempotency.respond(
+            lambda: service.create_or_queue(user_id, [_draft(m) for m in data.memories], work),
             lambda memories: MemoryBatchOut(items=[MemoryOut.of(m) for m in memories]),
             index_wait,
         )
+        if response.status_code == HTTP_202_ACCEPTED:
+            runtime.batch_worker.wake()  # this process's worker, if it runs one
+        return response
+
+    @get(
+        "/batch/jobs/{job_id:str}",
+        summary="A batch create's job: its status and, when done, the memories it wrote",
+        responses=problems(*COMMON, 404),
+        response_headers=READ_HEADERS,
+    )
+    async def get_batch_job(
+        self, user_id: UserId, job_id: str, reads: Reads, runtime: Runtime
+    ) -> BatchJobOut:
+        wanted = parse_job_id(job_id)
+        job, written = await reads(
+            lambda session: memory_service(session, runtime).batch_job(user_id, wanted),
+            fresh=True,
+        )
+        return BatchJobOut.of(job, written)
 
     @get(
         "/",

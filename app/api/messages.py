@@ -16,7 +16,7 @@ from app.api.consistency import (
     WriteWait,
     provide_write_wait,
 )
-from app.api.contract import COMMON, KEYED, USER_WRITE, UserId, problems
+from app.api.contract import COMMON, KEYED, USER_WRITE, UserId, parse_job_id, problems
 from app.api.deadlines import provide_interactive_work
 from app.api.dependencies import provide_ingest_service
 from app.api.idempotency import (
@@ -74,13 +74,6 @@ def job_out(view: JobView) -> JobOut:
             for t in view.tasks
         ],
     )
-
-
-def _parse_job_id(raw: str) -> uuid.UUID:
-    try:
-        return uuid.UUID(raw)
-    except ValueError as exc:
-        raise InvalidInputError(f"job id {raw[:64]!r} is not a UUID", field="job_id") from exc
 
 
 class MessageController(Controller):
@@ -174,7 +167,7 @@ class MessageController(Controller):
         responses=problems(*COMMON, 404),
     )
     async def get_job(self, user_id: UserId, job_id: str, service: IngestService) -> JobOut:
-        return job_out(await service.read_job(user_id, _parse_job_id(job_id)))
+        return job_out(await service.read_job(user_id, parse_job_id(job_id)))
 
 
 async def _job_response(

@@ -35,7 +35,7 @@ from app.ingest.pipeline import Decided, IngestPipeline
 from app.ingest.repository import Claim, ClaimedTask, IngestRepository
 from app.memories.user_lock import hold_for_write
 from app.ml.embedder import Embedding
-from app.wakeup import sleep_until_woken
+from app.wakeup import work_until_stopped
 
 log = structlog.get_logger(__name__)
 
@@ -288,15 +288,13 @@ class IngestWorker:
                 )
 
     async def _loop(self, stop: asyncio.Event) -> None:
-        while not stop.is_set():
-            # Cleared before looking for work, so a wake-up that arrives meanwhile is not lost.
-            self._wake.clear()
-            try:
-                if await self.run_once():
-                    continue
-            except Exception as exc:  # the database went away: keep the loop alive
-                log.exception("ingest.worker_error", error=str(exc))
-            await sleep_until_woken(self._wake, stop, self._settings.ingest_poll_interval_s)
+        await work_until_stopped(
+            self.run_once,
+            self._wake,
+            stop,
+            self._settings.ingest_poll_interval_s,
+            "ingest.worker_error",
+        )
 
     async def run_forever(self, stop: asyncio.Event) -> None:
         """`ingest_worker_concurrency` loops, so one slow LLM call does not hold up other users."""

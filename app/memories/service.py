@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import base64
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -12,9 +12,10 @@ import msgspec
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.config import Settings
-from app.db.models import Memory
+from app.db.models import BatchJob, Memory
 from app.db.tenant import current_tenant
 from app.errors import ConflictError, InvalidInputError, NotFoundError, TooMuchWorkError
+from app.memories.batch_jobs import BatchJobRepository
 from app.memories.categories import choose_categories, require_categories
 from app.memories.context import contextual_text, link_session_turns, mentioned_time
 from app.memories.domain import MemoryDraft, MemoryUpdate, check_draft, check_event_end
@@ -74,6 +75,29 @@ class MemoryService:
     ) -> list[Memory]:
         """Store new memories (version 1 of new chains) with their outbox events. `work`: the
         model work's class and deadline (default: an interactive write of this user)."""
+        await self._check_new(user_id, drafts)
+        return await self._write_new(user_id, drafts, work or interactive_write(user_id))
+
+    async def create_or_queue(
+        self, user_id: str, drafts: list[MemoryDraft], work: Work
+    ) -> list[Memory] | BatchJob:
+        """A batch create: its memories stored now, as `create` does, or, when they need more
+        model time than the work's whole deadline (TooMuchWorkError, before any model work),
+        kept validated as a queued job in this transaction, which a worker writes later
+        (app/memories/batch_worker.py): a batch within the published maximum is never refused
+        for its size."""
+        await self._check_new(user_id, drafts)
+        accepted = [replace(d) for d in drafts]  # as given: the write derives links in place
+        try:
+            return await self._write_new(user_id, drafts, work)
+        except TooMuchWorkError:
+            # Refused before any write: the transaction holds reads only. The user's write
+            # lock, as for any write: an erase deletes the job, or refuses it (409).
+            await hold_for_write(self.repository.session, user_id)
+            return await BatchJobRepository(self.repository.session).queue(user_id, accepted)
+
+    async def _check_new(self, user_id: str, drafts: list[MemoryDraft]) -> None:
+        """Validate new drafts in place (400 naming the field): what a batch job keeps."""
         check_user_id(user_id)
         if not drafts:
             raise InvalidInputError("give at least one memory", field="memories")
@@ -97,6 +121,8 @@ class MemoryService:
                 if d.category is not None
             ],
         )
+
+    async def _write_new(self, user_id: str, drafts: list[MemoryDraft], work: Work) -> list[Memory]:
         ids = [uuid.uuid4() for _ in drafts]
         sessions = {d.session_id for d in drafts if d.session_id is not None}
         if sessions:
@@ -104,7 +130,6 @@ class MemoryService:
             last = await self.repository.last_turns(user_id, sorted(sessions))
             link_session_turns(drafts, ids, last, self._settings.memory_context_turns)
         # Embedding is slow CPU work: done before the first write.
-        work = work or interactive_write(user_id)
         await complete_drafts(
             self.repository.session, drafts, self._embedder, self._classifier, work
         )
@@ -123,6 +148,17 @@ class MemoryService:
         # Past the deadline (a long wait for the user's lock): rolled back, never committed.
         work.check_deadline()
         return memories
+
+    async def batch_job(
+        self, user_id: str, job_id: uuid.UUID
+    ) -> tuple[BatchJob, list[Memory] | None]:
+        """A batch job of this user, and once it is done the memories it wrote (404 for
+        another user's: "not yours" and "not there" look the same)."""
+        jobs = BatchJobRepository(self.repository.session)
+        job = await jobs.get(check_user_id(user_id), job_id)
+        if job is None:
+            raise NotFoundError(f"batch job {job_id} not found for user {user_id}")
+        return job, await jobs.written(user_id, job) if job.status == "done" else None
 
     async def get(self, user_id: str, memory_id: uuid.UUID) -> Memory:
         memory = await self.repository.get(check_user_id(user_id), memory_id)

@@ -13,6 +13,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.models import (
+    BatchJob,
     IdempotencyKey,
     IngestDecision,
     IngestTask,
@@ -94,6 +95,8 @@ async def erase_user(
         # The expiry reaper's and the scoped erases' audit rows name the user: they go too.
         ("memory_expiries", MemoryExpiry),
         ("scope_erasures", ScopeErasure),
+        # Batch creates accepted (202) and not yet written, and the record of those done.
+        ("batch_jobs", BatchJob),
     )
     for name, model in tables:
         result = await session.execute(delete(model).where(model.user_id == user_id))

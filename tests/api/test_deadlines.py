@@ -193,15 +193,17 @@ async def test_a_deadline_header_must_be_a_positive_number_of_ms(
         assert response.json()["field"] == DEADLINE_HEADER
 
 
-async def test_a_batch_that_cannot_fit_its_whole_deadline_is_refused_at_once_with_what_fits(
+async def test_a_batch_that_cannot_fit_its_whole_deadline_is_accepted_as_a_job_at_once(
     client: httpx.AsyncClient,
     inprocess_api: InProcessApi,
     db: AsyncEngine,
     user_id: str,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Waiting and retrying could never make it fit: 413, not 503, and the model never sees
-    it. The batcher's learnt speed is fixed at 100 ms a character (10 s a text here)."""
+    """Waiting and retrying could never make it fit, and refusing it (413) would make the
+    client shrink a valid batch: 202 with a job at once, and the model never sees it during
+    the request (tests/api/test_batch_jobs.py runs such jobs). The batcher's learnt speed is
+    fixed at 100 ms a character (10 s a text here)."""
     batcher = inprocess_api.app.state.runtime.embedder.batcher
     monkeypatch.setattr(batcher, "seconds_per_unit", 0.1)
     monkeypatch.setattr(batcher, "_learn", lambda cost, seconds: None)
@@ -215,16 +217,11 @@ async def test_a_batch_that_cannot_fit_its_whole_deadline_is_refused_at_once_wit
         headers={DEADLINE_HEADER: "40000"},
     )
 
-    assert response.status_code == 413, response.text
-    assert response.headers["content-type"].startswith("application/problem+json")
+    assert response.status_code == 202, response.text
     assert "retry-after" not in response.headers
-    problem = response.json()
-    assert problem["title"] == "Too much work for the deadline"
-    # In the request's own unit: memories, which the client can act on.
-    assert (problem["needed_ms"], problem["fitting_memories"]) == (300_000, 4)
-    assert "fitting_texts" not in problem
-    assert "these 30 memories" in problem["detail"] and "at most 4 memories" in problem["detail"]
-    assert "nothing was written" in problem["detail"]
+    job = response.json()
+    assert (job["status"], job["memories"]) == ("queued", 30)
+    assert response.headers["location"].endswith(f"/memories/batch/jobs/{job['job_id']}")
     assert seen == []
     async with db.connect() as conn:
         assert tuple(await conn.execute(COUNTS, {"u": user_id})) == ((0, 0, 0, 0),)

@@ -8,7 +8,7 @@ from uuid import UUID
 
 import msgspec
 
-from app.db.models import Memory
+from app.db.models import BatchJob, Memory
 from app.memories.fields import (
     AgentId,
     Category,
@@ -108,6 +108,45 @@ class MemoryList(msgspec.Struct):
 
 class MemoryBatchOut(msgspec.Struct):
     items: list[MemoryOut]
+
+
+class BatchJobOut(msgspec.Struct):
+    """A batch create answered 202: its job, and once it is done the memories it wrote."""
+
+    job_id: UUID
+    user_id: str
+    status: Annotated[
+        str,
+        msgspec.Meta(
+            description="queued | running | done | failed: `done`, the memories are written "
+            "(`items`, as the 201 would have listed them); `failed`, none is (`error` says why)."
+        ),
+    ]
+    memories: Annotated[int, msgspec.Meta(description="How many memories the batch holds.")]
+    attempts: Annotated[int, msgspec.Meta(description="How many times a worker took it.")]
+    error: Annotated[
+        str | None, msgspec.Meta(description="Why the last attempt failed, if one did.")
+    ]
+    created_at: datetime
+    finished_at: datetime | None
+    items: Annotated[
+        list[MemoryOut] | None,
+        msgspec.Meta(description="When done: the memories written, in batch order."),
+    ] = None
+
+    @classmethod
+    def of(cls, job: BatchJob, written: list[Memory] | None = None) -> BatchJobOut:
+        return cls(
+            job_id=job.id,
+            user_id=job.user_id,
+            status=job.status,
+            memories=job.memories,
+            attempts=job.attempts,
+            error=job.error,
+            created_at=job.created_at,
+            finished_at=job.finished_at,
+            items=[MemoryOut.of(m) for m in written] if written is not None else None,
+        )
 
 
 class HistoryOut(msgspec.Struct):

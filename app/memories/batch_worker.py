@@ -1,0 +1,182 @@
+"""The batch job worker: writes the batch creates answered 202 (app/memories/batch_jobs.py).
+
+It claims the oldest due job with FOR UPDATE SKIP LOCKED (so every process that runs workers
+shares one queue, no broker), embeds its memories as bulk work with no deadline (nobody waits
+on the request any more), then writes them in one transaction exactly as a 201 does: the same
+MemoryService code, the same outbox rows, and the job marked done with the memory ids in that
+transaction. The claim is leased and the lease renewed by a heartbeat while the worker works:
+if its process dies, the lease runs out and another worker takes the job again. A failed
+attempt is retried with backoff; bad input, or the last of COGNIS_INGEST_MAX_ATTEMPTS, fails
+the job with its error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from datetime import timedelta
+
+import structlog
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from app.config import Settings
+from app.db.tenant import tenant_scope
+from app.errors import InvalidInputError, UserErasedError
+from app.memories.batch_jobs import BatchJobRepository, ClaimedJob, drafts_from_json
+from app.memories.service import MemoryService, embed_drafts
+from app.ml.batching import Work, WorkClass
+from app.ml.categories import CategoryClassifier
+from app.ml.embedder import Embedder
+from app.wakeup import work_until_stopped
+
+log = structlog.get_logger(__name__)
+
+RETRY_BACKOFF_MAX_S = 60.0
+# Failures that the same batch will always meet again.
+PERMANENT_ERRORS = (InvalidInputError, OverflowError)
+
+
+class JobLost(Exception):
+    """The job is not this worker's any more: taken over after its lease ran out, or erased
+    with its user. Its write is rolled back."""
+
+
+class BatchJobWorker:
+    def __init__(
+        self,
+        sessionmaker: async_sessionmaker[AsyncSession],
+        embedder: Embedder,
+        classifier: CategoryClassifier,
+        settings: Settings,
+    ) -> None:
+        # The background role: it claims jobs of every tenant, and writes each in its own.
+        self._sessionmaker = sessionmaker
+        self._embedder = embedder
+        self._classifier = classifier
+        self._settings = settings
+        self._wake = asyncio.Event()
+
+    @property
+    def _lease(self) -> timedelta:
+        return timedelta(seconds=self._settings.ingest_lease_s)
+
+    def wake(self) -> None:
+        """A job was queued by this process: do not wait for the next poll."""
+        self._wake.set()
+
+    async def claim(self) -> ClaimedJob | None:
+        """The next due job, leased to this worker; one that has had all its attempts (its
+        workers died with it) is failed instead, and the next one looked at."""
+        while True:
+            async with self._sessionmaker() as session, session.begin():
+                repository = BatchJobRepository(session)
+                job = await repository.claim(self._lease)
+                if job is None:
+                    return None
+                if job.attempts <= self._settings.ingest_max_attempts:
+                    assert job.lease_token is not None
+                    return ClaimedJob(
+                        id=job.id,
+                        tenant_id=job.tenant_id,
+                        user_id=job.user_id,
+                        drafts=drafts_from_json(job.batch),
+                        attempts=job.attempts,
+                        token=job.lease_token,
+                    )
+                error = job.error or "the process running it stopped"
+                await repository.give_up(
+                    job, f"given up after {job.attempts - 1} attempts; the last: {error}"
+                )
+                log.warning("batch_job.given_up", job_id=str(job.id), user_id=job.user_id)
+
+    async def run_once(self) -> bool:
+        """Run one job if one is due; False when none was."""
+        job = await self.claim()
+        if job is None:
+            return False
+        heartbeat = asyncio.create_task(self._keep_lease(job))
+        started = time.monotonic()
+        # Claimed across tenants; written as its tenant's, so every read and write stays there.
+        with tenant_scope(job.tenant_id):
+            try:
+                await self._write(job)
+            except JobLost:
+                log.warning("batch_job.lost", job_id=str(job.id), user_id=job.user_id)
+            except UserErasedError:  # the erase deleted the job with the user's rows
+                log.info("batch_job.user_erased", job_id=str(job.id), user_id=job.user_id)
+            except Exception as exc:
+                await self._failed(job, exc)
+            else:
+                log.info(
+                    "batch_job.done",
+                    job_id=str(job.id),
+                    user_id=job.user_id,
+                    memories=len(job.drafts),
+                    attempts=job.attempts,
+                    seconds=round(time.monotonic() - started, 3),
+                )
+            finally:
+                heartbeat.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await heartbeat
+        return True
+
+    async def _write(self, job: ClaimedJob) -> None:
+        drafts = job.drafts
+        # Bulk work with no deadline: the model's slow part, before any transaction opens.
+        work = Work(WorkClass.BULK, job.tenant_id, job.user_id)
+        await embed_drafts(drafts, self._embedder, work)
+        async with self._sessionmaker() as session, session.begin():
+            service = MemoryService(session, self._embedder, self._classifier, self._settings)
+            memories = await service.create(job.user_id, drafts, work)
+            # After the user's write lock (taken by create): an erase that ran first deleted
+            # the job, and one that comes later waits for this transaction.
+            if not await BatchJobRepository(session).finish(
+                job.id, job.token, [m.id for m in memories]
+            ):
+                raise JobLost
+
+    async def _keep_lease(self, job: ClaimedJob) -> None:
+        """Heartbeat: renew the lease while the job runs; stops once it is not ours. A failed
+        renewal (the database away) is retried at the next beat; the final write checks
+        ownership anyway."""
+        while True:
+            await asyncio.sleep(self._settings.ingest_heartbeat_s)
+            try:
+                async with self._sessionmaker() as session, session.begin():
+                    renewed = await BatchJobRepository(session).renew_lease(
+                        job.id, job.token, self._lease
+                    )
+            except Exception as exc:
+                log.warning("batch_job.lease_renewal_failed", job_id=str(job.id), error=str(exc))
+                continue
+            if not renewed:
+                log.warning("batch_job.lease_not_renewed", job_id=str(job.id))
+                return
+
+    async def _failed(self, job: ClaimedJob, exc: Exception) -> None:
+        """Back to the queue after a backoff, or failed for good (bad input, or its last
+        attempt), with the error."""
+        error = f"{type(exc).__name__}: {exc}"
+        final = isinstance(exc, PERMANENT_ERRORS) or (
+            job.attempts >= self._settings.ingest_max_attempts
+        )
+        retry_in = None if final else timedelta(seconds=min(2.0**job.attempts, RETRY_BACKOFF_MAX_S))
+        log.exception("batch_job.failed", job_id=str(job.id), final=final, error=error)
+        # Across tenants again, as the claim: the background role's policy.
+        with tenant_scope(None):
+            async with self._sessionmaker() as session, session.begin():
+                await BatchJobRepository(session).release(job.id, job.token, error, retry_in)
+
+    async def run_forever(self, stop: asyncio.Event) -> None:
+        """One loop a process: a job is bulk model work, and the model does one at a time."""
+        log.info("batch_job.worker_started")
+        await work_until_stopped(
+            self.run_once,
+            self._wake,
+            stop,
+            self._settings.ingest_poll_interval_s,
+            "batch_job.worker_error",
+        )
+        log.info("batch_job.worker_stopped")
