@@ -317,11 +317,29 @@ class _ClassQueue(Generic[T]):
 
 
 @dataclass
+class ClassWaits:
+    """Requests of one class that reached the model, by the model calls each waited for
+    (`Trace.waited_calls`): what a query's "at most the call already running" is checked by."""
+
+    requests: int = 0
+    over_one_call: int = 0
+    max_waited_calls: int = 0
+
+    def add(self, waited_calls: int) -> None:
+        self.requests += 1
+        self.over_one_call += waited_calls > 1
+        self.max_waited_calls = max(self.max_waited_calls, waited_calls)
+
+
+@dataclass
 class BatchStats:
-    """What the batcher did: model calls and texts."""
+    """What the batcher did: model calls and texts, and how each class's requests waited."""
 
     calls: int = 0
     texts: int = 0
+    waits: dict[WorkClass, ClassWaits] = field(
+        default_factory=lambda: {c: ClassWaits() for c in WorkClass}
+    )
 
 
 class _Queues(Generic[T]):
@@ -521,6 +539,7 @@ class MicroBatcher(Generic[T]):
                     queued_s = _since(request.enqueued_at)
                     request.trace.queued_s = queued_s
                     request.trace.waited_calls = self.stats.calls - request.calls_at_arrival
+                    self.stats.waits[request.work.work_class].add(request.trace.waited_calls)
                     self._report("waited", work_class, queued_s)
                 batch.append(item)
             if len(batch) > before:

@@ -12,7 +12,8 @@ a class, and background work only when nothing else waits, across every process;
 the model's own speed per token. Queries have a model of their own (COGNIS_QUERY_EMBEDDING_
 BACKEND, one core, ONNX int8 by default) on a thread of their own, so a query never waits for a
 write's model call. Each answer says how its request waited (`cognis`: its class, the model
-calls it waited for, milliseconds queued); GET /health reports the queues and the speed.
+calls it waited for, milliseconds queued); GET /health reports the queues, the speed, and per
+class how many requests waited for more than one model call.
 
 The vectors are the store's: unit length, 768 values (a smaller model's zero-padded);
 `dimensions` keeps the first n and re-normalises them, the Matryoshka truncation that derives
@@ -25,6 +26,7 @@ import hmac
 import math
 import os
 import uuid
+from dataclasses import asdict
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -189,6 +191,9 @@ def scheduler_state(embedder: Embedder) -> dict[str, Any]:
         "calls": batcher.stats.calls,
         "texts": batcher.stats.texts,
         "queued_texts": {c.label: batcher.queued(c) for c in WorkClass},
+        # Since start, per class: requests that reached the model, those that waited for more
+        # than one model call, and the most calls one waited for (a query's bound is one).
+        "waited_calls": {c.label: asdict(batcher.stats.waits[c]) for c in WorkClass},
         "idle_s": None if math.isinf(idle := batcher.idle_s()) else round(idle, 1),
     }
 
