@@ -59,7 +59,7 @@ COMMENT ON TABLE batch_jobs IS
 COMMENT ON COLUMN batch_jobs.tenant_id IS 'The tenant the row belongs to (tenants.id).';
 COMMENT ON COLUMN batch_jobs.id IS 'The job (the 202''s job_id).';
 COMMENT ON COLUMN batch_jobs.user_id IS 'The user whose memories it writes, unique within its tenant only.';
-COMMENT ON COLUMN batch_jobs.batch IS 'The memories to write, validated, as JSON (their content included).';
+COMMENT ON COLUMN batch_jobs.batch IS 'The memories to write, validated, as JSON (their content included) while the job is in flight: emptied once it is done or failed, so that a finished job keeps no content.';
 COMMENT ON COLUMN batch_jobs.memories IS 'How many memories the batch holds.';
 COMMENT ON COLUMN batch_jobs.status IS 'queued, running, done or failed.';
 COMMENT ON COLUMN batch_jobs.attempts IS 'How many times a worker took it.';

@@ -84,7 +84,7 @@ RELEASED = {
         "0021_sentence_vectors",
     ),
     "batch_jobs_v1.sql": (
-        "06d9a59edf5578eac67a6d6771d3420b5a34f3a383d47457a8a27f518beb8c65",
+        "951dad53625e9263b41a64463996e79f33d7754dcb10a88b3c0993457e4338d8",
         "0022_batch_jobs",
     ),
     "batch_jobs_v1_drop.sql": (

@@ -549,7 +549,8 @@ class BatchJob(Base):
 
     id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True), primary_key=True, default=uuid.uuid4)
     user_id: Mapped[str] = mapped_column(Text, nullable=False)
-    # The drafts, validated and as JSON (app/memories/batch_jobs.py `drafts_as_json`).
+    # The drafts, validated and as JSON (app/memories/batch_jobs.py `drafts_as_json`); emptied
+    # once the job is done or failed, so that only a job in flight holds memories' content.
     batch: Mapped[list[dict[str, Any]]] = mapped_column(JSONB, nullable=False)
     memories: Mapped[int] = mapped_column(Integer, nullable=False)
     status: Mapped[str] = mapped_column(Text, nullable=False, server_default="queued")

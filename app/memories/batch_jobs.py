@@ -167,6 +167,7 @@ class BatchJobRepository:
             return False
         job.status = "done"
         job.memory_ids = memory_ids
+        job.batch = []  # the memories hold the content now: the job keeps none of it
         job.error = None
         job.lease_token = None
         job.lease_expires_at = None
@@ -192,6 +193,7 @@ class BatchJobRepository:
         job.lease_expires_at = None
         if retry_in is None:
             job.status = "failed"
+            job.batch = []  # never to be written: the job keeps none of its content
             job.finished_at = now
         else:
             job.status = "queued"
@@ -202,6 +204,7 @@ class BatchJobRepository:
     async def give_up(self, job: BatchJob, error: str) -> None:
         """A claimed job (locked by this transaction) that has had its attempts: failed."""
         job.status = "failed"
+        job.batch = []
         job.error = error
         job.lease_token = None
         job.lease_expires_at = None

@@ -31,6 +31,7 @@ from tests.tenants.helpers import new_tenant, tenant_client
 
 MAX_BATCH = 100
 MAX_CHARS = 8000
+KEPT_BATCH = text("SELECT batch FROM batch_jobs WHERE user_id = :u")
 
 
 def long_text(i: int) -> str:
@@ -204,6 +205,8 @@ async def test_a_job_is_written_once_by_workers_sharing_the_queue_and_erased_wit
     async with db.connect() as conn:
         for user in (user_id, other_user_id):
             assert tuple(await conn.execute(BATCH_COUNTS, {"u": user})) == ((12, 12, 1),)
+            # Done: the memories hold the content, the job none of it.
+            assert await conn.scalar(KEPT_BATCH, {"u": user}) == []
 
     erased = await client.delete(f"/v1/users/{user_id}")
     assert erased.status_code == 200, erased.text
@@ -237,3 +240,4 @@ async def test_a_job_that_fails_for_good_says_why_and_writes_nothing(
     assert failed["finished_at"] is not None
     async with db.connect() as conn:
         assert tuple(await conn.execute(BATCH_COUNTS, {"u": user_id})) == ((0, 0, 1),)
+        assert await conn.scalar(KEPT_BATCH, {"u": user_id}) == []
