@@ -28,6 +28,7 @@ RESPONSES = [
     (models.MessageResult, messages.MessageResultOut),
     (models.SubmittedMessage, messages.SubmittedMessageOut),
     (models.Job, messages.JobOut),
+    (models.BatchJob, memories.BatchJobOut),
     (models.UserSummary, users.UserSummaryOut),
     (models.UserPage, users.UserList),
     (models.Erasure, users.EraseOut),

@@ -4,6 +4,7 @@ from cognis_client._calls import RetryPolicy, new_idempotency_key
 from cognis_client.client import AsyncCognisClient, CognisClient
 from cognis_client.errors import (
     AuthenticationError,
+    BatchJobFailedError,
     CognisError,
     ConflictError,
     InvalidRequestError,
@@ -15,6 +16,7 @@ from cognis_client.errors import (
     ServiceUnavailableError,
 )
 from cognis_client.models import (
+    BatchJob,
     Decision,
     DryRun,
     DryRunMessage,
@@ -38,6 +40,8 @@ from cognis_client.models import (
 __all__ = [
     "AsyncCognisClient",
     "AuthenticationError",
+    "BatchJob",
+    "BatchJobFailedError",
     "CognisClient",
     "CognisError",
     "ConflictError",

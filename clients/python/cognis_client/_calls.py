@@ -13,8 +13,9 @@ from urllib.parse import quote
 import httpx
 import msgspec
 
-from cognis_client.errors import CognisError, TooMuchWorkError
+from cognis_client.errors import BatchJobFailedError, CognisError, TooMuchWorkError
 from cognis_client.models import (
+    BatchJob,
     Consistency,
     DryRun,
     Erasure,
@@ -120,18 +121,33 @@ def add_memory(user_id: str, memory: MemoryInput, key: str | None) -> Call[Memor
     )
 
 
-class _Batch(msgspec.Struct):
-    items: list[Memory]
+class BatchAnswer(msgspec.Struct):
+    """A batch create's answer: its memories (201), or the job that writes them later (202)."""
+
+    items: list[Memory] | None = None
+    job_id: uuid.UUID | None = None
 
 
-def add_memories(user_id: str, memories: list[MemoryInput], key: str | None) -> Call[_Batch]:
+def add_memories(user_id: str, memories: list[MemoryInput], key: str | None) -> Call[BatchAnswer]:
     return Call(
         "POST",
         f"{_user(user_id)}/memories/batch",
-        _Batch,
+        BatchAnswer,
         body={"memories": memories},
         idempotency_key=key or new_idempotency_key(),
     )
+
+
+def get_batch_job(user_id: str, job_id: Any) -> Call[BatchJob]:
+    path = f"{_user(user_id)}/memories/batch/jobs/{quote(str(job_id), safe='')}"
+    return Call("GET", path, BatchJob)
+
+
+def batch_written(job: BatchJob) -> list[Memory]:
+    """A finished batch job's memories; BatchJobFailedError if it failed."""
+    if job.status == "failed" or job.items is None:
+        raise BatchJobFailedError(job)
+    return job.items
 
 
 def split_batch(

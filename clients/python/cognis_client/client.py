@@ -31,6 +31,7 @@ from cognis_client.errors import (
     retry_after_s,
 )
 from cognis_client.models import (
+    BatchJob,
     DryRun,
     Erasure,
     History,
@@ -50,6 +51,8 @@ DEFAULT_TIMEOUT_S = 60.0
 # A job is waited for by polling its status this often (seconds) until it is done or failed.
 JOB_POLL_S = 0.5
 FINISHED_JOB_STATES = frozenset({"done", "failed"})
+# How long add_memories waits for a batch the server accepted as a job (202) by default.
+BATCH_JOB_TIMEOUT_S = 900.0
 # Called before each retry with (attempt number from 1, seconds about to be waited, the error:
 # a 503, a 409 idempotency_key_in_use, or the httpx error of an attempt that got no answer).
 OnRetry = Callable[[int, float, Exception], None]
@@ -132,7 +135,7 @@ class _JobWait:
         self.poll_s = poll_s
         self.deadline = time.monotonic() + timeout_s
 
-    def finished(self, job: Job) -> bool:
+    def finished(self, job: Job | BatchJob) -> bool:
         """Whether `job` is done or failed; JobNotFinishedError when the next poll would come
         after the deadline."""
         if job.state in FINISHED_JOB_STATES:
@@ -207,18 +210,27 @@ class CognisClient(_Retrying):
         idempotency_key: str | None = None,
         wait_for: WaitFor | None = None,
         wait_timeout_ms: int | None = None,
+        job_timeout_s: float = BATCH_JOB_TIMEOUT_S,
     ) -> list[Memory]:
-        """Several new memories in one transaction. A batch the server refuses as more model
-        work than its deadline allows (413) is sent again in the parts it says would fit, one
-        transaction each, in order."""
+        """Several new memories in one transaction. A batch the server accepts as a job (202:
+        more model work than its deadline allows) is waited for, its status polled for up to
+        `job_timeout_s` (JobNotFinishedError after: it carries on server-side), and its
+        memories returned as a 201's are; BatchJobFailedError if the job failed. A batch an
+        older server refuses as too much work (413) is sent again in the parts it says would
+        fit, one transaction each, in order."""
         batch = [calls.as_memory_input(m) for m in memories]
         call = calls.add_memories(user_id, batch, idempotency_key)
         try:
-            return self._send(waiting(call, wait_for, wait_timeout_ms)).items
+            answer = self._send(waiting(call, wait_for, wait_timeout_ms))
         except CognisError as refusal:
             parts = calls.split_batch(refusal, batch, idempotency_key)
             if parts is None:
                 raise
+        else:
+            if answer.job_id is None:
+                return answer.items or []
+            job = self.wait_for_batch_job(user_id, answer.job_id, timeout_s=job_timeout_s)
+            return calls.batch_written(job)
         return [
             memory
             for part, key in parts
@@ -322,6 +334,24 @@ class CognisClient(_Retrying):
     def get_job(self, user_id: str, job_id: Any) -> Job:
         return self._send(calls.get_job(user_id, job_id))
 
+    def get_batch_job(self, user_id: str, job_id: Any) -> BatchJob:
+        """A batch create's job (a 202's), with its memories once done."""
+        return self._send(calls.get_batch_job(user_id, job_id))
+
+    def wait_for_batch_job(
+        self,
+        user_id: str,
+        job_id: Any,
+        *,
+        timeout_s: float = BATCH_JOB_TIMEOUT_S,
+        poll_s: float = JOB_POLL_S,
+    ) -> BatchJob:
+        """The batch job once it is done or failed; JobNotFinishedError after `timeout_s`."""
+        wait = _JobWait(timeout_s, poll_s)
+        while not wait.finished(job := self.get_batch_job(user_id, job_id)):
+            time.sleep(poll_s)
+        return job
+
     def wait_for_job(
         self, user_id: str, job_id: Any, *, timeout_s: float = 60.0, poll_s: float = JOB_POLL_S
     ) -> Job:
@@ -416,17 +446,24 @@ class AsyncCognisClient(_Retrying):
         idempotency_key: str | None = None,
         wait_for: WaitFor | None = None,
         wait_timeout_ms: int | None = None,
+        job_timeout_s: float = BATCH_JOB_TIMEOUT_S,
     ) -> list[Memory]:
-        """Several new memories in one transaction (parts of it, when the server refuses it as
-        too much model work for its deadline: see CognisClient.add_memories)."""
+        """Several new memories in one transaction (written by a job the client waits for when
+        the server answers 202, or in parts when an older one refuses it as too much model
+        work for its deadline: see CognisClient.add_memories)."""
         batch = [calls.as_memory_input(m) for m in memories]
         call = calls.add_memories(user_id, batch, idempotency_key)
         try:
-            return (await self._send(waiting(call, wait_for, wait_timeout_ms))).items
+            answer = await self._send(waiting(call, wait_for, wait_timeout_ms))
         except CognisError as refusal:
             parts = calls.split_batch(refusal, batch, idempotency_key)
             if parts is None:
                 raise
+        else:
+            if answer.job_id is None:
+                return answer.items or []
+            job = await self.wait_for_batch_job(user_id, answer.job_id, timeout_s=job_timeout_s)
+            return calls.batch_written(job)
         memories_out: list[Memory] = []
         for part, key in parts:
             memories_out += await self.add_memories(
@@ -531,6 +568,26 @@ class AsyncCognisClient(_Retrying):
 
     async def get_job(self, user_id: str, job_id: Any) -> Job:
         return await self._send(calls.get_job(user_id, job_id))
+
+    async def get_batch_job(self, user_id: str, job_id: Any) -> BatchJob:
+        """A batch create's job (a 202's), with its memories once done."""
+        return await self._send(calls.get_batch_job(user_id, job_id))
+
+    async def wait_for_batch_job(
+        self,
+        user_id: str,
+        job_id: Any,
+        *,
+        timeout_s: float = BATCH_JOB_TIMEOUT_S,
+        poll_s: float = JOB_POLL_S,
+    ) -> BatchJob:
+        """The batch job once it is done or failed; JobNotFinishedError after `timeout_s`."""
+        wait = _JobWait(timeout_s, poll_s)
+        while True:
+            job = await self.get_batch_job(user_id, job_id)
+            if wait.finished(job):
+                return job
+            await asyncio.sleep(poll_s)
 
     async def wait_for_job(
         self, user_id: str, job_id: Any, *, timeout_s: float = 60.0, poll_s: float = JOB_POLL_S

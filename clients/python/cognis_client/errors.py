@@ -109,6 +109,16 @@ class JobNotFinishedError(CognisError):
         self.job = job
 
 
+class BatchJobFailedError(CognisError):
+    """A batch the server accepted as a job (202) failed: none of its memories was written.
+    `job`: the job, `job.error` why; sending the batch again is a new write."""
+
+    def __init__(self, job: Any) -> None:
+        detail = f"batch job {job.job_id} failed after {job.attempts} attempt(s): {job.error}"
+        super().__init__(0, "Batch job failed", detail, {})
+        self.job = job
+
+
 _BY_STATUS: dict[int, type[CognisError]] = {
     400: InvalidRequestError,
     401: AuthenticationError,

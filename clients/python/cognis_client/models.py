@@ -163,6 +163,27 @@ class Job(msgspec.Struct, frozen=True):
         return [d for m in self.messages for d in m.decisions]
 
 
+class BatchJob(msgspec.Struct, frozen=True):
+    """A batch of memories the server accepted as a job (202: more model work than its
+    deadline allowed), written later in one transaction: queued | running | done | failed.
+    `items`: once done, the memories written, as a 201 lists them."""
+
+    job_id: UUID
+    user_id: str
+    status: str
+    memories: int
+    attempts: int
+    error: str | None
+    created_at: datetime
+    finished_at: datetime | None
+    items: list[Memory] | None = None
+
+    @property
+    def state(self) -> str:
+        """`status`, under the name ingestion jobs give it (wait_for_job's)."""
+        return self.status
+
+
 class DryRunMessage(msgspec.Struct, frozen=True):
     """What ingestion would decide for one message of a dry run (nothing is written)."""
 

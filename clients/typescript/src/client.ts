@@ -4,6 +4,7 @@
 import { randomUUID } from "node:crypto";
 
 import {
+  BatchJobFailedError,
   CognisError,
   ConflictError,
   NoAnswerError,
@@ -25,6 +26,8 @@ export type SearchHit = Schemas["SearchHitOut"];
 export type SearchResult = Schemas["SearchOut"];
 export type Message = Schemas["MessageIn"];
 export type Job = Schemas["JobOut"];
+/** A batch of memories accepted as a job (202), with its memories (`items`) once done. */
+export type BatchJob = Schemas["BatchJobOut"];
 export type Decision = Schemas["DecisionOut"];
 export type DryRun = Schemas["DryRunOut"];
 export type UserSummary = Schemas["UserSummaryOut"];
@@ -74,6 +77,8 @@ export interface RetryPolicy {
 
 export const DEFAULT_RETRY: RetryPolicy = { maxRetries: 3, backoffBaseMs: 500, maxDelayMs: 30_000 };
 export const DEFAULT_TIMEOUT_MS = 60_000;
+/** How long `addMemories` waits for a batch the server accepted as a job (202) by default. */
+export const BATCH_JOB_TIMEOUT_MS = 900_000;
 export const IDEMPOTENCY_KEY_HEADER = "Idempotency-Key";
 
 /** Called before each retry: attempt number from 1, milliseconds about to be waited, and the
@@ -194,13 +199,20 @@ export class CognisClient {
     });
   }
 
-  /** Several new memories in one transaction: all or none. A batch the server refuses as more
-   * model work than its deadline allows (413) is sent again in the parts it says would fit, one
-   * transaction each, in order (each part's idempotency key is the batch's with its offset). */
-  async addMemories(userId: string, inputs: (MemoryInput | string)[], options: WriteOptions = {}): Promise<Memory[]> {
-    let batch: Schemas["MemoryBatchOut"];
+  /** Several new memories in one transaction: all or none. A batch the server accepts as a job
+   * (202: more model work than its deadline allows) is waited for, its status polled for up to
+   * `jobTimeoutMs`, and its memories returned as a 201's are; a failed job throws
+   * BatchJobFailedError. A batch an older server refuses as too much work (413) is sent again
+   * in the parts it says would fit, one transaction each, in order (each part's idempotency
+   * key is the batch's with its offset). */
+  async addMemories(
+    userId: string,
+    inputs: (MemoryInput | string)[],
+    options: WriteOptions & { jobTimeoutMs?: number } = {},
+  ): Promise<Memory[]> {
+    let batch: Schemas["MemoryBatchOut"] | BatchJob;
     try {
-      batch = await this.json<Schemas["MemoryBatchOut"]>({
+      batch = await this.json<Schemas["MemoryBatchOut"] | BatchJob>({
         method: "POST",
         path: `${user(userId)}/memories/batch`,
         query: writeQuery(options),
@@ -219,7 +231,40 @@ export class CognisClient {
       }
       return memories;
     }
-    return batch.items;
+    if (!("job_id" in batch)) return batch.items;
+    const { jobTimeoutMs = BATCH_JOB_TIMEOUT_MS, signal } = options;
+    const job = await this.waitForBatchJob(userId, batch.job_id, { timeoutMs: jobTimeoutMs, signal });
+    if (job.status !== "done" || job.items == null) throw new BatchJobFailedError(job);
+    return job.items;
+  }
+
+  /** A batch create's job (a 202's), with its memories once done. */
+  async getBatchJob(userId: string, jobId: string, options: CallOptions = {}): Promise<BatchJob> {
+    return this.json<BatchJob>({
+      method: "GET",
+      path: `${user(userId)}/memories/batch/jobs/${encodeURIComponent(jobId)}`,
+      signal: options.signal,
+    });
+  }
+
+  /** Polls the batch job until it is done or failed; throws a CognisError when `timeoutMs`
+   * passes (the job carries on server-side). */
+  async waitForBatchJob(
+    userId: string,
+    jobId: string,
+    options: CallOptions & { timeoutMs?: number; intervalMs?: number } = {},
+  ): Promise<BatchJob> {
+    const { timeoutMs = BATCH_JOB_TIMEOUT_MS, intervalMs = 500, signal } = options;
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const job = await this.getBatchJob(userId, jobId, { signal });
+      if (job.status === "done" || job.status === "failed") return job;
+      if (Date.now() >= deadline) {
+        const detail = `batch job ${jobId} is still ${job.status} after ${timeoutMs} ms; wait again, or read it with getBatchJob`;
+        throw new CognisError(0, "Job not finished", detail, { job });
+      }
+      await sleep(intervalMs, signal);
+    }
   }
 
   async getMemory(userId: string, memoryId: string, options: CallOptions = {}): Promise<Memory> {

@@ -47,6 +47,18 @@ export class TooMuchWorkError extends CognisError {
   }
 }
 
+/** A batch the server accepted as a job (202) failed: none of its memories was written.
+ * `job`: the job, `job.error` why; sending the batch again is a new write. */
+export class BatchJobFailedError extends CognisError {
+  readonly job: components["schemas"]["BatchJobOut"];
+
+  constructor(job: components["schemas"]["BatchJobOut"]) {
+    const detail = `batch job ${job.job_id} failed after ${job.attempts} attempt(s): ${job.error ?? "no error given"}`;
+    super(0, "Batch job failed", detail, {});
+    this.job = job;
+  }
+}
+
 /** 503: a dependency is down; retried by the client, thrown when the retries run out.
  * `retryAfterMs`: the server's Retry-After, when it sent one. */
 export class ServiceUnavailableError extends CognisError {

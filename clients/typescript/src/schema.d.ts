@@ -246,8 +246,28 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Create several memories in one transaction */
+        /**
+         * Create several memories in one transaction (or, past the deadline, in a job)
+         * @description 201: the memories are written. 202: they need more model time than this request's deadline (COGNIS_BULK_WRITE_DEADLINE_MS, or a shorter X-Cognis-Deadline-Ms), so the batch, validated, is kept as a job that a worker writes later, in one transaction as a 201 would; read it at the Location (`GET .../memories/batch/jobs/{job_id}`) until its status is done (its `items` are then what the 201 would have listed) or failed. A batch within the published maximum is never refused for its size.
+         */
         post: operations["V1UsersUserIdMemoriesBatchCreateMemories"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/users/{user_id}/memories/batch/jobs/{job_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** A batch create's job: its status and, when done, the memories it wrote */
+        get: operations["V1UsersUserIdMemoriesBatchJobsJobIdGetBatchJob"];
+        put?: never;
+        post?: never;
         delete?: never;
         options?: never;
         head?: never;
@@ -328,6 +348,25 @@ export interface paths {
 export type webhooks = Record<string, never>;
 export interface components {
     schemas: {
+        /** BatchJobOut */
+        BatchJobOut: {
+            /** @description How many times a worker took it. */
+            attempts: number;
+            /** Format: date-time */
+            created_at: string;
+            /** @description Why the last attempt failed, if one did. */
+            error: string | null;
+            finished_at: string | null;
+            /** @description When done: the memories written, in batch order. */
+            items?: components["schemas"]["MemoryOut"][] | null;
+            /** Format: uuid */
+            job_id: string;
+            /** @description How many memories the batch holds. */
+            memories: number;
+            /** @description queued | running | done | failed: `done`, the memories are written (`items`, as the 201 would have listed them); `failed`, none is (`error` says why). */
+            status: string;
+            user_id: string;
+        };
         /** DecisionOut */
         DecisionOut: {
             category: string | null;
@@ -2115,6 +2154,15 @@ export interface operations {
                     "application/json": components["schemas"]["MemoryBatchOut"];
                 };
             };
+            /** @description Too much model work for the deadline: accepted as a job, written later. `Location`: the job. With ?wait_for=indexed, `X-Index-State: pending`. */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BatchJobOut"];
+                };
+            };
             /** @description Invalid input: the detail says what to change (and `field` names it). */
             400: {
                 headers: {
@@ -2171,6 +2219,81 @@ export interface operations {
             };
             /** @description The embedding server gave an unusable answer. */
             502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A store or the embedder is unavailable for now, or a write's deadline passed before it could be done (nothing written): retry after Retry-After seconds. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    V1UsersUserIdMemoriesBatchJobsJobIdGetBatchJob: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description 1-128 characters: letters, digits and _ . : @ -, starting with a letter or digit. */
+                user_id: string;
+                job_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Request fulfilled, document follows */
+            200: {
+                headers: {
+                    /** @description Only when the writer served a read meant for the replica, why: `replica_behind` (it had not replayed this read's writes within COGNIS_REPLICA_WAIT_MAX_MS), `replica_unavailable` (it did not answer), `replica_position_unknown` (it reports no replay position). */
+                    "X-Read-Fallback"?: unknown;
+                    /** @description Only with a read replica (COGNIS_READ_DATABASE_URL): `replica` or `writer`, the database this read ran on. */
+                    "X-Read-From"?: unknown;
+                    /** @description Only with a read replica: milliseconds this read waited for the replica to replay the writes committed before it. */
+                    "X-Replica-Wait-Ms"?: unknown;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BatchJobOut"];
+                };
+            };
+            /** @description Invalid input: the detail says what to change (and `field` names it). */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Missing or invalid API key. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description No such resource for this user. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Over this key's rate limit: retry after Retry-After seconds. */
+            429: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -312,6 +312,29 @@ describe("retries (a loopback proxy in front of the API answers 503, 429 or noth
     expect(proxy.seen).toHaveLength(1);
   });
 
+  it("follows a batch the server accepts as a job (202) and returns its memories", async () => {
+    reset();
+    const userId = newUser();
+    const page = (i: number): string =>
+      (`Page ${i} of Ines's travel journal. ` + "She walked the harbour, counted the gulls and wrote it all down. ".repeat(124)).slice(0, 7999).trimEnd() + ".";
+    // Two long memories first (201): the model service learns its speed from them.
+    expect(await cognis.addMemories(userId, [page(100), page(101)])).toHaveLength(2);
+    // Thirty at 8,000 characters need tens of seconds of model time (26 s on 2 idle cores):
+    // with a deadline of 5 s on the request, some fit and not all, so the API
+    // answers 202 with a job (not 503 after waiting), which its worker writes.
+    proxy.plan.push({ forward: true, headers: { "x-cognis-deadline-ms": "5000" } });
+    const contents = Array.from({ length: 30 }, (_, i) => page(i));
+    const written = await viaProxy.addMemories(userId, contents, { idempotencyKey: "ts-job" });
+    expect(written.map((m) => m.content)).toEqual(contents);
+    expect(new Set(written.map((m) => m.user_id))).toEqual(new Set([userId]));
+    const polls = proxy.seen.filter((s) => s.method === "GET" && s.path.includes("/memories/batch/jobs/"));
+    expect(polls.length).toBeGreaterThan(0); // the 202 path: the client read the job
+    const jobId = polls[0]?.path.split("/").pop() ?? "";
+    const job = await cognis.getBatchJob(userId, jobId);
+    expect([job.status, job.memories, job.items?.map((m) => m.id)]).toEqual(["done", 30, written.map((m) => m.id)]);
+    expect(await cognis.getBatchJob(newUser(), jobId).catch((e: unknown) => e)).toBeInstanceOf(NotFoundError);
+  }, 300_000);
+
   it("retries a write whose answer was lost with its key, and it happens once", async () => {
     reset();
     const userId = newUser();

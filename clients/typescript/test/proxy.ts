@@ -1,13 +1,13 @@
 // A loopback HTTP server in front of the real API, for the retry paths only: each request
 // takes the next planned step (answer with a status, Retry-After and problem fields, forward to
-// the API, or
+// the API, with extra headers if given, or
 // forward and then drop the connection so the answer is lost); with no steps left it forwards.
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 
 export type Step =
   | { answer: number; retryAfter?: string; problem?: Record<string, unknown> }
-  | { forward: true }
+  | { forward: true; headers?: Record<string, string> }
   | { forwardThenDrop: true };
 
 export interface Seen {
@@ -23,13 +23,19 @@ export interface Proxy {
   close(): Promise<void>;
 }
 
-async function forward(upstream: string, request: IncomingMessage, body: Buffer): Promise<Response> {
+async function forward(
+  upstream: string,
+  request: IncomingMessage,
+  body: Buffer,
+  extra: Record<string, string> = {},
+): Promise<Response> {
   const headers = new Headers();
   for (const [name, value] of Object.entries(request.headers)) {
     if (typeof value === "string" && !["host", "connection", "content-length"].includes(name)) {
       headers.set(name, value);
     }
   }
+  for (const [name, value] of Object.entries(extra)) headers.set(name, value);
   return fetch(upstream + (request.url ?? "/"), {
     method: request.method ?? "GET",
     headers,
@@ -80,7 +86,7 @@ export async function startProxy(upstream: string): Promise<Proxy> {
           await (await forward(upstream, request, body)).arrayBuffer(); // the API did the work
           request.socket.destroy(); // and its answer never arrives
         } else {
-          await relay(await forward(upstream, request, body), response);
+          await relay(await forward(upstream, request, body, step.headers), response);
         }
       })().catch((error: unknown) => {
         response.writeHead(502);
