@@ -1,7 +1,8 @@
 """Requests as a well-behaved client sends them, for every bench: a 503 or 429 is sent again
-after its Retry-After (the model or a store was busy: a state that passes), and a batch the
-server refuses as more model work than its deadline allows (413) is sent again in the parts
-that fit (`fitting_memories`; halves when a server does not say). A batch that misses its
+after its Retry-After (the model or a store was busy: a state that passes), a batch the server
+accepts as a job (202: more model work than its deadline allows) is waited for at its
+Location, and a batch an older server refuses for that (413) is sent again in the parts that
+fit (`fitting_memories`; halves when a server does not say). A batch that misses its
 deadline BATCH_DEADLINE_MISSES times in a row (503 `deadline_ms`: the model is shared with
 other work for that long) is sent in halves too: alone it would fit, but not in its share of a
 busy model. What a bench measures is then what a client gets, retries included; the retries
@@ -28,11 +29,12 @@ class Retries:
 
     busy: int = 0  # 503/429 waited out
     splits: int = 0  # batches sent again in parts (413, or deadlines missed in a row)
+    jobs: int = 0  # batches accepted as jobs (202) and waited for
 
     def describe(self) -> str:
         return (
             f"{self.busy} busy answers (503/429) waited out, {self.splits} batches split "
-            "(413 or repeated deadline misses)"
+            f"(413 or repeated deadline misses), {self.jobs} batches written by a job (202)"
         )
 
 
@@ -96,18 +98,48 @@ async def post(http: httpx.AsyncClient, path: str, **kwargs: Any) -> httpx.Respo
     return response
 
 
+JOB_POLL_S = 0.5
+
+
+def _job_items(job: dict[str, Any]) -> list[dict[str, Any]] | None:
+    """A batch job's memories once done (None while it runs); raises if it failed."""
+    if job["status"] == "failed":
+        raise RuntimeError(f"batch job {job['job_id']} failed: {job['error']}")
+    return job["items"] if job["status"] == "done" else None
+
+
 async def post_batch(
     http: httpx.AsyncClient, user_id: str, memories: list[dict[str, Any]]
 ) -> list[dict[str, Any]]:
-    """POST /memories/batch as a client does: busy answers waited out, 413 split."""
+    """POST /memories/batch as a client does: busy answers waited out, a job (202) waited
+    for, 413 split."""
     path = f"/v1/users/{user_id}/memories/batch"
     response = await _post_waiting(http, path, memories, json={"memories": memories})
     if (parts := _parts(response, memories)) is not None:
         RETRIES.splits += 1
         return [item for part in parts for item in await post_batch(http, user_id, part)]
     response.raise_for_status()
-    items: list[dict[str, Any]] = response.json()["items"]
+    if response.status_code == 202:
+        RETRIES.jobs += 1
+        while True:
+            job = (await get(http, response.headers["Location"])).json()
+            if (items := _job_items(job)) is not None:
+                return items
+            await asyncio.sleep(JOB_POLL_S)
+    items = response.json()["items"]
     return items
+
+
+async def get(http: httpx.AsyncClient, path: str) -> httpx.Response:
+    """GET with busy answers waited out; raises on any other error answer."""
+    for _ in range(MAX_ATTEMPTS):
+        response = await http.get(path)
+        if response.status_code not in BUSY:
+            break
+        RETRIES.busy += 1
+        await asyncio.sleep(_wait_s(response))
+    response.raise_for_status()
+    return response
 
 
 def _post_waiting_sync(
@@ -141,5 +173,17 @@ def post_batch_sync(
         RETRIES.splits += 1
         return [item for part in parts for item in post_batch_sync(http, user_id, part)]
     response.raise_for_status()
-    items: list[dict[str, Any]] = response.json()["items"]
+    if response.status_code == 202:
+        RETRIES.jobs += 1
+        while True:
+            polled = http.get(response.headers["Location"])
+            if polled.status_code in BUSY:
+                RETRIES.busy += 1
+                time.sleep(_wait_s(polled))
+                continue
+            polled.raise_for_status()
+            if (items := _job_items(polled.json())) is not None:
+                return items
+            time.sleep(JOB_POLL_S)
+    items = response.json()["items"]
     return items
