@@ -96,6 +96,16 @@ def short_batch(label: str, n: int = 12) -> list[dict]:
     return [{"content": f"{label} note {i:02}: " + "y" * 80} for i in range(n)]
 
 
+async def queued_batch_job(client: httpx.AsyncClient, user_id: str, label: str) -> httpx.Response:
+    """A batch create of `short_batch(label)` answered 202 (under the `slow_estimate` fixture:
+    more model work than the bulk deadline), nothing written yet."""
+    accepted = await client.post(
+        f"/v1/users/{user_id}/memories/batch", json={"memories": short_batch(label)}
+    )
+    assert accepted.status_code == 202, accepted.text
+    return accepted
+
+
 @contextlib.asynccontextmanager
 async def running_batch_worker(runtime: Any) -> AsyncIterator[None]:
     """The in-process API's batch job worker, for the block (it finishes its job on leaving)."""

@@ -23,8 +23,8 @@ from tests.conftest import InProcessApi, wait_until
 from tests.factories import (
     BATCH_COUNTS,
     finished_batch_job,
+    queued_batch_job,
     running_batch_worker,
-    short_batch,
     spoil_batch_job,
 )
 from tests.tenants.helpers import new_tenant, tenant_client
@@ -150,10 +150,7 @@ async def test_a_job_is_read_by_its_user_only(
     user_id: str,
     other_user_id: str,
 ) -> None:
-    accepted = await client.post(
-        f"/v1/users/{user_id}/memories/batch", json={"memories": short_batch("Ines")}
-    )
-    assert accepted.status_code == 202, accepted.text
+    accepted = await queued_batch_job(client, user_id, "Ines")
     job_id = accepted.json()["job_id"]
     location = accepted.headers["location"]
     mine = await client.get(location)
@@ -189,10 +186,7 @@ async def test_a_job_is_written_once_by_workers_sharing_the_queue_and_erased_wit
     runtime: Runtime = inprocess_api.app.state.runtime
     locations = []
     for user in (user_id, other_user_id):
-        accepted = await client.post(
-            f"/v1/users/{user}/memories/batch", json={"memories": short_batch(user)}
-        )
-        assert accepted.status_code == 202, accepted.text
+        accepted = await queued_batch_job(client, user, user)
         locations.append(accepted.headers["location"])
     stop = asyncio.Event()
     loops = [asyncio.create_task(runtime.batch_worker.run_forever(stop)) for _ in range(2)]
@@ -228,10 +222,7 @@ async def test_a_job_that_fails_for_good_says_why_and_writes_nothing(
     """Bad input found when the job runs (here: a category deleted meanwhile, simulated by
     editing the kept batch) fails the job at once with the error, and nothing is written."""
     runtime: Runtime = inprocess_api.app.state.runtime
-    accepted = await client.post(
-        f"/v1/users/{user_id}/memories/batch", json={"memories": short_batch("Ada")}
-    )
-    assert accepted.status_code == 202, accepted.text
+    accepted = await queued_batch_job(client, user_id, "Ada")
     await spoil_batch_job(db, accepted.json()["job_id"], 3)
     async with running_batch_worker(runtime):
         failed = await finished_batch_job(client, accepted.headers["location"], within_s=120)

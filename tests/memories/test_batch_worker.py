@@ -20,6 +20,7 @@ from tests.conftest import InProcessApi, ServiceProcess, wait_until
 from tests.factories import (
     BATCH_COUNTS,
     finished_batch_job,
+    queued_batch_job,
     running_batch_worker,
     short_batch,
 )
@@ -54,10 +55,7 @@ async def test_a_job_whose_worker_died_mid_run_is_written_later_once(
     slow_estimate: None,
     user_id: str,
 ) -> None:
-    accepted = await client.post(
-        f"/v1/users/{user_id}/memories/batch", json={"memories": short_batch("Kai")}
-    )
-    assert accepted.status_code == 202, accepted.text
+    accepted = await queued_batch_job(client, user_id, "Kai")
     job_id = accepted.json()["job_id"]
 
     async def job_row() -> tuple:
