@@ -13,6 +13,7 @@ from sqlalchemy import text
 
 from app import metrics
 from app.api.auth import require_metrics_key
+from app.memories.batch_jobs import BatchJobRepository
 from app.memories.sentence_backfill import pending_sentences
 from app.runtime import Runtime
 from app.search_index.outbox import pending_count
@@ -38,7 +39,8 @@ async def health() -> dict[str, str]:
 @get(
     "/ready",
     tags=["health"],
-    summary="Readiness: Postgres, OpenSearch, model, outbox backlog, sentences to embed",
+    summary="Readiness: Postgres, OpenSearch, model, outbox backlog, sentences to embed, "
+    "batch jobs not yet written",
     responses={
         503: ResponseSpec(
             data_container=dict[str, Any],
@@ -59,6 +61,8 @@ async def ready(state: State) -> Response[dict[str, Any]]:
             checks["outbox_oldest_pending_s"],
             checks["sentences_pending"],
         ) = await _backlogs(runtime, sentences=True)
+        async with runtime.background_sessionmaker() as session:
+            checks["batch_jobs_open"] = await BatchJobRepository(session).open_count()
         checks["postgres"] = "up"
     except Exception as exc:
         checks["postgres"] = f"down: {type(exc).__name__}"

@@ -108,6 +108,13 @@ class BatchJobRepository:
         by_id = {m.id: m for m in rows}
         return [by_id[i] for i in ids if i in by_id]
 
+    async def open_count(self) -> int:
+        """Jobs queued or running (every tenant's, on the background role): the backlog."""
+        count = await self.session.scalar(
+            select(func.count()).where(BatchJob.status.in_(("queued", "running")))
+        )
+        return int(count or 0)
+
     # The worker's side: across tenants (the background role, no tenant bound), then in the
     # job's tenant for the write.
     async def claim(self, lease: timedelta) -> BatchJob | None:

@@ -152,6 +152,8 @@ async def test_a_job_is_read_by_its_user_only(
 ) -> None:
     accepted = await queued_batch_job(client, user_id, "Ines")
     job_id = accepted.json()["job_id"]
+    # The backlog /ready reports counts it (no worker runs here: it stays queued).
+    assert (await client.get("/ready")).json()["batch_jobs_open"] >= 1
     location = accepted.headers["location"]
     mine = await client.get(location)
     assert mine.status_code == 200 and mine.json()["job_id"] == job_id

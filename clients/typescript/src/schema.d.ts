@@ -115,7 +115,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Readiness: Postgres, OpenSearch, model, outbox backlog, sentences to embed */
+        /** Readiness: Postgres, OpenSearch, model, outbox backlog, sentences to embed, batch jobs not yet written */
         get: operations["ReadyReady"];
         put?: never;
         post?: never;
