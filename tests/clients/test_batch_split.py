@@ -1,6 +1,7 @@
 """A batch that needs more model time than the server's deadline allows: this server accepts it
-as a job (202), and the Python client waits for the job and returns its memories as a 201's;
-a failed job raises BatchJobFailedError. An older server refused such a batch (413, in
+as a job (202), and the Python client (async in process, blocking against the API process)
+waits for the job and returns its memories as a 201's; a failed job raises
+BatchJobFailedError. An older server refused such a batch (413, in
 memories): the client still sends it again in the parts the server says would fit, each its
 own transaction with its own idempotency key.
 
@@ -14,11 +15,11 @@ import asyncio
 
 import httpx
 import pytest
-from cognis_client import AsyncCognisClient, BatchJobFailedError
+from cognis_client import AsyncCognisClient, BatchJobFailedError, CognisClient
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from tests.conftest import API_KEY, InProcessApi, wait_until
+from tests.conftest import API_KEY, ApiProcess, InProcessApi, wait_until
 from tests.factories import running_batch_worker, spoil_batch_job
 
 
@@ -132,3 +133,47 @@ async def test_the_client_splits_a_batch_an_older_server_refuses_into_parts_that
     assert [m.id for m in again] == [m.id for m in written]
     # The refused whole left nothing behind, its key included.
     assert await _stored(db, user_id) == (12, [f"{key}:0", f"{key}:10", f"{key}:5"])
+
+
+class DeadlineOnBatches(httpx.BaseTransport):
+    """HTTP to the API, each batch create with `X-Cognis-Deadline-Ms` (as a client that waits
+    that long sends it); every path asked for is recorded."""
+
+    def __init__(self, deadline_ms: int) -> None:
+        self._http = httpx.HTTPTransport()
+        self._deadline_ms = deadline_ms
+        self.paths: list[tuple[str, str]] = []
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        self.paths.append((request.method, request.url.path))
+        if request.method == "POST" and request.url.path.endswith("/memories/batch"):
+            request.headers["X-Cognis-Deadline-Ms"] = str(self._deadline_ms)
+        return self._http.handle_request(request)
+
+    def close(self) -> None:
+        self._http.close()
+
+
+def _page(i: int) -> str:
+    head = f"Page {i} of Ines's travel journal. "
+    body = "She walked the harbour, counted the gulls and wrote it all down. " * 124
+    return (head + body)[:7999].rstrip() + "."
+
+
+def test_the_blocking_client_returns_the_memories_of_a_batch_accepted_as_a_job(
+    api: ApiProcess, user_id: str
+) -> None:
+    """Against the API process (its own batch worker, the run's model service): 30 memories
+    of 8,000 characters need tens of seconds of model time (26 s on 2 idle cores); with 5 s
+    left to them, some fit and not all, so the API answers 202 and its worker writes them."""
+    with CognisClient(api.url, api_key=API_KEY) as warm:  # the model service learns its speed
+        assert len(warm.add_memories(user_id, [_page(100), _page(101)])) == 2
+    contents = [_page(i) for i in range(30)]
+    transport = DeadlineOnBatches(5000)
+    with CognisClient(api.url, api_key=API_KEY, transport=transport) as cognis:
+        written = cognis.add_memories(user_id, contents)
+        polls = [path for method, path in transport.paths if "/memories/batch/jobs/" in path]
+        assert polls, transport.paths  # the 202 path: the client read the job
+        job = cognis.get_batch_job(user_id, polls[0].rsplit("/", 1)[1])
+    assert [m.content for m in written] == contents
+    assert (job.status, job.memories, job.items) == ("done", 30, written)
