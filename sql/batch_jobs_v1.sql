@@ -10,6 +10,7 @@ CREATE TABLE IF NOT EXISTS batch_jobs (
     tenant_id uuid NOT NULL DEFAULT cognis_tenant(),
     id uuid NOT NULL,
     user_id text NOT NULL,
+    queue text NOT NULL DEFAULT 'default',
     batch jsonb NOT NULL,
     memories integer NOT NULL,
     status text NOT NULL DEFAULT 'queued',
@@ -25,9 +26,9 @@ CREATE TABLE IF NOT EXISTS batch_jobs (
     CONSTRAINT batch_jobs_status_check CHECK (status IN ('queued', 'running', 'done', 'failed'))
 );
 
--- A new, empty table: plain builds take no time. The queue: the open jobs, oldest first.
+-- A new, empty table: plain builds take no time. The queues: the open jobs, oldest first.
 CREATE INDEX IF NOT EXISTS batch_jobs_open_idx
-    ON batch_jobs (created_at) WHERE status IN ('queued', 'running');
+    ON batch_jobs (queue, created_at) WHERE status IN ('queued', 'running');
 CREATE INDEX IF NOT EXISTS batch_jobs_user_id_idx ON batch_jobs (user_id);
 
 ALTER TABLE batch_jobs ENABLE ROW LEVEL SECURITY;
@@ -59,6 +60,7 @@ COMMENT ON TABLE batch_jobs IS
 COMMENT ON COLUMN batch_jobs.tenant_id IS 'The tenant the row belongs to (tenants.id).';
 COMMENT ON COLUMN batch_jobs.id IS 'The job (the 202''s job_id).';
 COMMENT ON COLUMN batch_jobs.user_id IS 'The user whose memories it writes, unique within its tenant only.';
+COMMENT ON COLUMN batch_jobs.queue IS 'The job queue of the process that accepted it (COGNIS_INGEST_QUEUE): only workers of that queue take it.';
 COMMENT ON COLUMN batch_jobs.batch IS 'The memories to write, validated, as JSON (their content included) while the job is in flight: emptied once it is done or failed, so that a finished job keeps no content.';
 COMMENT ON COLUMN batch_jobs.memories IS 'How many memories the batch holds.';
 COMMENT ON COLUMN batch_jobs.status IS 'queued, running, done or failed.';

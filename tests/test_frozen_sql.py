@@ -84,7 +84,7 @@ RELEASED = {
         "0021_sentence_vectors",
     ),
     "batch_jobs_v1.sql": (
-        "951dad53625e9263b41a64463996e79f33d7754dcb10a88b3c0993457e4338d8",
+        "71444e0a717e3a0053e5febdcda8e6fe1066bad6d8917995c9b01eb3580c2d15",
         "0022_batch_jobs",
     ),
     "batch_jobs_v1_drop.sql": (

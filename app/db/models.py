@@ -549,6 +549,8 @@ class BatchJob(Base):
 
     id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True), primary_key=True, default=uuid.uuid4)
     user_id: Mapped[str] = mapped_column(Text, nullable=False)
+    # The accepting process's COGNIS_INGEST_QUEUE: only workers of that queue take it.
+    queue: Mapped[str] = mapped_column(Text, nullable=False, server_default="default")
     # The drafts, validated and as JSON (app/memories/batch_jobs.py `drafts_as_json`); emptied
     # once the job is done or failed, so that only a job in flight holds memories' content.
     batch: Mapped[list[dict[str, Any]]] = mapped_column(JSONB, nullable=False)
@@ -572,6 +574,7 @@ class BatchJob(Base):
         CheckConstraint(_in_list("status", BATCH_JOB_STATES), name="status"),
         Index(
             "batch_jobs_open_idx",
+            "queue",
             "created_at",
             postgresql_where=text(_in_list("status", ("queued", "running"))),
         ),

@@ -76,11 +76,12 @@ class BatchJobRepository:
         self.session = session
 
     # A request's side, in its tenant.
-    async def queue(self, user_id: str, drafts: list[MemoryDraft]) -> BatchJob:
-        """A new queued job of these validated drafts, in the caller's transaction."""
+    async def queue(self, user_id: str, drafts: list[MemoryDraft], queue: str) -> BatchJob:
+        """A new queued job of these validated drafts on `queue`, in the caller's transaction."""
         job = BatchJob(
             id=uuid.uuid4(),
             user_id=user_id,
+            queue=queue,
             batch=drafts_as_json(drafts),
             memories=len(drafts),
             status="queued",
@@ -117,18 +118,19 @@ class BatchJobRepository:
 
     # The worker's side: across tenants (the background role, no tenant bound), then in the
     # job's tenant for the write.
-    async def claim(self, lease: timedelta) -> BatchJob | None:
-        """The oldest job that is due: queued (past its backoff) or running with a lease that
-        ran out (its worker died); locked with SKIP LOCKED, so workers never share one, and
-        leased to the caller (attempts counted). None when none is due."""
+    async def claim(self, lease: timedelta, queue: str) -> BatchJob | None:
+        """The oldest job of `queue` that is due: queued (past its backoff) or running with a
+        lease that ran out (its worker died); locked with SKIP LOCKED, so workers never share
+        one, and leased to the caller (attempts counted). None when none is due."""
         now = func.now()
         job = await self.session.scalar(
             select(BatchJob)
             .where(
+                BatchJob.queue == queue,
                 or_(
                     and_(BatchJob.status == "queued", BatchJob.available_at <= now),
                     and_(BatchJob.status == "running", BatchJob.lease_expires_at < now),
-                )
+                ),
             )
             .order_by(BatchJob.created_at)
             .limit(1)

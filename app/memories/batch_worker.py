@@ -1,13 +1,13 @@
 """The batch job worker: writes the batch creates answered 202 (app/memories/batch_jobs.py).
 
-It claims the oldest due job with FOR UPDATE SKIP LOCKED (so every process that runs workers
-shares one queue, no broker), embeds its memories as bulk work with no deadline (nobody waits
-on the request any more), then writes them in one transaction exactly as a 201 does: the same
-MemoryService code, the same outbox rows, and the job marked done with the memory ids in that
-transaction. The claim is leased and the lease renewed by a heartbeat while the worker works:
-if its process dies, the lease runs out and another worker takes the job again. A failed
-attempt is retried with backoff; bad input, or the last of COGNIS_INGEST_MAX_ATTEMPTS, fails
-the job with its error.
+It claims the oldest due job of its COGNIS_INGEST_QUEUE (the accepting process's) with FOR
+UPDATE SKIP LOCKED (so every process that runs workers of that queue shares it, no broker),
+embeds its memories as bulk work with no deadline (nobody waits on the request any more), then
+writes them in one transaction exactly as a 201 does: the same MemoryService code, the same
+outbox rows, and the job marked done with the memory ids in that transaction. The claim is
+leased and the lease renewed by a heartbeat while the worker works: if its process dies, the
+lease runs out and another worker takes the job again. A failed attempt is retried with
+backoff; bad input, or the last of COGNIS_INGEST_MAX_ATTEMPTS, fails the job with its error.
 """
 
 from __future__ import annotations
@@ -71,7 +71,7 @@ class BatchJobWorker:
         while True:
             async with self._sessionmaker() as session, session.begin():
                 repository = BatchJobRepository(session)
-                job = await repository.claim(self._lease)
+                job = await repository.claim(self._lease, self._settings.ingest_queue)
                 if job is None:
                     return None
                 if job.attempts <= self._settings.ingest_max_attempts:

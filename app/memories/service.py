@@ -94,7 +94,9 @@ class MemoryService:
             # Refused before any write: the transaction holds reads only. The user's write
             # lock, as for any write: an erase deletes the job, or refuses it (409).
             await hold_for_write(self.repository.session, user_id)
-            return await BatchJobRepository(self.repository.session).queue(user_id, accepted)
+            return await BatchJobRepository(self.repository.session).queue(
+                user_id, accepted, self._settings.ingest_queue
+            )
 
     async def _check_new(self, user_id: str, drafts: list[MemoryDraft]) -> None:
         """Validate new drafts in place (400 naming the field): what a batch job keeps."""

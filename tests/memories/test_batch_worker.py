@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
+import uuid
 from collections.abc import AsyncIterator
 
 import httpx
@@ -47,6 +48,13 @@ async def silent_server() -> AsyncIterator[str]:
         await server.wait_closed()
 
 
+async def move_to_queue(db: AsyncEngine, job_id: str, queue: str) -> None:
+    async with db.begin() as conn:
+        await conn.execute(
+            text("UPDATE batch_jobs SET queue = :q WHERE id = :id"), {"q": queue, "id": job_id}
+        )
+
+
 async def test_a_job_whose_worker_died_mid_run_is_written_later_once(
     client: httpx.AsyncClient,
     inprocess_api: InProcessApi,
@@ -57,6 +65,10 @@ async def test_a_job_whose_worker_died_mid_run_is_written_later_once(
 ) -> None:
     accepted = await queued_batch_job(client, user_id, "Kai")
     job_id = accepted.json()["job_id"]
+    # On a queue of this test's own while the doomed worker runs: no other process of the
+    # session (their workers work their own queues) can take the job before it.
+    dying_queue = f"batch-worker-dies-{uuid.uuid4().hex[:8]}"
+    await move_to_queue(db, job_id, dying_queue)
 
     async def job_row() -> tuple:
         async with db.connect() as conn:
@@ -77,6 +89,7 @@ async def test_a_job_whose_worker_died_mid_run_is_written_later_once(
             "COGNIS_INGEST_LEASE_S": str(LEASE_S),
             "COGNIS_INGEST_HEARTBEAT_S": "1",
             "COGNIS_INGEST_POLL_INTERVAL_S": "0.2",
+            "COGNIS_INGEST_QUEUE": dying_queue,
         }
         worker = ServiceProcess(env, "batch-worker-dies", "worker")
         try:
@@ -97,6 +110,7 @@ async def test_a_job_whose_worker_died_mid_run_is_written_later_once(
         assert tuple(await conn.execute(BATCH_COUNTS, {"u": user_id})) == ((0, 0, 1),)
 
     # Its lease runs out (nobody renews it) and this process's worker takes it again.
+    await move_to_queue(db, job_id, inprocess_api.app.state.runtime.settings.ingest_queue)
     async with running_batch_worker(inprocess_api.app.state.runtime):
         done = await finished_batch_job(client, accepted.headers["location"], within_s=120)
     assert (done["status"], done["attempts"], done["error"]) == ("done", 2, None), done
