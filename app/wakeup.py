@@ -1,10 +1,11 @@
-"""The idle wait of the background loops (outbox relay, ingestion and batch job workers), and
-the loop of a worker that polls a queue."""
+"""The idle wait of the background loops (outbox relay, ingestion and batch job workers), the
+loop of a worker that polls a queue, and the heartbeat of its leased claims."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 import structlog
 
@@ -38,3 +39,33 @@ async def work_until_stopped(
         except Exception as exc:
             log.exception(error_event, error=str(exc))
         await sleep_until_woken(wake, stop, poll_s)
+
+
+@contextlib.asynccontextmanager
+async def renewing_lease(
+    renew: Callable[[], Awaitable[bool]], heartbeat_s: float, events: str, **ids: str
+) -> AsyncIterator[None]:
+    """A heartbeat while the block works on a leased claim: `renew` every `heartbeat_s` until
+    it answers False (the claim is no longer ours: `<events>.lease_not_renewed`). A failed
+    renewal (the database away) is logged (`<events>.lease_renewal_failed`) and retried at the
+    next beat; the final write checks ownership anyway."""
+
+    async def beat() -> None:
+        while True:
+            await asyncio.sleep(heartbeat_s)
+            try:
+                renewed = await renew()
+            except Exception as exc:
+                log.warning(f"{events}.lease_renewal_failed", **ids, error=str(exc))
+                continue
+            if not renewed:
+                log.warning(f"{events}.lease_not_renewed", **ids)
+                return
+
+    heartbeat = asyncio.create_task(beat())
+    try:
+        yield
+    finally:
+        heartbeat.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await heartbeat

@@ -16,7 +16,6 @@ seconds. Nothing is written before the final transaction, so a crash leaves the 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import uuid
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -35,7 +34,7 @@ from app.ingest.pipeline import Decided, IngestPipeline
 from app.ingest.repository import Claim, ClaimedTask, IngestRepository
 from app.memories.user_lock import hold_for_write
 from app.ml.embedder import Embedding
-from app.wakeup import work_until_stopped
+from app.wakeup import renewing_lease, work_until_stopped
 
 log = structlog.get_logger(__name__)
 
@@ -105,39 +104,30 @@ class IngestWorker:
         claim = await self.claim()
         if claim is None:
             return False
-        heartbeat = asyncio.create_task(self._keep_lease(claim.token))
-        # Claimed across tenants; handled as its tenant's, so every read and write stays there.
-        with tenant_scope(claim.tenant_id):
-            try:
-                await self._process(claim)
-            except LeaseLost:
-                log.warning("ingest.lease_lost", message_ids=_ids(claim.tasks))
-            except UserErasedError:  # its messages and tasks went with the user
-                log.info("ingest.user_erased", message_ids=_ids(claim.tasks))
-            except Exception as exc:
-                await self._give_back(claim, claim.tasks, exc)
-            finally:
-                heartbeat.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await heartbeat
+        heartbeat = renewing_lease(
+            lambda: self._renew_lease(claim.token),
+            self._settings.ingest_heartbeat_s,
+            "ingest",
+            token=str(claim.token),
+        )
+        # The heartbeat renews across tenants, as the claim; the work is its tenant's, so every
+        # read and write stays there.
+        async with heartbeat:
+            with tenant_scope(claim.tenant_id):
+                try:
+                    await self._process(claim)
+                except LeaseLost:
+                    log.warning("ingest.lease_lost", message_ids=_ids(claim.tasks))
+                except UserErasedError:  # its messages and tasks went with the user
+                    log.info("ingest.user_erased", message_ids=_ids(claim.tasks))
+                except Exception as exc:
+                    await self._give_back(claim, claim.tasks, exc)
         return True
 
-    async def _keep_lease(self, token: uuid.UUID) -> None:
-        """Heartbeat: renew the lease while the claim is worked on. Stops when it is no longer
-        ours; a failed renewal (the database away) is retried at the next beat, and the final
-        write checks ownership anyway."""
+    async def _renew_lease(self, token: uuid.UUID) -> bool:
         lease = timedelta(seconds=self._settings.ingest_lease_s)
-        while True:
-            await asyncio.sleep(self._settings.ingest_heartbeat_s)
-            try:
-                async with self._sessionmaker() as session, session.begin():
-                    renewed = await IngestRepository(session).renew_lease(token, lease)
-            except Exception as exc:
-                log.warning("ingest.lease_renewal_failed", token=str(token), error=str(exc))
-                continue
-            if not renewed:
-                log.warning("ingest.lease_not_renewed", token=str(token))
-                return
+        async with self._sessionmaker() as session, session.begin():
+            return await IngestRepository(session).renew_lease(token, lease)
 
     async def _message_embeddings(
         self, user_id: str, messages: list[Message]

@@ -13,7 +13,6 @@ backoff; bad input, or the last of COGNIS_INGEST_MAX_ATTEMPTS, fails the job wit
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from datetime import timedelta
 
@@ -28,7 +27,7 @@ from app.memories.service import MemoryService, embed_drafts
 from app.ml.batching import Work, WorkClass
 from app.ml.categories import CategoryClassifier
 from app.ml.embedder import Embedder
-from app.wakeup import work_until_stopped
+from app.wakeup import renewing_lease, work_until_stopped
 
 log = structlog.get_logger(__name__)
 
@@ -95,31 +94,34 @@ class BatchJobWorker:
         job = await self.claim()
         if job is None:
             return False
-        heartbeat = asyncio.create_task(self._keep_lease(job))
         started = time.monotonic()
-        # Claimed across tenants; written as its tenant's, so every read and write stays there.
-        with tenant_scope(job.tenant_id):
-            try:
-                await self._write(job)
-            except JobLost:
-                log.warning("batch_job.lost", job_id=str(job.id), user_id=job.user_id)
-            except UserErasedError:  # the erase deleted the job with the user's rows
-                log.info("batch_job.user_erased", job_id=str(job.id), user_id=job.user_id)
-            except Exception as exc:
-                await self._failed(job, exc)
-            else:
-                log.info(
-                    "batch_job.done",
-                    job_id=str(job.id),
-                    user_id=job.user_id,
-                    memories=len(job.drafts),
-                    attempts=job.attempts,
-                    seconds=round(time.monotonic() - started, 3),
-                )
-            finally:
-                heartbeat.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await heartbeat
+        heartbeat = renewing_lease(
+            lambda: self._renew_lease(job),
+            self._settings.ingest_heartbeat_s,
+            "batch_job",
+            job_id=str(job.id),
+        )
+        # The heartbeat renews across tenants, as the claim; the job is written as its
+        # tenant's, so every read and write stays there.
+        async with heartbeat:
+            with tenant_scope(job.tenant_id):
+                try:
+                    await self._write(job)
+                except JobLost:
+                    log.warning("batch_job.lost", job_id=str(job.id), user_id=job.user_id)
+                except UserErasedError:  # the erase deleted the job with the user's rows
+                    log.info("batch_job.user_erased", job_id=str(job.id), user_id=job.user_id)
+                except Exception as exc:
+                    await self._failed(job, exc)
+                else:
+                    log.info(
+                        "batch_job.done",
+                        job_id=str(job.id),
+                        user_id=job.user_id,
+                        memories=len(job.drafts),
+                        attempts=job.attempts,
+                        seconds=round(time.monotonic() - started, 3),
+                    )
         return True
 
     async def _write(self, job: ClaimedJob) -> None:
@@ -137,23 +139,9 @@ class BatchJobWorker:
             ):
                 raise JobLost
 
-    async def _keep_lease(self, job: ClaimedJob) -> None:
-        """Heartbeat: renew the lease while the job runs; stops once it is not ours. A failed
-        renewal (the database away) is retried at the next beat; the final write checks
-        ownership anyway."""
-        while True:
-            await asyncio.sleep(self._settings.ingest_heartbeat_s)
-            try:
-                async with self._sessionmaker() as session, session.begin():
-                    renewed = await BatchJobRepository(session).renew_lease(
-                        job.id, job.token, self._lease
-                    )
-            except Exception as exc:
-                log.warning("batch_job.lease_renewal_failed", job_id=str(job.id), error=str(exc))
-                continue
-            if not renewed:
-                log.warning("batch_job.lease_not_renewed", job_id=str(job.id))
-                return
+    async def _renew_lease(self, job: ClaimedJob) -> bool:
+        async with self._sessionmaker() as session, session.begin():
+            return await BatchJobRepository(session).renew_lease(job.id, job.token, self._lease)
 
     async def _failed(self, job: ClaimedJob, exc: Exception) -> None:
         """Back to the queue after a backoff, or failed for good (bad input, or its last
