@@ -289,9 +289,14 @@ async def create_service_roles(owner_url: str) -> ServiceRoles:
 
 
 @contextlib.asynccontextmanager
-async def login_role(owner_url: str, *groups: str) -> AsyncIterator[tuple[str, str]]:
+async def login_role(
+    owner_url: str, *groups: str, connect: bool | None = None
+) -> AsyncIterator[tuple[str, str]]:
     """A login role of one test's own, member of `groups` (e.g. cognis_analyst): its name and
-    URL. Dropped afterwards, with the table grants made to it in this database."""
+    URL. It may connect to the database of `owner_url` as a DBA lets a reader in (0023): an
+    analyst once bound to a tenant (analyst_tenants' trigger grants it), any other role at
+    once unless `connect` is False. Dropped afterwards, with the grants made to it in this
+    database."""
     from sqlalchemy import text
     from sqlalchemy.engine import make_url
     from sqlalchemy.ext.asyncio import create_async_engine
@@ -304,6 +309,10 @@ async def login_role(owner_url: str, *groups: str) -> AsyncIterator[tuple[str, s
             await connection.execute(text(f"CREATE ROLE {name} LOGIN PASSWORD '{password}'"))
             for group in groups:
                 await connection.execute(text(f"GRANT {group} TO {name}"))
+            if connect if connect is not None else "cognis_analyst" not in groups:
+                await connection.execute(
+                    text(f'GRANT CONNECT ON DATABASE "{url.database}" TO {name}')
+                )
         try:
             yield (
                 name,
@@ -323,6 +332,9 @@ async def login_role(owner_url: str, *groups: str) -> AsyncIterator[tuple[str, s
                 )
                 for table in granted.scalars().all():
                     await connection.execute(text(f'REVOKE ALL ON "{table}" FROM {name}'))
+                await connection.execute(
+                    text(f'REVOKE ALL ON DATABASE "{url.database}" FROM {name}')
+                )
                 await connection.execute(text(f"DROP ROLE {name}"))
     finally:
         await engine.dispose()

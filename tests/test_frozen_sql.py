@@ -91,6 +91,14 @@ RELEASED = {
         "f8d6f2e64d3e1185dc88a1c83859931c8dd5a6748036b927d42c4f6abd811809",
         "0022_batch_jobs",
     ),
+    "path_proof_v1.sql": (
+        "a78716b2bc03afe9d782e4917aa813be4cae19e69b6c47c4f2a4d2d85130a5ac",
+        "0023_path_proof",
+    ),
+    "path_proof_v1_drop.sql": (
+        "9429b0074d49e0ec24591e9316f671b78ecda8e3621b3e17368bde2b3fc716b5",
+        "0023_path_proof",
+    ),
 }
 
 

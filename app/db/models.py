@@ -273,6 +273,12 @@ class Memory(Base):
             "run_id",
             postgresql_where=text("run_id IS NOT NULL"),
         ),
+        # The key's ON DELETE SET NULL: a deleted message finds its memories here (0024).
+        Index(
+            "memories_source_message_id_idx",
+            "source_message_id",
+            postgresql_where=text("source_message_id IS NOT NULL"),
+        ),
     )
 
 

@@ -83,8 +83,8 @@ async def test_an_analyst_reads_its_own_tenant_only_and_cannot_switch(
     tenant_a, tenant_b, user = two_tenants
     owner_url = migrated["COGNIS_MIGRATION_DATABASE_URL"]
     async with login_role(owner_url, "cognis_analyst") as (role, url):
-        # Not bound yet: nothing at all, whatever it sets.
-        assert set((await _seen(url, user)).values()) == {0}
+        # Not bound yet: it cannot even connect (0023 took CONNECT from PUBLIC).
+        await _fails(url, "SELECT 1", "permission denied for database")
         await _bind(owner, role, tenant_a)
         seen = await _seen(url, user)
         assert seen == {name: 1 for name, _ in READS}
