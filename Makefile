@@ -111,5 +111,8 @@ bench-llm-gate:  ## LLM gate: share of LoCoMo turns decided without a call, upda
 bench-corrections:  ## corrections without an LLM: precision and recall of the detector, threshold sweep
 	$(PY) -m bench.corrections $(BENCH_ARGS)
 
+bench-supersedes:  ## updates without an LLM: the supersedes model on its held-out split (BENCH_ARGS=train retrains it)
+	$(PY) -m bench.supersedes $(if $(BENCH_ARGS),$(BENCH_ARGS),evaluate)
+
 bench-local-llm:  ## local LLM (xllamacpp + GGUF): start-up, tokens/s, seconds per decision by threads
 	$(PY) -m bench.local_llm $(BENCH_ARGS)

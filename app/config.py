@@ -738,6 +738,21 @@ class IngestSettings(BaseModel):
         description="least cosine between a correction's claim and the memory it updates or ends "
         "(below it the message is added as a new memory)",
     )
+    # Trained and chosen in docs/benchmarks/supersedes.md (python -m bench.supersedes).
+    ingest_supersedes: bool = Field(
+        default=True,
+        description="without an LLM (or when its answer falls back), and where no explicit "
+        "correction applies, a user message whose sentence the learned supersedes model scores "
+        "at or above COGNIS_INGEST_SUPERSEDES_THRESHOLD against a current memory of one sentence "
+        "becomes an UPDATE of that memory (the message's other sentences are added)",
+    )
+    ingest_supersedes_threshold: float = Field(
+        default=0.68,
+        ge=0.0,
+        le=1.0,
+        description="least supersedes score for an UPDATE: the threshold shipped with the model "
+        "(cross-validated precision >= 0.95); higher is surer, lower finds more updates",
+    )
     ingest_max_messages: int = Field(
         default=100, description="most messages per request (at most the published 100)"
     )

@@ -1,12 +1,15 @@
 """The extractor without an LLM (and the LLM's fallback): every user message becomes a memory,
 categorised by the example-trained classifier (app/ml/categories.py); a near-duplicate of a
-current memory is NONE, and an explicit correction or retraction of one current memory
-(app/ingest/corrections.py, found by the caller) is its UPDATE or DELETE."""
+current memory is NONE, an explicit correction or retraction of one current memory
+(app/ingest/corrections.py, found by the caller) is its UPDATE or DELETE, and else a sentence
+the learned supersedes model matches with one current memory (app/ingest/supersedes.py, found
+by the caller) is its UPDATE, the message's other sentences a new memory."""
 
 from __future__ import annotations
 
 from app.ingest.corrections import Correction
 from app.ingest.domain import Candidate, Extraction, MessageContext, Operation
+from app.ingest.supersedes import Supersession
 from app.ml.categories import CategoryClassifier
 from app.ml.embedder import Embedding
 
@@ -18,6 +21,7 @@ async def extract_deterministic(
     classifier: CategoryClassifier,
     duplicate_threshold: float,
     correction: Correction | None = None,
+    supersession: Supersession | None = None,
 ) -> Extraction:
     if context.role != "user":
         operation = Operation(op="NONE", reason=f"{context.role} messages are not stored")
@@ -41,12 +45,30 @@ async def extract_deterministic(
             event_time=context.event_time if intent.op == "UPDATE" else None,
         )
         return Extraction(operations=[operation], extractor="deterministic")
-    (category,) = await classifier.classify([embedding.full], [context.content])
-    operation = Operation(
-        op="ADD",
-        content=context.content,
-        category=category,
-        scope=context.scope or "USER",
-        event_time=context.event_time,
-    )
-    return Extraction(operations=[operation], extractor="deterministic")
+    operations: list[Operation] = []
+    added: str | None = context.content
+    if supersession is not None:
+        operations.append(
+            Operation(
+                op="UPDATE",
+                content=supersession.sentence,
+                scope=supersession.target.scope,
+                target=supersession.target,
+                reason=supersession.reason,
+                event_time=context.event_time,
+            )
+        )
+        added = supersession.rest  # the message's other facts stay, as a memory of their own
+    if added is not None:
+        # The message's embedding judges the category of what remains of it, too.
+        (category,) = await classifier.classify([embedding.full], [added])
+        operations.append(
+            Operation(
+                op="ADD",
+                content=added,
+                category=category,
+                scope=context.scope or "USER",
+                event_time=context.event_time,
+            )
+        )
+    return Extraction(operations=operations, extractor="deterministic")

@@ -7,6 +7,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
+from pathlib import Path
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
@@ -20,9 +21,17 @@ from app.ingest.domain import Candidate, Extraction, MessageContext, Operation
 from app.ingest.gate import llm_gate
 from app.ingest.llm_extractor import extract_with_llm
 from app.ingest.repository import IngestRepository
+from app.ingest.supersedes import (
+    SentenceView,
+    Supersession,
+    find_superseded,
+    message_sentences,
+    shipped_model,
+)
 from app.llm.client import ChatClient
 from app.memories.filters import to_sql, visible_to
 from app.memories.repository import MemoryRepository
+from app.memories.sentences import MAX_SENTENCES
 from app.memories.service import MemoryService, interactive_write
 from app.metrics import LLM_GATE
 from app.ml.categories import CategoryClassifier
@@ -82,13 +91,21 @@ class IngestPipeline:
         )
 
         async def deterministic() -> Extraction:
+            # The explicit rules first; the learned model only where they found nothing.
+            correction = await self._correction(session, context, candidates)
+            supersession = (
+                None
+                if correction is not None
+                else await self._supersession(session, context, candidates, embedding)
+            )
             return await extract_deterministic(
                 context,
                 candidates,
                 embedding,
                 self._classifier,
                 self._settings.ingest_duplicate_threshold,
-                await self._correction(session, context, candidates),
+                correction,
+                supersession,
             )
 
         if self._llm is None:
@@ -145,6 +162,47 @@ class IngestPipeline:
             candidates,
             similarities,
             self._settings.ingest_correction_threshold,
+            context.speaker,
+        )
+
+    async def _supersession(
+        self,
+        session: AsyncSession,
+        context: MessageContext,
+        candidates: list[Candidate],
+        embedding: Embedding,
+    ) -> Supersession | None:
+        """The current memory one sentence of a user message supersedes, by the learned model
+        (app/ingest/supersedes.py), if the setting is on and its score reaches the threshold.
+        A message of one sentence costs one query (the memories' projections on the model's
+        direction); one of several embeds its sentences and scores each in 768D."""
+        if not self._settings.ingest_supersedes or context.role != "user" or not candidates:
+            return None
+        model = shipped_model()
+        if model.embedding_model != Path(self._settings.embedding_model).name:
+            return None  # its cosines and direction belong to another embedder
+        said = message_sentences(context.content)
+        if not said or len(said) > MAX_SENTENCES:
+            return None
+        repository = MemoryRepository(session)
+        ids = [c.memory_id for c in candidates]
+        if len(said) == 1:
+            vectors = [embedding.full]
+            cosines = [{c.memory_id: c.similarity for c in candidates}]
+        else:
+            vectors = [e.full for e in await self.embed(said, context.user_id)]
+            cosines = [await repository.exact_768d_scores(context.user_id, ids, v) for v in vectors]
+        projections = await repository.exact_768d_scores(context.user_id, ids, model.direction)
+        views = [
+            SentenceView(text, scored, float(vector @ model.direction))
+            for text, scored, vector in zip(said, cosines, vectors, strict=True)
+        ]
+        return find_superseded(
+            views,
+            candidates,
+            projections,
+            self._settings.ingest_supersedes_threshold,
+            model,
             context.speaker,
         )
 

@@ -19,10 +19,12 @@ from tests.tenants.helpers import new_tenant, tenant_client
 
 @pytest.fixture(scope="module")
 def corrections_off(migrated: dict[str, str]) -> Iterator[ApiProcess]:
-    """An API (with its own workers and queue) whose corrections are switched off."""
+    """An API (with its own workers and queue) whose corrections, and the learned updates
+    (tests/ingest/test_supersedes.py), are switched off."""
     env = {
         **migrated,
         "COGNIS_INGEST_CORRECTIONS": "false",
+        "COGNIS_INGEST_SUPERSEDES": "false",
         "COGNIS_INGEST_QUEUE": "corrections-off",
     }
     process = ApiProcess(env, "api-corrections-off")
