@@ -21,7 +21,7 @@ from litestar.plugins.sqlalchemy import (
 
 from app.api.auth import require_api_key
 from app.api.consistency import commit_then_wait
-from app.api.contract import StrictRequest
+from app.api.contract import StrictRequest, refuse_unstorable_parameters
 from app.api.problems import EXCEPTION_HANDLERS
 from app.api.routes import api_route_handlers, openapi_config
 from app.config import DEV_API_KEY, Settings, get_settings
@@ -103,6 +103,8 @@ def create_app(settings: Settings | None = None) -> Litestar:
         plugins=[SQLAlchemyPlugin(config=db_config)],
         exception_handlers=EXCEPTION_HANDLERS,
         request_class=StrictRequest,
+        # Every route's query and path parameters (no layer below sets its own hook).
+        before_request=refuse_unstorable_parameters,
         # cognis_http_requests_total etc., labelled by route template (not by user id).
         middleware=[HTTP_METRICS.middleware],
         lifespan=[_lifespan, mcp_lifespan],

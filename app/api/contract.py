@@ -15,8 +15,16 @@ from litestar.types import Empty
 
 from app.api.problems import PROBLEM_JSON
 from app.errors import InvalidInputError
-from app.memories.fields import USER_ID_REGEX, AgentId, RunId
-from app.memories.filters import FILTER_JSON_SCHEMA
+from app.memories.fields import (
+    USER_ID_REGEX,
+    AgentId,
+    RunId,
+    check_all_text,
+    check_text,
+    unstorable_in_json,
+)
+from app.memories.filters import FILTER_JSON_SCHEMA, MAX_FILTER_DEPTH
+from app.vocabulary import MAX_METADATA_DEPTH
 
 UserId = Annotated[
     str,
@@ -94,7 +102,9 @@ def problems(*statuses: int) -> dict[int, ResponseSpec]:
 class StrictRequest(Request[Any, Any, Any]):
     """Decodes a JSON body straight into the handler's `data` type, strictly: `"top_k": "5"`
     or `"event_time": 0` are errors, not coerced (Litestar's own conversion is lax). Too deep a
-    nesting is a 400, not a RecursionError."""
+    nesting is a 400, not a RecursionError, and so is any text Postgres cannot store (NUL, an
+    unpaired surrogate), wherever it is in the body, named by its field: every JSON body's one
+    door."""
 
     async def json(self) -> Any:
         if self._json is Empty and self._connection_state.json is Empty:
@@ -106,11 +116,29 @@ class StrictRequest(Request[Any, Any, Any]):
             except msgspec.ValidationError as exc:
                 raise _invalid(str(exc)) from exc
             except msgspec.DecodeError as exc:
+                unstorable = unstorable_in_json(body, target)
+                if unstorable is not None:
+                    raise unstorable from exc
                 raise _invalid(f"the body is not valid JSON: {exc}") from exc
             except RecursionError as exc:
-                raise _invalid("the body is nested too deeply") from exc
+                raise _invalid(
+                    f"the body is nested too deeply to read: metadata nests at most "
+                    f"{MAX_METADATA_DEPTH} levels, a filter at most {MAX_FILTER_DEPTH}"
+                ) from exc
+            check_all_text(value, "")
             self._json = self._connection_state.json = value
         return await super().json()
+
+
+async def refuse_unstorable_parameters(request: Request[Any, Any, Any]) -> None:
+    """Every query and path parameter's one door (the app's before_request hook): text
+    Postgres cannot store (`?category=%00`) is a 400 naming the parameter, before any
+    handler reads it."""
+    for name, value in request.query_params.multi_items():
+        check_text(value, name)
+    for name, value in request.path_params.items():
+        if isinstance(value, str):
+            check_text(value, name)
 
 
 def _invalid(message: str) -> ValidationException:

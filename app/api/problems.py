@@ -74,7 +74,9 @@ def on_http_error(request: Request, exc: HTTPException) -> Response[dict[str, An
     title = {401: "Unauthorized", 404: "Not found", 405: "Method not allowed"}.get(
         exc.status_code, "Request error"
     )
-    return problem(request, exc.status_code, title, str(exc.detail))
+    # The exception's headers are part of the answer: a 405's Allow (RFC 9110 requires it;
+    # Litestar's router puts the route's methods there), a 401's WWW-Authenticate.
+    return problem(request, exc.status_code, title, str(exc.detail), headers=exc.headers)
 
 
 def on_unexpected_error(request: Request, exc: Exception) -> Response[dict[str, Any]]:

@@ -21,7 +21,7 @@ from app.api.schemas.search import (
     StageScoreOut,
 )
 from app.errors import InvalidInputError
-from app.memories.fields import check_instant, check_text, check_user_id
+from app.memories.fields import check_instant, check_user_id
 from app.memories.filters import parse_filter
 from app.retrieval.profiles import lever_changes
 from app.retrieval.request import SearchRequest, SearchResponse
@@ -58,10 +58,6 @@ class SearchController(Controller):
             )
         if not data.query.strip():
             raise InvalidInputError("query must not be empty", field="query")
-        check_text(data.query, "query")
-        check_text(data.session_id, "session_id")
-        check_text(data.agent_id, "agent_id")
-        check_text(data.run_id, "run_id")
         as_of = check_instant(data.as_of, "as_of")
         if data.min_relevance and not data.stages.vector:
             raise InvalidInputError(

@@ -14,8 +14,8 @@ from app.api.dependencies import provide_eraser
 from app.api.reads import READ_HEADERS, Reads
 from app.api.schemas.users import EraseOut, UserList, UserSummaryOut
 from app.memories.erasure import UserEraser
-from app.memories.fields import AgentId, RunId, check_text
-from app.memories.users import users_page
+from app.memories.fields import AgentId, RunId
+from app.memories.users import users_after, users_cursor, users_page
 
 
 class UserListController(Controller):
@@ -38,14 +38,13 @@ class UserListController(Controller):
         limit: Annotated[int, Parameter(ge=1, le=200)] = 50,
         cursor: Annotated[
             str | None,
-            Parameter(max_length=128, description="`next_cursor` of the previous page."),
+            Parameter(max_length=256, description="`next_cursor` of the previous page, unchanged."),
         ] = None,
     ) -> UserList:
-        check_text(prefix, "prefix")
-        check_text(cursor, "cursor")
+        after = users_after(cursor) if cursor else None
         # One more than asked says whether there is a next page.
         page = await reads(
-            lambda session: users_page(session, cursor, limit + 1, prefix), fresh=True
+            lambda session: users_page(session, after, limit + 1, prefix), fresh=True
         )
         more = len(page) > limit
         page = page[:limit]
@@ -59,7 +58,7 @@ class UserListController(Controller):
                 )
                 for u in page
             ],
-            next_cursor=page[-1].user_id if more else None,
+            next_cursor=users_cursor(page[-1]) if more else None,
         )
 
 

@@ -29,6 +29,7 @@ from app.memories.fields import (
     TtlSeconds,
     check_text,
     check_user_id,
+    unstorable_in_json,
 )
 from app.time_expressions import as_aware
 from app.vocabulary import EMBEDDING_DIM, Scope
@@ -105,6 +106,10 @@ def parse_line(number: int, raw: bytes, rules: LineRules) -> ImportDraft | LineE
     try:
         obj = msgspec.json.decode(raw)
     except msgspec.DecodeError as exc:
+        # Our line shape's fields named; a mem0 record's lone surrogate stays "not valid JSON".
+        unstorable = unstorable_in_json(raw, ImportLine)
+        if unstorable is not None:
+            return LineError(number, unstorable.extra.get("field"), unstorable.detail)
         return LineError(number, None, f"not valid JSON: {exc}")
     except RecursionError:
         # POST /memories answers the same with a 400; here it is this line's error.

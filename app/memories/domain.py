@@ -122,10 +122,13 @@ def check_draft(
     Its category is checked against the table by app/memories/categories.py."""
     draft.content = check_content(draft.content, max_chars, f"{field_prefix}content")
     check_metadata(draft.metadata, max_metadata_bytes, f"{field_prefix}metadata")
+    # Before the category rule looks the name up in the table, where NUL cannot go.
+    check_text(draft.category, f"{field_prefix}category")
     check_text(draft.speaker, f"{field_prefix}speaker")
     check_text(draft.session_id, f"{field_prefix}session_id")
     check_text(draft.agent_id, f"{field_prefix}agent_id")
     check_text(draft.run_id, f"{field_prefix}run_id")
+    check_text(draft.context, f"{field_prefix}context")
     draft.event_time = check_instant(draft.event_time, f"{field_prefix}event_time")
     draft.event_end = check_event_end(draft.event_end, draft.event_time, f"{field_prefix}event_end")
     if draft.ttl_s is not None or draft.expires_at is not None:

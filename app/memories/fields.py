@@ -8,6 +8,7 @@ contract stays true."""
 
 from __future__ import annotations
 
+import json
 import re
 from datetime import datetime
 from typing import Annotated, Any
@@ -87,7 +88,7 @@ Metadata = Annotated[
     dict[str, Any],
     msgspec.Meta(
         description=f"Any JSON object, nested at most {MAX_METADATA_DEPTH} levels, "
-        "without NUL (U+0000) characters."
+        "without NUL (U+0000) or unpaired surrogate (U+D800-U+DFFF) characters."
     ),
 ]
 
@@ -106,40 +107,82 @@ def check_user_id(user_id: str) -> str:
     return user_id
 
 
+# What Postgres text and jsonb cannot hold: NUL, and the UTF-16 surrogates, which have no UTF-8
+# form (Python lets a lone one into a str: `json.loads('"\\ud800"')`).
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+
+
 def check_text(value: str | None, field: str) -> str | None:
-    """Postgres text and jsonb cannot hold a NUL character: refuse it, naming the field."""
-    if value is not None and "\x00" in value:
+    """The one rule for every text the store keeps or compares: refuse what Postgres cannot
+    store, naming the field and the character."""
+    found = _UNSTORABLE.search(value) if value is not None else None
+    if found is not None:
+        char = found.group()
+        what = "a NUL character" if char == "\x00" else "an unpaired UTF-16 surrogate"
         raise InvalidInputError(
-            "contains a NUL character (U+0000), which cannot be stored; remove it", field=field
+            f"contains {what} (U+{ord(char):04X}) at position {found.start()}, which cannot be "
+            "stored; remove it",
+            field=field,
         )
     return value
 
 
-def check_json_shape(value: Any, field: str) -> None:
-    """At most MAX_METADATA_DEPTH levels of nesting and no NUL in any key or string. Walked
-    with a stack, not recursion, so a hostile depth cannot exhaust the interpreter's."""
-    stack: list[tuple[Any, int]] = [(value, 0)]
+def check_all_text(value: Any, field: str, max_depth: int | None = None) -> None:
+    """`check_text` on every string in `value`, dict keys too: a decoded request body (its
+    Structs' fields are named in the path, `memories[1].category`; a free JSON object such
+    as metadata is named as a whole) or a JSON value. With `max_depth`, dicts and lists may
+    nest at most that deep. Walked with a stack, not recursion, so a hostile depth cannot
+    exhaust the interpreter's."""
+    # (item, its field, its depth in dicts and lists, inside a free JSON object)
+    stack: list[tuple[Any, str, int, bool]] = [(value, field, 0, False)]
     while stack:
-        item, depth = stack.pop()
-        if isinstance(item, dict | list):
-            if depth >= MAX_METADATA_DEPTH:
-                raise InvalidInputError(
-                    f"is nested more than {MAX_METADATA_DEPTH} levels deep", field=field
-                )
+        item, at, depth, free = stack.pop()
+        if isinstance(item, str):
+            check_text(item, at)
+        elif isinstance(item, msgspec.Struct):
+            fields = [
+                (getattr(item, name), f"{at}.{name}" if at else name, depth, False)
+                for name in item.__struct_fields__
+            ]
+            stack.extend(reversed(fields))  # reversed: the first offender is the one named
+        elif isinstance(item, dict | list | tuple):
+            if max_depth is not None and depth >= max_depth:
+                raise InvalidInputError(f"is nested more than {max_depth} levels deep", field=at)
             if isinstance(item, dict):
                 for key in item:
-                    check_text(key, field)
-                children = list(item.values())
+                    check_text(key, at)
+                stack.extend((child, at, depth + 1, True) for child in reversed(item.values()))
             else:
-                children = item
-            stack.extend((child, depth + 1) for child in children)
-        elif isinstance(item, str):
-            check_text(item, field)
+                items = [
+                    (child, at if free else f"{at}[{i}]", depth + 1, free)
+                    for i, child in enumerate(item)
+                ]
+                stack.extend(reversed(items))
+
+
+def unstorable_in_json(raw: bytes, target: Any) -> InvalidInputError | None:
+    """Why msgspec refused a JSON document of type `target`, when the reason is text that
+    cannot be stored: it refuses a lone surrogate escape (`"\\ud800"`) but says only that the
+    input is truncated or malformed. Python's json reads one, so the error names the field and
+    the character as for a NUL. None when that is not why (read only after a refusal)."""
+    try:
+        check_all_text(msgspec.convert(json.loads(raw), type=target, strict=True), "")
+    except InvalidInputError as unstorable:
+        return unstorable
+    except (ValueError, RecursionError, msgspec.ValidationError):  # not JSON even so
+        return None
+    return None
+
+
+def check_json_shape(value: Any, field: str) -> None:
+    """At most MAX_METADATA_DEPTH levels of nesting and nothing unstorable in any key or
+    string."""
+    check_all_text(value, field, MAX_METADATA_DEPTH)
 
 
 def check_scope_id(value: str | None, field: str) -> str | None:
     """An agent or run id where the wire schema could not check it (a query parameter):
-    1-256 characters, no NUL."""
+    1-256 characters, storable (`check_text`)."""
     if value is not None and not 1 <= len(value) <= MAX_SCOPE_ID_CHARS:
         raise InvalidInputError(
             f"{field} must have 1 to {MAX_SCOPE_ID_CHARS} characters, not {len(value)}",
@@ -175,9 +218,11 @@ __all__ = [
     "Speaker",
     "TopK",
     "TtlSeconds",
+    "check_all_text",
     "check_instant",
     "check_json_shape",
     "check_scope_id",
     "check_text",
     "check_user_id",
+    "unstorable_in_json",
 ]

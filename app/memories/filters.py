@@ -121,8 +121,9 @@ FILTER_JSON_SCHEMA: dict[str, Any] = {
         + ", ".join(FIELDS)
         + ', and metadata paths ("metadata.project", "metadata.a.b"). Operators: '
         + ", ".join(OPERATORS)
-        + ". in/nin take a list; exists takes true or false; times are RFC 3339. See README, "
-        '"Filters".'
+        + ". in/nin take a list; exists takes true or false; times are RFC 3339. At most "
+        + f"{MAX_FILTER_DEPTH} levels of and/or/not and {MAX_CLAUSES} clauses. See README, "
+        + '"Filters".'
     ),
     "examples": [
         {
@@ -152,12 +153,21 @@ def parse_filter_json(text: str, path: str = "filters") -> Filter:
         raw = json.loads(text)
     except ValueError as exc:
         raise _bad(path, f"not valid JSON ({exc})") from None
+    except RecursionError:
+        # Nested far past the limit: too deep for the JSON reader itself to walk.
+        raise _too_deep(path) from None
     return parse_filter(raw, path)
+
+
+def _too_deep(path: str) -> InvalidInputError:
+    """The one nesting bound, wherever a filter is read (a search body, a list's or an
+    export's query parameter, the CLI)."""
+    return _bad(path, f"filters nest at most {MAX_FILTER_DEPTH} levels of and, or and not")
 
 
 def _parse(raw: Any, path: str, depth: int, counter: list[int]) -> Filter:
     if depth > MAX_FILTER_DEPTH:
-        raise _bad(path, f"filters nest at most {MAX_FILTER_DEPTH} levels")
+        raise _too_deep(path)
     if not isinstance(raw, dict):
         raise _bad(
             path,
@@ -195,6 +205,7 @@ def _clause(raw: dict[str, Any], path: str) -> Clause:
     field = raw.get("field")
     if not isinstance(field, str):
         raise _bad(f"{path}.field", "field must be a string")
+    check_text(field, f"{path}.field")  # a metadata path's keys are compared in Postgres
     metadata = field.startswith(METADATA_PREFIX)
     spec = FIELDS.get(field)
     if metadata:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import base64
 import uuid
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -18,6 +17,7 @@ from app.errors import ConflictError, InvalidInputError, NotFoundError, TooMuchW
 from app.memories.batch_jobs import BatchJobRepository
 from app.memories.categories import choose_categories, require_categories
 from app.memories.context import contextual_text, link_session_turns, mentioned_time
+from app.memories.cursors import decode_cursor, encode_cursor, invalid_cursor
 from app.memories.domain import MemoryDraft, MemoryUpdate, check_draft, check_event_end
 from app.memories.expiry import resolve_expiry
 from app.memories.fields import check_text, check_user_id
@@ -40,21 +40,19 @@ class MemoryPage:
     next_cursor: str | None
 
 
-def encode_cursor(memory: Memory) -> str:
-    raw = f"{memory.created_at.isoformat()}|{memory.id}"
-    return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
+def encode_memory_cursor(memory: Memory) -> str:
+    return encode_cursor(memory.created_at.isoformat(), str(memory.id))
 
 
-def decode_cursor(cursor: str) -> tuple[datetime, uuid.UUID]:
+def decode_memory_cursor(cursor: str) -> tuple[datetime, uuid.UUID]:
+    created_at, memory_id = decode_cursor(cursor, 2)
     try:
-        padded = cursor + "=" * (-len(cursor) % 4)
-        created_at, memory_id = base64.urlsafe_b64decode(padded).decode().split("|")
-        return datetime.fromisoformat(created_at), uuid.UUID(memory_id)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise InvalidInputError(
-            "cursor is not valid: pass the next_cursor of a previous page unchanged",
-            field="cursor",
-        ) from exc
+        after = datetime.fromisoformat(created_at), uuid.UUID(memory_id)
+    except ValueError:
+        raise invalid_cursor() from None
+    if after[0].tzinfo is None:  # every cursor given out carries created_at's offset
+        raise invalid_cursor()
+    return after
 
 
 class MemoryService:
@@ -175,9 +173,9 @@ class MemoryService:
         if filters.category is not None:
             given = [(filters.category, "category")]
             await require_categories(self.repository.session, self._classifier, given)
-        after = decode_cursor(cursor) if cursor else None
+        after = decode_memory_cursor(cursor) if cursor else None
         rows = await self.repository.list_page(check_user_id(user_id), filters, limit + 1, after)
-        next_cursor = encode_cursor(rows[limit - 1]) if len(rows) > limit else None
+        next_cursor = encode_memory_cursor(rows[limit - 1]) if len(rows) > limit else None
         return MemoryPage(items=rows[:limit], next_cursor=next_cursor)
 
     async def history(self, user_id: str, memory_id: uuid.UUID) -> list[Memory]:

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from tests.factories import user_row_counts
+from tests.factories import create_memory, user_row_counts
 
 pytestmark = pytest.mark.usefixtures("ingest_worker")  # messages through the in-process API
 
@@ -60,12 +60,121 @@ async def test_nul_in_a_message_is_a_400(client, db, user_id, message, field) ->
     assert await user_row_counts(db, user_id) == {"memories": 0, "messages": 0, "outbox": 0}
 
 
+# Issue 42, item 7: a NUL in `category` reached the category lookup in Postgres (500).
+CATEGORY_NULS = [
+    ("memories", {"content": "ok", "category": NUL}, "category"),
+    ("memories", {"content": "ok", "agent_id": NUL}, "agent_id"),
+    ("memories", {"content": "ok", "run_id": NUL}, "run_id"),
+    ("memories", {"content": "ok", "context": NUL}, "context"),
+    (
+        "memories/batch",
+        {"memories": [{"content": "fine"}, {"content": "ok", "category": NUL}]},
+        "memories[1].category",
+    ),
+    (
+        "memories/batch",
+        {"memories": [{"content": "fine"}, {"content": "ok", "metadata": {"k": {NUL: 1}}}]},
+        "memories[1].metadata",
+    ),
+]
+
+
+@pytest.mark.parametrize(("path", "body", "field"), CATEGORY_NULS)
+async def test_nul_in_any_field_of_a_create_is_a_400(
+    client, db, user_id, path, body, field
+) -> None:
+    response = await client.post(f"/v1/users/{user_id}/{path}", json=body)
+    _assert_problem(response, field, "NUL character")
+    assert await user_row_counts(db, user_id) == {"memories": 0, "messages": 0, "outbox": 0}
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [({"category": NUL}, "category"), ({"content": "ok", "metadata": {"a": [NUL]}}, "metadata")],
+)
+async def test_nul_in_a_patch_is_a_400_and_leaves_the_chain(
+    client, db, user_id, body, field
+) -> None:
+    memory = await create_memory(client, user_id, "I play the cello", category="hobbies")
+    response = await client.patch(f"/v1/users/{user_id}/memories/{memory['id']}", json=body)
+    _assert_problem(response, field, "NUL character")
+    history = (await client.get(f"/v1/users/{user_id}/memories/{memory['id']}/history")).json()
+    assert [v["version"] for v in history["versions"]] == [1]
+    assert await user_row_counts(db, user_id) == {"memories": 1, "messages": 0, "outbox": 1}
+
+
+@pytest.mark.parametrize(
+    ("path", "params", "field"),
+    [
+        ("memories", {"category": NUL}, "category"),
+        ("memories", {"agent_id": NUL}, "agent_id"),
+        ("memories", {"run_id": NUL}, "run_id"),
+        ("memories", {"id_prefix": NUL}, "id_prefix"),
+        ("export", {"agent_id": NUL}, "agent_id"),
+        ("export", {"filters": NUL}, "filters"),
+        # A parameter no route reads is still refused: the rule is the door's, not the route's.
+        ("memories", {"unread": NUL}, "unread"),
+    ],
+)
+async def test_nul_in_a_query_parameter_is_a_400(client, user_id, path, params, field) -> None:
+    await create_memory(client, user_id, "I grow tomatoes", category="hobbies")
+    response = await client.get(f"/v1/users/{user_id}/{path}", params=params)
+    _assert_problem(response, field, "NUL character")
+
+
+async def test_nul_in_the_users_list_prefix_is_a_400(client) -> None:
+    _assert_problem(await client.get("/v1/users", params={"prefix": NUL}), "prefix", "NUL")
+
+
+# JSON's \ud800 escape: msgspec refuses a lone surrogate in a body, Python's json module (which
+# reads the list's `filters` parameter) lets it through, and Postgres cannot store it.
+SURROGATE_FILTERS = [
+    ('{"field": "category", "op": "eq", "value": "x\\ud800"}', "filters.value"),
+    ('{"field": "metadata.k\\udc00", "op": "eq", "value": "x"}', "filters.field"),
+    ('{"field": "metadata.k", "op": "in", "value": ["a", "\\ud800"]}', "filters.value[1]"),
+    ('{"field": "metadata.k", "op": "contains", "value": "\\u0000"}', "filters.value"),
+]
+
+
+@pytest.mark.parametrize(("filters", "field"), SURROGATE_FILTERS)
+async def test_unstorable_text_in_a_list_filter_is_a_400(client, user_id, filters, field) -> None:
+    await create_memory(client, user_id, "I grow tomatoes", metadata={"k": "v"})
+    for path in ("memories", "export"):
+        response = await client.get(f"/v1/users/{user_id}/{path}", params={"filters": filters})
+        _assert_problem(response, field, "cannot be stored")
+
+
+@pytest.mark.parametrize("escaped", ["\\ud800", "\\udfff", "x\\ud800y"])
+async def test_a_lone_surrogate_in_a_body_is_a_400(client, db, user_id, escaped) -> None:
+    """msgspec refuses one as malformed JSON ("Input data was truncated"): the answer names
+    the field and the character instead, as for a NUL."""
+    for path, body, field in (
+        ("memories", f'{{"content": "ok", "category": "{escaped}"}}', "category"),
+        ("memories", f'{{"content": "ok", "metadata": {{"{escaped}": 1}}}}', "metadata"),
+        ("messages", f'{{"messages": [{{"content": "{escaped}"}}]}}', "messages[0].content"),
+        ("search", f'{{"query": "{escaped}"}}', "query"),
+    ):
+        response = await client.post(
+            f"/v1/users/{user_id}/{path}",
+            content=body,
+            headers={"Content-Type": "application/json"},
+        )
+        _assert_problem(response, field, "unpaired UTF-16 surrogate")
+    assert await user_row_counts(db, user_id) == {"memories": 0, "messages": 0, "outbox": 0}
+
+
 async def test_nul_in_list_filters_and_search_is_a_400(client, user_id) -> None:
     listed = await client.get(f"/v1/users/{user_id}/memories", params={"session_id": NUL})
     _assert_problem(listed, "session_id", "NUL character")
     for body, field in (
         ({"query": NUL}, "query"),
         ({"query": "ok", "session_id": NUL}, "session_id"),
+        ({"query": "ok", "agent_id": NUL}, "agent_id"),
+        ({"query": "ok", "filters": {"field": "category", "op": "eq", "value": NUL}}, "filters"),
+        (
+            {"query": "ok", "filters": {"field": f"metadata.{NUL}", "op": "exists", "value": True}},
+            "filters",
+        ),
     ):
         searched = await client.post(f"/v1/users/{user_id}/search", json=body)
         _assert_problem(searched, field, "NUL character")

@@ -68,3 +68,36 @@ async def test_users_are_listed_with_counts_paged_and_by_prefix(
         bad = await own.get("/v1/users", params={"limit": 0})
         assert bad.status_code == 400
         assert bad.headers["content-type"].startswith("application/problem+json")
+
+
+async def test_a_cursor_not_given_out_is_a_400(
+    inprocess_api: InProcessApi, admin: httpx.AsyncClient
+) -> None:
+    """Issue 42, item 7: a garbage cursor was read as a user id to start after, silently giving
+    another page. Only a next_cursor of this list leads on; anything else is a 400."""
+    async with tenant_client(inprocess_api, (await new_tenant(admin, "cursor")).key) as own:
+        stem = f"uc{uuid.uuid4().hex[:6]}"
+        for user in (f"{stem}-a", f"{stem}-b"):
+            for content in ("one fact", "another fact"):
+                made = await own.post(f"/v1/users/{user}/memories", json={"content": content})
+                assert made.status_code == 201, made.text
+        first = (await own.get("/v1/users", params={"limit": 1})).json()
+        assert [u["user_id"] for u in first["items"]] == [f"{stem}-a"]
+        second = await own.get("/v1/users", params={"limit": 1, "cursor": first["next_cursor"]})
+        assert [u["user_id"] for u in second.json()["items"]] == [f"{stem}-b"]
+
+        memories = await own.get(f"/v1/users/{stem}-a/memories", params={"limit": 1})
+        memory_cursor = memories.json()["next_cursor"]
+        assert memory_cursor is not None
+        for garbage in ("garbage", f"{stem}-a", "!!!!", "%%", "x" * 200, memory_cursor):
+            refused = await own.get("/v1/users", params={"cursor": garbage})
+            assert refused.status_code == 400, (garbage, refused.text)
+            assert refused.headers["content-type"].startswith("application/problem+json")
+            assert refused.json()["field"] == "cursor"
+            assert "next_cursor" in refused.json()["detail"]
+        # ... and a users cursor is no memory list's.
+        crossed = await own.get(
+            f"/v1/users/{stem}-a/memories", params={"cursor": first["next_cursor"]}
+        )
+        assert crossed.status_code == 400, crossed.text
+        assert crossed.json()["field"] == "cursor"

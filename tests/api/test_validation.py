@@ -105,3 +105,28 @@ async def test_bad_cursor_is_rejected(client, user_id) -> None:
 async def test_category_is_chosen_when_omitted(client, user_id) -> None:
     memory = await create_memory(client, user_id, "I am allergic to peanuts and avoid gluten")
     assert memory["category"] in {"dietary", "health"}
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "allowed", "not_allowed"),
+    [
+        ("DELETE", "memories", {"GET", "POST"}, "DELETE"),
+        ("PUT", "memories/{id}", {"GET", "PATCH", "DELETE"}, "PUT"),
+        ("GET", "search", {"POST"}, "GET"),
+    ],
+)
+async def test_a_wrong_method_is_a_405_that_says_which_are_allowed(
+    client, db, user_id, method, path, allowed, not_allowed
+) -> None:
+    """Issue 42, item 7: RFC 9110 requires a 405 to carry Allow; it was dropped on the way to
+    problem+json."""
+    memory = await create_memory(client, user_id, "I keep bees")
+    response = await client.request(
+        method, f"/v1/users/{user_id}/{path.format(id=memory['id'])}", json={"content": "x"}
+    )
+    assert response.status_code == 405, response.text
+    assert response.headers["content-type"].startswith("application/problem+json")
+    listed = {m.strip() for m in response.headers["allow"].split(",")}
+    assert allowed <= listed, listed
+    assert not_allowed not in listed
+    assert await user_row_counts(db, user_id) == {"memories": 1, "messages": 0, "outbox": 1}

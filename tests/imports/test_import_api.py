@@ -126,6 +126,35 @@ async def test_bad_lines_are_reported_while_good_lines_land(client, db, user_id)
     assert set(await imported_rows(db, user_id)) == {"h-0", "h-1"}
 
 
+async def test_unstorable_text_fails_its_line_only(client, db, user_id) -> None:
+    """Issue 42, item 7: a NUL in a category failed the whole import with a 500. Like any other
+    invalid line it is now that line's error, whatever field holds it, and the rest land."""
+    good = history(2)
+    nul = "a\x00b"
+    lines: list = [
+        good[0],
+        {"external_id": "cat", "content": "x", "category": nul},
+        {"external_id": "meta", "content": "x", "category": "travel", "metadata": {nul: 1}},
+        {"external_id": nul, "content": "x", "category": "travel"},
+        {"external_id": "agent", "content": "x", "category": "travel", "agent_id": nul},
+        # A lone surrogate, as JSON's \ud800 escape.
+        '{"external_id": "sur", "content": "x\\ud800", "category": "travel"}',
+        good[1],
+    ]
+    summary = await post_import(client, user_id, jsonl(lines))
+    assert (summary["imported"], summary["skipped"], summary["failed"]) == (2, 0, 5)
+    by_line = {e["line"]: e for e in summary["errors"]}
+    assert {n: by_line[n]["field"] for n in (2, 3, 4, 5)} == {
+        2: "category",
+        3: "metadata",
+        4: "external_id",
+        5: "agent_id",
+    }
+    assert all("NUL character" in by_line[n]["detail"] for n in (2, 3, 4, 5))
+    assert by_line[6]["field"] == "content" and "surrogate" in by_line[6]["detail"]
+    assert set(await imported_rows(db, user_id)) == {"h-0", "h-1"}
+
+
 async def test_imported_memories_become_searchable_through_bm25(client, db, user_id) -> None:
     lines = [
         *history(5),

@@ -300,3 +300,35 @@ async def test_a_bad_filter_is_a_400_naming_the_clause(
     problem = response.json()
     assert problem["field"] == path
     assert says in problem["detail"]
+
+
+def _nested_not(levels: int) -> str:
+    """A filter `levels` "not"s deep, as JSON text (json.dumps would recurse too deep)."""
+    return (
+        '{"not": ' * levels + '{"field": "category", "op": "exists", "value": true}' + "}" * levels
+    )
+
+
+@pytest.mark.parametrize("levels", [9, 1_000])
+async def test_nesting_is_bounded_wherever_a_filter_is_read(client, user_id, levels) -> None:
+    """Issue 42, item 7: 1,000 levels in the list's `filters` parameter were a 500 (the JSON
+    reader's RecursionError). Every door now answers 400 naming the one limit, 8 levels."""
+    deep = _nested_not(levels)
+    answers = [
+        await client.get(f"/v1/users/{user_id}/memories", params={"filters": deep}),
+        await client.get(f"/v1/users/{user_id}/export", params={"filters": deep}),
+        await client.post(
+            f"/v1/users/{user_id}/search",
+            content=f'{{"query": "{QUERY}", "filters": {deep}}}',
+            headers={"Content-Type": "application/json"},
+        ),
+    ]
+    for response in answers:
+        assert response.status_code == 400, response.text
+        assert response.headers["content-type"].startswith("application/problem+json")
+        assert "at most 8" in response.json()["detail"], response.json()
+
+
+async def test_a_filter_8_levels_deep_is_read(client, user_id) -> None:
+    response = await client.get(f"/v1/users/{user_id}/memories", params={"filters": _nested_not(8)})
+    assert response.status_code == 200, response.text
