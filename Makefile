@@ -1,5 +1,5 @@
 # The commands the README names. `make up` serves the API; `make test` runs the suite.
-.PHONY: up up-cluster down status install test lint typecheck relay reindex bench-foundation bench-locomo bench-scale bench-ingest bench-mixed bench-retry bench-hnsw bench-relay bench-filters bench-import bench-migrations check-deploy bench-embedding bench-tenants bench-faults bench-categories bench-llm-gate bench-corrections bench-local-llm llm bench-mcp bench-scale-out bench-node-loss
+.PHONY: up up-cluster down status install test lint typecheck relay reindex backup restore bench-supersedes bench-foundation bench-locomo bench-scale bench-ingest bench-mixed bench-retry bench-hnsw bench-relay bench-filters bench-import bench-migrations check-deploy bench-embedding bench-tenants bench-faults bench-categories bench-llm-gate bench-corrections bench-local-llm llm bench-mcp bench-small-users bench-scale-out bench-node-loss
 
 PY := .venv/bin/python
 TEST_WORKERS ?= 2  # pytest-xdist workers; each has its own database, index and in-process API
@@ -45,6 +45,13 @@ relay:  ## a standalone outbox relay (scale-out); uses .local/cognis.env
 reindex:  ## rebuild the OpenSearch index from Postgres
 	set -a && . .local/cognis.env && set +a && $(PY) -m app reindex
 
+backup:  ## dump Postgres whole, row counts checked (docs/operations.md); BACKUP=file to choose
+	set -a && . .local/cognis.env && set +a && $(PY) -m app backup $(or $(BACKUP),.local/backups/cognis-$(shell date -u +%Y%m%dT%H%MZ).dump)
+
+restore:  ## restore BACKUP=file into a new database INTO=name, checked against its counts
+	@test -n "$(BACKUP)" -a -n "$(INTO)" || { echo "usage: make restore BACKUP=file INTO=new_database" >&2; exit 2; }
+	set -a && . .local/cognis.env && set +a && $(PY) -m app restore $(BACKUP) --into $(INTO)
+
 bench-foundation:  ## outbox lag and search latency against the running service (make up)
 	set -a && . .local/cognis.env && set +a && $(PY) -m bench.foundation
 
@@ -53,6 +60,9 @@ bench-locomo:  ## LoCoMo retrieval benchmark + ablation through the API (make up
 
 bench-mcp:  ## characters per MCP tool result, compact against detail="full" (make up)
 	$(PY) -m bench.mcp_results $(BENCH_ARGS)
+
+bench-small-users:  ## users of 5-40 memories from LoCoMo sessions: hit@1/@3 and relevance inversions per size (make up)
+	$(PY) -m bench.small_users $(BENCH_ARGS)
 
 bench-relevance:  ## the relevance floor on LoCoMo: recall cost and "nothing relevant" on category 5 (make up)
 	$(PY) -m bench.relevance $(BENCH_ARGS)

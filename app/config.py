@@ -67,6 +67,12 @@ class StoreSettings(BaseModel):
         description="Alembic's role: the tables' owner, with CREATEROLE for migration 0007's "
         "groups; unset: `COGNIS_DATABASE_URL`",
     )
+    backup_database_url: SecretStr | None = Field(
+        default=None,
+        description="the role `python -m app backup` dumps as: BYPASSRLS and a member of "
+        "`pg_read_all_data`, nothing else (`cognis_backup`, made by `make up`; "
+        "docs/operations.md)",
+    )
     db_pool_size: int = Field(default=10, description="connection pool size")
     read_database_url: SecretStr | None = Field(
         default=None,
@@ -544,6 +550,28 @@ class RetrievalSettings(BaseModel):
         le=0.5,
         description="factor `1 + boost * z` for a memory whose rarest words are z standard "
         "deviations rarer than the user's usual (z within ±2; lever `specificity`)",
+    )
+    relevance_order_margin: float = Field(
+        default=0.1,
+        ge=0.0,
+        le=1.0,
+        description="a result of the first `relevance_order_head` may stand above a more "
+        "relevant one of the top k only when their relevance differs by at most this "
+        "(lever `relevance_order`)",
+    )
+    relevance_order_head: int = Field(
+        default=3,
+        ge=1,
+        le=100,
+        description="the first results whose places relevance settles (lever `relevance_order`)",
+    )
+    specificity_prior: float = Field(
+        default=50.0,
+        ge=0.0,
+        le=10_000.0,
+        description="memories of evidence the specificity boost is shrunk by: it is `boost * "
+        "n / (n + prior)` for a user of n memories, so it fades for a user with few (lever "
+        "`specificity`; 0: the whole boost at any size)",
     )
     specificity_words: int = Field(
         default=5,

@@ -119,6 +119,19 @@ SQL
         pg_admin_psql -d "$db" -c 'CREATE EXTENSION IF NOT EXISTS vector;'
     done
     pg_provision_service_roles
+    pg_provision_backup_role
+}
+
+# The role `make backup` dumps as (app/db/backup.py): it must see every tenant's rows, so only a
+# superuser can make it (BYPASSRLS); it reads (pg_read_all_data) and can do nothing else.
+BACKUP_DB_USER=cognis_backup
+pg_provision_backup_role() {
+    pg_admin_psql -d postgres -v u="$BACKUP_DB_USER" -v pw="$(service_password "$BACKUP_DB_USER")" <<'SQL'
+SELECT format('CREATE ROLE %I', :'u') WHERE NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = :'u') \gexec
+ALTER ROLE :"u" WITH LOGIN BYPASSRLS NOCREATEDB NOCREATEROLE PASSWORD :'pw';
+GRANT pg_read_all_data TO :"u";
+GRANT CONNECT ON DATABASE cognis, cognis_test TO :"u";
+SQL
 }
 
 service_password() {  # ROLE: its generated password, kept beside the owner's
@@ -261,6 +274,7 @@ write_env() {
                 echo "COGNIS_WORKER_DATABASE_URL=postgresql+asyncpg://$WORKER_DB_USER:$(service_password "$WORKER_DB_USER")@$server/cognis"
                 echo "COGNIS_MIGRATION_DATABASE_URL=postgresql+asyncpg://$DB_USER:$pw@$server/cognis"
                 echo "COGNIS_TEST_DATABASE_URL=postgresql+asyncpg://$DB_USER:$pw@$server/cognis_test"
+                echo "COGNIS_BACKUP_DATABASE_URL=postgresql+asyncpg://$BACKUP_DB_USER:$(service_password "$BACKUP_DB_USER")@$server/cognis"
             fi
             echo "COGNIS_OPENSEARCH_URL=http://127.0.0.1:$COGNIS_OS_PORT"
             if [[ -f "$MODELS_DIR/all-mpnet-base-v2/modules.json" ]]; then

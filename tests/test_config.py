@@ -25,6 +25,7 @@ EXPECTED_DEFAULTS: dict[str, object] = {
     "database_url": REQUIRED,
     "worker_database_url": None,
     "migration_database_url": None,
+    "backup_database_url": None,
     "db_pool_size": 10,
     "read_database_url": None,
     "replica_wait_max_ms": 1000,
@@ -115,6 +116,9 @@ EXPECTED_DEFAULTS: dict[str, object] = {
     "specificity_words": 5,
     "specificity_sample": 500,
     "specificity_ttl_s": 300.0,
+    "specificity_prior": 50.0,
+    "relevance_order_margin": 0.1,
+    "relevance_order_head": 3,
     # RelaySettings
     "relay_in_api": True,
     "relay_batch_size": 1000,

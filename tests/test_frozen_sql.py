@@ -91,6 +91,10 @@ RELEASED = {
         "f8d6f2e64d3e1185dc88a1c83859931c8dd5a6748036b927d42c4f6abd811809",
         "0022_batch_jobs",
     ),
+    "database_privileges_v1.sql": (
+        "b19ac54e45714d532e49d133e8491a2b73f3b6b2f96390daa3729c10ee224c3b",
+        "0023_path_proof",
+    ),
     "path_proof_v1.sql": (
         "a78716b2bc03afe9d782e4917aa813be4cae19e69b6c47c4f2a4d2d85130a5ac",
         "0023_path_proof",

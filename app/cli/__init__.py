@@ -1,5 +1,5 @@
-"""Command line: serve, relay, worker, reindex, embed-sentences, import, export, admin,
-migrate, embed-serve, mcp."""
+"""Command line: serve, relay, worker, reindex, embed-sentences, import, export, backup,
+restore, admin, migrate, embed-serve, mcp."""
 
 # Every command and its flags are declared here; what each does lives beside: processes.py (the
 # long-running ones), maintenance.py (the stores), admin.py (tenants and their keys).
@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from app.cli import maintenance, processes
 from app.cli.admin import add_admin_commands
@@ -84,6 +85,18 @@ def main(argv: list[str] | None = None) -> int:
     export.add_argument("--filters", help="a filter as JSON (README, Filters)")
     export.add_argument("--output", "-o", help="the file to write (default: stdout)")
     export.set_defaults(func=maintenance.export_history)
+    backup = commands.add_parser(
+        "backup", help="dump the database whole (row counts checked); docs/operations.md"
+    )
+    backup.add_argument("file", type=Path, help="the dump to write (pg_dump custom format)")
+    backup.add_argument("--database-url", help="default: COGNIS_BACKUP_DATABASE_URL")
+    backup.set_defaults(func=maintenance.backup)
+    restore = commands.add_parser(
+        "restore", help="restore a dump into a new database, checked against its row counts"
+    )
+    restore.add_argument("file", type=Path, help="a dump written by `backup`")
+    restore.add_argument("--into", required=True, help="the new database's name")
+    restore.set_defaults(func=maintenance.restore)
     add_admin_commands(commands)
     migrate = commands.add_parser("migrate", help="alembic upgrade")
     migrate.add_argument("revision", nargs="?", default="head")

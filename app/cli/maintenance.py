@@ -203,3 +203,51 @@ def migrate(args: argparse.Namespace) -> int:
 
     command.upgrade(Config(str(ROOT / "alembic.ini")), args.revision)
     return 0
+
+
+def backup(args: argparse.Namespace) -> int:
+    """Dump the database whole, checked (app/db/backup.py)."""
+    from app.db.backup import BackupError, dump
+
+    settings = get_settings()
+    url = args.database_url or (
+        settings.backup_database_url.get_secret_value() if settings.backup_database_url else None
+    )
+    if url is None:
+        print(
+            "no backup role: set COGNIS_BACKUP_DATABASE_URL (a role with BYPASSRLS and "
+            "pg_read_all_data; docs/operations.md) or pass --database-url",
+            file=sys.stderr,
+        )
+        return 2
+    args.file.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        asyncio.run(dump(url, args.file, lambda line: print(line, flush=True)))
+    except BackupError as exc:
+        print(f"FAILED: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def restore(args: argparse.Namespace) -> int:
+    """Restore a dump into a new database, checked against its counts (app/db/backup.py)."""
+    from sqlalchemy.engine import make_url
+
+    from app.db.backup import BackupError, create_database
+    from app.db.backup import restore as restore_dump
+
+    settings = get_settings()
+    owner = (settings.migration_database_url or settings.database_url).get_secret_value()
+    target = make_url(owner).set(database=args.into).render_as_string(hide_password=False)
+    try:
+        asyncio.run(create_database(owner, args.into))
+        asyncio.run(restore_dump(target, args.file, lambda line: print(line, flush=True)))
+    except BackupError as exc:
+        print(f"FAILED: {exc}", file=sys.stderr)
+        return 1
+    print(
+        f"next: point COGNIS_*DATABASE_URL at database {args.into}, then rebuild the BM25 "
+        "index from it: python -m app reindex --recreate",
+        flush=True,
+    )
+    return 0

@@ -30,29 +30,6 @@ down_revision: str | None = "0022_batch_jobs"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
-# Only the database's owner (or a superuser) may change who connects to it. A migrating role
-# that is neither is told what to run instead of failing the upgrade half way.
-_DATABASE_PRIVILEGES = """
-DO $$
-DECLARE
-    db text := current_database();
-    bound record;
-BEGIN
-    IF NOT (pg_has_role(current_user, (SELECT datdba FROM pg_database WHERE datname = db), 'MEMBER')
-            OR (SELECT rolsuper FROM pg_roles WHERE rolname = current_user)) THEN
-        RAISE WARNING 'not the owner of database %: as its owner, run REVOKE CONNECT, TEMPORARY ON DATABASE % FROM PUBLIC; GRANT CONNECT, TEMPORARY ON DATABASE % TO cognis_rw; REVOKE CREATE ON SCHEMA public FROM PUBLIC; and GRANT CONNECT to each bound analyst (docs/analysts.md)', db, db, db;
-        RETURN;
-    END IF;
-    EXECUTE format('REVOKE CONNECT, TEMPORARY ON DATABASE %I FROM PUBLIC', db);
-    EXECUTE format('GRANT CONNECT, TEMPORARY ON DATABASE %I TO cognis_rw', db);
-    FOR bound IN
-        SELECT a.role_name FROM analyst_tenants a JOIN pg_roles r ON r.rolname = a.role_name
-    LOOP
-        EXECUTE format('GRANT CONNECT ON DATABASE %I TO %I', db, bound.role_name);
-    END LOOP;
-    REVOKE CREATE ON SCHEMA public FROM PUBLIC;
-END $$
-"""
 _DATABASE_PRIVILEGES_UNDONE = """
 DO $$
 DECLARE
@@ -69,7 +46,7 @@ END $$
 
 def upgrade() -> None:
     run_sql_file("path_proof_v1.sql")
-    op.execute(_DATABASE_PRIVILEGES)
+    run_sql_file("database_privileges_v1.sql")
 
 
 def downgrade() -> None:
