@@ -69,7 +69,9 @@ async def _lifespan(app: Litestar) -> AsyncIterator[None]:
         log.warning("search_index.unavailable_at_startup", error=str(exc))
     try:
         async with runtime.background(
-            relay=settings.relay_in_api, ingest_worker=settings.ingest_worker_in_api
+            relay=settings.relay_in_api,
+            ingest_worker=settings.ingest_worker_in_api,
+            index_check=True,
         ):
             log.info(
                 "api.started",

@@ -672,6 +672,19 @@ class RelaySettings(BaseModel):
         description="how often such a wait re-reads the outbox (a delivery in the same process "
         "wakes it sooner)",
     )
+    index_check_interval_s: float = Field(
+        default=30.0,
+        ge=0,
+        description="how often the API compares the BM25 index's document count with the memory "
+        "versions Postgres says it should hold (`/ready` `index`; searches say `stale` while it "
+        "is behind); 0: never",
+    )
+    index_requeue_empty: bool = Field(
+        default=True,
+        description="when that check finds the index empty while Postgres holds delivered "
+        "memories (a new cluster, a deleted index), re-queue every memory version for "
+        "indexing; false: only report it (`make reindex` rebuilds it)",
+    )
 
 
 class LlmSettings(BaseModel):

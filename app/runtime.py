@@ -34,6 +34,7 @@ from app.ml.observer import EmbeddingObserver
 from app.ml.offline import user_cache_dir
 from app.retrieval.pipeline import RetrievalPipeline
 from app.search_index.client import MemoryIndex
+from app.search_index.coverage import IndexCoverageCheck
 from app.search_index.relay import OutboxRelay
 from app.tenants.authentication import KeyCheck
 from app.tenants.rate_limit import RateLimiter
@@ -158,6 +159,14 @@ class Runtime:
         """The expiry reaper: across tenants, so on the background role, like the relay."""
         return ExpiryReaper(self.background_sessionmaker, self.settings)
 
+    @cached_property
+    def index_coverage(self) -> IndexCoverageCheck:
+        """Whether the index holds every delivered memory version (/ready, searches' `stale`):
+        across tenants, so on the background role, like the relay."""
+        return IndexCoverageCheck(
+            self.background_engine, self.background_sessionmaker, self.index, self.settings
+        )
+
     # Ingestion: built on first use, from the parts above.
     @cached_property
     def llm(self) -> ChatClient | None:
@@ -192,18 +201,21 @@ class Runtime:
         return MemoryImporter(self.sessionmaker, self.embedder, self.classifier, self.settings)
 
     async def run_background(
-        self, stop: asyncio.Event, *, relay: bool, ingest_worker: bool
+        self, stop: asyncio.Event, *, relay: bool, ingest_worker: bool, index_check: bool = False
     ) -> None:
         """This process's share of the background work until `stop` is set: the outbox relay
         (and beside it the expiry reaper, the periodic maintenance of both stores) and/or the
         ingestion workers (and beside them the batch job worker and the sentence worker,
-        COGNIS_SENTENCE_VECTORS), each finishing the batch in hand before it returns. Every
-        process kind starts them here: the API (COGNIS_RELAY_IN_API,
-        COGNIS_INGEST_WORKER_IN_API), `python -m app relay` and `python -m app worker`."""
+        COGNIS_SENTENCE_VECTORS), each finishing the batch in hand before it returns; with
+        `index_check` (the API, which reports it) the index coverage check. Every process kind
+        starts them here: the API (COGNIS_RELAY_IN_API, COGNIS_INGEST_WORKER_IN_API),
+        `python -m app relay` and `python -m app worker`."""
         if ingest_worker:
             # Workers embed what they write; a no-op where the process has loaded it already.
             await anyio.to_thread.run_sync(self.embedder.load)
         loops = [self.relay.run_forever(stop), self.reaper.run_forever(stop)] if relay else []
+        if index_check:
+            loops.append(self.index_coverage.run_forever(stop))
         if ingest_worker:
             loops.append(self.ingest_worker.run_forever(stop))
             loops.append(self.batch_worker.run_forever(stop))
@@ -212,12 +224,16 @@ class Runtime:
         await asyncio.gather(*loops)
 
     @contextlib.asynccontextmanager
-    async def background(self, *, relay: bool, ingest_worker: bool) -> AsyncIterator[None]:
+    async def background(
+        self, *, relay: bool, ingest_worker: bool, index_check: bool = False
+    ) -> AsyncIterator[None]:
         """`run_background` as a task of this process while the block runs (the API's
         lifespan); on leaving, the loops finish their batch and stop."""
         stop = asyncio.Event()
         task = asyncio.create_task(
-            self.run_background(stop, relay=relay, ingest_worker=ingest_worker)
+            self.run_background(
+                stop, relay=relay, ingest_worker=ingest_worker, index_check=index_check
+            )
         )
         try:
             yield

@@ -122,6 +122,9 @@ def base_env(service_urls: services.ServiceUrls, index_name: str) -> dict[str, s
             # So does the sentence worker (tests/retrieval/test_sentences_api.py): beside
             # every test's ingestion workers it would embed the whole database's backlog.
             "COGNIS_SENTENCE_VECTORS": "false",
+            # And the index coverage check (tests/search_index/test_coverage.py): an API
+            # process's check must not re-queue the index a test is deleting or rebuilding.
+            "COGNIS_INDEX_CHECK_INTERVAL_S": "0",
             "COGNIS_LOG_JSON": "true",
             "HF_HUB_OFFLINE": "1",
         }

@@ -135,6 +135,8 @@ EXPECTED_DEFAULTS: dict[str, object] = {
     "expiry_reap_batch_size": 500,
     "index_wait_max_ms": 5000,
     "index_wait_poll_ms": 50,
+    "index_check_interval_s": 30.0,
+    "index_requeue_empty": True,
     # LlmSettings
     "llm_base_url": None,
     "llm_model": None,

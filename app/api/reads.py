@@ -73,9 +73,15 @@ class Reads:
         self.scope = scope
 
     async def __call__(self, work: Callable[[AsyncSession], Awaitable[T]], *, fresh: bool) -> T:
+        return (await self.routed(work, fresh=fresh))[0]
+
+    async def routed(
+        self, work: Callable[[AsyncSession], Awaitable[T]], *, fresh: bool
+    ) -> tuple[T, ReadRoute]:
+        """As a call, and where it ran: whether that database may miss earlier writes."""
         result, route = await self.router.read(work, fresh=fresh)
         self._report(route)
-        return result
+        return result, route
 
     async def sessionmaker_for(self, *, fresh: bool) -> async_sessionmaker[AsyncSession]:
         """For a streamed read, which opens its sessions after the response has started."""

@@ -101,16 +101,24 @@ class SearchController(Controller):
                 oldest_pending_age_ms=lag.oldest_pending_age_ms,
                 consistency=data.consistency,
                 # After a wait, events written since the request began do not make it stale;
-                # without the BM25 leg nothing was read from the index.
+                # without the BM25 leg nothing was read from the index. An index found behind
+                # Postgres (app/search_index/coverage.py) may miss any of them.
                 stale=data.stages.bm25
-                and ((not waited.indexed) if waited is not None else lag.pending > 0),
+                and (
+                    runtime.index_coverage.behind
+                    or ((not waited.indexed) if waited is not None else lag.pending > 0)
+                ),
                 waited_ms=waited.waited_ms if waited is not None else None,
             )
             lagging = replace(searched, index_lag=msgspec.structs.asdict(index_lag))
             return index_lag, await runtime.retrieval.search(session, lagging)
 
         # "indexed" reads this user's writes in Postgres too: on a replica, once it replayed them.
-        index_lag, response = await reads(search_on, fresh=data.consistency == "indexed")
+        (index_lag, response), route = await reads.routed(
+            search_on, fresh=data.consistency == "indexed"
+        )
+        if not route.caught_up:  # a replica that may miss this user's writes, in either leg
+            index_lag = msgspec.structs.replace(index_lag, stale=True)
         hits = []
         rank = 0
         for candidate in response.results:

@@ -5,9 +5,13 @@ otherwise on the writer.
 A read that must see the writes committed before it began ("fresh": read-your-writes) takes the
 writer's current WAL position (`pg_current_wal_lsn()`) and waits, bounded by
 COGNIS_REPLICA_WAIT_MAX_MS, until the replica has replayed it (`pg_last_wal_replay_lsn()`);
-past that bound the writer serves it. A replica that does not answer (refused, dropped, killed)
-or cancels a query for a conflict with recovery is rested for COGNIS_REPLICA_RETRY_S: the read
-in hand is run again on the writer (reads repeat safely) and the next ones go there at once.
+past that bound the writer serves it. Any other read on the replica ("eventual") does not wait,
+but it is told whether the replica had replayed the writer's position when it began
+(`ReadRoute.caught_up`): if not, the read may miss writes committed before it, the caller's own
+among them, and a search says so (`stale`). A replica that does not answer (refused, dropped,
+killed) or cancels a query for a conflict with recovery is rested for COGNIS_REPLICA_RETRY_S:
+the read in hand is run again on the writer (reads repeat safely) and the next ones go there at
+once.
 Every read says where it ran (`ReadRoute`), which the API reports in its response headers.
 """
 
@@ -49,6 +53,9 @@ class ReadRoute:
     # Time spent waiting for the replica to replay the writer's position (fresh reads).
     waited_ms: float = 0.0
     fallback: Fallback | None = None
+    # Whether the database had every write committed before the read began: the writer always;
+    # a replica once it replayed the writer's position then (None: it reports no position).
+    caught_up: bool | None = True
 
 
 WRITER = ReadRoute("writer")
@@ -93,11 +100,23 @@ class ReadRouter:
         if self._resting():
             return await self._on_writer(work, ReadRoute("writer", fallback="replica_unavailable"))
         # The writer's own failure is the writer's: it is raised, not a reason to rest the replica.
-        target = await self._writer_position() if fresh else None
+        # An eventual read asks for the position too (one short query): not to wait for it, but
+        # to say whether the replica may miss writes committed before the read. Without the
+        # writer it cannot tell (None), and it reads the replica all the same.
+        target: str | None = None
+        try:
+            target = await self._writer_position()
+        except Exception as exc:
+            if fresh or unavailable_store(exc) != POSTGRES:
+                raise
         started = time.monotonic()
         try:
             async with self.replica() as session:
-                caught_up = await self._wait_for(session, target) if target else True
+                if not fresh:
+                    replayed = await self._replayed(session, target) if target else None
+                    return await work(session), ReadRoute("replica", caught_up=replayed)
+                assert target is not None
+                caught_up = await self._wait_for(session, target)
                 waited_ms = (time.monotonic() - started) * 1000
                 if caught_up:
                     return await work(session), ReadRoute("replica", waited_ms)
@@ -142,17 +161,21 @@ class ReadRouter:
         deadline = time.monotonic() + self.wait_max_s
         pause = _FIRST_POLL_S
         while True:
-            replayed: bool | None = (
-                await session.execute(_REPLAYED, {"target": target})
-            ).scalar_one()
-            # Each poll is its own snapshot: end the transaction so the next one sees further.
-            await session.rollback()
+            replayed = await self._replayed(session, target)
             if replayed is None or replayed:
                 return replayed
             if time.monotonic() + pause > deadline:
                 return False
             await asyncio.sleep(pause)
             pause = min(pause * 2, _LONGEST_POLL_S)
+
+    @staticmethod
+    async def _replayed(session: AsyncSession, target: str) -> bool | None:
+        """Whether the replica has replayed `target` now (None: it reports no position)."""
+        replayed: bool | None = (await session.execute(_REPLAYED, {"target": target})).scalar_one()
+        # Each check is its own snapshot: end the transaction so the next one sees further.
+        await session.rollback()
+        return replayed
 
     def _resting(self) -> bool:
         return time.monotonic() < self._rested_until

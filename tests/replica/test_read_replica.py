@@ -17,9 +17,10 @@ import httpx
 import pytest
 from sqlalchemy import text
 from sqlalchemy.engine import make_url
-from sqlalchemy.ext.asyncio import create_async_engine
+from sqlalchemy.ext.asyncio import AsyncSession, create_async_engine
 
-from app.db.engine import SERVER_SETTINGS
+from app.db.engine import SERVER_SETTINGS, create_sessionmaker
+from app.db.reads import ReadRouter
 from app.db.tenant import DEFAULT_TENANT_ID, TENANT_SETTING
 from tests import services
 from tests.conftest import ROOT, ApiProcess
@@ -116,6 +117,16 @@ async def test_reads_run_on_the_replica_and_see_the_writes_before_them(
     assert route(history) == ("replica", None) and len(history.json()["versions"]) == 1
     found, ids = await search(http, user_id, "Where does Ottilie row?", "indexed")
     assert route(found) == ("replica", None) and ids[:1] == [memory_id]
+    assert found.json()["index_lag"]["stale"] is False
+    # An eventual search does not wait; once the replica has replayed what the writer had when
+    # it began (other databases of the cluster write too), it says it missed nothing.
+    for _ in range(100):
+        found, ids = await search(http, user_id, "Where does Ottilie row?", "eventual")
+        if found.json()["index_lag"]["stale"] is False:
+            break
+        await asyncio.sleep(0.05)
+    assert route(found) == ("replica", None) and ids[:1] == [memory_id]
+    assert found.json()["index_lag"]["stale"] is False
     exported = await http.get(f"/v1/users/{user_id}/export")
     assert route(exported) == ("replica", None) and "rows on the Thames" in exported.text
 
@@ -127,6 +138,8 @@ async def test_under_paused_replay_a_fresh_read_waits_then_the_writer_answers(
     # An eventual search reads the replica as it is: the write has not been replayed there.
     found, ids = await search(http, user_id, "What is Ottilie's boat called?", "eventual")
     assert route(found) == ("replica", None) and memory_id not in ids
+    # It missed the caller's own write, and says so (the outbox it read there is as old).
+    assert found.json()["index_lag"]["stale"] is True
     # A read that must see it waits for the replay up to the bound, then reads the writer.
     listed = await http.get(f"/v1/users/{user_id}/memories")
     assert route(listed) == ("writer", "replica_behind")
@@ -134,6 +147,7 @@ async def test_under_paused_replay_a_fresh_read_waits_then_the_writer_answers(
     assert [m["id"] for m in listed.json()["items"]] == [memory_id]
     found, ids = await search(http, user_id, "What is Ottilie's boat called?", "indexed")
     assert route(found) == ("writer", "replica_behind") and ids[:1] == [memory_id]
+    assert found.json()["index_lag"]["stale"] is False
 
 
 async def test_a_fresh_read_sees_the_write_through_the_replica_once_replay_catches_up(
@@ -226,3 +240,32 @@ async def test_a_killed_replica_sends_reads_to_the_writer_without_an_error(
             break
         await asyncio.sleep(0.5)
     assert route(listed) == ("replica", None)
+
+
+async def test_an_eventual_read_says_whether_its_database_may_miss_earlier_writes(
+    migrated: dict[str, str],
+) -> None:
+    """The decision without a replica: the writer itself posing as one reports no replay
+    position, so an eventual read there cannot tell (None, which a search reports as stale);
+    a fresh read goes to the writer, and a read with no replica configured misses nothing."""
+    engine = create_async_engine(migrated["COGNIS_DATABASE_URL"])
+    try:
+        sessions = create_sessionmaker(engine)
+        router = ReadRouter(sessions, sessions, wait_max_s=0.1, retry_s=1.0)
+        _, eventual = await router.read(ping, fresh=False)
+        assert (eventual.source, eventual.caught_up) == ("replica", None)
+        _, fresh = await router.read(ping, fresh=True)
+        assert (fresh.source, fresh.fallback, fresh.caught_up) == (
+            "writer",
+            "replica_position_unknown",
+            True,
+        )
+        alone = ReadRouter(sessions, None, wait_max_s=0.1, retry_s=1.0)
+        _, writer = await alone.read(ping, fresh=False)
+        assert (writer.source, writer.caught_up) == ("writer", True)
+    finally:
+        await engine.dispose()
+
+
+async def ping(session: AsyncSession) -> int:
+    return int((await session.execute(text("SELECT 1"))).scalar_one())

@@ -175,9 +175,11 @@ class IndexLagOut(msgspec.Struct):
         bool,
         msgspec.Meta(
             description="True when the BM25 leg may have missed or shown an older state of "
-            'this user\'s memories: changes were pending ("eventual"), or the "indexed" wait '
-            "ran out before they were delivered and searchable. False when the BM25 stage was "
-            "switched off."
+            'this user\'s memories: changes were pending ("eventual"), the "indexed" wait '
+            "ran out before they were delivered and searchable, or the index was found behind "
+            "Postgres (`/ready` `index`); or when a read replica served the search before "
+            "replaying every write committed before it (either leg may miss them). Otherwise "
+            "false when the BM25 stage was switched off."
         ),
     ]
     waited_ms: Annotated[
