@@ -23,7 +23,7 @@ from app.retrieval.neighbours import links, spread_to_neighbours
 from app.retrieval.parts import LEVERS as PART_LEVERS
 from app.retrieval.parts import part_slots, without_parts
 from app.retrieval.plan import Lever
-from app.retrieval.relevance import ExactCosines, above_floor, score_relevance
+from app.retrieval.relevance import ExactCosines, above_floor, score_relevance, settle_head
 from app.retrieval.rerank import rerank
 from app.retrieval.sessions import SESSIONS, not_asking_for_several, sessions
 from app.retrieval.speakers import boost_named_speakers
@@ -46,6 +46,12 @@ ENTITIES = Lever(
 )
 NEIGHBOURS = Lever(
     "neighbours", "Adjacent turns of a high-ranked memory share a decayed part of its score."
+)
+RELEVANCE_ORDER = Lever(
+    "relevance_order",
+    "The first results are settled by relevance: none stands above a result of the top k "
+    "more relevant by more than COGNIS_RELEVANCE_ORDER_MARGIN (the fused order breaks the "
+    "closer calls).",
 )
 TIME_MENTIONS = Lever(
     "time_mentions",
@@ -105,8 +111,9 @@ async def specificity(ranked: Ranked, context: SearchContext) -> tuple[Ranked, s
     )
     if rarity.spread <= 0:
         return ranked, f"too few memories ({rarity.documents})"
-    return boost_specific(ranked, rarity, settings.specificity_boost), (
-        f"{rarity.documents} memories' words"
+    prior = settings.specificity_prior
+    return boost_specific(ranked, rarity, settings.specificity_boost, prior), (
+        f"{rarity.documents} memories' words, weight {rarity.weight(prior):.2f}"
     )
 
 
@@ -195,6 +202,19 @@ async def relevance(ranked: Ranked, context: SearchContext) -> tuple[Ranked, str
     return kept, f"floor {floor:g}: dropped {len(ranked) - len(kept)}"
 
 
+async def relevance_order(ranked: Ranked, context: SearchContext) -> tuple[Ranked, str]:
+    settings = context.plan.settings
+    ranked, moved = settle_head(
+        ranked,
+        settings.relevance_order_head,
+        context.request.top_k,
+        settings.relevance_order_margin,
+    )
+    for position, candidate in enumerate(ranked[: context.request.top_k], start=1):
+        candidate.record("relevance_order", position, candidate.relevance)
+    return ranked, f"moved {moved}"
+
+
 async def final(ranked: Ranked, context: SearchContext) -> tuple[Ranked, None]:
     results = ranked[: context.request.top_k]
     for position, candidate in enumerate(results, start=1):
@@ -267,6 +287,14 @@ RANKING_STEPS: tuple[Step[Ranked], ...] = (
         timer="relevance_ms",
         skip=without_query_vector,
         explains="relevance",
+    ),
+    Step(
+        "relevance_order",
+        relevance_order,
+        timer="relevance_order_ms",
+        lever=RELEVANCE_ORDER,
+        skip=without_query_vector,
+        explains="relevance_order",
     ),
     Step("part_slots", part_slots, timer="part_slots_ms", serves=PART_LEVERS, skip=without_parts),
     Step("final", final, explains="final"),

@@ -57,3 +57,27 @@ def above_floor(candidates: Sequence[Candidate], floor: float) -> list[Candidate
     if floor <= 0:
         return list(candidates)
     return [c for c in candidates if c.relevance is not None and c.relevance >= floor]
+
+
+def settle_head(
+    candidates: Sequence[Candidate], head: int, pool: int, margin: float
+) -> tuple[list[Candidate], int]:
+    """The candidates with their first `head` places settled by relevance: each place takes
+    the best-ranked of the first `pool` left whose relevance is within `margin` of the most
+    relevant left, so no result of the head stands above one of the pool more relevant by
+    more than `margin`. Only the order within the pool changes (what the top `pool` holds
+    stays); candidates without a relevance are never moved past. Also: how many places took
+    another candidate than the fused order's."""
+    window, rest = list(candidates[:pool]), list(candidates[pool:])
+    settled: list[Candidate] = []
+    moved = 0
+    while window and len(settled) < head:
+        known = [c.relevance for c in window if c.relevance is not None]
+        if not known:
+            break
+        best = max(known)
+        pick = next(c for c in window if c.relevance is None or c.relevance >= best - margin)
+        moved += pick is not window[0]
+        window.remove(pick)
+        settled.append(pick)
+    return settled + window + rest, moved

@@ -10,6 +10,11 @@ over the user's own current memories (at most `SPECIFICITY_SAMPLE`, 500, in the 
 of their ids, which are random); its score is multiplied by `1 + boost * z`, z being its
 specificity in standard deviations of the user's (clipped to ±2).
 
+Statistics of a few memories say little: with a dozen, a word's document frequency is 0 or 1
+and z mostly counts words. So the boost is shrunk by the user's evidence, not cut off at a
+size: `boost * n / (n + prior)` for a user of n memories (`SPECIFICITY_PRIOR`), which fades
+to nothing for a new user and to nearly the whole boost for one with hundreds.
+
 No word list and nothing about the query: the statistics are the user's own words, so a
 topic the user talks about all the time is not specific for them. They are statistics only
 (counts of words, never shown) of the same user's memories, cached per tenant and user for
@@ -76,6 +81,10 @@ class WordRarity:
         idfs = sorted((self.idf(w) for w in distinct), reverse=True)[: self.rarest]
         return sum(idfs) / len(idfs) if idfs else 0.0
 
+    def weight(self, prior: float) -> float:
+        """How much of the boost these statistics earn: n / (n + prior) for n memories."""
+        return self.documents / (self.documents + prior) if self.documents else 0.0
+
     def z(self, text: str) -> float:
         """The text's specificity in standard deviations of the user's, within ±Z_LIMIT; 0
         where the user's memories do not vary (too few to tell)."""
@@ -85,9 +94,13 @@ class WordRarity:
         return max(-Z_LIMIT, min(Z_LIMIT, z))
 
 
-def boost_specific(ranked: list[Candidate], rarity: WordRarity, boost: float) -> list[Candidate]:
-    """Multiply each candidate's score by 1 + boost * z of its content, and re-rank."""
-    return boost_scores(ranked, lambda c: 1.0 + boost * rarity.z(c.content), "specificity")
+def boost_specific(
+    ranked: list[Candidate], rarity: WordRarity, boost: float, prior: float
+) -> list[Candidate]:
+    """Multiply each candidate's score by 1 + boost * weight * z of its content (the boost
+    shrunk by the user's evidence, `WordRarity.weight`), and re-rank."""
+    shrunk = boost * rarity.weight(prior)
+    return boost_scores(ranked, lambda c: 1.0 + shrunk * rarity.z(c.content), "specificity")
 
 
 Key = tuple[uuid.UUID | None, str]

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from app.retrieval.candidates import Candidate
-from app.retrieval.relevance import above_floor, on_scale, score_relevance
+from app.retrieval.relevance import above_floor, on_scale, score_relevance, settle_head
 from tests.factories import search
 from tests.retrieval.test_pipeline_api import _load
 from tests.retrieval.test_stages import row
@@ -122,3 +122,41 @@ async def test_a_floor_outside_0_to_1_is_a_400_naming_the_field(client, user_id)
         assert response.status_code == 400, response.text
         assert response.headers["content-type"].startswith("application/problem+json")
         assert "min_relevance" in response.text
+
+
+def settled(relevances: list[float | None], head: int = 3, pool: int = 10) -> list[int]:
+    """The fused order's positions (0-based) after settle_head with margin 0.1."""
+    made = [Candidate(memory_id=row().id, relevance=r) for r in relevances]
+    order, _ = settle_head(made, head, pool, 0.1)
+    return [made.index(c) for c in order]
+
+
+def test_the_head_is_settled_by_relevance_beyond_the_margin_and_by_rank_within_it() -> None:
+    # Within the margin of the best: the fused order stands.
+    assert settled([0.30, 0.35, 0.38, 0.20]) == [0, 1, 2, 3]
+    # "I moved to Osaka" (0.29) fused 3rd under two of 0.16: it comes first, the rest keep
+    # their order after it.
+    assert settled([0.16, 0.16, 0.29, 0.10]) == [2, 0, 1, 3]
+    # Each place looks at what is left: the second place is settled after the first.
+    assert settled([0.10, 0.40, 0.12, 0.30, 0.25]) == [1, 3, 4, 0, 2]
+    # Only the head: places past it keep the fused order, and the pool bounds the search.
+    assert settled([0.10, 0.11, 0.12, 0.13, 0.50], head=1, pool=4) == [0, 1, 2, 3, 4]
+    assert settled([0.10, 0.11, 0.12, 0.13, 0.50], head=1, pool=5) == [4, 0, 1, 2, 3]
+    # A candidate without a relevance is never passed over.
+    assert settled([None, 0.10, 0.60]) == [0, 2, 1]
+
+
+def test_no_head_result_stands_above_a_much_more_relevant_one_of_the_pool() -> None:
+    import random
+
+    rng = random.Random(3)
+    for _ in range(200):
+        relevances = [round(rng.random(), 3) for _ in range(rng.randint(1, 12))]
+        made = [Candidate(memory_id=row().id, relevance=r) for r in relevances]
+        order, moved = settle_head(made, 3, 10, 0.1)
+        assert sorted(map(id, order)) == sorted(map(id, made))  # nothing lost or added
+        assert {id(c) for c in order[:10]} == {id(c) for c in made[:10]}
+        for above in range(min(3, len(order))):
+            for below in range(above + 1, min(10, len(order))):
+                assert order[below].relevance <= order[above].relevance + 0.1 + 1e-9
+        assert moved <= 3

@@ -3,6 +3,7 @@ memories, the clipped z, the boost, and the per-tenant, per-user cache."""
 
 from __future__ import annotations
 
+import itertools
 import math
 import uuid
 
@@ -67,14 +68,30 @@ def test_boost_reorders_by_specificity_at_equal_scores() -> None:
     rarity = WordRarity.of([*CHATTER, FACT], rarest=5)
     chatter = Candidate(uuid.uuid4(), score=1.0, content=CHATTER[0])
     fact = Candidate(uuid.uuid4(), score=1.0, content=FACT)
-    ranked = boost_specific([chatter, fact], rarity, boost=0.2)
+    ranked = boost_specific([chatter, fact], rarity, boost=0.2, prior=0.0)
     assert [c.memory_id for c in ranked] == [fact.memory_id, chatter.memory_id]
     assert fact.score == pytest.approx(1 + 0.2 * rarity.z(FACT))
     assert chatter.score == pytest.approx(1 + 0.2 * rarity.z(CHATTER[0]))
     assert fact.stages["specificity"].rank == 1 and chatter.stages["specificity"].rank == 2
     # No boost: the order and scores stay.
-    again = boost_specific([chatter, fact], rarity, boost=0.0)
+    again = boost_specific([chatter, fact], rarity, boost=0.0, prior=0.0)
     assert [c.score for c in again] == [fact.score, chatter.score]
+
+
+def test_the_boost_is_shrunk_by_the_users_evidence_and_fades_without_a_cliff() -> None:
+    few = WordRarity.of([*CHATTER, FACT], rarest=5)  # 5 memories
+    many = WordRarity.of([*CHATTER * 100, FACT], rarest=5)  # 401
+    assert few.weight(50.0) == pytest.approx(5 / 55)
+    assert many.weight(50.0) == pytest.approx(401 / 451)
+    assert WordRarity.of([], rarest=5).weight(50.0) == 0.0
+    assert few.weight(0.0) == 1.0
+    # Each memory more is a little more weight: no size where the boost jumps.
+    weights = [WordRarity.of([*CHATTER, FACT] * n, rarest=5).weight(50.0) for n in range(1, 60)]
+    assert all(0 < b - a < 0.1 for a, b in itertools.pairwise(weights))
+    chatter = Candidate(uuid.uuid4(), score=1.0, content=CHATTER[0])
+    fact = Candidate(uuid.uuid4(), score=1.0, content=FACT)
+    boost_specific([chatter, fact], few, boost=0.2, prior=50.0)
+    assert fact.score == pytest.approx(1 + 0.2 * (5 / 55) * few.z(FACT))
 
 
 def recording(loads: list[str], label: str, texts: list[str] = CHATTER):

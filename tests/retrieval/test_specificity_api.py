@@ -26,6 +26,7 @@ FACT = "I signed up for a pottery class at the Glaze studio on Elm street."
 QUESTION = "What did I sign up for with pottery and family?"
 WORDS = Settings.model_fields["specificity_words"].default
 BOOST = Settings.model_fields["specificity_boost"].default
+PRIOR = Settings.model_fields["specificity_prior"].default
 
 
 def factor(result: dict) -> float:
@@ -40,7 +41,9 @@ def by_content(found: dict) -> dict[str, dict]:
 
 
 def expected(texts: list[str], text: str) -> float:
-    return 1 + BOOST * WordRarity.of(texts, WORDS).z(text)
+    """The factor: the boost shrunk by the user's evidence (n / (n + prior)), times z."""
+    rarity = WordRarity.of(texts, WORDS)
+    return 1 + BOOST * rarity.weight(PRIOR) * rarity.z(text)
 
 
 async def test_specific_memories_are_lifted_by_their_users_own_words(
@@ -60,7 +63,7 @@ async def test_specific_memories_are_lifted_by_their_users_own_words(
     found = await search(
         client, user_id, QUESTION, top_k=7, profile="paper", levers={"specificity": True}
     )
-    assert found["stages"]["specificity"] == "7 memories' words"
+    assert found["stages"]["specificity"] == f"7 memories' words, weight {7 / (7 + PRIOR):.2f}"
     results = by_content(found)
     # All of the user's (what the relevance floor lets through), none of the other's.
     assert FACT in results and len(results) >= 4 and set(results) <= set(mine)
@@ -78,7 +81,7 @@ async def test_specific_memories_are_lifted_by_their_users_own_words(
     assert all("specificity" not in r["explanation"] for r in plain["results"])
     # `default` has it on; a request may switch it off.
     on = await search(client, user_id, QUESTION, top_k=7)
-    assert on["stages"]["specificity"] == "7 memories' words"
+    assert on["stages"]["specificity"].startswith("7 memories' words")
     off = await search(client, user_id, QUESTION, top_k=7, levers={"specificity": False})
     assert "specificity" not in off["stages"]
 
@@ -115,12 +118,12 @@ async def test_the_same_user_id_in_two_tenants_has_two_vocabularies(
         away_found = await search(
             two, user, QUESTION, profile="paper", levers={"specificity": True}
         )
-        assert away_found["stages"]["specificity"] == "6 memories' words"
+        assert away_found["stages"]["specificity"].startswith("6 memories' words")
         assert {r["memory"]["content"] for r in away_found["results"]} <= set(theirs)
         home_found = await search(
             one, user, QUESTION, top_k=7, profile="paper", levers={"specificity": True}
         )
-        assert home_found["stages"]["specificity"] == "7 memories' words"
+        assert home_found["stages"]["specificity"].startswith("7 memories' words")
         results = by_content(home_found)
         assert set(results) <= set(mine)
         assert factor(results[FACT]) == pytest.approx(expected(mine, FACT))

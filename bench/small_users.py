@@ -1,0 +1,246 @@
+"""Users with few memories, through the service's real API (its own command, not a test).
+
+Every trial, demo and new user starts small, and a lever tuned on users with hundreds of
+memories can misfire on a dozen. This bench makes small users out of LoCoMo conversations: a
+user is one session, two consecutive sessions, or the first turns of a session, of 5 to 40
+turns (one memory a turn, as bench/locomo.py writes them), and is asked the LoCoMo questions
+whose evidence lies wholly inside its turns (categories 1-4). Per size bucket and profile it
+reports hit@1 and hit@3 (an evidence turn first, or in the top 3) and the **relevance
+inversions** of the top 3: pairs where a result is ranked above one whose relevance is higher
+by more than 0.1. The data is read from ../shared/data and never copied.
+
+    make bench-small-users BENCH_ARGS="--per-bucket 40"
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import re
+import statistics
+import sys
+import time
+import uuid
+from collections import defaultdict
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+import httpx
+
+from bench import as_client
+from bench.locomo import Conversation, evidence_ids, load_conversations, wait_for_outbox
+
+BUCKETS = ((5, 10), (11, 20), (21, 40))
+PROFILES = ("paper", "default")
+
+
+def variant_body(name: str) -> dict[str, Any]:
+    """A search body's profile and levers from a name: `default`, `paper`, or a profile with
+    levers switched on and off, e.g. `default+relevance_order-specificity`."""
+    profile, *changes = re.split(r"(?=[+-])", name)
+    return {
+        "profile": profile,
+        "levers": {change[1:]: change[0] == "+" for change in changes},
+    }
+INVERSION = 0.1  # a relevance gap beyond this, ranked the wrong way, is an inversion
+TOP_K = 10
+
+
+@dataclass(frozen=True)
+class SmallUser:
+    name: str
+    turns: list[dict[str, Any]]
+    questions: list[dict[str, Any]]
+    as_of: datetime
+
+    @property
+    def bucket(self) -> tuple[int, int]:
+        return next(b for b in BUCKETS if b[0] <= len(self.turns) <= b[1])
+
+
+def _sessions(conversation: Conversation) -> list[list[dict[str, Any]]]:
+    grouped: dict[str, list[dict[str, Any]]] = {}
+    for turn in conversation.turns:
+        grouped.setdefault(turn["session_id"], []).append(turn)
+    return list(grouped.values())
+
+
+def _user(conversation: Conversation, name: str, turns: list[dict[str, Any]]) -> SmallUser:
+    ids = {t["metadata"]["dia_id"] for t in turns}
+    questions = [
+        q
+        for q in conversation.questions
+        if q["category"] in (1, 2, 3, 4) and evidence_ids(q["evidence"]) <= ids
+    ]
+    last = max(datetime.fromisoformat(t["event_time"]) for t in turns)
+    return SmallUser(name, turns, questions, last + timedelta(hours=1))
+
+
+def small_users(conversations: list[Conversation], per_bucket: int, seed: int) -> list[SmallUser]:
+    """Users of every bucket, at most `per_bucket` each, drawn with a fixed seed: sessions,
+    pairs of consecutive sessions and prefixes of sessions that hold a question's evidence."""
+    rng = random.Random(seed)
+    pool: dict[tuple[int, int], list[SmallUser]] = defaultdict(list)
+    for conversation in conversations:
+        sessions = _sessions(conversation)
+        shapes: list[tuple[str, list[dict[str, Any]]]] = []
+        for number, session in enumerate(sessions):
+            shapes.append((f"s{number}", session))
+            if number + 1 < len(sessions):
+                shapes.append((f"s{number}-pair", session + sessions[number + 1]))
+            size = rng.randint(BUCKETS[0][0], BUCKETS[0][1])
+            if size < len(session):
+                shapes.append((f"s{number}-first{size}", session[:size]))
+        for shape, turns in shapes:
+            if not BUCKETS[0][0] <= len(turns) <= BUCKETS[-1][1]:
+                continue
+            user = _user(conversation, f"{conversation.sample_id}-{shape}", turns)
+            if user.questions:
+                pool[user.bucket].append(user)
+    chosen = []
+    for bucket in BUCKETS:
+        users = pool[bucket]
+        rng.shuffle(users)
+        chosen.extend(users[:per_bucket])
+    return chosen
+
+
+@dataclass
+class Tally:
+    questions: int = 0
+    hit1: int = 0
+    hit3: int = 0
+    inversions: int = 0
+    worst_gap: float = 0.0
+
+    def add(self, results: list[dict[str, Any]], evidence: set[str]) -> None:
+        ranked = [r["memory"]["metadata"].get("dia_id") for r in results]
+        self.questions += 1
+        self.hit1 += bool(ranked[:1] and ranked[0] in evidence)
+        self.hit3 += bool(evidence & set(ranked[:3]))
+        relevance = [r.get("relevance") for r in results[:3]]
+        for above in range(len(relevance)):
+            for below in range(above + 1, len(relevance)):
+                high, low = relevance[above], relevance[below]
+                if high is None or low is None:
+                    continue
+                gap = low - high
+                if gap > INVERSION:
+                    self.inversions += 1
+                self.worst_gap = max(self.worst_gap, gap)
+
+
+def _label(bucket: tuple[int, int]) -> str:
+    return f"{bucket[0]}-{bucket[1]}"
+
+
+def run(args: argparse.Namespace) -> int:
+    run_id = args.reuse or uuid.uuid4().hex[:6]
+    api = httpx.Client(base_url=args.api, headers={"X-API-Key": args.key}, timeout=900)
+    users = small_users(load_conversations(args.conversations), args.per_bucket, args.seed)
+    names = {user.name: f"small-{run_id}-{user.name}" for user in users}
+    tallies: dict[tuple[str, tuple[int, int]], Tally] = defaultdict(Tally)
+    latency: list[float] = []
+    try:
+        started = time.perf_counter()
+        for number, user in enumerate(users, start=1):
+            if args.reuse:
+                break  # written by an earlier --keep run with the same seed and sizes
+            as_client.post_batch_sync(api, names[user.name], user.turns)
+            if number % 20 == 0 or number == len(users):
+                print(
+                    f"[ingest] {number}/{len(users)} users ({time.perf_counter() - started:.0f} s)",
+                    flush=True,
+                )
+        wait_for_outbox(api)
+        asked = 0
+        for user in users:
+            for question in user.questions:
+                evidence = evidence_ids(question["evidence"])
+                for profile in args.variants:
+                    body = {
+                        "query": question["question"],
+                        "top_k": TOP_K,
+                        "as_of": user.as_of.isoformat(),
+                        **variant_body(profile),
+                    }
+                    t0 = time.perf_counter()
+                    response = as_client.post_sync(
+                        api, f"/v1/users/{names[user.name]}/search", json=body
+                    )
+                    latency.append((time.perf_counter() - t0) * 1000)
+                    results = [r for r in response.json()["results"] if r["history_of"] is None]
+                    tallies[profile, user.bucket].add(results, evidence)
+                asked += 1
+        print(f"[search] {asked} questions, {len(args.variants)} variants each", flush=True)
+    finally:
+        if args.keep or args.reuse:
+            print(f"kept the users: rerun with --reuse {run_id}", flush=True)
+        else:
+            for name in names.values():
+                api.delete(f"/v1/users/{name}")
+    print(report(users, tallies, latency, args.variants))
+    return 0
+
+
+def report(
+    users: list[SmallUser],
+    tallies: dict[tuple[str, tuple[int, int]], Tally],
+    latency: list[float],
+    variants: list[str],
+) -> str:
+    lines = [
+        "| bucket (memories) | users | questions | profile | hit@1 | hit@3 | "
+        f"inversions > {INVERSION} in top 3 | worst gap |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for bucket in (*BUCKETS, None):
+        in_bucket = [u for u in users if bucket is None or u.bucket == bucket]
+        for profile in variants:
+            parts = [t for (p, b), t in tallies.items() if p == profile and bucket in (None, b)]
+            total = Tally(
+                sum(t.questions for t in parts),
+                sum(t.hit1 for t in parts),
+                sum(t.hit3 for t in parts),
+                sum(t.inversions for t in parts),
+                max((t.worst_gap for t in parts), default=0.0),
+            )
+            if not total.questions:
+                continue
+            lines.append(
+                f"| {_label(bucket) if bucket else 'all'} | {len(in_bucket)} | "
+                f"{total.questions} | {profile} | {total.hit1 / total.questions:.3f} | "
+                f"{total.hit3 / total.questions:.3f} | {total.inversions} | "
+                f"{total.worst_gap:.3f} |"
+            )
+    sizes = [len(u.turns) for u in users]
+    if sizes and latency:
+        lines.append(
+            f"\n{len(users)} users, {min(sizes)}-{max(sizes)} memories (median "
+            f"{statistics.median(sizes):g}); search p50 {statistics.median(latency):.0f} ms"
+        )
+    return "\n".join(lines)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--api", default=os.environ.get("COGNIS_API", "http://127.0.0.1:8000"))
+    parser.add_argument("--key", default=os.environ.get("COGNIS_API_KEY", "cognis-dev-key"))
+    parser.add_argument("--conversations", type=int, default=None, help="the first N only")
+    parser.add_argument("--per-bucket", type=int, default=40, help="users per size bucket")
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument(
+        "--variants",
+        type=lambda text: text.split(","),
+        default=list(PROFILES),
+        help="comma-separated profiles, each with levers on (+name) or off (-name)",
+    )
+    parser.add_argument("--keep", action="store_true", help="leave the users in place")
+    parser.add_argument("--reuse", help="the run id of an earlier --keep run: search only")
+    return run(parser.parse_args())
+
+
+if __name__ == "__main__":
+    sys.exit(main())
