@@ -74,7 +74,9 @@ async def _top10(connection: AsyncConnection, sql: str, **params: object) -> lis
 async def run(args: argparse.Namespace) -> None:
     settings = get_settings()
     turns, questions = locomo_turns_and_questions(args.rows)
-    embedder = Embedder(settings.embedding_model, backend=settings.embedding_backend)
+    # The model in this process (the model service, `http`, serves the same weights).
+    backend = "torch" if settings.embedding_backend == "http" else settings.embedding_backend
+    embedder = Embedder(settings.embedding_model, backend=backend)
     print(f"embedding {len(turns)} turns and {args.queries} questions...", flush=True)
     docs = embedder.embed_sync(turns)
     queries = embedder.embed_sync(questions[: args.queries])

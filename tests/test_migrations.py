@@ -24,6 +24,7 @@ EXPECTED_INDEXES = {
         "vector_cosine_ops",
         "m='16'",
         "ef_construction='128'",
+        "WHERE is_current",  # 0025: current versions only
     ),
     "memories_user_current_tenant_idx": (
         "btree",

@@ -199,12 +199,15 @@ class Memory(Base):
         CheckConstraint(
             "(version = 1) = (replaces_id IS NULL)", name="first_version_replaces_nothing"
         ),
+        # Current versions only: every vector search reads those alone, so superseded ones
+        # were dead weight in the graph, walked past by filtered scans (migration 0025).
         Index(
             "memories_embedding_256d_hnsw_idx",
             "embedding_256d",
             postgresql_using="hnsw",
             postgresql_with={"m": 16, "ef_construction": 128},
             postgresql_ops={"embedding_256d": "vector_cosine_ops"},
+            postgresql_where=text("is_current"),
         ),
         # No HNSW index on embedding_768d: no query searches it by similarity (the 768D stage
         # re-scores a shortlist by id, exactly), and maintaining it tripled the cost of every
