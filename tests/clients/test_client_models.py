@@ -67,3 +67,29 @@ def test_a_request_model_can_send_every_field_the_server_takes(
 def test_search_takes_every_option_of_the_search_body() -> None:
     options = set(typing.get_type_hints(_calls.SearchOptions))
     assert wire_names(search.SearchBody) - {"query"} == options
+
+
+def test_every_name_the_package_exports_can_be_imported() -> None:
+    """`from cognis_client import X` for each X of `__all__` (TooMuchWorkError was listed and
+    documented, but not imported: ImportError)."""
+    import cognis_client
+
+    assert [name for name in cognis_client.__all__ if not hasattr(cognis_client, name)] == []
+
+
+def test_a_memorys_fields_may_be_given_as_keywords_over_its_text_or_struct() -> None:
+    """mem0's habit, `add(text, metadata=...)`: the keywords are the memory's own fields."""
+    from cognis_client import MemoryInput
+    from cognis_client._calls import as_memory_input
+
+    made = as_memory_input("I live in Porto", metadata={"source": "chat"}, category="travel")
+    assert made == MemoryInput(
+        content="I live in Porto", metadata={"source": "chat"}, category="travel"
+    )
+    over = as_memory_input(MemoryInput(content="x", category="hobbies"), category="travel")
+    assert over == MemoryInput(content="x", category="travel")
+    assert as_memory_input({"content": "y", "speaker": "Ann"}) == MemoryInput(
+        content="y", speaker="Ann"
+    )
+    with pytest.raises(msgspec.ValidationError, match="unknown field"):
+        as_memory_input("z", colour="blue")

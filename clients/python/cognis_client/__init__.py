@@ -14,6 +14,7 @@ from cognis_client.errors import (
     RateLimitedError,
     ServerError,
     ServiceUnavailableError,
+    TooMuchWorkError,
 )
 from cognis_client.models import (
     BatchJob,

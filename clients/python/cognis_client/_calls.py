@@ -370,9 +370,12 @@ def as_messages(messages: list[Message | str | dict[str, Any]]) -> list[Message]
     ]
 
 
-def as_memory_input(memory: MemoryInput | str | dict[str, Any]) -> MemoryInput:
+def as_memory_input(memory: MemoryInput | str | dict[str, Any], **fields: Any) -> MemoryInput:
+    """A memory from its struct, its text or its dict, with `fields` (MemoryInput's: metadata,
+    category, session_id, ...) set on top, as mem0's `add(text, metadata=...)` reads."""
     if isinstance(memory, MemoryInput):
-        return memory
-    if isinstance(memory, str):
-        return MemoryInput(content=memory)
-    return msgspec.convert(memory, MemoryInput)
+        memory = msgspec.structs.asdict(memory)
+    elif isinstance(memory, str):
+        memory = {"content": memory}
+    given = {k: v for k, v in memory.items() if v is not msgspec.UNSET}
+    return msgspec.convert({**given, **fields}, MemoryInput)

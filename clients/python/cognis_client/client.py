@@ -194,12 +194,14 @@ class CognisClient(_Retrying):
         idempotency_key: str | None = None,
         wait_for: WaitFor | None = None,
         wait_timeout_ms: int | None = None,
+        **fields: Any,
     ) -> Memory:
         """One new memory. `idempotency_key`: the key of this logical write (default: a new
         one, reused by the client's own retries); the same key later replays, never rewrites.
         `wait_for="indexed"`: answered once the memory is searchable (or `wait_timeout_ms`,
-        bounded by the server, has passed); every write method takes these two."""
-        call = calls.add_memory(user_id, calls.as_memory_input(memory), idempotency_key)
+        bounded by the server, has passed); every write method takes these two. `fields`:
+        the memory's own (`metadata=...`, `category=...`, ...), over those of `memory`."""
+        call = calls.add_memory(user_id, calls.as_memory_input(memory, **fields), idempotency_key)
         return self._send(waiting(call, wait_for, wait_timeout_ms))
 
     def add_memories(
@@ -430,12 +432,14 @@ class AsyncCognisClient(_Retrying):
         idempotency_key: str | None = None,
         wait_for: WaitFor | None = None,
         wait_timeout_ms: int | None = None,
+        **fields: Any,
     ) -> Memory:
         """One new memory. `idempotency_key`: the key of this logical write (default: a new
         one, reused by the client's own retries); the same key later replays, never rewrites.
         `wait_for="indexed"`: answered once the memory is searchable (or `wait_timeout_ms`,
-        bounded by the server, has passed); every write method takes these two."""
-        call = calls.add_memory(user_id, calls.as_memory_input(memory), idempotency_key)
+        bounded by the server, has passed); every write method takes these two. `fields`:
+        the memory's own (`metadata=...`, `category=...`, ...), over those of `memory`."""
+        call = calls.add_memory(user_id, calls.as_memory_input(memory, **fields), idempotency_key)
         return await self._send(waiting(call, wait_for, wait_timeout_ms))
 
     async def add_memories(
