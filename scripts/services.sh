@@ -259,6 +259,12 @@ os_status() {
 
 # ---------------------------------------------------------------- env file
 
+EMBED_KEY_FILE="$LOCAL_DIR/embedder-key"
+embedding_key() {  # the model service's bearer key (scripts/embedder.sh), generated once
+    [[ -s "$EMBED_KEY_FILE" ]] || (umask 077 && gen_password >"$EMBED_KEY_FILE")
+    cat "$EMBED_KEY_FILE"
+}
+
 write_env() {
     local tmp="$ENV_FILE.tmp"
     (
@@ -283,6 +289,8 @@ write_env() {
             # Every process embeds through the machine's model service (scripts/embedder.sh).
             echo "COGNIS_EMBEDDING_BACKEND=http"
             echo "COGNIS_EMBEDDING_HTTP_URL=http://127.0.0.1:$COGNIS_EMBED_PORT/v1"
+            # Only this machine's own processes (which read this file) may use it.
+            echo "COGNIS_EMBEDDING_HTTP_API_KEY=$(embedding_key)"
         } >"$tmp"
     )
     mv "$tmp" "$ENV_FILE"

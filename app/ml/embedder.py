@@ -171,6 +171,15 @@ class Embedder:
     def loaded(self) -> bool:
         return self._model is not None
 
+    async def unready(self) -> str | None:
+        """None when the model can embed now; else why not: "loading", or for the http backend
+        what its server's /health says ("unreachable: ConnectError", ...)."""
+        if self._model is None:
+            return "loading"
+        if self.backend != "http":
+            return None
+        return await asyncio.get_running_loop().run_in_executor(self._senders, self._model.probe)
+
     def load(self) -> None:
         if self._model is not None:
             return

@@ -18,17 +18,25 @@ class how many requests waited for more than one model call.
 The vectors are the store's: unit length, 768 values (a smaller model's zero-padded);
 `dimensions` keeps the first n and re-normalises them, the Matryoshka truncation that derives
 e256 from e768.
+
+Only the service's own processes may use it: with COGNIS_EMBEDDING_HTTP_API_KEY set (`make up`
+generates one) a request without that bearer key is 401. Inputs are bounded: at most
+MAX_INPUTS texts (400) of MAX_TEXT_CHARS characters each (413). A request whose client goes
+away (it disconnects: its timeout or deadline passed, or it was cancelled) leaves the queue at
+once, so a retry never waits behind its own dead twin.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import math
 import os
 import uuid
+from collections.abc import Awaitable
 from dataclasses import asdict
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 import anyio
 import msgspec
@@ -51,6 +59,7 @@ from app.ml.http_encoder import (
     DEADLINE_ERROR,
     DEADLINE_HEADER,
     MAX_INPUTS,
+    MAX_TEXT_CHARS,
     TENANT_HEADER,
     WORK_CLASS_HEADER,
 )
@@ -59,6 +68,7 @@ from app.vocabulary import EMBEDDING_DIM
 log = structlog.get_logger(__name__)
 
 WORK_CLASSES = {work_class.label: work_class for work_class in WorkClass}
+T = TypeVar("T")
 
 
 class EmbeddingRequest(msgspec.Struct):
@@ -145,6 +155,42 @@ def _authorise(request: Request, key: str | None) -> None:
         raise NotAuthorizedException("a valid bearer key is required")
 
 
+def _bounded(texts: list[str]) -> list[str]:
+    """The texts, or 413 naming the first beyond MAX_TEXT_CHARS (by position, never its text)."""
+    for i, text in enumerate(texts):
+        if len(text) > MAX_TEXT_CHARS:
+            raise HTTPException(
+                status_code=413,
+                detail=f"input {i} has {len(text)} characters; at most {MAX_TEXT_CHARS} are "
+                "taken (the model reads only the first few thousand)",
+            )
+    return texts
+
+
+async def _until_disconnected(request: Request) -> None:
+    """Returns once the client has gone (its body is read by now: the next ASGI message is the
+    disconnect, or nothing until the response is sent)."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
+
+
+async def _while_connected(request: Request, work: Awaitable[list[T]]) -> list[T]:
+    """`work`'s result, or its cancellation once the client disconnects: its queued texts
+    leave the scheduler's queue (a cancelled request does) instead of being embedded for
+    nobody."""
+    done = asyncio.ensure_future(work)
+    gone = asyncio.ensure_future(_until_disconnected(request))
+    try:
+        await asyncio.wait({done, gone}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        gone.cancel()
+        if not done.done():
+            done.cancel()
+    if done.cancelled():
+        raise HTTPException(status_code=499, detail="the client went away")
+    return done.result()
+
+
 @post("/v1/embeddings", status_code=200)
 async def create_embeddings(
     request: Request, data: EmbeddingRequest, state: State
@@ -153,12 +199,16 @@ async def create_embeddings(
     embedder: Embedder = state.embedder
     if not _same_model(data.model, embedder.model_name):
         raise NotFoundException(f"model {data.model!r} is not served here")
-    texts = [data.input] if isinstance(data.input, str) else data.input
+    texts = _bounded([data.input] if isinstance(data.input, str) else data.input)
     work = requested_work(request, data.user)
     if work.work_class is WorkClass.QUERY:
         embedder = state.query_embedder
     trace = Trace()
-    embeddings = await embedder.batcher.submit(texts, work, trace)
+    try:
+        embeddings = await _while_connected(request, embedder.batcher.submit(texts, work, trace))
+    except HTTPException:
+        log.info("embed_serve.client_gone", work_class=work.work_class.label, texts=len(texts))
+        raise
     vectors = np.stack([e.full for e in embeddings])
     if data.dimensions is not None:
         vectors = unit_prefix(vectors, data.dimensions)
@@ -247,6 +297,11 @@ def create_embedding_app(settings: Settings | None = None) -> Litestar:
     embedder = served_embedder(settings)
     query_embedder = served_query_embedder(settings, embedder)
     key = settings.embedding_http_api_key
+    if key is None:
+        log.warning(
+            "embed_serve.no_key",
+            hint="any process that reaches this port can embed: set COGNIS_EMBEDDING_HTTP_API_KEY",
+        )
 
     async def load_models() -> None:
         # Before the first request: costs are counted in the model's tokens.

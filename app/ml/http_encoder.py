@@ -11,6 +11,10 @@ Connection errors, timeouts, 429 and 5xx are retried with jittered exponential b
 raised as EmbedderUnavailableError (503); an answer that is not one vector of numbers per text,
 all of one dimension, is EmbedderAnswerError (502). Messages name the URL and the cause, never
 the texts, since they end up in logs and in problem details.
+While the server is known to be unavailable (the last request failed so, none has succeeded
+since) a query tries once, without retries: a search then answers from BM25 alone at once
+rather than after the backoff (app/retrieval/legs.py). `probe` asks the server's /health, for
+the API's /ready.
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ from pydantic import SecretStr
 from app.config import Settings
 from app.errors import EmbedderAnswerError, EmbedderUnavailableError
 from app.ml.batching import Work, WorkClass
-from app.vocabulary import EMBEDDING_DIM
+from app.vocabulary import EMBEDDING_DIM, MAX_CONTENT_CHARS
 
 log = structlog.get_logger(__name__)
 
@@ -43,6 +47,12 @@ DEADLINE_HEADER = "X-Cognis-Deadline-Ms"
 DEADLINE_ERROR = "deadline_exceeded"
 # The most texts in one request (OpenAI's own limit, which embed-serve keeps).
 MAX_INPUTS = 2048
+# The longest text embed-serve takes, in characters (longer: 413). The models read at most 384
+# tokens (about 2,000 characters of English) and truncate the rest, but tokenize the whole text
+# first: a 9.9 MB string held the model service's CPU for ~21 s. Four memories' worth leaves
+# room for a memory with its context; this client cuts a longer text to it before sending (the
+# cut never reaches what the model reads).
+MAX_TEXT_CHARS = 4 * MAX_CONTENT_CHARS
 
 # What a refusal most likely means, so the error points at the setting to check.
 REFUSAL_HINTS = {
@@ -100,6 +110,28 @@ class HttpEncoder:
         # answer must agree: vectors of two sizes in one store would be silently incomparable.
         self.dimension: int | None = endpoint.dimensions
         self._client = httpx.Client(headers=headers, timeout=endpoint.timeout_s)
+        # Why the last request found the server unavailable; None once one succeeds.
+        self.unavailable: str | None = None
+
+    def probe(self, timeout_s: float = 2.0) -> str | None:
+        """None when the server answers its /health (embed-serve's, at the URL's root) with its
+        model loaded, or answers at all (another OpenAI-compatible server may have no /health);
+        else why it cannot embed now: "unreachable: <cause>", "unavailable: HTTP <status>" or
+        "loading"."""
+        try:
+            response = self._client.get(
+                httpx.URL(self.endpoint.url).copy_with(path="/health", query=None),
+                timeout=timeout_s,
+            )
+        except httpx.TransportError as exc:
+            return f"unreachable: {type(exc).__name__}"
+        if response.status_code >= 500:
+            return f"unavailable: HTTP {response.status_code}"
+        try:
+            loaded = response.json().get("loaded") if response.status_code == 200 else None
+        except (ValueError, AttributeError):
+            loaded = None
+        return "loading" if loaded is False else None
 
     def close(self) -> None:
         self._client.close()
@@ -123,7 +155,10 @@ class HttpEncoder:
         )
 
     def _embed_chunk(self, texts: list[str], work: Work | None = None) -> np.ndarray:
-        body: dict[str, Any] = {"model": self.endpoint.model, "input": texts}
+        body: dict[str, Any] = {
+            "model": self.endpoint.model,
+            "input": [text[:MAX_TEXT_CHARS] for text in texts],
+        }
         if self.endpoint.dimensions is not None:
             body["dimensions"] = self.endpoint.dimensions
         headers, timeout = {}, self.endpoint.timeout_s
@@ -153,6 +188,15 @@ class HttpEncoder:
         work: Work | None = None,
     ) -> httpx.Response:
         attempt = 0
+        # A query while the server is known to be down tries once: the search answers from
+        # BM25 alone instead of waiting out the backoff (the next query tries again).
+        retries = (
+            0
+            if self.unavailable is not None
+            and work is not None
+            and work.work_class is WorkClass.QUERY
+            else self.endpoint.max_retries
+        )
         while True:
             try:
                 response = self._client.post(
@@ -166,6 +210,7 @@ class HttpEncoder:
             else:
                 status = response.status_code
                 if status < 400:
+                    self.unavailable = None
                     return response
                 if work is not None and work.deadline is not None:
                     _raise_scheduling_refusal(response, work, len(body["input"]))
@@ -173,7 +218,8 @@ class HttpEncoder:
                 if status not in RETRYABLE_STATUS and status < 500:
                     hint = REFUSAL_HINTS.get(status)
                     self._invalid(f"refused the request ({cause})" + (f": {hint}" if hint else ""))
-            if attempt >= self.endpoint.max_retries:
+            if attempt >= retries:
+                self.unavailable = cause
                 raise EmbedderUnavailableError(
                     f"embedding server {self.url} is unavailable after {attempt + 1} "
                     f"attempt(s): {cause}"

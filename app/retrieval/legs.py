@@ -1,6 +1,10 @@
 """Stages 2 and 3: what the two legs search, and the legs themselves, run side by side.
 
 BM25 needs no embedding: it runs while the query is embedded and the vectors are searched.
+Each leg may be missing and the search still answers from the other: BM25 when OpenSearch
+cannot answer, the vector leg when the query cannot be embedded (the model service
+unavailable; a query vector still in the embedder's cache is used). Only when neither leg can
+answer does the search fail.
 The legs' levers are declared here; `vector_leg.py` and `bm25_leg.py` hold the searches.
 """
 
@@ -11,9 +15,12 @@ from collections.abc import Set
 from dataclasses import dataclass, field
 
 import numpy as np
+import structlog
 
 from app.db.tenant import current_tenant
+from app.errors import EmbedderUnavailableError
 from app.memories.filters import to_opensearch
+from app.ml.embedder import Embedding
 from app.retrieval.bm25_leg import Bm25LegSettings, bm25_leg
 from app.retrieval.candidates import Candidate
 from app.retrieval.plan import Lever, RetrievalPlan
@@ -46,6 +53,8 @@ BM25_PROXIMITY = Lever(
     "BM25 leg: documents with the query's terms close together (a sloppy phrase match, in "
     "content and context) score more.",
 )
+log = structlog.get_logger(__name__)
+
 # The explanation stages the legs and their fusion record, in order.
 STAGES = ("256d", "768d", "feedback", "bm25", "rrf")
 
@@ -109,14 +118,21 @@ class LegHits:
     shortlisted: int = 0  # how many the 256D stage shortlisted
     text: list[TextHit] | None = field(default_factory=list)  # None: OpenSearch did not answer
     query_vector: np.ndarray | None = None  # the vector leg's unit 768D query vector
+    unembedded: bool = False  # the vector leg is missing: the query could not be embedded
 
     @property
     def missing(self) -> list[str]:
-        return ["bm25"] if self.text is None else []
+        return (["vector"] if self.unembedded else []) + (["bm25"] if self.text is None else [])
 
     def status(self, plan: RetrievalPlan) -> dict[str, str]:
         return {
-            "vector": "on" if plan.runs("vector") else "off",
+            "vector": (
+                "unavailable: the model service cannot embed the query"
+                if self.unembedded
+                else "on"
+                if plan.runs("vector")
+                else "off"
+            ),
             "bm25": "unavailable" if self.text is None else "on" if plan.runs("bm25") else "off",
         }
 
@@ -126,8 +142,9 @@ async def search_legs(query: LegQuery, context: SearchContext, timer: StageTimer
     one fails, and the leg's own exception is raised (the error handlers expect it)."""
     request, plan = context.request, context.plan
 
-    async def vector_path() -> tuple[list[Candidate], int, np.ndarray]:
+    async def vector_path() -> tuple[list[Candidate], int, np.ndarray] | EmbedderUnavailableError:
         options = vector_options(plan)
+        embedding: Embedding | EmbedderUnavailableError
         try:
             async with asyncio.TaskGroup() as beside:
                 # The scan's choice needs the database, not the query vector: it runs while
@@ -136,11 +153,18 @@ async def search_legs(query: LegQuery, context: SearchContext, timer: StageTimer
                     scan_choice(context.repository, request.user_id, options, timer)
                 )
                 with timer.stage("query_embedding_ms"):
-                    embedding = await context.embedder.embed_query(
-                        query.text, current_tenant(), request.user_id
-                    )
+                    try:
+                        embedding = await context.embedder.embed_query(
+                            query.text, current_tenant(), request.user_id
+                        )
+                    except EmbedderUnavailableError as unavailable:
+                        # Not raised in the group: a cancelled scan_choice would leave the
+                        # session's connection mid-query, unusable for the rest of the search.
+                        embedding = unavailable
         except ExceptionGroup as failed:
             raise failed.exceptions[0] from None
+        if isinstance(embedding, EmbedderUnavailableError):
+            return embedding  # BM25 may answer alone: decided once it has
         candidates, shortlisted = await vector_leg(
             context.repository,
             request.user_id,
@@ -176,8 +200,15 @@ async def search_legs(query: LegQuery, context: SearchContext, timer: StageTimer
     except ExceptionGroup as failed:
         raise failed.exceptions[0] from None
     hits = LegHits()
-    if vector is not None:
-        hits.vector, hits.shortlisted, hits.query_vector = vector.result()
     if bm25 is not None:
         hits.text = bm25.result()
+    if vector is not None:
+        found = vector.result()
+        if isinstance(found, EmbedderUnavailableError):
+            if bm25 is None or hits.text is None:  # no leg answers: 503 with Retry-After
+                raise found
+            log.warning("retrieval.vector_unavailable", error=found.detail)
+            hits.unembedded = True
+        else:
+            hits.vector, hits.shortlisted, hits.query_vector = found
     return hits

@@ -33,6 +33,7 @@ async def test_health_ready_and_schema_are_open(anonymous) -> None:
     assert ready["postgres"] == "up"
     assert ready["opensearch"] == "up"
     assert ready["model_loaded"] is True
+    assert ready["model"] == "up"
     schema = (await anonymous.get("/schema/openapi.json")).json()
     paths = schema["paths"]
     assert "/v1/users/{user_id}/memories" in paths

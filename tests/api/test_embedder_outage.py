@@ -1,4 +1,6 @@
-"""An embedding server that cannot be reached: 503 problem+json with Retry-After, nothing written.
+"""An embedding server that cannot be reached: writes are 503 problem+json with Retry-After and
+write nothing, searches answer from BM25 alone and say the vector leg is missing, /ready is not
+ready and says why.
 
 A separate API process, because its configuration (the http backend pointed at a port where
 nothing listens) is the point of the test.
@@ -7,8 +9,10 @@ nothing listens) is the point of the test.
 from __future__ import annotations
 
 import socket
+import time
 from collections.abc import Iterator
 
+import httpx
 import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -34,7 +38,16 @@ def api_without_embedder(migrated: dict[str, str], dead_embedder_url: str) -> It
         "COGNIS_INGEST_WORKER_IN_API": "false",
     }
     process = ApiProcess(env, "api-no-embedder")
-    process.wait_ready()  # the embedder is first asked on a request, not at start-up
+    deadline = time.monotonic() + 180
+    while process.process.poll() is None and time.monotonic() < deadline:
+        try:  # never ready (nothing can embed), but it starts: /health answers
+            if httpx.get(f"{process.url}/health", timeout=2).status_code == 200:
+                break
+        except httpx.HTTPError:
+            time.sleep(0.5)
+    else:
+        process.stop()
+        pytest.fail(f"API did not start; log:\n{process.log_text()[-3000:]}")
     yield process
     process.stop()
 
@@ -54,9 +67,13 @@ async def test_unreachable_embedder_is_503_and_writes_nothing(
             f"/v1/users/{user_id}/memories/batch",
             json={"memories": [{"content": "Alice speaks Portuguese.", "category": "educational"}]},
         )
-        search = await http.post(f"/v1/users/{user_id}/search", json={"query": "Alice's bees"})
+        ready = await http.get("/ready")
 
-    for response in (single, unclassified, batch, search):
+    assert ready.status_code == 503, ready.text
+    assert ready.json()["status"] == "unavailable"
+    assert ready.json()["model"] == "unreachable: ConnectError"
+    assert ready.json()["postgres"] == "up" and ready.json()["opensearch"] == "up"
+    for response in (single, unclassified, batch):
         assert response.status_code == 503, response.text
         assert response.headers["content-type"].startswith("application/problem+json")
         assert int(response.headers["retry-after"]) > 0
@@ -72,3 +89,43 @@ async def test_unreachable_embedder_is_503_and_writes_nothing(
             text("SELECT count(*) FROM outbox WHERE user_id = :u"), {"u": user_id}
         )
     assert (memories, outbox) == (0, 0)
+
+
+async def test_a_search_answers_from_bm25_alone_without_the_model(
+    api_without_embedder: ApiProcess, api: ApiProcess, user_id: str
+) -> None:
+    """The memory is written through the session's API (its model service is up); the API
+    without one finds it by BM25 and says the vector leg is missing, and why."""
+    async with api.client() as http:
+        created = await http.post(
+            f"/v1/users/{user_id}/memories",
+            json={"content": "Alice keeps bees on her roof in Lisbon.", "category": "hobbies"},
+        )
+        assert created.status_code == 201, created.text
+    async with api_without_embedder.client(timeout=30) as http:
+        search = await http.post(
+            f"/v1/users/{user_id}/search",
+            json={"query": "bees on the roof", "consistency": "indexed"},
+        )
+    assert search.status_code == 200, search.text
+    body = search.json()
+    assert body["missing_legs"] == ["vector"]
+    assert body["stages"]["vector"].startswith("unavailable")
+    assert body["stages"]["bm25"] == "on"
+    assert [hit["memory"]["content"] for hit in body["results"]] == [
+        "Alice keeps bees on her roof in Lisbon."
+    ]
+
+
+async def test_without_either_leg_a_search_is_503(
+    api_without_embedder: ApiProcess, user_id: str
+) -> None:
+    """BM25 switched off: nothing can answer, so the model's 503 with Retry-After."""
+    async with api_without_embedder.client(timeout=30) as http:
+        search = await http.post(
+            f"/v1/users/{user_id}/search",
+            json={"query": "Alice's bees", "stages": {"bm25": False}},
+        )
+    assert search.status_code == 503, search.text
+    assert int(search.headers["retry-after"]) > 0
+    assert search.json()["title"] == "Embedder unavailable"
