@@ -44,6 +44,8 @@ def variant_body(name: str) -> dict[str, Any]:
         "profile": profile,
         "levers": {change[1:]: change[0] == "+" for change in changes},
     }
+
+
 INVERSION = 0.1  # a relevance gap beyond this, ranked the wrong way, is an inversion
 TOP_K = 10
 

@@ -16,6 +16,7 @@ from app.api.auth import require_metrics_key
 from app.memories.batch_jobs import BatchJobRepository
 from app.memories.sentence_backfill import pending_sentences
 from app.runtime import Runtime
+from app.search_index.coverage import readiness as index_readiness
 from app.search_index.outbox import pending_count
 from app.search_index.relay import oldest_pending_age_s
 
@@ -31,6 +32,15 @@ async def _backlogs(
         return pending, oldest_s, await pending_sentences(session) if sentences else None
 
 
+async def _model_state(runtime: Runtime) -> str:
+    """ "up", or why a model cannot embed now (the model service unreachable, still loading)."""
+    embedders = {id(e): e for e in (runtime.embedder, runtime.query_embedder)}.values()
+    for embedder in embedders:
+        if (why := await embedder.unready()) is not None:
+            return why
+    return "up"
+
+
 @get("/health", tags=["health"], summary="Liveness: the process answers")
 async def health() -> dict[str, str]:
     return {"status": "ok"}
@@ -44,8 +54,9 @@ async def health() -> dict[str, str]:
     responses={
         503: ResponseSpec(
             data_container=dict[str, Any],
-            description="Not serving: Postgres is down or the model is not loaded yet; the "
-            "body has the same checks.",
+            description="Not serving: Postgres is down, or the model cannot embed (not loaded "
+            "yet, or the model service unreachable: `model` says why); the body has the same "
+            "checks.",
             generate_examples=False,
         )
     },
@@ -67,11 +78,15 @@ async def ready(state: State) -> Response[dict[str, Any]]:
     except Exception as exc:
         checks["postgres"] = f"down: {type(exc).__name__}"
     checks["opensearch"] = "up" if await runtime.index.ping() else "down"
-    serving = checks["postgres"] == "up" and checks["model_loaded"]
+    # The last coverage check (cached): an index behind Postgres is degraded, not unavailable.
+    checks.update(index_readiness(runtime.index_coverage.latest))
+    # Writes need the model (searches fall back to BM25 without it): like Postgres, not serving.
+    checks["model"] = await _model_state(runtime)
+    serving = checks["postgres"] == "up" and checks["model"] == "up"
     # Without OpenSearch the service still serves (vector-only search, outbox holds writes).
     status = (
         "ready"
-        if serving and checks["opensearch"] == "up"
+        if serving and checks["opensearch"] == "up" and checks["index"] != "behind"
         else ("degraded" if serving else "unavailable")
     )
     return Response({"status": status, **checks}, status_code=200 if serving else 503)

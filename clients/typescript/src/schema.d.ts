@@ -450,7 +450,7 @@ export interface components {
             oldest_pending_age_ms: number | null;
             /** @description This user's changes committed but maybe not yet searchable in the BM25 index: not yet delivered to it, or delivered within its refresh window (`unrefreshed`). */
             pending: number;
-            /** @description True when the BM25 leg may have missed or shown an older state of this user's memories: changes were pending ("eventual"), or the "indexed" wait ran out before they were delivered and searchable. False when the BM25 stage was switched off. */
+            /** @description True when the BM25 leg may have missed or shown an older state of this user's memories: changes were pending ("eventual"), the "indexed" wait ran out before they were delivered and searchable, or the index was found behind Postgres (`/ready` `index`); or when a read replica served the search before replaying every write committed before it (either leg may miss them). Otherwise false when the BM25 stage was switched off. */
             stale: boolean;
             /** @description Of `pending`: delivered to the index less than its refresh interval (plus a second) ago, so a search may not see them yet. */
             unrefreshed: number;
@@ -517,6 +517,8 @@ export interface components {
             neighbours?: boolean | null;
             /** @description A question whose syntax joins several parts ("X and Y", "between X and Y", "before/after X", "X or Y", comparisons) searches each part too, and keeps places in the top k for each (COGNIS_PART_SLOTS). */
             query_parts?: boolean | null;
+            /** @description The first results are settled by relevance: none stands above a result of the top k more relevant by more than COGNIS_RELEVANCE_ORDER_MARGIN (the fused order breaks the closer calls). */
+            relevance_order?: boolean | null;
             /** @description Fusion by min-max normalised scores instead of RRF ranks. */
             score_fusion?: boolean | null;
             /** @description Vector leg: a memory of several sentences also scores its nearest sentence's cosine (the best of content, context where that lever is on, and sentence counts). */
@@ -571,7 +573,7 @@ export interface components {
             event_time?: string | null;
             /** @description When the memory expires: from then on no read shows it, and the reaper removes it from both stores. RFC 3339, in the future; without an offset it is taken as UTC. Not together with `ttl_s`. */
             expires_at?: string | null;
-            /** @description Any JSON object, nested at most 32 levels, without NUL (U+0000) characters. */
+            /** @description Any JSON object, nested at most 32 levels, without NUL (U+0000) or unpaired surrogate (U+D800-U+DFFF) characters. */
             metadata?: {
                 [key: string]: unknown;
             };
@@ -652,7 +654,7 @@ export interface components {
             event_time?: string | null;
             /** @description When the memory expires: from then on no read shows it, and the reaper removes it from both stores. RFC 3339, in the future; without an offset it is taken as UTC. Not together with `ttl_s`. */
             expires_at?: string | null;
-            /** @description Any JSON object, nested at most 32 levels, without NUL (U+0000) characters. */
+            /** @description Any JSON object, nested at most 32 levels, without NUL (U+0000) or unpaired surrogate (U+D800-U+DFFF) characters. */
             metadata?: {
                 [key: string]: unknown;
             };
@@ -670,7 +672,7 @@ export interface components {
             agent_id?: string | null;
             content: string;
             idempotency_key?: string | null;
-            /** @description Any JSON object, nested at most 32 levels, without NUL (U+0000) characters. */
+            /** @description Any JSON object, nested at most 32 levels, without NUL (U+0000) or unpaired surrogate (U+D800-U+DFFF) characters. */
             metadata?: {
                 [key: string]: unknown;
             };
@@ -738,7 +740,7 @@ export interface components {
             /** @default false */
             explain?: boolean;
             /**
-             * @description Only memories matching this filter are searched: both legs apply it before ranking. A filter: a clause {"field", "op", "value"} or {"and": [...]}, {"or": [...]}, {"not": {...}}. Fields: category, scope, session, speaker, agent, run, created_at, event_time, valid_from, valid_to, and metadata paths ("metadata.project", "metadata.a.b"). Operators: eq, ne, in, nin, gt, gte, lt, lte, exists, contains. in/nin take a list; exists takes true or false; times are RFC 3339. See README, "Filters".
+             * @description Only memories matching this filter are searched: both legs apply it before ranking. A filter: a clause {"field", "op", "value"} or {"and": [...]}, {"or": [...]}, {"not": {...}}. Fields: category, scope, session, speaker, agent, run, created_at, event_time, valid_from, valid_to, and metadata paths ("metadata.project", "metadata.a.b"). Operators: eq, ne, in, nin, gt, gte, lt, lte, exists, contains. in/nin take a list; exists takes true or false; times are RFC 3339. At most 8 levels of and/or/not and 100 clauses. See README, "Filters".
              * @example {
              *       "and": [
              *         {
@@ -1408,7 +1410,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Not serving: Postgres is down or the model is not loaded yet; the body has the same checks. */
+            /** @description Not serving: Postgres is down, or the model cannot embed (not loaded yet, or the model service unreachable: `model` says why); the body has the same checks. */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -1427,7 +1429,7 @@ export interface operations {
                 /** @description Only user ids starting with this text. */
                 prefix?: string | null;
                 limit?: number;
-                /** @description `next_cursor` of the previous page. */
+                /** @description `next_cursor` of the previous page, unchanged. */
                 cursor?: string | null;
             };
             header?: never;
@@ -1564,7 +1566,7 @@ export interface operations {
                 agent_id?: string | null;
                 /** @description The run's memories and those of no run. Omitted: every memory of the user, whatever its run. */
                 run_id?: string | null;
-                /** @description A filter as JSON (the search body's `filters`): only memories matching it are included. A filter: a clause {"field", "op", "value"} or {"and": [...]}, {"or": [...]}, {"not": {...}}. Fields: category, scope, session, speaker, agent, run, created_at, event_time, valid_from, valid_to, and metadata paths ("metadata.project", "metadata.a.b"). Operators: eq, ne, in, nin, gt, gte, lt, lte, exists, contains. in/nin take a list; exists takes true or false; times are RFC 3339. See README, "Filters". */
+                /** @description A filter as JSON (the search body's `filters`): only memories matching it are included. A filter: a clause {"field", "op", "value"} or {"and": [...]}, {"or": [...]}, {"not": {...}}. Fields: category, scope, session, speaker, agent, run, created_at, event_time, valid_from, valid_to, and metadata paths ("metadata.project", "metadata.a.b"). Operators: eq, ne, in, nin, gt, gte, lt, lte, exists, contains. in/nin take a list; exists takes true or false; times are RFC 3339. At most 8 levels of and/or/not and 100 clauses. See README, "Filters". */
                 filters?: string | null;
             };
             header?: never;
@@ -1931,7 +1933,7 @@ export interface operations {
                 include_superseded?: boolean;
                 limit?: number;
                 cursor?: string | null;
-                /** @description A filter as JSON (the search body's `filters`): only memories matching it are included. A filter: a clause {"field", "op", "value"} or {"and": [...]}, {"or": [...]}, {"not": {...}}. Fields: category, scope, session, speaker, agent, run, created_at, event_time, valid_from, valid_to, and metadata paths ("metadata.project", "metadata.a.b"). Operators: eq, ne, in, nin, gt, gte, lt, lte, exists, contains. in/nin take a list; exists takes true or false; times are RFC 3339. See README, "Filters". */
+                /** @description A filter as JSON (the search body's `filters`): only memories matching it are included. A filter: a clause {"field", "op", "value"} or {"and": [...]}, {"or": [...]}, {"not": {...}}. Fields: category, scope, session, speaker, agent, run, created_at, event_time, valid_from, valid_to, and metadata paths ("metadata.project", "metadata.a.b"). Operators: eq, ne, in, nin, gt, gte, lt, lte, exists, contains. in/nin take a list; exists takes true or false; times are RFC 3339. At most 8 levels of and/or/not and 100 clauses. See README, "Filters". */
                 filters?: string | null;
                 /** @description Only memories whose id starts with these hex digits (4 to 32, dashes ignored): finds the memory a short id names, e.g. `3fa85f64`. */
                 id_prefix?: string | null;
