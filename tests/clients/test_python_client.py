@@ -166,8 +166,9 @@ def test_503_is_retried_after_retry_after_then_raised(
         retry=RetryPolicy(max_retries=3, max_delay_s=1),
     ) as impatient:
         statuses = _counting(impatient)
+        # A write: a search answers from BM25 alone while the model service is down.
         with pytest.raises(ServiceUnavailableError):
-            impatient.search(user_id, "bees")
+            impatient.add_memory(user_id, "Ines sells honey.")
     assert statuses == [503]
 
 
