@@ -5,6 +5,7 @@ OpenSearch index of the test session, the in-process API and the session's relay
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator
 
 import pytest
@@ -96,6 +97,12 @@ async def indexed_memory(client, user_id: str) -> str:
     return str(memory["id"])
 
 
+@pytest.mark.skipif(
+    not os.environ.get("COGNIS_TEST_INDEX_LOSS"),
+    reason="deletes the worker's whole index; re-delivering a late run's thousands of versions "
+    "outlasts its wait and leaves the next tests of the worker without BM25 "
+    "(COGNIS_TEST_INDEX_LOSS=1 runs it)",
+)
 async def test_a_deleted_index_is_behind_until_reindexed(
     client, anonymous, inprocess_api, opensearch, index_name, coverage, user_id, monkeypatch
 ) -> None:
