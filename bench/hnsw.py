@@ -23,8 +23,8 @@ import numpy as np
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection, create_async_engine
 
-from app.config import get_settings
-from app.ml.embedder import Embedder
+from app.config import Settings, get_settings
+from app.ml.embedder import Embedder, Embedding
 from bench.database import owner_url
 from bench.foundation import locomo_turns_and_questions
 
@@ -71,17 +71,24 @@ async def _top10(connection: AsyncConnection, sql: str, **params: object) -> lis
     return list((await connection.execute(text(sql), params)).scalars())
 
 
-async def run(args: argparse.Namespace) -> None:
-    settings = get_settings()
-    turns, questions = locomo_turns_and_questions(args.rows)
-    # The model in this process (the model service, `http`, serves the same weights).
+def embedded_turns(
+    settings: Settings, rows: int, queries: int
+) -> tuple[list[str], list[str], list[Embedding]]:
+    """`rows` LoCoMo turns as 256D and 768D vector literals, and `queries` questions embedded,
+    by the configured model in this process (the model service, `http`, serves the same
+    weights)."""
+    turns, questions = locomo_turns_and_questions(rows)
     backend = "torch" if settings.embedding_backend == "http" else settings.embedding_backend
     embedder = Embedder(settings.embedding_model, backend=backend)
-    print(f"embedding {len(turns)} turns and {args.queries} questions...", flush=True)
+    print(f"embedding {len(turns)} turns and {queries} questions...", flush=True)
     docs = embedder.embed_sync(turns)
-    queries = embedder.embed_sync(questions[: args.queries])
-    e256 = [_literal(d.coarse) for d in docs]
-    e768 = [_literal(d.full) for d in docs]
+    asked = embedder.embed_sync(questions[:queries])
+    return [_literal(d.coarse) for d in docs], [_literal(d.full) for d in docs], asked
+
+
+async def run(args: argparse.Namespace) -> None:
+    settings = get_settings()
+    e256, e768, queries = embedded_turns(settings, args.rows, args.queries)
     engine = create_async_engine(owner_url(settings))  # creates its own table
     try:
         async with engine.connect() as connection:

@@ -27,10 +27,8 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection, create_async_engine
 
 from app.config import get_settings
-from app.ml.embedder import Embedder
 from bench.database import owner_url
-from bench.foundation import locomo_turns_and_questions
-from bench.hnsw import _literal, _top10
+from bench.hnsw import _literal, _top10, embedded_turns
 
 TABLE = "bench_hnsw_history_scratch"
 INDEX = (
@@ -70,21 +68,13 @@ async def _load(connection: AsyncConnection, e256: list[str], e768: list[str], e
 
 async def run(args: argparse.Namespace) -> None:
     settings = get_settings()
-    turns, questions = locomo_turns_and_questions(args.rows)
-    # The model in this process (the model service, `http`, serves the same weights).
-    backend = "torch" if settings.embedding_backend == "http" else settings.embedding_backend
-    embedder = Embedder(settings.embedding_model, backend=backend)
-    print(f"embedding {len(turns)} turns and {args.queries} questions...", flush=True)
-    docs = embedder.embed_sync(turns)
-    queries = embedder.embed_sync(questions[: args.queries])
-    e256 = [_literal(d.coarse) for d in docs]
-    e768 = [_literal(d.full) for d in docs]
+    e256, e768, queries = embedded_turns(settings, args.rows, args.queries)
     engine = create_async_engine(owner_url(settings))
     try:
         async with engine.connect() as connection:
             await connection.execution_options(isolation_level="AUTOCOMMIT")
             current = await _load(connection, e256, e768, args.versions)
-            print(f"{len(turns)} versions, {current} current", flush=True)
+            print(f"{len(e256)} versions, {current} current", flush=True)
             for layout, statement in LAYOUTS.items():
                 await connection.execute(text(f"DROP INDEX IF EXISTS {TABLE}_e256"))
                 started = time.perf_counter()

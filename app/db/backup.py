@@ -72,13 +72,15 @@ async def count_rows(connection: asyncpg.Connection) -> dict[str, int]:
     }
 
 
-async def _run(*command: str, env: dict[str, str] | None = None) -> None:
+async def _run(*command: str, env: dict[str, str] | None = None) -> str:
+    """Run a client program; its standard output, or BackupError with its own message."""
     process = await asyncio.create_subprocess_exec(
         *command, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
     )
-    _, stderr = await process.communicate()
+    stdout, stderr = await process.communicate()
     if process.returncode != 0:
         raise BackupError(f"{command[0]} failed ({process.returncode}): {stderr.decode().strip()}")
+    return stdout.decode()
 
 
 async def rows_in_dump(path: Path) -> dict[str, int]:
@@ -177,14 +179,8 @@ async def restore(owner_url: str, dump_file: Path, progress: Progress = print) -
         dsn, env = libpq_parts(owner_url)
         listing = dump_file.with_name(dump_file.name + ".list")
         try:
-            process = await asyncio.create_subprocess_exec(
-                "pg_restore", "--list", str(dump_file),
-                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-            )  # fmt: skip
-            out, err = await process.communicate()
-            if process.returncode != 0:
-                raise BackupError(f"pg_restore could not read {dump_file}: {err.decode()}")
-            entries = [ln for ln in out.decode().splitlines() if "COMMENT - EXTENSION" not in ln]
+            contents = await _run("pg_restore", "--list", str(dump_file))
+            entries = [ln for ln in contents.splitlines() if "COMMENT - EXTENSION" not in ln]
             listing.write_text("\n".join(entries) + "\n")
             progress(f"restoring {dump_file} into {make_url(owner_url).database}")
             await _run(
