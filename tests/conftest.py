@@ -262,13 +262,15 @@ class ApiProcess(ServiceProcess):
         """A client of this process's API over HTTP, with the session's key."""
         return httpx.AsyncClient(base_url=self.url, headers={"X-API-Key": API_KEY}, timeout=timeout)
 
-    def wait_ready(self, timeout: float = 180) -> None:
+    def wait_ready(self, timeout: float = 180, path: str = "/ready") -> None:
+        """Until `path` answers 200: `/ready` (serving), or `/health` for a process that is
+        alive but never ready (a store or the model service down on purpose)."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 break
             try:
-                if httpx.get(f"{self.url}/ready", timeout=2).status_code == 200:
+                if httpx.get(f"{self.url}{path}", timeout=2).status_code == 200:
                     return
             except httpx.HTTPError:
                 pass

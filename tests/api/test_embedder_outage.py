@@ -9,10 +9,8 @@ nothing listens) is the point of the test.
 from __future__ import annotations
 
 import socket
-import time
 from collections.abc import Iterator
 
-import httpx
 import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -38,16 +36,7 @@ def api_without_embedder(migrated: dict[str, str], dead_embedder_url: str) -> It
         "COGNIS_INGEST_WORKER_IN_API": "false",
     }
     process = ApiProcess(env, "api-no-embedder")
-    deadline = time.monotonic() + 180
-    while process.process.poll() is None and time.monotonic() < deadline:
-        try:  # never ready (nothing can embed), but it starts: /health answers
-            if httpx.get(f"{process.url}/health", timeout=2).status_code == 200:
-                break
-        except httpx.HTTPError:
-            time.sleep(0.5)
-    else:
-        process.stop()
-        pytest.fail(f"API did not start; log:\n{process.log_text()[-3000:]}")
+    process.wait_ready(path="/health")  # never ready, but it starts
     yield process
     process.stop()
 

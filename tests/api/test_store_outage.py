@@ -8,10 +8,8 @@ real (the driver's own connection errors), not simulated.
 from __future__ import annotations
 
 import socket
-import time
 from collections.abc import Iterator
 
-import httpx
 import pytest
 
 from tests.conftest import ApiProcess
@@ -31,16 +29,7 @@ def api_without_postgres(migrated: dict[str, str]) -> Iterator[ApiProcess]:
         "COGNIS_INGEST_WORKER_IN_API": "false",
     }
     process = ApiProcess(env, "api-no-postgres")
-    deadline = time.monotonic() + 180
-    while time.monotonic() < deadline and process.process.poll() is None:
-        try:  # not ready (Postgres is down), but alive once /health answers
-            if httpx.get(f"{process.url}/health", timeout=2).status_code == 200:
-                break
-        except httpx.HTTPError:
-            time.sleep(0.5)
-    else:
-        process.stop()
-        pytest.fail(f"API did not start; log:\n{process.log_text()[-3000:]}")
+    process.wait_ready(path="/health")  # never ready, but it starts
     yield process
     process.stop()
 
