@@ -331,9 +331,16 @@ async def inprocess_api(
     migrated: dict[str, str], relay: ServiceProcess
 ) -> AsyncIterator[InProcessApi]:
     # No background work of its own: the relay runs in its own process, and the ingestion
-    # worker only for the tests that ask for it (`ingest_worker`).
+    # worker only for the tests that ask for it (`ingest_worker`). Its own queue: the
+    # session's API process (`api`) runs batch and ingestion workers on the default queue
+    # of the same database, and must not take a job a test is about to spoil or watch.
     api = InProcessApi(
-        {**migrated, "COGNIS_RELAY_IN_API": "false", "COGNIS_INGEST_WORKER_IN_API": "false"}
+        {
+            **migrated,
+            "COGNIS_RELAY_IN_API": "false",
+            "COGNIS_INGEST_WORKER_IN_API": "false",
+            "COGNIS_INGEST_QUEUE": "in-process",
+        }
     )
     started, stop = asyncio.Event(), asyncio.Event()
 
