@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Install OpenSearch 2.19.x (Maven Central integ-test-zip) under $LOCAL_DIR/opensearch,
-# plus the lang-painless and analysis-common modules (english analyzer, stemmers).
+# plus the lang-painless and analysis-common modules (english analyzer, stemmers) and the
+# project's Japanese analysis plugin (opensearch-plugin/analysis-ja: kuromoji on Lucene's jar),
+# compiled here with the JDK's javac against the distribution's own jars.
 # Artifacts are fetched with mvn (the machine's own Maven settings/mirrors) into $CACHE_DIR.
-# Set COGNIS_OS_ANALYSIS_COMMON=0 to skip the extra modules.  Idempotent.
+# Set COGNIS_OS_ANALYSIS_COMMON=0 to skip the extra modules, COGNIS_OS_ANALYSIS_JA=0 to skip
+# the Japanese plugin.  Idempotent.
 set -euo pipefail
 # shellcheck source=scripts/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -10,6 +13,13 @@ set -euo pipefail
 OS_CACHE="$CACHE_DIR/opensearch"
 OS_BASE="$LOCAL_DIR/opensearch"
 WITH_MODULES="${COGNIS_OS_ANALYSIS_COMMON:-1}"
+WITH_JA="${COGNIS_OS_ANALYSIS_JA:-1}"
+JA_SOURCE="$ROOT/opensearch-plugin/analysis-ja"
+JA_PLUGIN=cognis-analysis-ja
+# sha256 of the Lucene kuromoji jars this script has seen (Maven's strict checksums cover others).
+declare -A KUROMOJI_SHA256=(
+    [9.12.3]=fb4999a9b9eb136e31774013ab24c8a32848bd943d0352aa180425f686963142
+)
 
 mvn_quiet() {
     # Run from an empty directory so that no pom.xml in the caller's cwd is picked up.
@@ -113,6 +123,90 @@ EOF
         "Adds \"built in\" analyzers to OpenSearch." lang-painless >"$ac/plugin-descriptor.properties"
 }
 
+# The Lucene version inside the distribution (its lucene-core jar): the kuromoji jar must match.
+lucene_version() {
+    local jar
+    jar=$(find "$1/lib" -maxdepth 1 -name 'lucene-core-*.jar' | head -n 1)
+    [[ -n "$jar" ]] || die "no lucene-core jar in $1/lib"
+    jar=${jar##*/lucene-core-}
+    echo "${jar%.jar}"
+}
+
+# Fetch org.apache.lucene:lucene-analysis-kuromoji:<lucene> into $OS_CACHE/lucene-<lucene>/
+# (strict Maven checksums on download, then its sha256: pinned where known, recorded on reuse).
+fetch_kuromoji() {
+    local lv="$1" dir="$OS_CACHE/lucene-$1" jar="lucene-analysis-kuromoji-$1.jar"
+    if sha_verify "$dir" "$dir/SHA256SUMS" 2>/dev/null && [[ -f "$dir/$jar" ]]; then
+        echo "$dir/$jar"
+        return 0
+    fi
+    rm -rf "$dir"
+    mkdir -p "$dir"
+    log "opensearch: resolving org.apache.lucene:lucene-analysis-kuromoji:$lv via mvn"
+    mvn_quiet -C dependency:copy -Dartifact="org.apache.lucene:lucene-analysis-kuromoji:$lv" \
+        -DoutputDirectory="$dir" -Dmdep.overWriteReleases=true || { rm -rf "$dir"; return 1; }
+    [[ -f "$dir/$jar" ]] || { rm -rf "$dir"; return 1; }
+    local want="${KUROMOJI_SHA256[$lv]:-}" got
+    got=$(sha256sum "$dir/$jar" | cut -d' ' -f1)
+    if [[ -n "$want" && "$got" != "$want" ]]; then
+        rm -rf "$dir"
+        die "$jar: sha256 $got, expected $want"
+    fi
+    sha_record "$dir" "$dir/SHA256SUMS" "$jar"
+    echo "$dir/$jar"
+}
+
+# Build the plugin zip for OpenSearch <v> into the cache (once per source, version and jar) and
+# print its path. javac compiles against the distribution's lib/ and the kuromoji jar; `jar`
+# packs the plugin (a zip: descriptor, the plugin's jar, the kuromoji jar).
+build_ja_plugin() {
+    local v="$1" home="$2" kuromoji="$3" key dir
+    key=$( (cd "$JA_SOURCE" && find src -name '*.java' | sort | xargs sha256sum
+        echo "$v"; sha256sum "$kuromoji" | cut -d' ' -f1) | sha256sum | cut -c1-16)
+    dir="$OS_CACHE/$v/analysis-ja/$key"
+    if sha_verify "$dir" "$dir/SHA256SUMS" 2>/dev/null; then
+        echo "$dir/$JA_PLUGIN.zip"
+        return 0
+    fi
+    log "opensearch: building the Japanese analysis plugin ($JA_PLUGIN, OpenSearch $v)"
+    rm -rf "$dir"
+    mkdir -p "$dir/classes" "$dir/zip"
+    "$COGNIS_JAVA_HOME/bin/javac" --release 11 -nowarn -d "$dir/classes" \
+        -cp "$home/lib/*:$kuromoji" $(find "$JA_SOURCE/src" -name '*.java' | sort) >&2 \
+        || { rm -rf "$dir"; die "javac failed on $JA_SOURCE"; }
+    "$COGNIS_JAVA_HOME/bin/jar" cf "$dir/zip/$JA_PLUGIN-$v.jar" -C "$dir/classes" .
+    cp "$kuromoji" "$dir/zip/"
+    descriptor "$JA_PLUGIN" "$v" org.cognis.analysis.ja.JapaneseAnalysisPlugin \
+        "Japanese analysis (kuromoji) for Cognis Memory" "" >"$dir/zip/plugin-descriptor.properties"
+    (cd "$dir/zip" && "$COGNIS_JAVA_HOME/bin/jar" cfM "../$JA_PLUGIN.zip" .)
+    sha_record "$dir" "$dir/SHA256SUMS" "$JA_PLUGIN.zip"
+    echo "$dir/$JA_PLUGIN.zip"
+}
+
+# Install the plugin into <home> with opensearch-plugin, unless this very zip is there already.
+install_ja_plugin() {
+    local v="$1" home="$2" kuromoji zip stamp_file="$2/.cognis-ja-plugin" sum pid
+    kuromoji=$(fetch_kuromoji "$(lucene_version "$home")") || return 1
+    zip=$(build_ja_plugin "$v" "$home" "$kuromoji") || return 1
+    sum=$(sha256sum "$zip" | cut -d' ' -f1)
+    if [[ -d "$home/plugins/$JA_PLUGIN" && "$(cat "$stamp_file" 2>/dev/null)" == "$sum" ]]; then
+        log "opensearch: $JA_PLUGIN already installed"
+        return 0
+    fi
+    pid=$(cat "$LOCAL_DIR/run/opensearch.pid" 2>/dev/null || true)
+    if [[ "$pid" =~ ^[0-9]+$ ]] && kill -0 "$pid" 2>/dev/null; then
+        die "opensearch is running (pid $pid) and its plugin $JA_PLUGIN needs (re)installing: run scripts/services.sh stop opensearch first"
+    fi
+    if [[ -d "$home/plugins/$JA_PLUGIN" ]]; then
+        OPENSEARCH_JAVA_HOME="$COGNIS_JAVA_HOME" "$home/bin/opensearch-plugin" remove "$JA_PLUGIN" >&2
+    fi
+    OPENSEARCH_JAVA_HOME="$COGNIS_JAVA_HOME" "$home/bin/opensearch-plugin" install --batch \
+        "file://$zip" >&2 || return 1
+    chmod -R u+rwX,go+rX,go-w "$home/plugins/$JA_PLUGIN"
+    printf '%s' "$sum" >"$stamp_file"
+    log "opensearch: installed $JA_PLUGIN (kuromoji ${kuromoji##*/})"
+}
+
 ensure_user() {
     if ! id -u "$OS_USER" >/dev/null 2>&1; then
         log "creating system user $OS_USER"
@@ -126,6 +220,10 @@ main() {
     ensure_debs unzip curl ca-certificates maven
     [[ -x "$COGNIS_JAVA_HOME/bin/java" ]] || ensure_debs openjdk-17-jre-headless
     [[ -x "$COGNIS_JAVA_HOME/bin/java" ]] || die "Java 17 not found at $COGNIS_JAVA_HOME (set COGNIS_JAVA_HOME)"
+    # javac and jar build the Japanese plugin (the integ-test zip bundles no JDK).
+    if [[ "$WITH_JA" == "1" && ! -x "$COGNIS_JAVA_HOME/bin/javac" ]]; then
+        ensure_debs openjdk-17-jdk-headless
+    fi
     mkdir -p "$OS_CACHE"
 
     local v="" cand
@@ -180,6 +278,9 @@ main() {
         chown -R root:root "$home"
         chmod -R u+rwX,go+rX,go-w "$home"
         printf '%s' "$stamp" >"$home/.cognis-stamp"
+    fi
+    if [[ "$WITH_JA" == "1" ]]; then
+        install_ja_plugin "$v" "$home" || die "the Japanese analysis plugin did not build or install (see $OS_CACHE/mvn.log); COGNIS_OS_ANALYSIS_JA=0 skips it"
     fi
     ln -sfn "opensearch-$v" "$OS_BASE/current"
 

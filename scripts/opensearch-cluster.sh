@@ -2,6 +2,8 @@
 # A 3-node OpenSearch cluster on loopback, from the distribution scripts/install-opensearch.sh
 # installed: what the 3-node domain of terraform/ is, on one machine (three processes, three
 # ports), for the tests in tests/cluster and bench/scale_out_opensearch.py.
+# The nodes share that installation's home, so its modules and plugins (analysis-common, the
+# Japanese cognis-analysis-ja) are on every node.
 #   scripts/opensearch-cluster.sh {start|stop|status|urls|kill-node N|start-node N}
 # kill-node N: kill -9 of node N's JVM (a node lost); start-node N brings it back.
 # Node N (1-3) listens on http COGNIS_OS_CLUSTER_PORT+N-1 (default 59221) and transport
