@@ -1,5 +1,5 @@
 # The commands the README names. `make up` serves the API; `make test` runs the suite.
-.PHONY: up up-cluster down status install test lint typecheck relay reindex backup restore bench-supersedes bench-foundation bench-locomo bench-scale bench-ingest bench-mixed bench-retry bench-hnsw bench-relay bench-filters bench-import bench-migrations check-deploy bench-embedding bench-tenants bench-faults bench-categories bench-llm-gate bench-corrections bench-local-llm llm bench-mcp bench-small-users bench-hnsw-history bench-scale-out bench-node-loss
+.PHONY: up up-cluster down status install test lint typecheck relay reindex backup restore bench-supersedes bench-foundation bench-locomo bench-scale bench-ingest bench-mixed bench-retry bench-hnsw bench-relay bench-filters bench-import bench-migrations check-deploy bench-embedding bench-tenants bench-faults bench-categories bench-llm-gate bench-corrections bench-local-llm bench-llm-updates llm bench-mcp bench-small-users bench-hnsw-history bench-scale-out bench-node-loss
 
 PY := .venv/bin/python
 TEST_WORKERS ?= 2  # pytest-xdist workers; each has its own database, index and in-process API
@@ -129,3 +129,6 @@ bench-supersedes:  ## updates without an LLM: the supersedes model on its held-o
 
 bench-local-llm:  ## local LLM (xllamacpp + GGUF): start-up, tokens/s, seconds per decision by threads
 	$(PY) -m bench.local_llm $(BENCH_ARGS)
+
+bench-llm-updates:  ## a local LLM's update decisions on the held-out supersedes split, alone and vetted
+	$(PY) -m bench.llm_updates $(BENCH_ARGS)

@@ -721,7 +721,8 @@ class LlmSettings(BaseModel):
         default=None,
         description="a GGUF file: `make up` serves it locally (xllamacpp, "
         "app/llm/local_server.py) and the service uses it unless `COGNIS_LLM_BASE_URL` is set; "
-        "`smollm2` in `make up` names the test model",
+        "`qwen-1.5b`, `qwen-0.5b` or `smollm2` (the test model) in `make up` name a model "
+        "scripts/install-llm.sh provides",
     )
     llm_local_port: int = Field(default=8089, description="the local server's port (on 127.0.0.1)")
     # On a shared CPU, llama.cpp with more threads than free cores slows down many times
@@ -793,6 +794,14 @@ class IngestSettings(BaseModel):
         le=1.0,
         description="least supersedes score for an UPDATE: the threshold shipped with the model "
         "(cross-validated precision >= 0.95); higher is surer, lower finds more updates",
+    )
+    ingest_llm_update_floor: float = Field(
+        default=0.25,
+        ge=0.0,
+        le=1.0,
+        description="with an LLM: its UPDATE of a memory the supersedes model scores below this "
+        "becomes an ADD beside it, the memory kept current (precision first; "
+        "docs/benchmarks/llm-updates.md); 0 takes every LLM UPDATE",
     )
     ingest_max_messages: int = Field(
         default=100, description="most messages per request (at most the published 100)"

@@ -150,6 +150,12 @@ LLM_ANSWERS = Counter(
     ["verdict"],
     registry=REGISTRY,
 )
+LLM_UPDATES_VETOED = Counter(
+    "cognis_ingest_llm_updates_vetoed_total",
+    "LLM UPDATEs made ADDs beside their memory: the supersedes model scored the pair below "
+    "COGNIS_INGEST_LLM_UPDATE_FLOOR.",
+    registry=REGISTRY,
+)
 LLM_FALLBACKS = Counter(
     "cognis_ingest_llm_fallbacks_total",
     "Messages decided by the extractor without an LLM after the LLM failed, by cause.",

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The local LLM server (xllamacpp, OpenAI-compatible, 127.0.0.1 only): start | stop | status.
-# Needs COGNIS_LLM_GGUF_PATH (a GGUF file, or "smollm2" for the small test model that
-# scripts/install-llm.sh provides). Port COGNIS_LLM_LOCAL_PORT (8089), threads
+# Needs COGNIS_LLM_GGUF_PATH: a GGUF file, or a model scripts/install-llm.sh provides by name
+# (`qwen-1.5b`, `qwen-0.5b`, or `smollm2`, the small test model). Port COGNIS_LLM_LOCAL_PORT (8089), threads
 # COGNIS_LLM_LOCAL_THREADS (1: see docs/benchmarks/local-llm.md before raising it).
 set -euo pipefail
 # shellcheck source=scripts/lib.sh
@@ -18,9 +18,9 @@ running() {
 
 resolve_gguf() {
     local gguf="${COGNIS_LLM_GGUF_PATH:-}"
-    [[ -n "$gguf" ]] || die "COGNIS_LLM_GGUF_PATH is not set: name a GGUF file (or 'smollm2')"
-    if [[ "$gguf" == "smollm2" ]]; then
-        gguf=$("$ROOT/scripts/install-llm.sh")
+    [[ -n "$gguf" ]] || die "COGNIS_LLM_GGUF_PATH is not set: name a GGUF file (or qwen-1.5b, qwen-0.5b, smollm2)"
+    if [[ ! -f "$gguf" && "$gguf" != */* ]]; then # a model's name: installed (or checked) first
+        gguf=$("$ROOT/scripts/install-llm.sh" "$gguf")
     fi
     [[ -f "$gguf" ]] || die "COGNIS_LLM_GGUF_PATH $gguf is not a file"
     printf '%s\n' "$gguf"

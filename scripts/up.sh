@@ -19,8 +19,9 @@ else
 fi
 if [[ -n "${COGNIS_LLM_GGUF_PATH:-}" ]]; then
     # A local model: its server first, so the API's LLM endpoint answers from the start.
-    if [[ "$COGNIS_LLM_GGUF_PATH" == "smollm2" ]]; then
-        COGNIS_LLM_GGUF_PATH=$("$ROOT/scripts/install-llm.sh")
+    if [[ ! -f "$COGNIS_LLM_GGUF_PATH" && "$COGNIS_LLM_GGUF_PATH" != */* ]]; then
+        # A model's name (qwen-1.5b, qwen-0.5b, smollm2): installed or checked, then its file.
+        COGNIS_LLM_GGUF_PATH=$("$ROOT/scripts/install-llm.sh" "$COGNIS_LLM_GGUF_PATH")
         export COGNIS_LLM_GGUF_PATH
     fi
     "$ROOT/scripts/llm.sh" start

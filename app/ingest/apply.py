@@ -4,6 +4,7 @@ transaction, with an audit row per decision. UPDATE supersedes, DELETE ends; not
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 import msgspec
 
@@ -36,6 +37,7 @@ async def apply_operation(
                     run_id=context.run_id,
                     speaker=context.speaker,
                     event_time=op.event_time,
+                    metadata=dict(context.metadata),
                     source_message_id=context.message_id,
                     embedding=embedding,
                 )
@@ -44,6 +46,10 @@ async def apply_operation(
         op.memory_id, op.category = memory.id, memory.category
     elif op.op == "UPDATE":
         assert op.target is not None and op.content is not None
+        metadata: dict[str, Any] | msgspec.UnsetType = msgspec.UNSET  # the memory's own
+        if context.metadata:
+            current = await service.get(context.user_id, op.target.memory_id)
+            metadata = {**current.metadata_, **context.metadata}
         memory = await service.update(
             context.user_id,
             op.target.memory_id,
@@ -54,6 +60,7 @@ async def apply_operation(
                 category=msgspec.UNSET if op.category is None else op.category,
                 speaker=context.speaker,
                 event_time=op.event_time,
+                metadata=metadata,
             ),
             embedding,
         )

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import re
 import uuid
+from collections.abc import Mapping
 from datetime import datetime
-from typing import Protocol
+from typing import Any, Protocol
 
 from app.ingest.domain import MessageContext
 from app.ml.embedder import Embedding
@@ -50,6 +51,7 @@ def message_context(
     message: SaidMessage,
     scope: str | None,
     embedding: Embedding | None = None,
+    metadata: Mapping[str, Any] | None = None,
 ) -> MessageContext:
     sent_at = sender_time(message)
     return MessageContext(
@@ -65,4 +67,5 @@ def message_context(
         embedding=embedding,
         agent_id=message.agent_id,
         run_id=message.run_id,
+        metadata=dict(metadata or {}),
     )

@@ -61,6 +61,9 @@ class MessageContext:
     # what that agent and run see (app/memories/filters.py, visible_to).
     agent_id: str | None = None
     run_id: str | None = None
+    # The message's metadata: every memory it produces carries it (an UPDATE merges it over the
+    # memory's own), so a metadata filter finds them.
+    metadata: dict[str, Any] = field(default_factory=dict)
 
     @property
     def event_time(self) -> datetime:

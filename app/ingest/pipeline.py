@@ -23,17 +23,20 @@ from app.ingest.llm_extractor import extract_with_llm
 from app.ingest.repository import IngestRepository
 from app.ingest.supersedes import (
     SentenceView,
+    SupersedesModel,
     Supersession,
     find_superseded,
+    memory_scores,
     message_sentences,
     shipped_model,
+    vet_llm_updates,
 )
 from app.llm.client import ChatClient
 from app.memories.filters import to_sql, visible_to
 from app.memories.repository import MemoryRepository
 from app.memories.sentences import MAX_SENTENCES
 from app.memories.service import MemoryService, interactive_write
-from app.metrics import LLM_GATE
+from app.metrics import LLM_GATE, LLM_UPDATES_VETOED
 from app.ml.categories import CategoryClassifier
 from app.ml.embedder import Embedder, Embedding
 from app.time_expressions import primary_window
@@ -121,6 +124,7 @@ class IngestPipeline:
                     self._settings.max_content_chars,
                     deterministic,
                 )
+                await self._vet_llm_updates(session, context, candidates, embedding, extraction)
             else:
                 extraction = await deterministic()
             extraction.llm_gate, extraction.gate_similarity = verdict.label, verdict.similarity
@@ -173,10 +177,59 @@ class IngestPipeline:
         embedding: Embedding,
     ) -> Supersession | None:
         """The current memory one sentence of a user message supersedes, by the learned model
-        (app/ingest/supersedes.py), if the setting is on and its score reaches the threshold.
-        A message of one sentence costs one query (the memories' projections on the model's
-        direction); one of several embeds its sentences and scores each in 768D."""
-        if not self._settings.ingest_supersedes or context.role != "user" or not candidates:
+        (app/ingest/supersedes.py), if the setting is on and its score reaches the threshold."""
+        if not self._settings.ingest_supersedes:
+            return None
+        judged = await self._judged_sentences(session, context, candidates, embedding)
+        if judged is None:
+            return None
+        views, projections, model = judged
+        return find_superseded(
+            views,
+            candidates,
+            projections,
+            self._settings.ingest_supersedes_threshold,
+            model,
+            context.speaker,
+        )
+
+    async def _vet_llm_updates(
+        self,
+        session: AsyncSession,
+        context: MessageContext,
+        candidates: list[Candidate],
+        embedding: Embedding,
+        extraction: Extraction,
+    ) -> None:
+        """The LLM's UPDATEs of memories the learned model scores below
+        COGNIS_INGEST_LLM_UPDATE_FLOOR become ADDs beside them (precision first)."""
+        floor = self._settings.ingest_llm_update_floor
+        if floor <= 0 or extraction.extractor != "llm" or extraction.fallback_used:
+            return
+        if not any(op.op == "UPDATE" for op in extraction.operations):
+            return
+        judged = await self._judged_sentences(session, context, candidates, embedding)
+        if judged is None:
+            return
+        views, projections, model = judged
+        scores = memory_scores(views, candidates, projections, model, context.speaker)
+        vetoed = vet_llm_updates(extraction.operations, scores, floor)
+        if vetoed:
+            LLM_UPDATES_VETOED.inc(vetoed)
+
+    async def _judged_sentences(
+        self,
+        session: AsyncSession,
+        context: MessageContext,
+        candidates: list[Candidate],
+        embedding: Embedding,
+    ) -> tuple[list[SentenceView], dict[uuid.UUID, float], SupersedesModel] | None:
+        """What the learned supersedes model judges a user message by: its sentences' cosines
+        to the memories shown, and the memories' projections on the model's direction. None
+        where it cannot judge (not a user's message, no memory shown, too many sentences, or
+        another embedder than the model's). A message of one sentence costs one query; one of
+        several embeds its sentences and scores each in 768D."""
+        if context.role != "user" or not candidates:
             return None
         model = shipped_model()
         if model.embedding_model != Path(self._settings.embedding_model).name:
@@ -197,14 +250,7 @@ class IngestPipeline:
             SentenceView(text, scored, float(vector @ model.direction))
             for text, scored, vector in zip(said, cosines, vectors, strict=True)
         ]
-        return find_superseded(
-            views,
-            candidates,
-            projections,
-            self._settings.ingest_supersedes_threshold,
-            model,
-            context.speaker,
-        )
+        return views, projections, model
 
     async def _drop_repeated_adds(
         self,

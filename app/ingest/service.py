@@ -113,7 +113,7 @@ class IngestService:
         check_messages(messages, self._settings)
         results = []
         for message in sorted(messages, key=lambda m: m.sent_at):
-            context = message_context(user_id, None, message, message.scope)
+            context = message_context(user_id, None, message, message.scope, None, message.metadata)
             decided = await self._pipeline.decide_alone(context)
             results.append(DryRunResult(context, decided.extraction))
         return results

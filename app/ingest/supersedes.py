@@ -41,7 +41,7 @@ from uuid import UUID
 import numpy as np
 
 from app.ingest.corrections import normalise
-from app.ingest.domain import Candidate
+from app.ingest.domain import Candidate, Operation
 from app.memories.sentences import split_sentences
 
 MODEL_PATH = Path(__file__).with_name("supersedes_model.json")
@@ -425,3 +425,49 @@ def find_superseded(
         threshold=threshold,
         evidence=model.top_features(rows[best]),
     )
+
+
+def memory_scores(
+    sentences: Sequence[SentenceView],
+    candidates: Sequence[Candidate],
+    memory_projections: Mapping[UUID, float],
+    model: SupersedesModel,
+    speaker: str | None = None,
+) -> dict[UUID, float]:
+    """Each memory the model can judge, with its best score over the message's sentences (the
+    probability that the message supersedes it)."""
+    rows, pairs = candidate_pairs(sentences, candidates, memory_projections, speaker)
+    if not rows:
+        return {}
+    best: dict[UUID, float] = {}
+    for (_, candidate), score in zip(
+        pairs, model.scores(np.asarray(rows, dtype=np.float64)), strict=True
+    ):
+        best[candidate.memory_id] = max(best.get(candidate.memory_id, 0.0), float(score))
+    return best
+
+
+def vet_llm_updates(
+    operations: Sequence[Operation], scores: Mapping[UUID, float], floor: float
+) -> int:
+    """Precision first for the LLM's UPDATEs: one of a memory the learned model judges and
+    scores below `floor` (the message almost surely does not replace it: a remark on the same
+    topic, a second fact of its kind) becomes an ADD beside it, the memory kept current. An
+    UPDATE of a memory the model cannot judge (several sentences, another speaker) stands.
+    Returns how many were turned into ADDs."""
+    vetoed = 0
+    for op in operations:
+        if op.op != "UPDATE" or op.target is None or op.content is None:
+            continue
+        score = scores.get(op.target.memory_id)
+        if score is None or score >= floor:
+            continue
+        said = f"; the LLM said: {op.reason}" if op.reason else ""
+        op.reason = (
+            f"the LLM's UPDATE of {op.target.ref} made an ADD beside it: supersedes score "
+            f"{score:.3f} < {floor:.3f}{said}"
+        )[:1000]
+        op.category = op.category or op.target.category
+        op.op, op.target = "ADD", None
+        vetoed += 1
+    return vetoed

@@ -223,7 +223,7 @@ class IngestWorker:
             try:
                 async with session.begin_nested():
                     context = message_context(
-                        claim.user_id, message.id, message, task.scope, embedding
+                        claim.user_id, message.id, message, task.scope, embedding, message.metadata_
                     )
                     decided = await self._pipeline.decide(session, context)
                     return decided, await self._pipeline.apply(session, task.job_id, decided)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 
 import httpx
 from sqlalchemy import text
@@ -245,3 +246,53 @@ async def test_an_update_whose_target_was_edited_meanwhile_is_decided_again(
         ("Lives in Kyoto", {"neighbourhood": "Gion"}),
         ("Lives in Nara", {"neighbourhood": "Gion"}),
     ]
+
+
+async def test_an_llm_update_the_supersedes_model_rules_out_is_added_beside_the_memory(
+    llm: ScriptedLLM, llm_client: httpx.AsyncClient, user_id: str
+) -> None:
+    """Precision first: the scripted LLM over-updates (a brother's visit 'replaces' the sister
+    the user has), the learned model scores that pair far below the floor, so the fact is
+    added beside the sister, who stays current; a real move of the same user still chains."""
+    llm.script(
+        "I have a sister named Ana",
+        Reply.ops(
+            {"op": "ADD", "content": "I have a sister named Ana", "category": "relationships"}
+        ),
+    )
+    llm.script(
+        "My brother Luis is visiting",
+        Reply.ops({"op": "UPDATE", "target": "m1", "content": "My brother Luis is visiting"}),
+    )
+    llm.script(
+        "I live in Tokyo",
+        Reply.ops({"op": "ADD", "content": "I live in Tokyo", "category": "personal_details"}),
+    )
+    llm.script(
+        "I moved to Osaka",
+        Reply.ops({"op": "UPDATE", "target": "m1", "content": "I live in Osaka"}),
+    )
+    vetoed_before = await _vetoed(llm_client)
+    await ingest(llm_client, user_id, message("I have a sister named Ana"))
+    visit = await ingest(llm_client, user_id, message("My brother Luis is visiting"))
+    (kept,) = decisions(visit)
+    assert kept["operation"] == "ADD" and kept["extractor"] == "llm"
+    assert kept["target_memory_id"] is None
+    assert "UPDATE of m1 made an ADD beside it: supersedes score" in kept["reason"]
+    contents = sorted(m["content"] for m in await current_memories(llm_client, user_id))
+    assert contents == ["I have a sister named Ana", "My brother Luis is visiting"]
+
+    other = f"{user_id}-moves"
+    await ingest(llm_client, other, message("I live in Tokyo"))
+    moved = await ingest(llm_client, other, message("I moved to Osaka"))
+    (updated,) = decisions(moved)
+    assert updated["operation"] == "UPDATE" and updated["target_memory_id"] is not None
+    assert [m["content"] for m in await current_memories(llm_client, other)] == ["I live in Osaka"]
+    assert await _vetoed(llm_client) == vetoed_before + 1
+
+
+async def _vetoed(client: httpx.AsyncClient) -> float:
+    metrics = (await client.get("/metrics")).text
+    found = re.search(r"^cognis_ingest_llm_updates_vetoed_total (\S+)$", metrics, re.MULTILINE)
+    assert found, "the counter is exported"
+    return float(found.group(1))
