@@ -115,6 +115,10 @@ bench-faults:  ## kill -9 OpenSearch, the API, Postgres (a throwaway stack) unde
 bench-embedding:  ## embedding backends (torch threads, ONNX, ONNX int8): latency, throughput, quality
 	$(PY) -m bench.embedding $(BENCH_ARGS)
 
+.PHONY: bench-language
+bench-language:  ## language detection on short chat turns (bench/data/language_turns.tsv): accuracy per language
+	$(PY) -m bench.language_detection $(BENCH_ARGS)
+
 bench-categories:  ## category classifier: accuracy and confusion matrix on bench/data/category_eval.tsv
 	$(PY) -m bench.categories $(BENCH_ARGS)
 

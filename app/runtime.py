@@ -30,6 +30,7 @@ from app.memories.sentence_backfill import SentenceWorker
 from app.ml.categories import CategoryClassifier
 from app.ml.cross_encoder import CrossEncoderScorer
 from app.ml.embedder import Embedder, build_embedder
+from app.ml.language import warm_up as warm_up_language_detector
 from app.ml.observer import EmbeddingObserver
 from app.ml.offline import user_cache_dir
 from app.retrieval.pipeline import RetrievalPipeline
@@ -62,9 +63,11 @@ class Runtime:
     read_engine: AsyncEngine | None = None
 
     def load_models(self) -> None:
-        """Load the embedding model(s) now rather than on the first request (blocking)."""
+        """Load the embedding model(s) and the language detector's now rather than on the
+        first request (blocking)."""
         self.embedder.load()
         self.query_embedder.load()
+        warm_up_language_detector()
 
     @property
     def models_loaded(self) -> bool:

@@ -33,6 +33,17 @@ SEED_CATEGORIES: tuple[str, ...] = (
 Scope = Literal["USER", "CONTEXT"]
 SCOPES: tuple[str, ...] = get_args(Scope)
 
+# The languages a memory's and a query's text is told apart among (ISO 639-1), by
+# app/ml/language.py. A client may name any two-letter code on a memory; detection chooses among
+# these only: each one more is one more way for a short English turn to be read as another
+# language (docs/languages.md has the figures).
+LANGUAGES: tuple[str, ...] = (
+    "en", "ja", "zh", "ko", "es", "fr", "de", "pt", "it", "nl", "ru", "vi", "id", "tr", "pl", "sv",
+)  # fmt: skip
+# Scripts written without spaces between words: their BM25 fields are not the default one
+# (app/search_index/documents.py).
+CJK_LANGUAGES: tuple[str, ...] = ("ja", "zh", "ko")
+
 # What ingestion's extractor may decide for a fact (SPEC section 3).
 OPERATIONS: tuple[str, ...] = ("ADD", "UPDATE", "DELETE", "NONE")
 

@@ -24,7 +24,7 @@ from opensearchpy import AsyncOpenSearch
 from opensearchpy.helpers import async_bulk
 
 from app.search_index.client import tenant_filter
-from app.search_index.documents import index_body
+from app.search_index.documents import Analysis, index_body
 
 VOCABULARY = [f"w{i}" for i in range(5000)]
 
@@ -68,7 +68,7 @@ async def main(args: argparse.Namespace) -> None:
     tenants = [str(uuid.uuid4()) for _ in range(args.tenants)]
     users = [f"user-{i}" for i in range(args.users)]  # the same user ids in every tenant
     own = {t: f"bench-tenants-{run}-{i}" for i, t in enumerate(tenants)}
-    body = index_body(english_analyzer=False)
+    body = index_body(Analysis(english=False, kuromoji=False, cjk=False))
     try:
         for index in (shared, *own.values()):
             await client.indices.create(index=index, body=body)

@@ -40,6 +40,8 @@ def reindex(args: argparse.Namespace) -> int:
             await index.drop_index()
             print("dropped index", index.name, flush=True)
         await index.ensure_index()
+        if await index.add_language_fields():
+            print("added the language analyzers and fields to", index.name, flush=True)
         queued = await requeue_memories(
             runtime.background_sessionmaker,
             user_id=args.user,

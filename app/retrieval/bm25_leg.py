@@ -9,6 +9,7 @@ from typing import Any
 import structlog
 from opensearchpy.exceptions import TransportError
 
+from app.ml.language import detect_language
 from app.retrieval.timing import StageTimer
 from app.search_index.client import UNAVAILABLE, MemoryIndex, TextHit
 
@@ -41,6 +42,8 @@ async def bm25_leg(
                 options.context_boost,
                 options.proximity_slop,
                 matching,
+                # The query's language chooses the analysis its words are matched in.
+                language=detect_language(query),
             )
         except (*UNAVAILABLE, TransportError) as exc:
             log.warning("retrieval.bm25_unavailable", error=str(exc))

@@ -14,8 +14,17 @@ from opensearchpy.exceptions import ConnectionTimeout, TransportError
 
 from app.config import Settings
 from app.db.tenant import DEFAULT_TENANT_ID, current_tenant
-from app.search_index.documents import added_fields, index_body
+from app.search_index.documents import (
+    SUBFIELD_ANALYZERS,
+    TEXT_FIELDS,
+    Analysis,
+    added_fields,
+    analyzers,
+    index_body,
+    text_field,
+)
 from app.search_index.layout import node_urls, reconcile_layout, wanted_replicas
+from app.search_index.text_query import proximity_match, text_match
 
 log = structlog.get_logger(__name__)
 
@@ -80,29 +89,6 @@ def tenant_filter(tenant_id: uuid.UUID) -> dict[str, Any]:
     return {"bool": {"should": [own, untagged], "minimum_should_match": 1}}
 
 
-def proximity_match(query: str, context_boost: float, slop: int) -> list[dict[str, Any]]:
-    """Extra score for documents whose content (or context) has the query's terms close
-    together, in any order: a phrase match allowing `slop` moves."""
-    fields = {"content": 1.0, **({"context": context_boost} if context_boost > 0 else {})}
-    return [
-        {"match_phrase": {field: {"query": query, "slop": slop, "boost": boost}}}
-        for field, boost in fields.items()
-    ]
-
-
-def text_match(query: str, context_boost: float) -> dict[str, Any]:
-    if context_boost <= 0:
-        return {"match": {"content": {"query": query}}}
-    return {
-        "multi_match": {
-            "query": query,
-            "fields": ["content", f"context^{context_boost}"],
-            "type": "best_fields",
-            "tie_breaker": 0.3,
-        }
-    }
-
-
 # Documents whose memory has not expired (app/memories/expiry.py `unexpired` is the rule in
 # SQL; Postgres re-checks every hit). `now` is OpenSearch's clock, to the millisecond.
 UNEXPIRED_DOCUMENTS: dict[str, Any] = {
@@ -152,6 +138,9 @@ class MemoryIndex:
         self._shards = settings.opensearch_shards
         self._replicas = settings.opensearch_replicas
         self._existing_checked = False
+        # Whether queries may search the language subfields: False for an index made before
+        # them (ensure_index finds out), whose CJK queries then search `content` as they did.
+        self.language_fields = True
         hosts = node_urls(settings.opensearch_url)
         self.client = AsyncOpenSearch(
             hosts=hosts,
@@ -173,11 +162,72 @@ class MemoryIndex:
         except Exception:
             return False
 
-    async def _english_available(self) -> bool:
+    async def _analyzer_available(self, name: str) -> bool:
         try:
-            await self.client.indices.analyze(body={"analyzer": "english", "text": "running"})
+            await self.client.indices.analyze(body={"analyzer": name, "text": "running"})
         except TransportError:
             return False
+        return True
+
+    async def analysis(self) -> Analysis:
+        """The analyzers this cluster offers (its modules and plugins)."""
+        return Analysis(
+            english=await self._analyzer_available("english"),
+            kuromoji=await self._analyzer_available("kuromoji"),
+            cjk=await self._analyzer_available("cjk"),
+        )
+
+    async def has_language_fields(self) -> bool:
+        """Whether content and context have their language subfields (an index made before
+        them has not, until `make reindex`)."""
+        mapping = await self.client.indices.get_mapping(index=self.name)
+        return all(
+            set(body["mappings"].get("properties", {}).get(field, {}).get("fields", {}))
+            == set(SUBFIELD_ANALYZERS)
+            for body in mapping.values()
+            for field in TEXT_FIELDS
+        )
+
+    async def language_fields_current(self) -> bool:
+        """Whether the index has the language subfields, analysed as this cluster can."""
+        if not await self.has_language_fields():
+            return False
+        wanted = analyzers(await self.analysis())
+        settings = await self.client.indices.get_settings(index=self.name, name="index.analysis.*")
+        return all(
+            body["settings"].get("index", {}).get("analysis", {}).get("analyzer", {}).get(name)
+            == wanted[name]
+            for body in settings.values()
+            for name in SUBFIELD_ANALYZERS.values()
+        )
+
+    async def add_language_fields(self) -> bool:
+        """Give an index made before languages had fields (or before the cluster had kuromoji)
+        its language analyzers and subfields; True if it changed. The analyzers are index
+        settings that an open index cannot change: the index is closed for a moment (searches
+        fail meanwhile, writes wait in the outbox) and opened again. Documents are analysed
+        into the new fields when indexed again: `make reindex` does both."""
+        if await self.language_fields_current():
+            return False
+        wanted = analyzers(await self.analysis())
+        await self.client.indices.close(index=self.name)
+        try:
+            await self.client.indices.put_settings(
+                index=self.name,
+                body={
+                    "analysis": {
+                        "analyzer": {name: wanted[name] for name in SUBFIELD_ANALYZERS.values()}
+                    }
+                },
+            )
+        finally:
+            await self.client.indices.open(index=self.name)
+        await self.client.cluster.health(index=self.name, wait_for_status="yellow")
+        await self.client.indices.put_mapping(
+            index=self.name, body={"properties": {field: text_field() for field in TEXT_FIELDS}}
+        )
+        self.language_fields = True
+        log.info("search_index.language_fields_added", index=self.name, analyzers=wanted)
         return True
 
     async def ensure_index(self) -> bool:
@@ -188,14 +238,21 @@ class MemoryIndex:
                 # An index made by an earlier version: add the fields it lacks (allowed in place;
                 # old documents gain them when reindexed; see tenant_filter for the tenant).
                 await self.client.indices.put_mapping(
-                    index=self.name, body=added_fields(await self._english_available())
+                    index=self.name, body=added_fields(await self.analysis())
                 )
                 await reconcile_layout(self.client, self.name, self._shards, self._replicas)
+                self.language_fields = await self.has_language_fields()
+                if not self.language_fields:
+                    log.warning(
+                        "search_index.language_fields_missing",
+                        index=self.name,
+                        remedy="make reindex (python -m app reindex)",
+                    )
                 self._existing_checked = True
             return False
-        english = await self._english_available()
+        analysis = await self.analysis()
         replicas = await wanted_replicas(self.client, self._replicas)
-        body = index_body(english, self._refresh_interval, self._shards, replicas)
+        body = index_body(analysis, self._refresh_interval, self._shards, replicas)
         try:
             await self.client.indices.create(index=self.name, body=body)
         except TransportError as exc:
@@ -205,7 +262,9 @@ class MemoryIndex:
         log.info(
             "search_index.created",
             index=self.name,
-            english_analyzer=english,
+            english_analyzer=analysis.english,
+            kuromoji=analysis.kuromoji,
+            cjk=analysis.cjk,
             shards=self._shards,
             replicas=replicas,
         )
@@ -333,19 +392,23 @@ class MemoryIndex:
         context_boost: float = 0.0,
         proximity_slop: int | None = None,
         matching: dict[str, Any] | None = None,
+        language: str | None = None,
     ) -> list[TextHit]:
         """BM25 over current memories of one user of the current tenant: USER scope, plus
         CONTEXT of this session. With `context_boost` > 0 the context field counts too, at that
         weight beside the content's 1.0 (best field plus the other's share: a tie-breaker, not a
         sum). With `proximity_slop`, documents with the terms close together score more.
         `matching`: a search filter's clause (app/memories/filters.py), applied with the
-        visibility filters, before scoring."""
+        visibility filters, before scoring. `language`: the query's (ISO 639-1), which chooses
+        the analysis it is searched in (language_fields)."""
         query_body: dict[str, Any] = {
-            "must": [text_match(query, context_boost)],
+            "must": [text_match(query, context_boost, language if self.language_fields else None)],
             "filter": [*visible_documents(user_id, session_id), *([matching] if matching else [])],
         }
         if proximity_slop is not None:
-            query_body["should"] = proximity_match(query, context_boost, proximity_slop)
+            query_body["should"] = proximity_match(
+                query, context_boost, proximity_slop, language if self.language_fields else None
+            )
         body = {"size": size, "_source": False, "query": {"bool": query_body}}
         response = await self.client.search(index=self.name, body=body)
         return [

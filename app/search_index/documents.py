@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from dataclasses import dataclass
 from typing import Any
 
 from app.db.models import Memory
@@ -60,25 +61,73 @@ def with_tenant(document: dict[str, Any], tenant_id: uuid.UUID) -> dict[str, Any
     return {**document, "tenant_id": str(tenant_id)}
 
 
-def added_fields(english_analyzer: bool) -> dict[str, Any]:
+@dataclass(frozen=True, slots=True)
+class Analysis:
+    """The analyzers the cluster offers, as probed when the index is made (client.py)."""
+
+    english: bool  # `english` (stemming): the analysis-common module
+    kuromoji: bool  # `kuromoji`: cognis-analysis-ja, or OpenSearch's analysis-kuromoji
+    cjk: bool  # `cjk` (bigrams): analysis-common
+
+
+# BM25 per language (issue 40). Japanese is read by kuromoji (words, verbs in their dictionary
+# form, particles dropped), Chinese and Korean by the `cjk` analyzer's bigrams; every other
+# language keeps the default analysis. Multi-fields of content and context: every document is
+# analysed each way, so a mixed user's memory is found whatever language it was labelled.
+SUBFIELD_OF_LANGUAGE = {"ja": "ja", "zh": "cjk", "ko": "cjk"}
+SUBFIELD_ANALYZERS = {"ja": "memory_text_ja", "cjk": "memory_text_cjk"}
+TEXT_FIELDS = ("content", "context")
+
+
+def analyzers(analysis: Analysis) -> dict[str, dict[str, Any]]:
+    """The index's analyzers: without kuromoji Japanese falls back on bigrams, without
+    analysis-common everything on `standard`."""
+    default: dict[str, Any] = (
+        {"type": "english"} if analysis.english else {"type": "standard", "stopwords": "_english_"}
+    )
+    cjk: dict[str, Any] = {"type": "cjk"} if analysis.cjk else {"type": "standard"}
+    return {
+        "memory_text": default,
+        "memory_text_ja": {"type": "kuromoji"} if analysis.kuromoji else cjk,
+        "memory_text_cjk": cjk,
+    }
+
+
+def text_field() -> dict[str, Any]:
+    """The mapping of content and context: the default analysis, and one subfield per
+    analysis of SUBFIELD_ANALYZERS."""
+    return {
+        "type": "text",
+        "analyzer": "memory_text",
+        "fields": {
+            sub: {"type": "text", "analyzer": analyzer}
+            for sub, analyzer in SUBFIELD_ANALYZERS.items()
+        },
+    }
+
+
+def added_fields(analysis: Analysis) -> dict[str, Any]:
     """Fields later versions added to the mapping: put into an older index on start-up."""
-    properties = index_body(english_analyzer)["mappings"]["properties"]
-    return {"properties": {name: properties[name] for name in ADDED_FIELDS}}
+    properties = index_body(analysis)["mappings"]["properties"]
+    added = {name: properties[name] for name in ADDED_FIELDS}
+    # Without its language subfields: their analyzers may be missing (merged, not replaced,
+    # where they are there).
+    added["context"] = {"type": "text", "analyzer": "memory_text"}
+    return {"properties": added}
 
 
 # Fields added to the mapping after the first release, in order: an older index gets them on
 # start-up, and its documents get their values at `make reindex` (until then a filter on them
-# treats those documents as missing the field).
+# treats those documents as missing the field). The language subfields of content and context
+# need analyzers an open index cannot gain: `make reindex` adds them (client.py,
+# MemoryIndex.add_language_fields).
 ADDED_FIELDS = ("context", "tenant_id", "metadata", "expires_at", "agent_id", "run_id")
 
 
 def index_body(
-    english_analyzer: bool, refresh_interval: str = "1s", shards: int = 1, replicas: int = 0
+    analysis: Analysis, refresh_interval: str = "1s", shards: int = 1, replicas: int = 0
 ) -> dict[str, Any]:
-    """Mapping and settings. `english` (stemming) needs the analysis-common module."""
-    analyzer: dict[str, Any] = (
-        {"type": "english"} if english_analyzer else {"type": "standard", "stopwords": "_english_"}
-    )
+    """Mapping and settings."""
     return {
         "settings": {
             "index": {
@@ -86,7 +135,7 @@ def index_body(
                 "number_of_replicas": replicas,
                 "refresh_interval": refresh_interval,
             },
-            "analysis": {"analyzer": {"memory_text": analyzer}},
+            "analysis": {"analyzer": analyzers(analysis)},
         },
         "mappings": {
             "dynamic": "strict",
@@ -94,8 +143,8 @@ def index_body(
                 "tenant_id": {"type": "keyword"},
                 "user_id": {"type": "keyword"},
                 "chain_id": {"type": "keyword"},
-                "content": {"type": "text", "analyzer": "memory_text"},
-                "context": {"type": "text", "analyzer": "memory_text"},
+                "content": text_field(),
+                "context": text_field(),
                 "category": {"type": "keyword"},
                 "scope": {"type": "keyword"},
                 "session_id": {"type": "keyword"},
