@@ -12,6 +12,7 @@ from litestar.types import ControllerRouterHandler
 from app import __version__
 from app.api.admin import TenantAdminController
 from app.api.auth import require_admin_key, require_api_key
+from app.api.context import ContextController
 from app.api.dependencies import provide_runtime
 from app.api.exports import ExportController
 from app.api.health import health, metrics_endpoint, ready
@@ -34,6 +35,7 @@ def api_route_handlers() -> list[ControllerRouterHandler]:
             ExportController,
             MessageController,
             SearchController,
+            ContextController,
             UserController,
             UserListController,
         ],

@@ -20,6 +20,7 @@ from app.api.schemas.search import (
     SearchOut,
     StageScoreOut,
 )
+from app.config import Settings
 from app.errors import InvalidInputError
 from app.memories.fields import check_instant, check_user_id
 from app.memories.filters import parse_filter
@@ -28,6 +29,46 @@ from app.retrieval.request import SearchRequest, SearchResponse
 from app.runtime import Runtime
 from app.search_index.freshness import IndexWait, wait_until_indexed
 from app.search_index.freshness import index_lag as index_lag_of
+
+
+def search_request(
+    user_id: str, data: SearchBody, settings: Settings, request_id: str | None
+) -> SearchRequest:
+    """The search `data` asks for, checked: the search endpoint's and the context block's."""
+    check_user_id(user_id)
+    top_k = data.top_k if data.top_k is not None else settings.default_top_k
+    if not 1 <= top_k <= settings.max_top_k:
+        raise InvalidInputError(
+            f"top_k must be between 1 and {settings.max_top_k}, not {top_k}", field="top_k"
+        )
+    if not data.query.strip():
+        raise InvalidInputError("query must not be empty", field="query")
+    as_of = check_instant(data.as_of, "as_of")
+    if data.min_relevance and not data.stages.vector:
+        raise InvalidInputError(
+            "min_relevance needs the vector stage: relevance is the query's cosine to each "
+            "memory, measured with the vector leg's query vector; switch stages.vector on "
+            "or leave min_relevance out",
+            field="min_relevance",
+        )
+    return SearchRequest(
+        user_id=user_id,
+        query=data.query,
+        top_k=top_k,
+        session_id=data.session_id,
+        agent_id=data.agent_id,
+        run_id=data.run_id,
+        as_of=as_of,
+        switches=data.stages,
+        profile=data.profile,
+        levers=lever_changes(data.levers),
+        rrf_k=data.rrf.k,
+        weight_vector=data.rrf.weight_vector,
+        weight_bm25=data.rrf.weight_bm25,
+        request_id=request_id or uuid.uuid4().hex,
+        filters=parse_filter(data.filters) if data.filters is not None else None,
+        min_relevance=data.min_relevance,
+    )
 
 
 class SearchController(Controller):
@@ -50,23 +91,7 @@ class SearchController(Controller):
         request: Request,
     ) -> SearchOut:
         settings = runtime.settings
-        check_user_id(user_id)
-        top_k = data.top_k if data.top_k is not None else settings.default_top_k
-        if not 1 <= top_k <= settings.max_top_k:
-            raise InvalidInputError(
-                f"top_k must be between 1 and {settings.max_top_k}, not {top_k}", field="top_k"
-            )
-        if not data.query.strip():
-            raise InvalidInputError("query must not be empty", field="query")
-        as_of = check_instant(data.as_of, "as_of")
-        if data.min_relevance and not data.stages.vector:
-            raise InvalidInputError(
-                "min_relevance needs the vector stage: relevance is the query's cosine to each "
-                "memory, measured with the vector leg's query vector; switch stages.vector on "
-                "or leave min_relevance out",
-                field="min_relevance",
-            )
-        filters = parse_filter(data.filters) if data.filters is not None else None
+        searched = search_request(user_id, data, settings, request.headers.get("X-Request-ID"))
         timeout_s = wait_bound_s(settings, data.wait_timeout_ms)
         waited: IndexWait | None = None
         # Waiting only matters to the BM25 leg: the vector leg reads Postgres itself.
@@ -74,24 +99,6 @@ class SearchController(Controller):
             waited = await wait_until_indexed(
                 runtime.sessionmaker, runtime.relay, user_id, timeout_s
             )
-        searched = SearchRequest(
-            user_id=user_id,
-            query=data.query,
-            top_k=top_k,
-            session_id=data.session_id,
-            agent_id=data.agent_id,
-            run_id=data.run_id,
-            as_of=as_of,
-            switches=data.stages,
-            profile=data.profile,
-            levers=lever_changes(data.levers),
-            rrf_k=data.rrf.k,
-            weight_vector=data.rrf.weight_vector,
-            weight_bm25=data.rrf.weight_bm25,
-            request_id=request.headers.get("X-Request-ID") or uuid.uuid4().hex,
-            filters=filters,
-            min_relevance=data.min_relevance,
-        )
 
         async def search_on(session: AsyncSession) -> tuple[IndexLagOut, SearchResponse]:
             lag = await index_lag_of(session, runtime.index, user_id, waited)

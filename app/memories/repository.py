@@ -146,7 +146,7 @@ _NEAR_DUPLICATE_PAIRS = select(_a.c.id, _b.c.id).where(
 )
 
 
-_NO_VECTORS = (
+NO_VECTORS = (
     defer(Memory.embedding_768d),
     defer(Memory.embedding_256d),
     defer(Memory.context_embedding_768d),
@@ -286,7 +286,7 @@ class MemoryRepository:
                 unexpired(),
                 *conditions,
             )
-            .options(*_NO_VECTORS)
+            .options(*NO_VECTORS)
         )
         return {m.id: m for m in rows}
 
@@ -336,7 +336,7 @@ class MemoryRepository:
                 unexpired(),
                 *self._filtered(),
             )
-            .options(*_NO_VECTORS)
+            .options(*NO_VECTORS)
             .order_by(Memory.chain_id, Memory.version.desc())
         )
         by_chain: dict[uuid.UUID, list[Memory]] = {}
@@ -532,7 +532,7 @@ class MemoryRepository:
                     Memory.follows_chain_id == one_of(chain_ids),
                 ),
             )
-            .options(*_NO_VECTORS)
+            .options(*NO_VECTORS)
         )
         return list(rows)
 

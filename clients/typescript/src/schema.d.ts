@@ -162,6 +162,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/users/{user_id}/context": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * A prompt-ready block of what is known about the user, within a token budget
+         * @description The memories the query finds, then recent changes (each with what it replaced), then the user's stable facts (USER scope, the newest of each category first): current versions only, each once, dated, cut to `max_tokens`.
+         */
+        post: operations["V1UsersUserIdContextContext"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/users/{user_id}/export": {
         parameters: {
             query?: never;
@@ -327,6 +347,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/users/{user_id}/profile": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The user's current memories by category, each with what it replaced
+         * @description Categories by name, each with its count of current memories and its newest `per_category` of them, newest first; filtered as the memories list is.
+         */
+        get: operations["V1UsersUserIdProfileProfile"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/users/{user_id}/search": {
         parameters: {
             query?: never;
@@ -366,6 +406,71 @@ export interface components {
             /** @description queued | running | done | failed: `done`, the memories are written (`items`, as the 201 would have listed them); `failed`, none is (`error` says why). */
             status: string;
             user_id: string;
+        };
+        /** CitedOut */
+        CitedOut: {
+            category: string;
+            /** Format: uuid */
+            chain_id: string;
+            content: string;
+            /**
+             * Format: date-time
+             * @description The date the block gives: when the fact began or changed (the version's event time, or the time its content names, else when it was written).
+             */
+            date: string;
+            /** Format: uuid */
+            id: string;
+            replaced_content?: string | null;
+            replaced_id?: string | null;
+            /**
+             * @description relevant: found for the query; changes: updated lately; profile: one of the user's stable facts.
+             * @enum {string}
+             */
+            section: "relevant" | "changes" | "profile";
+        };
+        /** ContextBody */
+        ContextBody: {
+            /** @description As in search: the agent's memories and the shared ones. */
+            agent_id?: string | null;
+            /** @description The query's reference time (as in search); default: now. */
+            as_of?: string | null;
+            /** @description Only memories matching this filter are cited. A filter: a clause {"field", "op", "value"} or {"and": [...]}, {"or": [...]}, {"not": {...}}. Fields: category, scope, session, speaker, agent, run, created_at, event_time, valid_from, valid_to, and metadata paths ("metadata.project", "metadata.a.b"). Operators: eq, ne, in, nin, gt, gte, lt, lte, exists, contains. in/nin take a list; exists takes true or false; times are RFC 3339. At most 8 levels of and/or/not and 100 clauses. See README, "Filters". */
+            filters?: {
+                [key: string]: unknown;
+            } | null;
+            /**
+             * @description The block's budget in tokens, estimated as one per 4 ASCII characters plus one per other character (docs/context.md).
+             * @default 1000
+             */
+            max_tokens?: number;
+            /** @description Results whose `relevance` is below this are left out, before the top_k cut: fewer results, or none when nothing is relevant. Null: COGNIS_MIN_RELEVANCE; 0: none left out. Needs the vector stage (relevance is measured with its query vector): with `stages.vector` false it is a 400, and the setting's default does not apply. */
+            min_relevance?: number | null;
+            /** @description What the agent is about to answer: the memories it finds come first. Omitted: the user's profile and latest changes alone. */
+            query?: string | null;
+            /** @description As in search: the run's and those of no run. */
+            run_id?: string | null;
+            session_id?: string | null;
+            /**
+             * @description The block's form: plain text, Markdown or JSON.
+             * @default text
+             * @enum {string}
+             */
+            template?: "text" | "markdown" | "json";
+            /** @description Search results considered (as in search). */
+            top_k?: number | null;
+        };
+        /** ContextOut */
+        ContextOut: {
+            /** @description Prompt-ready; empty when nothing is known. */
+            block: string;
+            /** @description The memories the block states, in its order. */
+            cited: components["schemas"]["CitedOut"][];
+            max_tokens: number;
+            /** @enum {string} */
+            template: "text" | "markdown" | "json";
+            tokens: number;
+            /** @description Memories were left out to stay within max_tokens. */
+            truncated: boolean;
         };
         /** DecisionOut */
         DecisionOut: {
@@ -718,6 +823,44 @@ export interface components {
             status: number;
             title: string;
             type: string;
+        };
+        /** ProfileCategoryOut */
+        ProfileCategoryOut: {
+            category: string;
+            /** @description Current memories of the category. */
+            count: number;
+            /** @description Newest first, at most per_category. */
+            memories: components["schemas"]["ProfileFactOut"][];
+        };
+        /** ProfileFactOut */
+        ProfileFactOut: {
+            memory: components["schemas"]["MemoryOut"];
+            replaced?: components["schemas"]["ReplacedOut"] | null;
+            /**
+             * Format: date-time
+             * @description Since when it holds: the version's event time when it brought its own, else when the version was written.
+             */
+            since: string;
+        };
+        /** ProfileOut */
+        ProfileOut: {
+            categories: components["schemas"]["ProfileCategoryOut"][];
+            /** @description The latest version written, updated or deleted. */
+            last_changed_at: string | null;
+            /** @description Current memories in all categories. */
+            total: number;
+            user_id: string;
+        };
+        /** ReplacedOut */
+        ReplacedOut: {
+            category: string;
+            content: string;
+            /** Format: date-time */
+            created_at: string;
+            /** Format: uuid */
+            id: string;
+            superseded_at: string | null;
+            version: number;
         };
         /** RrfIn */
         RrfIn: {
@@ -1537,6 +1680,93 @@ export interface operations {
             };
             /** @description Over this key's rate limit: retry after Retry-After seconds. */
             429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A store or the embedder is unavailable for now, or a write's deadline passed before it could be done (nothing written): retry after Retry-After seconds. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    V1UsersUserIdContextContext: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description 1-128 characters: letters, digits and _ . : @ -, starting with a letter or digit. */
+                user_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ContextBody"];
+            };
+        };
+        responses: {
+            /** @description Request fulfilled, document follows */
+            200: {
+                headers: {
+                    /** @description Only when the writer served a read meant for the replica, why: `replica_behind` (it had not replayed this read's writes within COGNIS_REPLICA_WAIT_MAX_MS), `replica_unavailable` (it did not answer), `replica_position_unknown` (it reports no replay position). */
+                    "X-Read-Fallback"?: unknown;
+                    /** @description Only with a read replica (COGNIS_READ_DATABASE_URL): `replica` or `writer`, the database this read ran on. */
+                    "X-Read-From"?: unknown;
+                    /** @description Only with a read replica: milliseconds this read waited for the replica to replay the writes committed before it. */
+                    "X-Replica-Wait-Ms"?: unknown;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ContextOut"];
+                };
+            };
+            /** @description Invalid input: the detail says what to change (and `field` names it). */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Missing or invalid API key. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The request body is too large. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Over this key's rate limit: retry after Retry-After seconds. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The embedding server gave an unusable answer. */
+            502: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2800,6 +3030,82 @@ export interface operations {
             };
             /** @description The embedding server gave an unusable answer. */
             502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A store or the embedder is unavailable for now, or a write's deadline passed before it could be done (nothing written): retry after Retry-After seconds. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    V1UsersUserIdProfileProfile: {
+        parameters: {
+            query?: {
+                scope?: "USER" | "CONTEXT" | null;
+                session_id?: string | null;
+                /** @description The agent's memories and the user's shared ones (no agent). Omitted: every memory of the user, whatever its agent. */
+                agent_id?: string | null;
+                /** @description The run's memories and those of no run. Omitted: every memory of the user, whatever its run. */
+                run_id?: string | null;
+                category?: string | null;
+                /** @description A filter as JSON (the search body's `filters`): only memories matching it are included. A filter: a clause {"field", "op", "value"} or {"and": [...]}, {"or": [...]}, {"not": {...}}. Fields: category, scope, session, speaker, agent, run, created_at, event_time, valid_from, valid_to, and metadata paths ("metadata.project", "metadata.a.b"). Operators: eq, ne, in, nin, gt, gte, lt, lte, exists, contains. in/nin take a list; exists takes true or false; times are RFC 3339. At most 8 levels of and/or/not and 100 clauses. See README, "Filters". */
+                filters?: string | null;
+                per_category?: number;
+            };
+            header?: never;
+            path: {
+                /** @description 1-128 characters: letters, digits and _ . : @ -, starting with a letter or digit. */
+                user_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Request fulfilled, document follows */
+            200: {
+                headers: {
+                    /** @description Only when the writer served a read meant for the replica, why: `replica_behind` (it had not replayed this read's writes within COGNIS_REPLICA_WAIT_MAX_MS), `replica_unavailable` (it did not answer), `replica_position_unknown` (it reports no replay position). */
+                    "X-Read-Fallback"?: unknown;
+                    /** @description Only with a read replica (COGNIS_READ_DATABASE_URL): `replica` or `writer`, the database this read ran on. */
+                    "X-Read-From"?: unknown;
+                    /** @description Only with a read replica: milliseconds this read waited for the replica to replay the writes committed before it. */
+                    "X-Replica-Wait-Ms"?: unknown;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ProfileOut"];
+                };
+            };
+            /** @description Invalid input: the detail says what to change (and `field` names it). */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Missing or invalid API key. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Over this key's rate limit: retry after Retry-After seconds. */
+            429: {
                 headers: {
                     [name: string]: unknown;
                 };

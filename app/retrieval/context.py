@@ -1,0 +1,82 @@
+"""The context block's lines, gathered from the stores: the query's hits (the search pipeline,
+as the search endpoint runs it), the latest changes and the user's stable facts (the profile's
+reads, app/memories/profile.py), all current versions of this user's, seen as the request's
+session, agent, run and filter would see them. app/retrieval/context_block.py orders, dates
+and cuts them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.db.models import Memory
+from app.memories.filters import Filter, to_sql
+from app.memories.profile import Fact, ProfileRepository
+from app.retrieval.context_block import ContextBlock, ContextLine, Section, Template, fit_block
+from app.retrieval.pipeline import RetrievalPipeline
+from app.retrieval.request import SearchRequest
+
+# How many of each kind the block considers before the budget cuts: more would only be cut.
+LATEST_CHANGES = 10
+FACTS_PER_CATEGORY = 5
+
+
+@dataclass(frozen=True, slots=True)
+class ContextRequest:
+    user_id: str
+    max_tokens: int
+    template: Template
+    as_of: datetime
+    search: SearchRequest | None = None  # None: no query, the profile and changes alone
+    session_id: str | None = None
+    # The request's filter within what its agent and run see (SearchRequest.scoped_filter).
+    filters: Filter | None = None
+
+
+def _line(section: Section, fact: Fact, date: datetime | None = None) -> ContextLine:
+    memory, replaced = fact.memory, fact.replaced
+    shows_change = section != "profile" and replaced is not None
+    return ContextLine(
+        section=section,
+        memory_id=memory.id,
+        chain_id=memory.chain_id,
+        content=memory.content,
+        category=memory.category,
+        date=date or fact.since,
+        replaced=replaced.content if shows_change and replaced is not None else None,
+        replaced_id=replaced.id if shows_change and replaced is not None else None,
+    )
+
+
+async def build_context(
+    session: AsyncSession, pipeline: RetrievalPipeline, request: ContextRequest
+) -> ContextBlock:
+    hits: list[tuple[Memory, datetime | None]] = []
+    if request.search is not None:
+        found = await pipeline.search(session, request.search)
+        # History entries (earlier versions shown beside a hit) are left out: a superseded
+        # version appears only as what a current one replaced.
+        hits = [
+            (c.memory, c.mentioned_at)
+            for c in found.results
+            if c.history_of is None and c.memory is not None and c.memory.is_current
+        ]
+    where = to_sql(request.filters) if request.filters is not None else None
+    reads = ProfileRepository(session, where)
+    changes = await reads.latest_changes(request.user_id, LATEST_CHANGES, request.session_id)
+    stable = await reads.current_by_category(
+        request.user_id, FACTS_PER_CATEGORY, Memory.scope == "USER"
+    )
+    facts = {
+        f.memory.id: f
+        for f in await reads.facts(request.user_id, [m for m, _ in hits] + changes + stable)
+    }
+    # A change is dated when it happened: the new version's own event time, else its writing.
+    candidates = [
+        *(_line("relevant", facts[m.id], mentioned_at) for m, mentioned_at in hits),
+        *(_line("changes", facts[m.id]) for m in changes),
+        *(_line("profile", facts[m.id]) for m in stable),
+    ]
+    return fit_block(candidates, request.template, request.max_tokens, request.as_of)
