@@ -89,7 +89,7 @@ async def _lifespan(app: Litestar) -> AsyncIterator[None]:
 def create_app(settings: Settings | None = None) -> Litestar:
     settings = settings or get_settings()
     configure_logging(settings.log_level, settings.log_json)
-    runtime = Runtime.build(settings)
+    runtime = Runtime.build(settings, process="api")
     db_config = SQLAlchemyAsyncConfig(
         engine_instance=runtime.engine,
         session_config=AsyncSessionConfig(expire_on_commit=False),

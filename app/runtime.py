@@ -17,7 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from app.config import Settings
 from app.db.categories import category_loader
-from app.db.engine import create_engine, create_sessionmaker
+from app.db.engine import application_name, create_engine, create_sessionmaker
 from app.db.reads import ReadRouter
 from app.imports.service import MemoryImporter
 from app.ingest.pipeline import IngestPipeline
@@ -74,13 +74,17 @@ class Runtime:
         return self.embedder.loaded and self.query_embedder.loaded
 
     @classmethod
-    def build(cls, settings: Settings) -> Runtime:
-        engine = create_engine(settings)
+    def build(cls, settings: Settings, process: str = "cli") -> Runtime:
+        """`process` names this process's connections (`cognis-api`, `cognis-relay-background`,
+        ...: app.db.engine.application_name)."""
+        engine = create_engine(settings, application=application_name(process))
         sessionmaker = create_sessionmaker(engine)
         background_engine = engine
         if settings.worker_database_url is not None:
             background_engine = create_engine(
-                settings, settings.worker_database_url.get_secret_value()
+                settings,
+                settings.worker_database_url.get_secret_value(),
+                application=application_name(process, "background"),
             )
         background_sessionmaker = create_sessionmaker(background_engine)
         read_engine = (
@@ -88,6 +92,7 @@ class Runtime:
                 settings,
                 settings.read_database_url.get_secret_value(),
                 connect_timeout_s=settings.replica_connect_timeout_s,
+                application=application_name(process, "replica"),
             )
             if settings.read_database_url is not None
             else None

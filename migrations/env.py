@@ -9,11 +9,14 @@ from logging.config import fileConfig
 from typing import Any
 
 from alembic import context
+from alembic.util import CommandError
 from sqlalchemy import event
 from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from app.db.migration_safety import session_timeouts
+from app.db.engine import application_name
+from app.db.migration_safety import session_timeouts, stopped_by_timeout
 from app.db.models import Base
 from app.tenants import models as tenant_models  # noqa: F401 (their tables join Base.metadata)
 
@@ -104,7 +107,11 @@ def _interruptions(engine: Engine) -> None:
 
 
 async def run_migrations_online() -> None:
-    engine = create_async_engine(_database_url())
+    # pg_stat_activity names the migration's session (what a DBA looks for when it waits).
+    engine = create_async_engine(
+        _database_url(),
+        connect_args={"server_settings": {"application_name": application_name("migrate")}},
+    )
     _interruptions(engine.sync_engine)
     async with engine.connect() as connection:
         await connection.run_sync(_run_sync)
@@ -115,4 +122,12 @@ async def run_migrations_online() -> None:
 if context.is_offline_mode():
     run_migrations_offline()
 else:
-    asyncio.run(run_migrations_online())
+    try:
+        asyncio.run(run_migrations_online())
+    except DBAPIError as error:
+        # A lock or statement timeout: one line saying to rerun (alembic prints a CommandError
+        # as `FAILED: ...`), not a traceback.
+        message = stopped_by_timeout(error)
+        if message is None:
+            raise
+        raise CommandError(message) from None

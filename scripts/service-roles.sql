@@ -14,3 +14,11 @@ ALTER ROLE :"app" WITH LOGIN PASSWORD :'app_pw';
 ALTER ROLE :"worker" WITH LOGIN PASSWORD :'worker_pw';
 GRANT cognis_rw TO :"app";
 GRANT cognis_background TO :"worker";
+-- Server-side bounds per login (docs/deployment.md, "Connections"): a runaway statement, or a
+-- transaction a dead client left open, cannot hold its locks and its connection for ever. The
+-- service never sets these itself, so the role's values hold on every connection it opens;
+-- the migrating role sets its own per session (app/db/migration_safety.py).
+ALTER ROLE :"app" SET statement_timeout = '5min';
+ALTER ROLE :"app" SET idle_in_transaction_session_timeout = '10min';
+ALTER ROLE :"worker" SET statement_timeout = '30min';
+ALTER ROLE :"worker" SET idle_in_transaction_session_timeout = '10min';

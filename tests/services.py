@@ -269,6 +269,8 @@ async def create_service_roles(owner_url: str) -> ServiceRoles:
     from sqlalchemy import text
     from sqlalchemy.ext.asyncio import create_async_engine
 
+    from app.db.roles import LOGIN_SETTINGS
+
     roles = service_roles(owner_url)
     engine = create_async_engine(owner_url, isolation_level="AUTOCOMMIT")
     try:
@@ -283,6 +285,10 @@ async def create_service_roles(owner_url: str) -> ServiceRoles:
                     text(f"ALTER ROLE \"{role}\" LOGIN PASSWORD '{roles.password}'")
                 )
                 await connection.execute(text(f'GRANT {group} TO "{role}"'))
+                # The bounds scripts/service-roles.sql gives the service's logins.
+                kind = "requests" if role == roles.app else "background"
+                for name, value in LOGIN_SETTINGS[kind]:
+                    await connection.execute(text(f"ALTER ROLE \"{role}\" SET {name} = '{value}'"))
     finally:
         await engine.dispose()
     return roles

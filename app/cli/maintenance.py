@@ -59,7 +59,7 @@ def reindex(args: argparse.Namespace) -> int:
                 break
         return 0 if failed == 0 else 1
 
-    return with_runtime(body)
+    return with_runtime(body, "reindex")
 
 
 def embed_sentences(args: argparse.Namespace) -> int:
@@ -83,7 +83,7 @@ def embed_sentences(args: argparse.Namespace) -> int:
         print(f"done: {report.memories} memories, {report.sentences} sentence vectors", flush=True)
         return 0
 
-    return with_runtime(body)
+    return with_runtime(body, "embed-sentences")
 
 
 def import_history(args: argparse.Namespace) -> int:
@@ -111,13 +111,17 @@ def import_history(args: argparse.Namespace) -> int:
         assert task is not None
         asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
         settings = get_settings()
-        runtime = Runtime.build(settings)
+        runtime = Runtime.build(settings, "import")
         try:
             act_as(await tenant_id_of(runtime, args.tenant) if args.tenant else DEFAULT_TENANT_ID)
             # Index DDL needs the tables' owner: the migration role, where one is configured.
             owner = runtime.engine
             if args.defer_index and settings.migration_database_url is not None:
-                owner = create_engine(settings, settings.migration_database_url.get_secret_value())
+                owner = create_engine(
+                    settings,
+                    settings.migration_database_url.get_secret_value(),
+                    application="cognis-import-owner",
+                )
             if args.defer_index:
                 print("dropping the HNSW indexes of memories for the load", file=sys.stderr)
                 await drop_hnsw_indexes(owner)
@@ -167,7 +171,7 @@ def export_history(args: argparse.Namespace) -> int:
     from app.runtime import Runtime
 
     async def body(out: BinaryIO) -> int:
-        runtime = Runtime.build(get_settings())
+        runtime = Runtime.build(get_settings(), "export")
         count = 0
         try:
             tenant = await tenant_id_of(runtime, args.tenant) if args.tenant else DEFAULT_TENANT_ID
@@ -202,8 +206,13 @@ def export_history(args: argparse.Namespace) -> int:
 def migrate(args: argparse.Namespace) -> int:
     from alembic import command
     from alembic.config import Config
+    from alembic.util import CommandError
 
-    command.upgrade(Config(str(ROOT / "alembic.ini")), args.revision)
+    try:
+        command.upgrade(Config(str(ROOT / "alembic.ini")), args.revision)
+    except CommandError as exc:  # a timeout's "rerun", as `alembic` itself prints it
+        print(f"FAILED: {exc}", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -15,12 +15,13 @@ if TYPE_CHECKING:
     from app.runtime import Runtime
 
 
-def with_runtime(body: Callable[[Runtime], Awaitable[int]]) -> int:
-    """Run `body` with this process's runtime (the composition root), closed afterwards."""
+def with_runtime(body: Callable[[Runtime], Awaitable[int]], process: str) -> int:
+    """Run `body` with this process's runtime (the composition root), closed afterwards;
+    `process` names its connections in pg_stat_activity (`cognis-<process>`)."""
     from app.runtime import Runtime
 
     async def run() -> int:
-        runtime = Runtime.build(get_settings())
+        runtime = Runtime.build(get_settings(), process)
         try:
             return await body(runtime)
         finally:
@@ -71,7 +72,7 @@ def relay(args: argparse.Namespace) -> int:
         await runtime.run_background(_stop_on_signals(), relay=True, ingest_worker=False)
         return 0
 
-    return with_runtime(body)
+    return with_runtime(body, "relay")
 
 
 def worker(args: argparse.Namespace) -> int:
@@ -89,7 +90,7 @@ def worker(args: argparse.Namespace) -> int:
         await runtime.run_background(_stop_on_signals(), relay=False, ingest_worker=True)
         return 0
 
-    return with_runtime(body)
+    return with_runtime(body, "worker")
 
 
 def embed_serve(args: argparse.Namespace) -> int:

@@ -17,12 +17,25 @@ from app.db import tenant  # noqa: F401 (its listener sets each transaction's te
 SERVER_SETTINGS = {"plan_cache_mode": "force_custom_plan", "jit": "off"}
 
 
+def application_name(process: str, purpose: str | None = None) -> str:
+    """What `pg_stat_activity.application_name` says of a connection: `cognis-<process>`
+    (api, relay, worker, migrate, or the command: reindex, import, ...), then its pool's
+    purpose where a process has several (`-background`, `-replica`). Postgres keeps 63 bytes."""
+    return f"cognis-{process}" + (f"-{purpose}" if purpose else "")
+
+
 def create_engine(
-    settings: Settings, url: str | None = None, *, connect_timeout_s: float | None = None
+    settings: Settings,
+    url: str | None = None,
+    *,
+    connect_timeout_s: float | None = None,
+    application: str = "cognis",
 ) -> AsyncEngine:
     """An engine for `url` (default: the service's database URL) with the service's settings;
-    `connect_timeout_s` bounds a connection attempt (asyncpg's own default: 60 s)."""
-    connect_args: dict[str, object] = {"server_settings": SERVER_SETTINGS}
+    `connect_timeout_s` bounds a connection attempt (asyncpg's own default: 60 s);
+    `application` names its connections in pg_stat_activity (`application_name`)."""
+    server_settings = {**SERVER_SETTINGS, "application_name": application}
+    connect_args: dict[str, object] = {"server_settings": server_settings}
     if connect_timeout_s is not None:
         connect_args["timeout"] = connect_timeout_s
     return create_async_engine(

@@ -35,6 +35,39 @@ def session_timeouts() -> list[str]:
     ]
 
 
+# SQLSTATEs of a statement stopped by the session's bounds (or cancelled by a DBA).
+LOCK_NOT_AVAILABLE = "55P03"
+QUERY_CANCELED = "57014"
+
+
+def stopped_by_timeout(error: BaseException) -> str | None:
+    """The one line a migration stopped by its lock or statement timeout says, instead of a
+    traceback (None: another error). Each revision's transactional part rolled back whole and
+    each step outside a transaction is safe to repeat, so the answer is always to rerun."""
+    sqlstate = getattr(getattr(error, "orig", None), "sqlstate", None)
+    statement = " ".join(str(getattr(error, "statement", None) or "").split())
+    if len(statement) > 100:
+        statement = statement[:97] + "..."
+    if sqlstate == LOCK_NOT_AVAILABLE:
+        bound = _option("lock_timeout", DEFAULT_LOCK_TIMEOUT)
+        why = (
+            f"a migration step waited longer than lock_timeout ({bound}) for a lock another "
+            "session holds"
+        )
+        longer = f"-x lock_timeout=<longer than {bound}>"
+    elif sqlstate == QUERY_CANCELED:
+        bound = _option("statement_timeout", DEFAULT_STATEMENT_TIMEOUT)
+        why = f"a migration step ran longer than statement_timeout ({bound}), or was cancelled"
+        longer = "-x statement_timeout=0 (no bound)"
+    else:
+        return None
+    return (
+        f"{why}, and stopped at `{statement}`. Nothing is left half-done (its transaction "
+        "rolled back; what committed before it stays): rerun the same command once the other "
+        f"session is done (pg_stat_activity shows who blocks whom), or allow more with {longer}"
+    )
+
+
 def _interval(value: str) -> str:
     # Goes into SQL text (SET takes no bind parameters): digits and a unit only.
     if not value.replace(" ", "").isalnum():

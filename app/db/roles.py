@@ -23,6 +23,21 @@ _ROLE = text(
 )
 
 
+# Server-side bounds of the service's logins, per kind (ALTER ROLE <login> SET ...): a runaway
+# statement, or a transaction a dead client left open, cannot hold its locks and connection for
+# ever. scripts/service-roles.sql sets them on the logins `make up` and compose make (the same
+# values: tests/db/test_connections.py), docs/deployment.md ("Connections") gives them for
+# other deployments. Requests answer within 55 s; an export streams in one transaction, idle
+# while its client reads.
+LOGIN_SETTINGS: dict[str, tuple[tuple[str, str], ...]] = {
+    "requests": (("statement_timeout", "5min"), ("idle_in_transaction_session_timeout", "10min")),
+    "background": (
+        ("statement_timeout", "30min"),
+        ("idle_in_transaction_session_timeout", "10min"),
+    ),
+}
+
+
 class DatabaseRoleError(RuntimeError):
     """The configured roles would let a request cross tenants, or starve background work."""
 

@@ -126,3 +126,21 @@ def test_alerts_keep_the_cloudwatch_thresholds() -> None:
     for rule in rules.values():
         assert rule["labels"]["severity"] in {"warning", "critical"}
         assert rule["annotations"]["summary"]
+
+
+def test_the_postgres_rules_watch_the_exporters_series() -> None:
+    """postgres-alerts.yml: rules on postgres_exporter's series only (the service's are in
+    prometheus-alerts.yml, checked above against a real scrape), each with its severity."""
+    groups = yaml.safe_load((OBSERVABILITY / "postgres-alerts.yml").read_text())["groups"]
+    rules = {rule["alert"]: rule for group in groups for rule in group["rules"]}
+    assert {
+        "PostgresDown",
+        "PostgresConnectionsNearLimit",
+        "PostgresIdleInTransaction",
+        "PostgresReplicaLagging",
+    } <= set(rules)
+    for name, rule in rules.items():
+        assert re.search(r"\bpg_[a-z_]+", rule["expr"]), name
+        assert "cognis_" not in rule["expr"], name
+        assert rule["labels"]["severity"] in {"warning", "critical"}, name
+        assert rule["annotations"]["summary"], name

@@ -9,6 +9,7 @@ import httpx
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from tests.conftest import InProcessApi
 from tests.ingest.helpers import (
     current_memories,
     decisions,
@@ -186,7 +187,7 @@ async def test_invalid_submissions_are_400(client: httpx.AsyncClient, user_id: s
 
 
 async def test_an_abandoned_job_is_taken_again_and_completed(
-    client: httpx.AsyncClient, db: AsyncEngine, user_id: str
+    client: httpx.AsyncClient, inprocess_api: InProcessApi, db: AsyncEngine, user_id: str
 ) -> None:
     """A worker that died mid-job left its task running with a lapsed lease: another worker
     takes it over, and the message is applied exactly once."""
@@ -202,10 +203,17 @@ async def test_an_abandoned_job_is_taken_again_and_completed(
         await connection.execute(
             text(
                 "INSERT INTO ingest_tasks (message_id, job_id, user_id, queue, sent_at, state, "
-                "attempts, lease_token, lease_expires_at) VALUES (:m, :j, :u, 'default', now(), "
+                "attempts, lease_token, lease_expires_at) VALUES (:m, :j, :u, :q, now(), "
                 "'running', 1, :t, now() - interval '1 second')"
             ),
-            {"m": message_id, "j": job_id, "u": user_id, "t": uuid.uuid4()},
+            {
+                "m": message_id,
+                "j": job_id,
+                "u": user_id,
+                "t": uuid.uuid4(),
+                # The queue the in-process API's worker takes.
+                "q": inprocess_api.app.state.runtime.settings.ingest_queue,
+            },
         )
     job = await wait_job(client, user_id, str(job_id))
     assert job["state"] == "done"
