@@ -14,7 +14,7 @@ import uuid
 from typing import Annotated, Any, Literal
 
 import msgspec
-from cognis_client import History, Job, Memory, MemoryPage, SearchResult
+from cognis_client import Context, History, Job, Memory, MemoryPage, SearchResult
 from mcp.server.fastmcp.exceptions import ToolError
 from pydantic import Field
 
@@ -105,6 +105,16 @@ def page_result(page: MemoryPage, detail: str) -> dict[str, Any]:
     if page.next_cursor is not None:
         out["next_cursor"] = page.next_cursor
     return out
+
+
+def context_result(block: Context) -> dict[str, Any]:
+    """The block as the agent pastes it, and the short ids of the memories it states."""
+    return {
+        "block": block.block,
+        "memory_ids": [short_id(c.id) for c in block.cited],
+        "tokens": block.tokens,
+        "truncated": block.truncated,
+    }
 
 
 def chain_result(memory: Memory, history: History | None, detail: str) -> dict[str, Any]:

@@ -1,4 +1,5 @@
-"""The MCP tools: add, search, get (with history), update, delete and list memories."""
+"""The MCP tools: add, search, get (with history), update, delete and list memories, and the
+context block."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from app.mcp_server.results import (
     Detail,
     MemoryIdParam,
     chain_result,
+    context_result,
     job_result,
     memory_result,
     page_result,
@@ -240,6 +242,26 @@ def build_server(settings: McpSettings, *, http_path: str = "/mcp") -> FastMCP:
             # "indexed": an agent that just added a memory finds it (a bounded wait).
             found = await who.client.search(who.user_id, query, consistency="indexed", **options)
         return search_result(found, detail)
+
+    @server.tool()
+    async def get_context(
+        ctx: Context,
+        query: Annotated[
+            str | None, Field(description="What you are about to answer; optional.")
+        ] = None,
+        max_tokens: Annotated[int, Field(ge=50, le=32_000)] = 1000,
+        session_id: str | None = None,
+        agent_id: AgentIdParam = None,
+        run_id: RunIdParam = None,
+    ) -> dict[str, Any]:
+        """What you know about the user, as a dated block for your prompt: memories relevant
+        to the query, recent changes, stable facts; within max_tokens."""
+        options = _unset_if_none(
+            max_tokens=max_tokens, session_id=session_id, agent_id=agent_id, run_id=run_id
+        )
+        async with api(ctx) as who:
+            block = await who.client.context(who.user_id, query, **options)
+        return context_result(block)
 
     @server.tool()
     async def get_memory(

@@ -12,7 +12,7 @@ import msgspec
 import pytest
 from cognis_client import _calls, models
 
-from app.api.schemas import imports, memories, messages, search, users
+from app.api.schemas import context, imports, memories, messages, search, users
 from app.memories.domain import MemoryUpdate
 
 # client model <- the server schema it decodes
@@ -36,6 +36,12 @@ RESPONSES = [
     (models.DryRun, messages.DryRunOut),
     (models.ImportLineError, imports.ImportErrorOut),
     (models.ImportSummary, imports.ImportSummaryOut),
+    (models.CitedMemory, context.CitedOut),
+    (models.Context, context.ContextOut),
+    (models.ReplacedVersion, context.ReplacedOut),
+    (models.ProfileFact, context.ProfileFactOut),
+    (models.ProfileCategory, context.ProfileCategoryOut),
+    (models.Profile, context.ProfileOut),
 ]
 # client model -> the server schema it encodes into
 REQUESTS = [
@@ -67,6 +73,11 @@ def test_a_request_model_can_send_every_field_the_server_takes(
 def test_search_takes_every_option_of_the_search_body() -> None:
     options = set(typing.get_type_hints(_calls.SearchOptions))
     assert wire_names(search.SearchBody) - {"query"} == options
+
+
+def test_context_takes_every_option_of_the_context_body() -> None:
+    options = set(typing.get_type_hints(_calls.ContextOptions))
+    assert wire_names(context.ContextBody) - {"query"} == options
 
 
 def test_every_name_the_package_exports_can_be_imported() -> None:

@@ -326,3 +326,38 @@ async def test_waiting_for_a_queued_job_through_the_async_client(
         assert summary.imported == 1
         with pytest.raises(NotFoundError):
             await cognis.wait_for_job(user_id, "00000000-0000-0000-0000-000000000000")
+
+
+def test_context_and_profile_through_the_sync_client(cognis: CognisClient, user_id: str) -> None:
+    first = cognis.add_memory(
+        user_id, MemoryInput(content="Ines lives in Tokyo.", category="personal_details")
+    )
+    cognis.add_memory(user_id, MemoryInput(content="Ines plays the violin.", category="hobbies"))
+    moved = cognis.update_memory(user_id, first.id, content="Ines lives in Osaka.")
+
+    block = cognis.context(user_id, max_tokens=200, template="markdown")
+    assert [(c.section, c.content) for c in block.cited] == [
+        ("changes", "Ines lives in Osaka."),
+        ("profile", "Ines plays the violin."),
+    ]
+    assert block.cited[0].replaced_content == "Ines lives in Tokyo."
+    assert "(changed from: Ines lives in Tokyo.)" in block.block
+    assert block.tokens <= block.max_tokens == 200 and not block.truncated
+
+    profile = cognis.profile(user_id, category="personal_details")
+    (details,) = profile.categories
+    (fact,) = details.memories
+    assert (details.count, profile.total, fact.memory.id) == (1, 1, moved.id)
+    assert fact.replaced is not None and fact.replaced.content == "Ines lives in Tokyo."
+
+
+async def test_context_through_the_async_client(api: ApiProcess, user_id: str) -> None:
+    async with AsyncCognisClient(api.url, api_key=API_KEY) as cognis:
+        await cognis.add_memory(user_id, MemoryInput(content="Ines is allergic to cats."))
+        block = await cognis.context(
+            user_id, "Is Ines allergic to cats?", max_tokens=100, template="json"
+        )
+        assert [c.content for c in block.cited] == ["Ines is allergic to cats."]
+        assert json.loads(block.block)["relevant"][0]["content"] == "Ines is allergic to cats."
+        profile = await cognis.profile(user_id)
+        assert profile.total == 1 and profile.last_changed_at is not None

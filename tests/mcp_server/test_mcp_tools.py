@@ -39,6 +39,7 @@ TOOLS = {
     "update_memory",
     "delete_memory",
     "list_memories",
+    "get_context",
 }
 
 
@@ -386,6 +387,27 @@ async def test_add_memory_takes_a_time_to_live(
         < expires_at - created_at
         <= timedelta(hours=2, minutes=1)
     )
+
+
+async def test_get_context_gives_a_block_within_its_budget(
+    api: ApiProcess, client: httpx.AsyncClient, user_id: str
+) -> None:
+    headers = {"X-API-Key": API_KEY, "X-Cognis-User": user_id}
+    async with http_session(api.url, headers) as mcp:
+        first = payload(await mcp.call_tool("add_memory", {"content": "I live in Lyon.", **FULL}))
+        await mcp.call_tool(
+            "update_memory", {"memory_id": first["id"], "content": "I live in Nantes."}
+        )
+        await mcp.call_tool("add_memory", {"content": "I am vegetarian."})
+        found = payload(await mcp.call_tool("get_context", {"max_tokens": 100}))
+        shared = payload(await mcp.call_tool("get_context", {"query": "x", "agent_id": "none"}))
+    assert "I live in Nantes. (changed from: I live in Lyon.)" in found["block"]
+    assert "I am vegetarian." in found["block"]
+    assert len(found["memory_ids"]) == 2 and found["tokens"] <= 100
+    assert not found["truncated"]
+    listed = (await client.get(f"/v1/users/{user_id}/memories")).json()["items"]
+    assert {m["id"][:8] for m in listed} == set(found["memory_ids"])
+    assert shared["memory_ids"] != []  # the shared memories (no agent) are every agent's
 
 
 async def test_tools_take_an_agent_and_a_run(api: ApiProcess, user_id: str) -> None:

@@ -17,6 +17,7 @@ from cognis_client.errors import BatchJobFailedError, CognisError, TooMuchWorkEr
 from cognis_client.models import (
     BatchJob,
     Consistency,
+    Context,
     DryRun,
     Erasure,
     History,
@@ -27,6 +28,7 @@ from cognis_client.models import (
     MemoryInput,
     MemoryPage,
     Message,
+    Profile,
     Scope,
     SearchResult,
     UserPage,
@@ -190,10 +192,16 @@ class ListOptions(MemoryFilters, total=False):
     cursor: str | None
 
 
-def list_memories(user_id: str, options: ListOptions) -> Call[MemoryPage]:
+def _query_params(options: Any) -> dict[str, Any]:
+    """A listing's options as query parameters: the filter (a dict) as JSON text."""
     params: dict[str, Any] = dict(options)
     if params.get("filters") is not None:
         params["filters"] = msgspec.json.encode(params["filters"]).decode()
+    return params
+
+
+def list_memories(user_id: str, options: ListOptions) -> Call[MemoryPage]:
+    params = _query_params(options)
     return Call("GET", f"{_user(user_id)}/memories", MemoryPage, params=params)
 
 
@@ -208,9 +216,7 @@ class ExportOptions(TypedDict, total=False):
 
 
 def export(user_id: str, options: ExportOptions) -> Call[bytes]:
-    params: dict[str, Any] = dict(options)
-    if params.get("filters") is not None:
-        params["filters"] = msgspec.json.encode(params["filters"]).decode()
+    params = _query_params(options)
     return Call("GET", f"{_user(user_id)}/export", bytes, params=params)
 
 
@@ -243,6 +249,44 @@ def delete_memory(user_id: str, memory_id: Any, key: str | None) -> Call[Memory]
 
 def history(user_id: str, memory_id: Any) -> Call[History]:
     return Call("GET", f"{_memory(user_id, memory_id)}/history", History)
+
+
+class ContextOptions(TypedDict, total=False):
+    """Options of `context` (all optional; the server's defaults apply)."""
+
+    # The budget in (estimated) tokens, default 1000; the block's form.
+    max_tokens: int
+    template: Literal["text", "markdown", "json"]
+    # As in `search`: the hits considered, who asks, the reference time, the filter.
+    top_k: int
+    session_id: str
+    agent_id: str
+    run_id: str
+    as_of: datetime
+    filters: dict[str, Any]
+    min_relevance: float
+
+
+def context(user_id: str, query: str | None, options: ContextOptions) -> Call[Context]:
+    body = dict(options) if query is None else {"query": query, **options}
+    return Call("POST", f"{_user(user_id)}/context", Context, body=body, safe_to_repeat=True)
+
+
+class ProfileOptions(TypedDict, total=False):
+    """Which memories `profile` shows (all optional), as the list's filters, and how many of
+    each category (default 20)."""
+
+    scope: Scope
+    session_id: str
+    agent_id: str
+    run_id: str
+    category: str
+    filters: dict[str, Any]
+    per_category: int
+
+
+def profile(user_id: str, options: ProfileOptions) -> Call[Profile]:
+    return Call("GET", f"{_user(user_id)}/profile", Profile, params=_query_params(options))
 
 
 class SearchOptions(TypedDict, total=False):

@@ -12,10 +12,12 @@ import httpx
 from cognis_client import _calls as calls
 from cognis_client._calls import (
     Call,
+    ContextOptions,
     ExportOptions,
     ImportFormat,
     ListOptions,
     MemoryFilters,
+    ProfileOptions,
     RetryPolicy,
     SearchOptions,
     WaitFor,
@@ -32,6 +34,7 @@ from cognis_client.errors import (
 )
 from cognis_client.models import (
     BatchJob,
+    Context,
     DryRun,
     Erasure,
     History,
@@ -42,6 +45,7 @@ from cognis_client.models import (
     MemoryInput,
     MemoryPage,
     Message,
+    Profile,
     SearchResult,
     UserPage,
 )
@@ -297,6 +301,17 @@ class CognisClient(_Retrying):
         """The 8-stage retrieval; `explain=True` adds every stage's rank and score per hit."""
         return self._send(calls.search(user_id, query, options))
 
+    def context(
+        self, user_id: str, query: str | None = None, **options: Unpack[ContextOptions]
+    ) -> Context:
+        """A prompt-ready block within `max_tokens`: the query's hits, recent changes, then the
+        user's stable facts (without a query, the last two), and the memories it cites."""
+        return self._send(calls.context(user_id, query, options))
+
+    def profile(self, user_id: str, **options: Unpack[ProfileOptions]) -> Profile:
+        """The user's current memories by category, newest first, each with what it replaced."""
+        return self._send(calls.profile(user_id, options))
+
     def add_messages(
         self,
         user_id: str,
@@ -533,6 +548,17 @@ class AsyncCognisClient(_Retrying):
     ) -> SearchResult:
         """The 8-stage retrieval; `explain=True` adds every stage's rank and score per hit."""
         return await self._send(calls.search(user_id, query, options))
+
+    async def context(
+        self, user_id: str, query: str | None = None, **options: Unpack[ContextOptions]
+    ) -> Context:
+        """A prompt-ready block within `max_tokens`: the query's hits, recent changes, then the
+        user's stable facts (without a query, the last two), and the memories it cites."""
+        return await self._send(calls.context(user_id, query, options))
+
+    async def profile(self, user_id: str, **options: Unpack[ProfileOptions]) -> Profile:
+        """The user's current memories by category, newest first, each with what it replaced."""
+        return await self._send(calls.profile(user_id, options))
 
     async def add_messages(
         self,

@@ -302,3 +302,57 @@ class Message(msgspec.Struct, omit_defaults=True, forbid_unknown_fields=True):
     metadata: dict[str, Any] | msgspec.UnsetType = msgspec.UNSET
     idempotency_key: str | msgspec.UnsetType = msgspec.UNSET
     scope: Scope | msgspec.UnsetType = msgspec.UNSET
+
+
+class CitedMemory(msgspec.Struct, frozen=True):
+    """A memory a context block states: its section, and for a change what it replaced."""
+
+    id: UUID
+    chain_id: UUID
+    section: Literal["relevant", "changes", "profile"]
+    category: str
+    content: str
+    date: datetime
+    replaced_id: UUID | None = None
+    replaced_content: str | None = None
+
+
+class Context(msgspec.Struct, frozen=True):
+    """A prompt-ready block (`block`) and the memories it cites, within `max_tokens`."""
+
+    block: str
+    template: Literal["text", "markdown", "json"]
+    cited: list[CitedMemory]
+    tokens: int
+    max_tokens: int
+    truncated: bool
+
+
+class ReplacedVersion(msgspec.Struct, frozen=True):
+    id: UUID
+    version: int
+    content: str
+    category: str
+    created_at: datetime
+    superseded_at: datetime | None
+
+
+class ProfileFact(msgspec.Struct, frozen=True):
+    memory: Memory
+    since: datetime
+    replaced: ReplacedVersion | None = None
+
+
+class ProfileCategory(msgspec.Struct, frozen=True):
+    category: str
+    count: int
+    memories: list[ProfileFact]
+
+
+class Profile(msgspec.Struct, frozen=True):
+    """The user's current memories by category, newest first, each with what it replaced."""
+
+    user_id: str
+    categories: list[ProfileCategory]
+    total: int
+    last_changed_at: datetime | None
