@@ -34,16 +34,23 @@ export type UserSummary = Schemas["UserSummaryOut"];
 export type UserPage = Schemas["UserList"];
 export type Erasure = Schemas["EraseOut"];
 export type ImportSummary = Schemas["ImportSummaryOut"];
+export type Context = Schemas["ContextOut"];
+export type Profile = Schemas["ProfileOut"];
 /** The filter language (README, "Filters"): a clause `{ field, op, value }` or
  * `{ and: [...] }`, `{ or: [...] }`, `{ not: {...} }`. */
 export type Filter = Record<string, unknown>;
 /** Options of `search` (all optional; the server's defaults apply). */
 export type SearchOptions = Omit<Schemas["SearchBody"], "query"> & CallOptions;
+export type ContextOptions = Omit<Schemas["ContextBody"], "query"> & CallOptions;
 /** Which memories `listMemories` and `iterMemories` return (all optional). */
 export type MemoryFilters = Omit<QueryOf<"V1UsersUserIdMemoriesListMemories">, "filters" | "limit" | "cursor"> & {
   filters?: Filter | undefined;
 };
 export type ListOptions = MemoryFilters & { limit?: number; cursor?: string | null } & CallOptions;
+/** Options of `profile`: the list's filters, and how many memories of each category. */
+export type ProfileOptions = Omit<QueryOf<"V1UsersUserIdProfileProfile">, "filters"> & {
+  filters?: Filter | undefined;
+} & CallOptions;
 /** Options of `exportMemories`: as the list's, and which versions, and vectors. */
 export type ExportOptions = Omit<QueryOf<"V1UsersUserIdExportExportMemories">, "filters"> & {
   filters?: Filter | undefined;
@@ -341,6 +348,29 @@ export class CognisClient {
       body: { query, ...body },
       safeToRepeat: true,
       signal,
+    });
+  }
+
+  /** A prompt-ready block within `max_tokens`: the query's hits, recent changes, then the
+   * user's stable facts (without a query, the last two), and the memories it cites. */
+  async context(userId: string, query?: string | null, options: ContextOptions = {}): Promise<Context> {
+    const { signal, ...body } = options;
+    return this.json<Context>({
+      method: "POST",
+      path: `${user(userId)}/context`,
+      body: query == null ? body : { query, ...body },
+      safeToRepeat: true,
+      signal,
+    });
+  }
+
+  /** The user's current memories by category, newest first, each with what it replaced. */
+  async profile(userId: string, options: ProfileOptions = {}): Promise<Profile> {
+    return this.json<Profile>({
+      method: "GET",
+      path: `${user(userId)}/profile`,
+      query: listQuery(options),
+      signal: options.signal,
     });
   }
 

@@ -63,6 +63,21 @@ describe("CognisClient against the API", () => {
     expect(gone.results.filter((hit) => !hit.superseded)).toEqual([]);
   });
 
+  it("reads a context block and a profile after an update", async () => {
+    const userId = newUser();
+    const first = await cognis.addMemory(userId, { content: "Ines lives in Tokyo.", category: "personal_details" });
+    const moved = await cognis.updateMemory(userId, first.id, { content: "Ines lives in Osaka." });
+    const block = await cognis.context(userId, null, { max_tokens: 100, template: "markdown" });
+    expect(block.cited.map((c) => [c.section, c.id, c.replaced_content])).toEqual([
+      ["changes", moved.id, "Ines lives in Tokyo."],
+    ]);
+    expect(block.tokens).toBeLessThanOrEqual(100);
+    expect(block.block).toContain("Ines lives in Osaka. (changed from: Ines lives in Tokyo.)");
+    const profile = await cognis.profile(userId, { filters: { field: "category", op: "eq", value: "personal_details" } });
+    expect(profile.total).toBe(1);
+    expect(profile.categories[0]?.memories[0]?.replaced?.content).toBe("Ines lives in Tokyo.");
+  });
+
   it("writes once when the same idempotency key is sent twice", async () => {
     const userId = newUser();
     const idempotencyKey = randomUUID();
