@@ -52,6 +52,10 @@ restore:  ## restore BACKUP=file into a new database INTO=name, checked against 
 	@test -n "$(BACKUP)" -a -n "$(INTO)" || { echo "usage: make restore BACKUP=file INTO=new_database" >&2; exit 2; }
 	set -a && . .local/cognis.env && set +a && $(PY) -m app restore $(BACKUP) --into $(INTO)
 
+.PHONY: retention
+retention:  ## delete what retention allows, once (docs/operations.md); DRY_RUN=1 only counts it
+	set -a && . .local/cognis.env && set +a && $(PY) -m app retention $(if $(DRY_RUN),--dry-run)
+
 bench-foundation:  ## outbox lag and search latency against the running service (make up)
 	set -a && . .local/cognis.env && set +a && $(PY) -m bench.foundation
 

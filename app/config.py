@@ -637,9 +637,6 @@ class RelaySettings(BaseModel):
         description="first retry's backoff after a failed delivery (exponential, jittered)",
     )
     relay_backoff_max_s: float = Field(default=300.0, description="longest retry backoff")
-    outbox_retention_hours: float = Field(
-        default=24.0, description="delivered outbox rows are purged after this"
-    )
     erase_handoff_s: float = Field(
         default=30.0,
         description="how long background relays leave a user erasure to the request that made it",
@@ -684,6 +681,45 @@ class RelaySettings(BaseModel):
         description="when that check finds the index empty while Postgres holds delivered "
         "memories (a new cluster, a deleted index), re-queue every memory version for "
         "indexing; false: only report it (`make reindex` rebuilds it)",
+    )
+
+
+class RetentionSettings(BaseModel):
+    """Retention.
+
+    The retention job (app/db/retention.py) deletes rows whose use is over, in batches of one
+    short transaction each, beside the outbox relay: at start-up, then every interval.
+    `python -m app retention` (`make retention`) runs one pass.
+    """
+
+    retention_interval_s: float = Field(
+        default=3600.0,
+        ge=0,
+        description="how often the retention job runs (and once at start-up) where the relay "
+        "runs; 0: never (run `python -m app retention` instead)",
+    )
+    retention_batch_size: int = Field(
+        default=1000,
+        ge=1,
+        le=100_000,
+        description="most rows one delete removes, in a transaction of its own",
+    )
+    outbox_retention_hours: float = Field(
+        default=24.0, description="delivered outbox events are deleted this long after delivery"
+    )
+    ingest_task_retention_days: float = Field(
+        default=7.0,
+        ge=0,
+        description="finished ingestion tasks (done or failed) are deleted this long after they "
+        "finished, and `GET .../jobs/{job_id}` then answers 404 (the messages and the decision "
+        "audit trail stay); 0: kept forever",
+    )
+    batch_job_retention_days: float = Field(
+        default=7.0,
+        ge=0,
+        description="finished batch jobs (done or failed) are deleted this long after they "
+        "finished, and `GET .../memories/batch/jobs/{job_id}` then answers 404 (the memories "
+        "stay); 0: kept forever",
     )
 
 
@@ -887,6 +923,7 @@ class Settings(
     KeySettings,
     RetrievalSettings,
     RelaySettings,
+    RetentionSettings,
     LlmSettings,
     IngestSettings,
     BaseSettings,
@@ -895,6 +932,20 @@ class Settings(
     constants."""
 
     model_config = SettingsConfigDict(env_prefix="COGNIS_", extra="ignore")
+
+    @model_validator(mode="after")
+    def _jobs_outlive_their_keys(self) -> Settings:
+        # A retried submission replays its key's response, which names its job: the job must
+        # still be there to be polled for as long as the key is.
+        for name in ("ingest_task_retention_days", "batch_job_retention_days"):
+            days = getattr(self, name)
+            if 0 < days * 86_400 < self.idempotency_ttl_s:
+                raise ValueError(
+                    f"COGNIS_{name.upper()} must be 0 (forever) or at least "
+                    "COGNIS_IDEMPOTENCY_TTL_S, so a replayed response never names a job "
+                    "that is gone"
+                )
+        return self
 
 
 # The groups in the order the README lists them.
@@ -905,6 +956,7 @@ SETTINGS_GROUPS: tuple[type[BaseModel], ...] = (
     KeySettings,
     RetrievalSettings,
     RelaySettings,
+    RetentionSettings,
     LlmSettings,
     IngestSettings,
 )

@@ -170,3 +170,28 @@ def observe_applied_message(extractor: str, fallback_used: bool, operations: lis
     INGESTED_MESSAGES.labels(extractor=extractor, fallback=str(fallback_used).lower()).inc()
     for operation in operations:
         INGEST_DECISIONS.labels(operation=operation).inc()
+
+
+RETENTION_PURGED = Counter(
+    "cognis_retention_rows_purged_total",
+    "Rows the retention job deleted (app/db/retention.py), by table.",
+    ["table"],
+    registry=REGISTRY,
+)
+for _table in (
+    "outbox",
+    "idempotency_keys",
+    "ingest_tasks",
+    "batch_jobs",
+    "user_erasures",
+):
+    RETENTION_PURGED.labels(table=_table)
+# Read from Postgres at scrape time, like the outbox backlog: the same on every replica,
+# whichever process runs the job.
+RETENTION_OVERDUE_SECONDS = Gauge(
+    "cognis_retention_overdue_seconds",
+    "How long the oldest row the retention job should have deleted has been due, by table; up "
+    "to COGNIS_RETENTION_INTERVAL_S while the job runs, 0 when nothing is due.",
+    ["table"],
+    registry=REGISTRY,
+)

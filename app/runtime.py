@@ -7,10 +7,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Coroutine
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
+from typing import Any
 
 import anyio
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
@@ -19,6 +20,7 @@ from app.config import Settings
 from app.db.categories import category_loader
 from app.db.engine import application_name, create_engine, create_sessionmaker
 from app.db.reads import ReadRouter
+from app.db.retention import RetentionJob
 from app.imports.service import MemoryImporter
 from app.ingest.pipeline import IngestPipeline
 from app.ingest.worker import IngestWorker
@@ -168,6 +170,11 @@ class Runtime:
         return ExpiryReaper(self.background_sessionmaker, self.settings)
 
     @cached_property
+    def retention(self) -> RetentionJob:
+        """The retention job: across tenants, so on the background role, like the relay."""
+        return RetentionJob(self.background_sessionmaker, self.settings)
+
+    @cached_property
     def index_coverage(self) -> IndexCoverageCheck:
         """Whether the index holds every delivered memory version (/ready, searches' `stale`):
         across tenants, so on the background role, like the relay."""
@@ -212,16 +219,21 @@ class Runtime:
         self, stop: asyncio.Event, *, relay: bool, ingest_worker: bool, index_check: bool = False
     ) -> None:
         """This process's share of the background work until `stop` is set: the outbox relay
-        (and beside it the expiry reaper, the periodic maintenance of both stores) and/or the
-        ingestion workers (and beside them the batch job worker and the sentence worker,
-        COGNIS_SENTENCE_VECTORS), each finishing the batch in hand before it returns; with
+        (and beside it the expiry reaper and the retention job, the periodic maintenance of both
+        stores) and/or the ingestion workers (and beside them the batch job worker and the
+        sentence worker, COGNIS_SENTENCE_VECTORS), each finishing the batch in hand before it
+        returns; with
         `index_check` (the API, which reports it) the index coverage check. Every process kind
         starts them here: the API (COGNIS_RELAY_IN_API, COGNIS_INGEST_WORKER_IN_API),
         `python -m app relay` and `python -m app worker`."""
         if ingest_worker:
             # Workers embed what they write; a no-op where the process has loaded it already.
             await anyio.to_thread.run_sync(self.embedder.load)
-        loops = [self.relay.run_forever(stop), self.reaper.run_forever(stop)] if relay else []
+        loops: list[Coroutine[Any, Any, None]] = []
+        if relay:
+            loops.append(self.relay.run_forever(stop))
+            loops.append(self.reaper.run_forever(stop))
+            loops.append(self.retention.run_forever(stop))
         if index_check:
             loops.append(self.index_coverage.run_forever(stop))
         if ingest_worker:

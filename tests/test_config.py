@@ -128,7 +128,6 @@ EXPECTED_DEFAULTS: dict[str, object] = {
     "relay_poll_interval_s": 2.0,
     "relay_backoff_base_s": 1.0,
     "relay_backoff_max_s": 300.0,
-    "outbox_retention_hours": 24.0,
     "erase_handoff_s": 30.0,
     "erase_write_block_s": 60.0,
     "expiry_reap_interval_s": 60.0,
@@ -137,6 +136,12 @@ EXPECTED_DEFAULTS: dict[str, object] = {
     "index_wait_poll_ms": 50,
     "index_check_interval_s": 30.0,
     "index_requeue_empty": True,
+    # RetentionSettings
+    "retention_interval_s": 3600.0,
+    "retention_batch_size": 1000,
+    "outbox_retention_hours": 24.0,
+    "ingest_task_retention_days": 7.0,
+    "batch_job_retention_days": 7.0,
     # LlmSettings
     "llm_base_url": None,
     "llm_model": None,
@@ -209,6 +214,7 @@ def test_a_variable_of_each_group_reaches_its_setting(monkeypatch: pytest.Monkey
         "admin_key_hashes": "ab",
         "rrf_k": 7,
         "relay_batch_size": 11,
+        "retention_batch_size": 12,
         "llm_local_port": 9001,
         "ingest_queue": "slow",
     }

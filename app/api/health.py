@@ -13,6 +13,7 @@ from sqlalchemy import text
 
 from app import metrics
 from app.api.auth import require_metrics_key
+from app.db.retention import overdue_seconds
 from app.memories.batch_jobs import BatchJobRepository
 from app.memories.sentence_backfill import pending_sentences
 from app.runtime import Runtime
@@ -93,10 +94,14 @@ async def ready(state: State) -> Response[dict[str, Any]]:
 
 
 async def _observe_stores(runtime: Runtime) -> None:
-    """Scrape-time gauges: the outbox backlog from Postgres, node CPU from OpenSearch."""
+    """Scrape-time gauges: the outbox backlog and what retention has left overdue from
+    Postgres, node CPU from OpenSearch."""
     pending, oldest_s, _ = await _backlogs(runtime)
     metrics.OUTBOX_PENDING.set(pending)
     metrics.OUTBOX_OLDEST_PENDING_SECONDS.set(oldest_s or 0.0)
+    async with runtime.background_sessionmaker() as session:
+        for table, seconds in (await overdue_seconds(session, runtime.settings)).items():
+            metrics.RETENTION_OVERDUE_SECONDS.labels(table=table).set(seconds)
     try:
         stats = await runtime.index.client.nodes.stats(metric="os")
     except Exception:

@@ -1,5 +1,5 @@
-"""Command line: serve, relay, worker, reindex, embed-sentences, import, export, backup,
-restore, admin, migrate, embed-serve, mcp."""
+"""Command line: serve, relay, worker, reindex, embed-sentences, retention, import, export,
+backup, restore, admin, migrate, embed-serve, mcp."""
 
 # Every command and its flags are declared here; what each does lives beside: processes.py (the
 # long-running ones), maintenance.py (the stores), admin.py (tenants and their keys).
@@ -51,6 +51,15 @@ def main(argv: list[str] | None = None) -> int:
     sentences.add_argument("--user", help="only this user's memories (with --tenant)")
     sentences.add_argument("--batch-size", type=_positive, default=200, help="memories a batch")
     sentences.set_defaults(func=maintenance.embed_sentences)
+    retention = commands.add_parser(
+        "retention",
+        help="delete rows whose use is over, once (delivered outbox events, expired "
+        "idempotency keys, finished jobs; COGNIS_*_RETENTION_*)",
+    )
+    retention.add_argument(
+        "--dry-run", action="store_true", help="count the rows due per table, delete nothing"
+    )
+    retention.set_defaults(func=maintenance.retention)
     worker = commands.add_parser("worker", help="run ingestion workers on their own (scale-out)")
     worker.add_argument("--once", action="store_true", help="process what is due, then exit")
     worker.set_defaults(func=processes.worker)

@@ -1,5 +1,5 @@
-"""Commands on the stores: rebuild the BM25 index, import and export histories, migrate the
-schema."""
+"""Commands on the stores: rebuild the BM25 index, delete what retention allows, import and
+export histories, migrate the schema."""
 
 from __future__ import annotations
 
@@ -84,6 +84,24 @@ def embed_sentences(args: argparse.Namespace) -> int:
         return 0
 
     return with_runtime(body, "embed-sentences")
+
+
+def retention(args: argparse.Namespace) -> int:
+    """One pass of the retention job (app/db/retention.py); with --dry-run, what it would
+    delete."""
+
+    async def body(runtime: Runtime) -> int:
+        if args.dry_run:
+            due = await runtime.retention.due()
+            for table, rows in due.items():
+                print(f"{table}: {rows} rows due", flush=True)
+            return 0
+        purged = await runtime.retention.run_once()
+        for table, rows in purged.items():
+            print(f"{table}: {rows} rows deleted", flush=True)
+        return 0
+
+    return with_runtime(body, "retention")
 
 
 def import_history(args: argparse.Namespace) -> int:

@@ -336,6 +336,12 @@ class OutboxEvent(Base):
             "processed_at",
             postgresql_where=text("processed_at IS NOT NULL"),
         ),
+        # Delivered rows by delivery time, oldest first: the retention job's (0026).
+        Index(
+            "outbox_delivered_idx",
+            "processed_at",
+            postgresql_where=text("processed_at IS NOT NULL"),
+        ),
     )
 
 
@@ -447,6 +453,12 @@ class IngestTask(Base):
             "message_id",
             postgresql_where=text("state IN ('queued', 'running')"),
         ),
+        # Finished tasks, oldest first: the retention job's (0026).
+        Index(
+            "ingest_tasks_finished_idx",
+            "finished_at",
+            postgresql_where=text("state IN ('done', 'failed')"),
+        ),
     )
 
 
@@ -509,7 +521,7 @@ class IdempotencyKey(Base):
     """A write sent with an Idempotency-Key, and the response it got (app/idempotency): a
     retry with the same key, user and request is answered with that response instead of
     writing again. Written in the write's own transaction; kept until `expires_at`
-    (COGNIS_IDEMPOTENCY_TTL_S), then purged by the relay.
+    (COGNIS_IDEMPOTENCY_TTL_S), then deleted by the retention job (app/db/retention.py).
 
     A memory write stores its row `done`, response and all, at commit. A message submission
     stores it `running` with its job when step 1 commits, and `done` once it has answered."""
@@ -588,4 +600,10 @@ class BatchJob(Base):
             postgresql_where=text(_in_list("status", ("queued", "running"))),
         ),
         Index(None, "user_id"),
+        # Finished jobs, oldest first: the retention job's (0026).
+        Index(
+            "batch_jobs_finished_idx",
+            "finished_at",
+            postgresql_where=text(_in_list("status", ("done", "failed"))),
+        ),
     )
