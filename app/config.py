@@ -320,6 +320,12 @@ class ApiSettings(BaseModel):
         "replayed to a retry with the same key (app/idempotency); a retry after this is a new "
         "request",
     )
+    console_session_hours: float = Field(
+        default=12.0,
+        gt=0,
+        description="how long a console login lasts (then log in again); logging out ends it "
+        "at once",
+    )
     bulk_write_deadline_ms: int = Field(
         default=55_000,
         ge=0,

@@ -183,6 +183,7 @@ for _table in (
     "idempotency_keys",
     "ingest_tasks",
     "batch_jobs",
+    "console_sessions",
     "user_erasures",
 ):
     RETENTION_PURGED.labels(table=_table)

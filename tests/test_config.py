@@ -71,6 +71,7 @@ EXPECTED_DEFAULTS: dict[str, object] = {
     "write_deadline_ms": 30000,
     "bulk_write_deadline_ms": 55000,
     "idempotency_ttl_s": 86400.0,
+    "console_session_hours": 12.0,
     # KeySettings
     "api_key_hashes": "",
     "admin_key_hashes": "",

@@ -1,11 +1,12 @@
 """The console's CSRF tokens: every form that changes something carries one, checked before the
 handler runs (synchronizer tokens, stateless).
 
-Logged in, the token is an HMAC of the session cookie (the API key) with a fixed label: a page of
-this console can put it in its forms, another site cannot read or compute it (the key is in an
-HttpOnly, SameSite=Strict cookie), and it changes with the session. Before login, a random
-pre-session cookie stands in for the key, so a cross-site form cannot log a victim into the
-attacker's tenant (login CSRF): that form lacks the cookie (SameSite=Strict) and the token.
+Logged in, the token is an HMAC of the session cookie (the session's secret, sessions.py) with a
+fixed label: a page of this console can put it in its forms, another site cannot read or compute
+it (the secret is in an HttpOnly, SameSite=Strict cookie), and it changes with every login.
+Before login, a random pre-session cookie stands in for the secret, so a cross-site form cannot
+log a victim into the attacker's tenant (login CSRF): that form lacks the cookie (SameSite=Strict)
+and the token.
 
 Litestar's own CSRFConfig is application-wide (the REST API, whose callers send keys in headers,
 would need excluding), double-submit rather than tied to the session, and needs a server secret
@@ -31,9 +32,9 @@ def _mac(secret: str, label: bytes) -> str:
     return hmac.new(secret.encode(), label, hashlib.sha256).hexdigest()
 
 
-def session_token(key: str) -> str:
-    """The token of the forms of a logged-in session."""
-    return _mac(key, b"cognis-console-csrf")
+def session_token(secret: str) -> str:
+    """The token of the forms of a logged-in session (`secret`: its cookie's value)."""
+    return _mac(secret, b"cognis-console-csrf")
 
 
 def login_token(nonce: str) -> str:

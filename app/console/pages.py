@@ -1,5 +1,7 @@
-"""Console pages: log in with an API key (kept in an HttpOnly cookie), then browse and act (edit,
-delete, erase, dry runs): every change is a POST carrying the session's CSRF token."""
+"""Console pages: log in with an API key (kept server-side, sealed: the HttpOnly cookie holds
+a session secret, sessions.py), then browse and act (edit, delete, erase, dry runs): every
+change is a POST carrying the session's CSRF token. Every answer carries the headers of
+headers.py."""
 
 from __future__ import annotations
 
@@ -18,14 +20,19 @@ from litestar import Controller, MediaType, Request, Response, get, post
 from litestar.connection import ASGIConnection
 from litestar.datastructures import Cookie
 from litestar.enums import RequestEncodingType
-from litestar.exceptions import NotAuthorizedException, PermissionDeniedException
+from litestar.exceptions import (
+    NotAuthorizedException,
+    NotFoundException,
+    PermissionDeniedException,
+)
 from litestar.handlers.base import BaseRouteHandler
 from litestar.params import Body, Parameter
 from litestar.response import Redirect
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.console import csrf, queries
+from app.console import csrf, queries, sessions
 from app.console.diff import field_changes, word_diff
+from app.console.headers import console_headers
 from app.db.models import Message
 from app.db.tenant import act_as
 from app.in_process import in_process_client
@@ -36,7 +43,9 @@ from app.search_index.relay import oldest_pending_age_s
 from app.tenants.authentication import API_KEY_HEADER
 from app.vocabulary import SEED_CATEGORIES
 
-COOKIE = "cognis_console_key"
+COOKIE = "cognis_console_session"
+STATIC = Path(__file__).parent / "static"
+ASSETS = {"console.css": "text/css; charset=utf-8", "console.js": "text/javascript; charset=utf-8"}
 PAGE_SIZE = 50
 TEMPLATES = Environment(
     loader=FileSystemLoader(Path(__file__).parent / "templates"),
@@ -65,19 +74,23 @@ async def _form(connection: ASGIConnection) -> dict[str, Any]:
 
 async def require_form_token(connection: ASGIConnection, _: BaseRouteHandler) -> None:
     """Every change: the form carries the token of this session's cookie, or nothing happens."""
-    key = connection.cookies.get(COOKIE)
+    secret = connection.cookies.get(COOKIE)
     given = (await _form(connection)).get(csrf.FIELD)
-    if not csrf.accepted(given, csrf.session_token(key) if key else None):
+    if not csrf.accepted(given, csrf.session_token(secret) if secret else None):
         raise PermissionDeniedException(csrf.REFUSED)
 
 
 async def require_console_key(connection: ASGIConnection, _: BaseRouteHandler) -> None:
-    """The logged-in key's tenant binds the page's queries, as the API's key check does."""
+    """The session's key (kept server-side) and its tenant, which binds the page's queries, as
+    the API's key check does; no session, an expired one, or a key revoked since: log in."""
     act_as(None)
-    key = connection.cookies.get(COOKIE)
-    tenant_id = await connection.app.state.runtime.keys.tenant_of(key) if key else None
-    if tenant_id is None:
+    runtime = connection.app.state.runtime
+    secret = connection.cookies.get(COOKIE)
+    key = await sessions.session_key(runtime.sessionmaker, secret) if secret else None
+    tenant_id = await runtime.keys.tenant_of(key) if key else None
+    if key is None or tenant_id is None:
         raise NotAuthorizedException("log in with an API key")
+    connection.state.console_key = key
     act_as(tenant_id)
 
 
@@ -133,9 +146,8 @@ class _Api:
 
 
 def api(request: Request) -> _Api:
-    """The public API, in process, with the logged-in key."""
-    key = request.cookies.get(COOKIE, "")
-    return _Api(in_process_client(request.app, {API_KEY_HEADER: key}))
+    """The public API, in process, with the logged-in key (found by require_console_key)."""
+    return _Api(in_process_client(request.app, {API_KEY_HEADER: request.state.console_key}))
 
 
 def _cookie(request: Request, name: str, value: str, max_age: int | None = None) -> Cookie:
@@ -151,8 +163,8 @@ def _cookie(request: Request, name: str, value: str, max_age: int | None = None)
     )
 
 
-def _key_cookie(request: Request, key: str, max_age: int | None = None) -> Cookie:
-    return _cookie(request, COOKIE, key, max_age)
+def _session_cookie(request: Request, secret: str, max_age: int | None = None) -> Cookie:
+    return _cookie(request, COOKIE, secret, max_age)
 
 
 def _login_form(request: Request, status_code: int = 200, **context: Any) -> Response[str]:
@@ -170,6 +182,14 @@ def _login_form(request: Request, status_code: int = 200, **context: Any) -> Res
 class ConsoleLogin(Controller):
     path = "/console"
     include_in_schema = False
+    middleware = [console_headers]
+
+    @get("/static/{name:str}")
+    async def asset(self, name: str) -> Response[bytes]:
+        """The console's stylesheet and script (files, so the CSP allows nothing inline)."""
+        if name not in ASSETS:
+            raise NotFoundException(f"no console asset {name!r}")
+        return Response((STATIC / name).read_bytes(), media_type=ASSETS[name])
 
     @get("/login")
     async def login_form(self, request: Request) -> Response[str]:
@@ -193,13 +213,19 @@ class ConsoleLogin(Controller):
             )
             return render("error.html", 403, error=error, path=request.url.path)
         key = data.get("key", "").strip()
-        if not key or await request.app.state.runtime.keys.tenant_of(key) is None:
+        runtime = request.app.state.runtime
+        if not key or await runtime.keys.tenant_of(key) is None:
             return _login_form(request, 401, error="That key is not accepted.")
+        lifetime_s = runtime.settings.console_session_hours * 3600
+        secret = await sessions.open_session(runtime.sessionmaker, key, lifetime_s)
         # The pre-session cookie is spent: the session's own token takes over.
         return Redirect(
             "/console",
             status_code=303,
-            cookies=[_key_cookie(request, key), _cookie(request, csrf.LOGIN_COOKIE, "", 0)],
+            cookies=[
+                _session_cookie(request, secret, max_age=int(lifetime_s)),
+                _cookie(request, csrf.LOGIN_COOKIE, "", 0),
+            ],
         )
 
 
@@ -207,6 +233,7 @@ class ConsolePages(Controller):
     path = "/console"
     include_in_schema = False
     guards = [require_console_key]
+    middleware = [console_headers]
     exception_handlers = {
         NotAuthorizedException: to_login,
         PermissionDeniedException: on_refused,
@@ -220,8 +247,11 @@ class ConsolePages(Controller):
 
     @post("/logout", guards=[require_form_token])
     async def log_out(self, request: Request) -> Response[Any]:
+        # The session ends here, not only in this browser: its cookie opens nothing any more.
+        secret = request.cookies.get(COOKIE, "")
+        await sessions.close_session(request.app.state.runtime.sessionmaker, secret)
         return Redirect(
-            "/console/login", status_code=303, cookies=[_key_cookie(request, "", max_age=0)]
+            "/console/login", status_code=303, cookies=[_session_cookie(request, "", max_age=0)]
         )
 
     @get("/")

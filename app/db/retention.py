@@ -1,9 +1,9 @@
 """Retention: rows whose use is over, deleted in small batches, each found by an index.
 
-Five tables grow with use and never shrink on their own: delivered outbox events, expired
+Six tables grow with use and never shrink on their own: delivered outbox events, expired
 idempotency keys, finished ingestion tasks (the jobs `GET .../jobs/{id}` reports), finished
-batch jobs, and erase tombstones whose write block has passed. The retention job deletes
-them, beside the outbox relay and the expiry reaper (app/runtime.py), every
+batch jobs, expired console logins, and erase tombstones whose write block has passed. The
+retention job deletes them, beside the outbox relay and the expiry reaper (app/runtime.py), every
 COGNIS_RETENTION_INTERVAL_S and once at start-up; `python -m app retention` runs one pass.
 
 Each batch is one short transaction of at most COGNIS_RETENTION_BATCH_SIZE rows:
@@ -102,6 +102,13 @@ POLICIES: tuple[Policy, ...] = (
         "finished_at",
         "batch_jobs_finished_idx",
         lambda s: s.batch_job_retention_days * DAY_S,
+    ),
+    # Console logins past COGNIS_CONSOLE_SESSION_HOURS (logging out deletes its own at once).
+    Policy(
+        "console_sessions",
+        "expires_at <= now()",
+        "expires_at",
+        "console_sessions_expires_at_idx",
     ),
     # A tombstone lives COGNIS_ERASE_WRITE_BLOCK_S (a minute): a handful of rows at any time.
     Policy(

@@ -16,3 +16,10 @@ from tests.conftest import ApiProcess
 async def api_client(api: ApiProcess) -> AsyncIterator[httpx.AsyncClient]:
     async with api.client() as http:
         yield http
+
+
+@pytest.fixture
+async def browser_like(api: ApiProcess) -> AsyncIterator[httpx.AsyncClient]:
+    """A cookie-keeping client of the console (as a browser is), not following redirects."""
+    async with httpx.AsyncClient(base_url=api.url, timeout=60) as http:
+        yield http

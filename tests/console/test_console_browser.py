@@ -136,6 +136,15 @@ async def test_console_end_to_end(
     browser.get(f"{api.url}/console?prefix={user_id}")
     (row,) = texts(browser, "#users tr:not(:first-child)")
     assert row.split()[:3] == [user_id, "2", "3"]
+    # The console's script and stylesheet load under its Content-Security-Policy (no inline
+    # code): "Open a user" is the script's, and the header keeps its styled colour.
+    browser.find_element(By.ID, "open-user").send_keys(user_id)
+    follow(browser, browser.find_element(By.CSS_SELECTOR, "#open-user-form button"), user_id)
+    assert browser.current_url.endswith(f"/console/users/{user_id}")
+    header = browser.find_element(By.TAG_NAME, "header")
+    assert header.value_of_css_property("background-color") == "rgba(29, 42, 68, 1)"
+    refused = [e for e in browser.get_log("browser") if "Content Security Policy" in e["message"]]
+    assert refused == [], refused
 
     # Memories, with a category filter applied by the light JS (a select's change submits).
     follow(browser, browser.find_element(By.LINK_TEXT, user_id), f"/console/users/{user_id}")

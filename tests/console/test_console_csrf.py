@@ -5,14 +5,13 @@ too (a cross-site login form: 403 and no cookie set), and a GET never logs out."
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator
 
 import httpx
 import pytest
 
 from app.console import csrf
 from app.console.pages import COOKIE
-from tests.conftest import API_KEY, ApiProcess
+from tests.conftest import API_KEY
 
 
 def form_token(page: httpx.Response) -> str:
@@ -21,18 +20,11 @@ def form_token(page: httpx.Response) -> str:
     return found.group(1)
 
 
-@pytest.fixture
-async def browser_like(api: ApiProcess) -> AsyncIterator[httpx.AsyncClient]:
-    """A cookie-keeping client of the console (as a browser is), not following redirects."""
-    async with httpx.AsyncClient(base_url=api.url, timeout=60) as http:
-        yield http
-
-
 async def logged_in(http: httpx.AsyncClient) -> str:
     """Logs in through the login form; the session's form token."""
     token = form_token(await http.get("/console/login"))
     answer = await http.post("/console/login", data={"csrf": token, "key": API_KEY})
-    assert answer.status_code == 303 and http.cookies.get(COOKIE) == API_KEY, answer.text
+    assert answer.status_code == 303 and http.cookies.get(COOKIE), answer.text
     return form_token(await http.get("/console"))
 
 
@@ -69,7 +61,8 @@ async def test_every_change_needs_the_sessions_token(
     browser_like: httpx.AsyncClient, api_client: httpx.AsyncClient, user_id: str
 ) -> None:
     token = await logged_in(browser_like)
-    assert token == csrf.session_token(API_KEY)
+    session = browser_like.cookies.get(COOKIE)
+    assert token == csrf.session_token(session)
     memory = (
         await api_client.post(f"/v1/users/{user_id}/memories", json={"content": "Ada keeps bees."})
     ).json()
@@ -92,7 +85,7 @@ async def test_every_change_needs_the_sessions_token(
     history = (await api_client.get(f"/v1/users/{user_id}/memories/{memory['id']}/history")).json()
     assert [v["content"] for v in history["versions"]] == ["Ada keeps bees."]
     assert [v["is_current"] for v in history["versions"]] == [True]
-    assert browser_like.cookies.get(COOKIE) == API_KEY
+    assert browser_like.cookies.get(COOKIE) == session
     assert (await browser_like.get("/console/outbox")).status_code == 200
 
     # With the token, the same form does its work.

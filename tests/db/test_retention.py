@@ -103,6 +103,16 @@ async def _seed(db: AsyncEngine, user_id: str) -> dict[str, dict[str, list[str]]
             ],
         }
 
+        login = (
+            "INSERT INTO console_sessions (id, sealed_key, expires_at) "
+            "VALUES (sha256(CAST(CAST(gen_random_uuid() AS text) AS bytea)), '\\x00', "
+            "now() + CAST(CAST(:left AS text) AS interval)) RETURNING encode(id, 'hex')"
+        )
+        rows["console_sessions"] = {
+            "due": await ids(login, left="-1 second"),
+            "kept": await ids(login, left="1 hour"),
+        }
+
         erasure = (
             "INSERT INTO user_erasures (user_id, erased_at, writes_refused_until) "
             "VALUES (:who, now(), now() + CAST(CAST(:left AS text) AS interval)) RETURNING user_id"
@@ -119,6 +129,7 @@ KEY_COLUMNS = {
     "idempotency_keys": ("key", "text"),
     "ingest_tasks": ("message_id", "uuid"),
     "batch_jobs": ("id", "uuid"),
+    "console_sessions": ("encode(id, 'hex')", "text"),
     "user_erasures": ("user_id", "text"),
 }
 
