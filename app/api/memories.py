@@ -61,6 +61,7 @@ def _draft(body: MemoryCreate) -> MemoryDraft:
         context=body.context,
         expires_at=body.expires_at,
         ttl_s=body.ttl_s,
+        language=body.language,
     )
 
 

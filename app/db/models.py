@@ -189,6 +189,9 @@ class Memory(Base):
     # it from both stores (app/memories/expiry.py). A property of the memory, not of a
     # version: every version of a chain carries the same value. NULL: never.
     expires_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    # The content's language, ISO 639-1 (0028): given by the client or detected when the row
+    # is made (app/ml/language.py). NULL: content without letters.
+    language: Mapped[str | None] = mapped_column(Text)
 
     __table_args__ = (
         CheckConstraint(_in_list("scope", SCOPES), name="scope"),
@@ -196,6 +199,7 @@ class Memory(Base):
         CheckConstraint("length(btrim(content)) > 0", name="content_not_blank"),
         CheckConstraint("is_current = (superseded_at IS NULL)", name="current_not_superseded"),
         CheckConstraint("version >= 1", name="version_positive"),
+        CheckConstraint("language ~ '^[a-z]{2}$'", name="language_code"),
         CheckConstraint(
             "(version = 1) = (replaces_id IS NULL)", name="first_version_replaces_nothing"
         ),

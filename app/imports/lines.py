@@ -22,6 +22,7 @@ from app.memories.fields import (
     MAX_METADATA_DEPTH,
     AgentId,
     ExpiresAt,
+    Language,
     Metadata,
     RunId,
     SessionId,
@@ -62,6 +63,8 @@ class ImportLine(msgspec.Struct, forbid_unknown_fields=True):
     # When it expires (in the future), or its time to live in seconds from the import.
     expires_at: ExpiresAt | None = None
     ttl_s: TtlSeconds | None = None
+    # ISO 639-1; omitted: detected from the content.
+    language: Language | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,6 +156,7 @@ def _draft(number: int, fields: dict[str, Any], rules: LineRules) -> ImportDraft
         metadata=fields["metadata"] or {},
         expires_at=fields.get("expires_at"),
         ttl_s=fields.get("ttl_s"),
+        language=fields.get("language"),
     )
     check_draft(draft, rules.max_content_chars, rules.max_metadata_bytes)
     check_text(fields["external_id"], "external_id")

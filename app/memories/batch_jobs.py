@@ -30,6 +30,7 @@ _GIVEN = (
     "metadata",
     "context",
     "expires_at",
+    "language",  # jobs queued before it have none: detected
 )
 _INSTANTS = ("event_time", "event_end", "expires_at")
 

@@ -38,6 +38,7 @@ _STAGING = (
     ("metadata", pgcopy.jsonb),
     ("external_id", pgcopy.text),
     ("expires_at", pgcopy.timestamptz),
+    ("language", pgcopy.text),
 )
 _CREATE_STAGING = text(
     f"""
@@ -57,7 +58,8 @@ _CREATE_STAGING = text(
         embedding_256d vector({COARSE_DIM}) NOT NULL,
         metadata jsonb NOT NULL,
         external_id text NOT NULL,
-        expires_at timestamptz
+        expires_at timestamptz,
+        language text
     ) ON COMMIT DROP
     """
 )
@@ -65,10 +67,11 @@ _INSERT_NEW = text(
     f"""
     INSERT INTO memories (id, user_id, chain_id, version, content, category, scope, session_id,
                           agent_id, run_id, is_current, speaker, event_time, created_at,
-                          embedding_768d, embedding_256d, metadata, external_id, expires_at)
+                          embedding_768d, embedding_256d, metadata, external_id, expires_at,
+                          language)
     SELECT id, user_id, id, 1, content, category, scope, session_id, agent_id, run_id, true,
            speaker, event_time, now(), embedding_768d, embedding_256d, metadata, external_id,
-           expires_at
+           expires_at, language
     FROM {STAGING_TABLE}
     ORDER BY position
     ON CONFLICT (tenant_id, user_id, external_id)
@@ -153,4 +156,5 @@ def _staging_record(position: int, memory: Memory) -> tuple[object, ...]:
         memory.metadata_,
         memory.external_id,
         memory.expires_at,
+        memory.language,
     )

@@ -18,6 +18,7 @@ from app.memories.fields import (
     Content,
     ExpiresAt,
     Instant,
+    Language,
     Metadata,
     RunId,
     Scope,
@@ -53,6 +54,8 @@ class MemoryUpdate(msgspec.Struct, forbid_unknown_fields=True):
     # Applies to every version of the memory, the earlier ones too.
     expires_at: ExpiresAt | msgspec.UnsetType | None = msgspec.UNSET
     ttl_s: TtlSeconds | msgspec.UnsetType = msgspec.UNSET
+    # Omitted: kept while the content stays, detected again when it changes; null: detected.
+    language: Language | msgspec.UnsetType | None = msgspec.UNSET
 
     @property
     def changes_nothing(self) -> bool:
@@ -88,6 +91,8 @@ class MemoryDraft:
     # When the memory expires; `ttl_s`, if given instead, becomes it in check_draft.
     expires_at: datetime | None = None
     ttl_s: float | None = None
+    # ISO 639-1; None: detected from the content when the row is made (new_version).
+    language: str | None = None
 
 
 def check_content(content: str, max_chars: int, field: str) -> str:

@@ -84,6 +84,16 @@ ExpiresAt = Annotated[
         "as UTC. Not together with `ttl_s`."
     ),
 ]
+Language = Annotated[
+    str,
+    msgspec.Meta(
+        pattern="^[a-z]{2}$",
+        description="The language of the content, ISO 639-1 (`en`, `ja`, ...). Omitted or null: "
+        "detected from the content (null where it has no letters). Japanese, Chinese and Korean "
+        "text is searched by BM25 with analysis of its own (docs/languages.md).",
+        examples=["en", "ja"],
+    ),
+]
 Metadata = Annotated[
     dict[str, Any],
     msgspec.Meta(

@@ -73,6 +73,8 @@ FIELDS: dict[str, FieldSpec] = {
     "speaker": FieldSpec("text", "speaker", "speaker", True, _TEXT_OPS),
     "agent": FieldSpec("text", "agent_id", "agent_id", True, _TEXT_OPS),
     "run": FieldSpec("text", "run_id", "run_id", True, _TEXT_OPS),
+    # ISO 639-1, given or detected (0028); null: content without letters.
+    "language": FieldSpec("text", "language", "language", True, _TEXT_OPS),
     "created_at": FieldSpec("time", "created_at", "created_at", False, _TIME_OPS),
     "event_time": FieldSpec("time", "event_time", "event_time", True, _TIME_OPS),
     # The validity range in transaction time: from created_at until superseded_at (null

@@ -26,12 +26,23 @@ from app.memories.user_lock import hold_for_write
 from app.ml.batching import Work, WorkClass
 from app.ml.categories import CategoryClassifier
 from app.ml.embedder import Embedder, Embedding
+from app.ml.language import detect_language
 from app.search_index import outbox
 
 
 def _kept(change: Any, current: Any) -> Any:
     """An update's field: the change, or the current value where the update leaves it UNSET."""
     return current if change is msgspec.UNSET else change
+
+
+def _language_kept(changes: MemoryUpdate, old: Memory) -> str | None:
+    """An update's language: the one given; else the old one while the content stays; else
+    None, detected again from the new content."""
+    if changes.language is not msgspec.UNSET:
+        return changes.language
+    if changes.content is msgspec.UNSET or changes.content == old.content:
+        return old.language
+    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -251,6 +262,7 @@ class MemoryService:
             # A new version keeps its place in the conversation.
             context=old.context,
             follows_chain_id=old.follows_chain_id,
+            language=_language_kept(changes, old),
         )
         check_draft(draft, self._settings.max_content_chars, self._settings.max_metadata_bytes)
         if isinstance(changes.category, str):
@@ -392,4 +404,5 @@ def new_version(
         follows_chain_id=draft.follows_chain_id,
         mentioned_at=draft.mentioned_at,
         expires_at=draft.expires_at,
+        language=draft.language or detect_language(draft.content),
     )

@@ -52,6 +52,7 @@ def memory_document(memory: Memory) -> dict[str, Any]:
         "expires_at": memory.expires_at.isoformat() if memory.expires_at else None,
         # For filters on metadata paths (app/memories/filters.py): a flat_object.
         "metadata": indexed_metadata(memory.metadata_ or {}),
+        "language": memory.language,
     }
 
 
@@ -121,7 +122,7 @@ def added_fields(analysis: Analysis) -> dict[str, Any]:
 # treats those documents as missing the field). The language subfields of content and context
 # need analyzers an open index cannot gain: `make reindex` adds them (client.py,
 # MemoryIndex.add_language_fields).
-ADDED_FIELDS = ("context", "tenant_id", "metadata", "expires_at", "agent_id", "run_id")
+ADDED_FIELDS = ("context", "tenant_id", "metadata", "expires_at", "agent_id", "run_id", "language")
 
 
 def index_body(
@@ -162,6 +163,8 @@ def index_body(
                 # keyword (OpenSearch >= 2.7). Added to an older index on start-up; its
                 # documents get it at `make reindex`.
                 "metadata": {"type": "flat_object"},
+                # ISO 639-1 (0028), for filters; added to an older index on start-up.
+                "language": {"type": "keyword"},
             },
         },
     }

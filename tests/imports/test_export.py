@@ -126,6 +126,7 @@ async def test_an_export_imported_into_another_tenant_exports_the_same(
             "scope": "USER",
             "category": "personal_details",
             "metadata": {"tags": ["home", 2], "source": "chat"},
+            "language": "en",  # detected when written, carried to the other tenant
         }
         context = by_content["Prepare the slides for Monday"]
         assert (context["scope"], context["session_id"]) == ("CONTEXT", "s1")

@@ -15,6 +15,7 @@ from app.memories.fields import (
     Content,
     ExpiresAt,
     Instant,
+    Language,
     Metadata,
     RunId,
     Scope,
@@ -41,6 +42,7 @@ class MemoryCreate(msgspec.Struct, forbid_unknown_fields=True):
     # When the memory expires, or its time to live in seconds (one of the two, or neither).
     expires_at: ExpiresAt | None = None
     ttl_s: TtlSeconds | None = None
+    language: Language | None = None
 
 
 class MemoryBatchCreate(msgspec.Struct, forbid_unknown_fields=True):
@@ -72,6 +74,8 @@ class MemoryOut(msgspec.Struct):
     expires_at: datetime | None = None
     agent_id: str | None = None
     run_id: str | None = None
+    # ISO 639-1, given by the client or detected; null: the content has no letters.
+    language: str | None = None
 
     @classmethod
     def of(cls, m: Memory) -> MemoryOut:
@@ -98,6 +102,7 @@ class MemoryOut(msgspec.Struct):
             expires_at=m.expires_at,
             agent_id=m.agent_id,
             run_id=m.run_id,
+            language=m.language,
         )
 
 

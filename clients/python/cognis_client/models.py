@@ -41,6 +41,8 @@ class Memory(msgspec.Struct, frozen=True):
     run_id: str | None = None
     # The previous turn(s) of its session it was embedded with, when it has any.
     context: str | None = None
+    # Its language, ISO 639-1, given or detected (server 0028+); None: no letters in it.
+    language: str | None = None
 
 
 class MemoryPage(msgspec.Struct, frozen=True):
@@ -268,6 +270,8 @@ class MemoryInput(msgspec.Struct, omit_defaults=True, forbid_unknown_fields=True
     ttl_s: float | msgspec.UnsetType = msgspec.UNSET
     # The turn(s) it follows, to be embedded with it; default: derived from its session.
     context: str | msgspec.UnsetType = msgspec.UNSET
+    # Its language, ISO 639-1 ("ja"); default: detected from the content.
+    language: str | msgspec.UnsetType = msgspec.UNSET
 
 
 class MemoryChanges(msgspec.Struct, omit_defaults=True, forbid_unknown_fields=True):
@@ -288,6 +292,8 @@ class MemoryChanges(msgspec.Struct, omit_defaults=True, forbid_unknown_fields=Tr
     # A new expiry for the whole memory (None: it never expires), or a time to live from now.
     expires_at: datetime | msgspec.UnsetType | None = msgspec.UNSET
     ttl_s: float | msgspec.UnsetType = msgspec.UNSET
+    # Its language (None: detected again from the content).
+    language: str | msgspec.UnsetType | None = msgspec.UNSET
 
 
 class Message(msgspec.Struct, omit_defaults=True, forbid_unknown_fields=True):

@@ -434,7 +434,7 @@ export interface components {
             agent_id?: string | null;
             /** @description The query's reference time (as in search); default: now. */
             as_of?: string | null;
-            /** @description Only memories matching this filter are cited. A filter: a clause {"field", "op", "value"} or {"and": [...]}, {"or": [...]}, {"not": {...}}. Fields: category, scope, session, speaker, agent, run, created_at, event_time, valid_from, valid_to, and metadata paths ("metadata.project", "metadata.a.b"). Operators: eq, ne, in, nin, gt, gte, lt, lte, exists, contains. in/nin take a list; exists takes true or false; times are RFC 3339. At most 8 levels of and/or/not and 100 clauses. See README, "Filters". */
+            /** @description Only memories matching this filter are cited. A filter: a clause {"field", "op", "value"} or {"and": [...]}, {"or": [...]}, {"not": {...}}. Fields: category, scope, session, speaker, agent, run, language, created_at, event_time, valid_from, valid_to, and metadata paths ("metadata.project", "metadata.a.b"). Operators: eq, ne, in, nin, gt, gte, lt, lte, exists, contains. in/nin take a list; exists takes true or false; times are RFC 3339. At most 8 levels of and/or/not and 100 clauses. See README, "Filters". */
             filters?: {
                 [key: string]: unknown;
             } | null;
@@ -678,6 +678,12 @@ export interface components {
             event_time?: string | null;
             /** @description When the memory expires: from then on no read shows it, and the reaper removes it from both stores. RFC 3339, in the future; without an offset it is taken as UTC. Not together with `ttl_s`. */
             expires_at?: string | null;
+            /**
+             * @description The language of the content, ISO 639-1 (`en`, `ja`, ...). Omitted or null: detected from the content (null where it has no letters). Japanese, Chinese and Korean text is searched by BM25 with analysis of its own (docs/languages.md).
+             * @example en
+             * @example ja
+             */
+            language?: string | null;
             /** @description Any JSON object, nested at most 32 levels, without NUL (U+0000) or unpaired surrogate (U+D800-U+DFFF) characters. */
             metadata?: {
                 [key: string]: unknown;
@@ -716,6 +722,7 @@ export interface components {
             /** Format: uuid */
             id: string;
             is_current: boolean;
+            language?: string | null;
             metadata: {
                 [key: string]: unknown;
             };
@@ -759,6 +766,12 @@ export interface components {
             event_time?: string | null;
             /** @description When the memory expires: from then on no read shows it, and the reaper removes it from both stores. RFC 3339, in the future; without an offset it is taken as UTC. Not together with `ttl_s`. */
             expires_at?: string | null;
+            /**
+             * @description The language of the content, ISO 639-1 (`en`, `ja`, ...). Omitted or null: detected from the content (null where it has no letters). Japanese, Chinese and Korean text is searched by BM25 with analysis of its own (docs/languages.md).
+             * @example en
+             * @example ja
+             */
+            language?: string | null;
             /** @description Any JSON object, nested at most 32 levels, without NUL (U+0000) or unpaired surrogate (U+D800-U+DFFF) characters. */
             metadata?: {
                 [key: string]: unknown;
@@ -883,7 +896,7 @@ export interface components {
             /** @default false */
             explain?: boolean;
             /**
-             * @description Only memories matching this filter are searched: both legs apply it before ranking. A filter: a clause {"field", "op", "value"} or {"and": [...]}, {"or": [...]}, {"not": {...}}. Fields: category, scope, session, speaker, agent, run, created_at, event_time, valid_from, valid_to, and metadata paths ("metadata.project", "metadata.a.b"). Operators: eq, ne, in, nin, gt, gte, lt, lte, exists, contains. in/nin take a list; exists takes true or false; times are RFC 3339. At most 8 levels of and/or/not and 100 clauses. See README, "Filters".
+             * @description Only memories matching this filter are searched: both legs apply it before ranking. A filter: a clause {"field", "op", "value"} or {"and": [...]}, {"or": [...]}, {"not": {...}}. Fields: category, scope, session, speaker, agent, run, language, created_at, event_time, valid_from, valid_to, and metadata paths ("metadata.project", "metadata.a.b"). Operators: eq, ne, in, nin, gt, gte, lt, lte, exists, contains. in/nin take a list; exists takes true or false; times are RFC 3339. At most 8 levels of and/or/not and 100 clauses. See README, "Filters".
              * @example {
              *       "and": [
              *         {
@@ -1796,7 +1809,7 @@ export interface operations {
                 agent_id?: string | null;
                 /** @description The run's memories and those of no run. Omitted: every memory of the user, whatever its run. */
                 run_id?: string | null;
-                /** @description A filter as JSON (the search body's `filters`): only memories matching it are included. A filter: a clause {"field", "op", "value"} or {"and": [...]}, {"or": [...]}, {"not": {...}}. Fields: category, scope, session, speaker, agent, run, created_at, event_time, valid_from, valid_to, and metadata paths ("metadata.project", "metadata.a.b"). Operators: eq, ne, in, nin, gt, gte, lt, lte, exists, contains. in/nin take a list; exists takes true or false; times are RFC 3339. At most 8 levels of and/or/not and 100 clauses. See README, "Filters". */
+                /** @description A filter as JSON (the search body's `filters`): only memories matching it are included. A filter: a clause {"field", "op", "value"} or {"and": [...]}, {"or": [...]}, {"not": {...}}. Fields: category, scope, session, speaker, agent, run, language, created_at, event_time, valid_from, valid_to, and metadata paths ("metadata.project", "metadata.a.b"). Operators: eq, ne, in, nin, gt, gte, lt, lte, exists, contains. in/nin take a list; exists takes true or false; times are RFC 3339. At most 8 levels of and/or/not and 100 clauses. See README, "Filters". */
                 filters?: string | null;
             };
             header?: never;
@@ -2163,7 +2176,7 @@ export interface operations {
                 include_superseded?: boolean;
                 limit?: number;
                 cursor?: string | null;
-                /** @description A filter as JSON (the search body's `filters`): only memories matching it are included. A filter: a clause {"field", "op", "value"} or {"and": [...]}, {"or": [...]}, {"not": {...}}. Fields: category, scope, session, speaker, agent, run, created_at, event_time, valid_from, valid_to, and metadata paths ("metadata.project", "metadata.a.b"). Operators: eq, ne, in, nin, gt, gte, lt, lte, exists, contains. in/nin take a list; exists takes true or false; times are RFC 3339. At most 8 levels of and/or/not and 100 clauses. See README, "Filters". */
+                /** @description A filter as JSON (the search body's `filters`): only memories matching it are included. A filter: a clause {"field", "op", "value"} or {"and": [...]}, {"or": [...]}, {"not": {...}}. Fields: category, scope, session, speaker, agent, run, language, created_at, event_time, valid_from, valid_to, and metadata paths ("metadata.project", "metadata.a.b"). Operators: eq, ne, in, nin, gt, gte, lt, lte, exists, contains. in/nin take a list; exists takes true or false; times are RFC 3339. At most 8 levels of and/or/not and 100 clauses. See README, "Filters". */
                 filters?: string | null;
                 /** @description Only memories whose id starts with these hex digits (4 to 32, dashes ignored): finds the memory a short id names, e.g. `3fa85f64`. */
                 id_prefix?: string | null;
@@ -3058,7 +3071,7 @@ export interface operations {
                 /** @description The run's memories and those of no run. Omitted: every memory of the user, whatever its run. */
                 run_id?: string | null;
                 category?: string | null;
-                /** @description A filter as JSON (the search body's `filters`): only memories matching it are included. A filter: a clause {"field", "op", "value"} or {"and": [...]}, {"or": [...]}, {"not": {...}}. Fields: category, scope, session, speaker, agent, run, created_at, event_time, valid_from, valid_to, and metadata paths ("metadata.project", "metadata.a.b"). Operators: eq, ne, in, nin, gt, gte, lt, lte, exists, contains. in/nin take a list; exists takes true or false; times are RFC 3339. At most 8 levels of and/or/not and 100 clauses. See README, "Filters". */
+                /** @description A filter as JSON (the search body's `filters`): only memories matching it are included. A filter: a clause {"field", "op", "value"} or {"and": [...]}, {"or": [...]}, {"not": {...}}. Fields: category, scope, session, speaker, agent, run, language, created_at, event_time, valid_from, valid_to, and metadata paths ("metadata.project", "metadata.a.b"). Operators: eq, ne, in, nin, gt, gte, lt, lte, exists, contains. in/nin take a list; exists takes true or false; times are RFC 3339. At most 8 levels of and/or/not and 100 clauses. See README, "Filters". */
                 filters?: string | null;
                 per_category?: number;
             };

@@ -1,0 +1,83 @@
+"""The language of each memory (issue 40): memories.language, ISO 639-1.
+
+Given by the client on a write or detected from the content when the row is made
+(app/ml/language.py); NULL for content without letters. BM25 searches Japanese, Chinese and
+Korean text through fields of their own (app/search_index/documents.py), and searches and lists
+can filter on it.
+
+The column is nullable without a default (a catalog change, no rewrite); its CHECK is added NOT
+VALID and validated in a transaction of its own. Existing rows are given their detected
+language tenant by tenant (row security binds each), in batches by id, each batch committed on
+its own: an interrupted backfill keeps what it wrote, and a rerun takes the rows still NULL.
+`alembic upgrade --sql` cannot detect languages: its script says so, and rerunning the
+upgrade online afterwards fills them in. The index documents gain the field at `make reindex`.
+
+The downgrade drops the column without refusing: the next upgrade detects every language
+again. Only a language a client gave against the detector's reading (a kanji-only Japanese
+memory labelled `ja` where detection says `zh`) would come back differently.
+
+Revision ID: 0028_memory_language
+Revises: 0027_console_sessions
+Create Date: 2026-12-04 09:00:00
+"""
+
+from collections.abc import Sequence
+
+import sqlalchemy as sa
+from alembic import op
+
+from app.db.migration_safety import validate_constraint
+from app.ml.language import detect_language
+
+revision: str = "0028_memory_language"
+down_revision: str | None = "0027_console_sessions"
+branch_labels: str | Sequence[str] | None = None
+depends_on: str | Sequence[str] | None = None
+
+CHECK = "memories_language_code_check"
+BATCH = 1000
+_PENDING = sa.text(
+    "SELECT id, content FROM memories WHERE language IS NULL AND id > :after ORDER BY id LIMIT :n"
+)
+_SET = sa.text(
+    "UPDATE memories AS m SET language = v.language "
+    "FROM unnest(CAST(:ids AS uuid[]), CAST(:languages AS text[])) AS v(id, language) "
+    "WHERE m.id = v.id AND m.language IS NULL"
+)
+_BIND_TENANT = sa.text("SELECT set_config('cognis.tenant_id', :tenant, false)")
+
+
+def upgrade() -> None:
+    op.execute("ALTER TABLE memories ADD COLUMN IF NOT EXISTS language text")
+    op.execute(f"ALTER TABLE memories DROP CONSTRAINT IF EXISTS {CHECK}")
+    op.execute(
+        f"ALTER TABLE memories ADD CONSTRAINT {CHECK} CHECK (language ~ '^[a-z]{{2}}$') NOT VALID"
+    )
+    validate_constraint("memories", CHECK)
+    if op.get_context().as_sql:
+        op.execute("-- memories.language: run `alembic upgrade head` online to detect it")
+        return
+    _backfill()
+
+
+def _backfill() -> None:
+    bind = op.get_bind()
+    with op.get_context().autocommit_block():
+        tenants = [str(row[0]) for row in bind.execute(sa.text("SELECT id FROM tenants"))]
+        for tenant in tenants:
+            bind.execute(_BIND_TENANT, {"tenant": tenant})
+            after = "00000000-0000-0000-0000-000000000000"
+            while rows := bind.execute(_PENDING, {"after": after, "n": BATCH}).all():
+                found = [
+                    (str(i), lang) for i, content in rows if (lang := detect_language(content))
+                ]
+                if found:
+                    ids, languages = zip(*found, strict=True)
+                    bind.execute(_SET, {"ids": list(ids), "languages": list(languages)})
+                after = str(rows[-1][0])
+        bind.execute(_BIND_TENANT, {"tenant": ""})
+
+
+def downgrade() -> None:
+    op.execute(f"ALTER TABLE memories DROP CONSTRAINT IF EXISTS {CHECK}")
+    op.execute("ALTER TABLE memories DROP COLUMN IF EXISTS language")
