@@ -9,6 +9,8 @@ from logging.config import fileConfig
 from typing import Any
 
 from alembic import context
+from alembic.operations import Operations
+from alembic.script import Script, ScriptDirectory
 from alembic.util import CommandError
 from sqlalchemy import event
 from sqlalchemy.engine import Connection, Engine
@@ -16,7 +18,11 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from app.db.engine import application_name
-from app.db.migration_safety import session_timeouts, stopped_by_timeout
+from app.db.migration_safety import (
+    refuse_whole_downgrade,
+    session_timeouts,
+    stopped_by_timeout,
+)
 from app.db.models import Base
 from app.tenants import models as tenant_models  # noqa: F401 (their tables join Base.metadata)
 
@@ -63,11 +69,39 @@ def run_migrations_offline() -> None:
         context.run_migrations()
 
 
+def _downgrade_path() -> list[Script]:
+    """The revisions an unforced `alembic downgrade` is about to take down, highest first
+    (empty for an upgrade, or a relative target such as -1, which each refusal still guards)."""
+    migration = context.get_context()
+    fn = migration.opts.get("fn")
+    target = migration.opts.get("destination_rev")
+    if getattr(fn, "__name__", "") != "downgrade" or target is None or target.startswith("-"):
+        return []
+    scripts = context.script
+    lower = None if target == "base" else scripts.get_revision(target)
+    below = set() if lower is None else {lower.revision, *_ancestors(scripts, lower.revision)}
+    path = []
+    for head in migration.get_current_heads():
+        for script in scripts.iterate_revisions(head, "base"):
+            if script.revision not in below and script not in path:
+                path.append(script)
+    return path
+
+
+def _ancestors(scripts: ScriptDirectory, revision: str) -> set[str]:
+    return {s.revision for s in scripts.iterate_revisions(revision, "base")}
+
+
 def _run_sync(connection: Connection) -> None:
     for statement in session_timeouts():
         connection.exec_driver_sql(statement)
     connection.commit()  # session settings, outside the migrations' own transactions
     _configure(connection)
+    # A refused downgrade names every revision on its way that would lose data, before any
+    # of them runs (each revision's own refusal would stop at the first).
+    with Operations.context(context.get_context()):
+        refuse_whole_downgrade(_downgrade_path())
+    connection.rollback()
     with context.begin_transaction():
         context.run_migrations()
 

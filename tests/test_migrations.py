@@ -12,10 +12,13 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 import pytest
+from alembic.config import Config
+from alembic.script import ScriptDirectory
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
-from tests.conftest import alembic_async, run_cli, run_cli_async
+from app.db.migration_safety import refuses_first
+from tests.conftest import ROOT, alembic_async, run_cli, run_cli_async
 from tests.schema_dump import scratch_database
 
 EXPECTED_INDEXES = {
@@ -156,41 +159,60 @@ async def test_upgrade_downgrade_upgrade_round_trip(scratch: Scratch) -> None:
     assert "No new upgrade operations detected" in check.stdout + check.stderr
 
 
+def _refusing(target: str) -> list[str]:
+    """The revisions a downgrade to `target` takes down whose downgrade refuses first
+    (refuse_data_loss), highest first."""
+    config = Config(str(ROOT / "alembic.ini"))
+    config.set_main_option("script_location", str(ROOT / "migrations"))
+    scripts = ScriptDirectory.from_config(config)
+    below = (
+        set()
+        if target == "base"
+        else {s.revision for s in scripts.iterate_revisions(target, "base")}
+    )
+    return [
+        script.revision
+        for script in scripts.walk_revisions()
+        if script.revision not in below and refuses_first(str(script.path))
+    ]
+
+
+async def _version(db: AsyncEngine) -> str:
+    async with db.connect() as connection:
+        return (
+            await connection.execute(text("SELECT version_num FROM alembic_version"))
+        ).scalar_one()
+
+
 async def test_a_downgrade_that_drops_data_refuses_unless_forced(
     scratch: Scratch, scratch_at_head: AsyncEngine
 ) -> None:
-    """The audit trail (0003) must not go because someone typed `downgrade 0002`."""
+    """The audit trail (0003) must not go because someone typed `downgrade 0002`; and the
+    refusal names every revision on the way that would lose data, before any of them ran."""
     env, db = scratch.env, scratch_at_head
+    head = await _version(db)
     for target in ("0005_write_path", "0002_analyst_views", "base"):
         refused = await run_cli_async(env, "alembic", "downgrade", target)
         assert refused.returncode != 0, target
-        # One line, no traceback: the revision, what, the row counts, the exact command.
+        # One line, no traceback: every refusing revision, what, the row counts, the command.
         assert "Traceback" not in refused.stderr, refused.stderr[-2000:]
+        (line,) = [ln for ln in refused.stdout.splitlines() if ln.startswith("FAILED:")]
+        names = _refusing(target)
+        assert {"0022_batch_jobs", "0012_categories", "0006_memory_external_ids"} <= set(names)
+        assert line.startswith(
+            f"FAILED: downgrade through {', '.join(names)} refused: it would drop, by revision, "
+        ), line
         assert (
-            "FAILED: downgrade of 0022_batch_jobs refused: it would drop the batch creates "
-            "accepted and not yet written, and the record of those done (batch_jobs) (rows: "
-            "batch_jobs not done: 0, batch_jobs: 0); "
-            f"back up first, then force it with `alembic -x force=true downgrade {target}`\n"
-        ) in refused.stdout, refused.stdout + refused.stderr[-2000:]
-        assert len([ln for ln in refused.stderr.splitlines() if "refused" in ln]) == 1
-    # Past 0022, the next refusal is 0019's.
-    await alembic_async(env, "-x", "force=true", "downgrade", "0021_sentence_vectors")
-    refused = await run_cli_async(env, "alembic", "downgrade", "0005_write_path")
-    assert (
-        "FAILED: downgrade of 0019_scope_erasures refused: it would drop the audit rows "
-        "of scoped erases (scope_erasures) (rows: scope_erasures: 0); "
-        "back up first, then force it with `alembic -x force=true downgrade 0005_write_path`\n"
-    ) in refused.stdout, refused.stdout + refused.stderr[-2000:]
-    # Past 0019, the next refusal is 0018's.
-    await alembic_async(env, "-x", "force=true", "downgrade", "0018_agents_runs")
-    refused = await run_cli_async(env, "alembic", "downgrade", "0005_write_path")
-    assert (
-        "FAILED: downgrade of 0018_agents_runs refused: it would drop the agents and runs "
-        "of memories and messages (rows: memories with an agent or run: 0, messages with "
-        "an agent or run: 0); "
-        "back up first, then force it with `alembic -x force=true downgrade 0005_write_path`\n"
-    ) in refused.stdout, refused.stdout + refused.stderr[-2000:]
-    # Past 0019, 0018, 0017 and 0016, the next refusal counts what 0012 would drop, keeping the -x
+            "0022_batch_jobs: the batch creates accepted and not yet written, and the record of "
+            "those done (batch_jobs) (rows: batch_jobs not done: 0, batch_jobs: 0); "
+        ) in line
+        assert line.endswith(
+            f"back up first, then force it with `alembic -x force=true downgrade {target}`"
+        ), line
+        # Nothing went down: the refusal came before the first revision ran.
+        assert await _version(db) == head
+
+    # Past 0012's newer neighbours, the refusal counts what 0012 would drop, keeping the -x
     # options given.
     await alembic_async(env, "-x", "force=true", "downgrade", "0014_idempotency_keys")
     async with db.connect() as connection:
@@ -198,15 +220,28 @@ async def test_a_downgrade_that_drops_data_refuses_unless_forced(
     refused = await run_cli_async(
         env, "alembic", "-x", "lock_timeout=7s", "downgrade", "0005_write_path"
     )
-    line = [ln for ln in refused.stdout.splitlines() if ln.startswith("FAILED:")]
-    assert line == [
-        "FAILED: downgrade of 0012_categories refused: it would drop the categories a "
-        "deployment added, the senders' UTC offsets and the audit trail's event times, LLM gate "
-        f"verdicts and prompt versions (rows: categories: {categories}, messages with a UTC "
-        "offset: 0, decisions with an event time, gate verdict or prompt version: 0); back up "
-        "first, then force it with `alembic -x lock_timeout=7s -x force=true downgrade "
+    (line,) = [ln for ln in refused.stdout.splitlines() if ln.startswith("FAILED:")]
+    assert line.startswith(
+        "FAILED: downgrade through 0012_categories, 0010_memory_context, 0007_tenants, "
+        "0006_memory_external_ids refused: it would drop, by revision, 0012_categories: the "
+        "categories a deployment added, the senders' UTC offsets and the audit trail's event "
+        f"times, LLM gate verdicts and prompt versions (rows: categories: {categories}, "
+        "messages with a UTC offset: 0, decisions with an event time, gate verdict or prompt "
+        "version: 0); 0010_memory_context: "
+    ), line
+    assert line.endswith(
+        "back up first, then force it with `alembic -x lock_timeout=7s -x force=true downgrade "
         "0005_write_path`"
-    ]
+    ), line
+    # One revision that refuses: the refusal of that revision alone, as before.
+    await alembic_async(env, "-x", "force=true", "downgrade", "0006_memory_external_ids")
+    refused = await run_cli_async(env, "alembic", "downgrade", "0005_write_path")
+    assert (
+        "FAILED: downgrade of 0006_memory_external_ids refused: it would drop the external ids "
+        "of imported memories (a rerun import would duplicate them) (rows: memories with an "
+        "external id: 0); back up first, then force it with "
+        "`alembic -x force=true downgrade 0005_write_path`\n"
+    ) in refused.stdout, refused.stdout + refused.stderr[-2000:]
     async with db.connect() as connection:
         tables = set(
             (
@@ -223,7 +258,6 @@ async def test_a_downgrade_that_drops_data_refuses_unless_forced(
         )
         assert kept.scalar_one() == 2
     assert {"ingest_decisions", "ingest_tasks", "memories", "messages"} <= tables
-    # Revisions above the refusing one that hold no data (functions) may have gone down.
     await alembic_async(env, "upgrade", "head")
     # Dropping an index loses nothing: 0004 goes down unforced.
     await alembic_async(env, "-x", "force=true", "downgrade", "0004_outbox_user_pending")

@@ -3,12 +3,15 @@ index builds that do not block writes, downgrades that refuse to drop data unles
 
 from __future__ import annotations
 
+import ast
 import inspect
 import os
 from collections.abc import Sequence
+from pathlib import Path
 
 import sqlalchemy as sa
 from alembic import context, op
+from alembic.script import Script
 from alembic.util import CommandError
 
 # Defaults: a DDL statement waits at most this long for its lock (then fails, and the migration
@@ -175,6 +178,18 @@ def _count(counts: Sequence[tuple[str, str]]) -> list[tuple[str, int | None]]:
     return [(name, bind.execute(sa.text(sql)).scalar_one()) for name, sql in counts]
 
 
+class _Counted(Exception):
+    """What one revision's downgrade would lose, while refuse_whole_downgrade counts."""
+
+    def __init__(self, revision: str, what: str, counts: list[tuple[str, int | None]]) -> None:
+        super().__init__(revision)
+        self.revision, self.what, self.counts = revision, what, counts
+
+
+# While refuse_whole_downgrade counts: refuse_data_loss reports instead of refusing.
+_counting = False
+
+
 def refuse_data_loss(what: str, counts: Sequence[tuple[str, str]] | None = None) -> None:
     """Called first by a downgrade that drops stored data: it runs only when forced. `counts`
     (what, counting SQL) default to RELEASED_LOSSES of the calling revision."""
@@ -183,7 +198,67 @@ def refuse_data_loss(what: str, counts: Sequence[tuple[str, str]] | None = None)
     revision = str(inspect.stack()[1].frame.f_globals.get("revision", "this revision"))
     if counts is None:
         counts = RELEASED_LOSSES.get(revision, ())
+    if _counting:
+        raise _Counted(revision, what, _count(counts))
     raise DataLossRefused(refusal_message(revision, what, _count(counts), _force_command()))
+
+
+def refuses_first(path: str) -> bool:
+    """Whether the revision file's downgrade() begins with refuse_data_loss(...): only such a
+    downgrade can be asked what it would lose without doing anything."""
+    for node in ast.parse(Path(path).read_text()).body:
+        if isinstance(node, ast.FunctionDef) and node.name == "downgrade":
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+                first = node.body[1]  # past the docstring
+            return (
+                isinstance(first, ast.Expr)
+                and isinstance(first.value, ast.Call)
+                and isinstance(first.value.func, ast.Name)
+                and first.value.func.id == "refuse_data_loss"
+            )
+    return False
+
+
+def refuse_whole_downgrade(scripts: Sequence[Script]) -> None:
+    """Before an unforced downgrade through `scripts` (highest first) runs anything: every
+    revision among them that would refuse is counted, and one refusal names them all (each
+    revision's own refusal stopped at the first, and the next run found the next)."""
+    global _counting
+    if _option("force", "false").lower() == "true" or not _online():
+        return
+    found: list[_Counted] = []
+    _counting = True
+    try:
+        for script in scripts:
+            if script.path is None or not refuses_first(script.path):
+                continue
+            try:
+                script.module.downgrade()
+            except _Counted as counted:
+                found.append(counted)
+    finally:
+        _counting = False
+    if len(found) == 1:
+        first = found[0]
+        raise DataLossRefused(
+            refusal_message(first.revision, first.what, first.counts, _force_command())
+        )
+    if found:
+        raise DataLossRefused(whole_refusal_message(found, _force_command()))
+
+
+def whole_refusal_message(found: Sequence[_Counted], command: str) -> str:
+    """The one line of a refused downgrade through several revisions that would lose data."""
+    parts = []
+    for counted in found:
+        rows = ", ".join(f"{name}: {'?' if n is None else n}" for name, n in counted.counts)
+        parts.append(f"{counted.revision}: {counted.what} (rows: {rows or 'none counted'})")
+    names = ", ".join(counted.revision for counted in found)
+    return (
+        f"downgrade through {names} refused: it would drop, by revision, "
+        f"{'; '.join(parts)}; back up first, then force it with `{command}`"
+    )
 
 
 def _online() -> bool:
