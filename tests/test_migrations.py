@@ -322,3 +322,50 @@ async def test_a_migration_gives_up_on_a_held_lock(
     assert version != "0005_write_path"
     assert external_id == 1
     await alembic_async(env, "upgrade", "head")
+
+
+async def test_the_language_backfill_reaches_every_tenant(scratch: Scratch) -> None:
+    """0028 detects the language of the memories already stored, of every tenant (row
+    security hides each tenant's rows until the migration binds it), and leaves a memory
+    without letters NULL."""
+    await alembic_async(scratch.env, "upgrade", "0027_console_sessions")
+    vec = "array_fill(0.1::real, ARRAY[{}])::vector"
+    other = "6a6a6a6a-0000-4000-8000-000000000028"
+    rows = {
+        "default": "00000000-0000-0000-0000-000000000001",
+        "other": other,
+    }
+    contents = {"default": ["I moved to Leeds in March", "👍"], "other": ["毎週金曜日に卓球をする"]}
+    engine = create_async_engine(scratch.url)
+    try:
+        async with engine.begin() as connection:
+            await connection.execute(
+                text("INSERT INTO tenants (id, name) VALUES (:id, 'other')"), {"id": other}
+            )
+        for tenant, texts in contents.items():
+            async with engine.begin() as connection:
+                await connection.execute(
+                    text("SELECT set_config('cognis.tenant_id', :t, true)"), {"t": rows[tenant]}
+                )
+                for content in texts:
+                    await connection.execute(
+                        text(
+                            "INSERT INTO memories (id, user_id, chain_id, version, content,"  # noqa: S608 (constants)
+                            " category, embedding_768d, embedding_256d) VALUES (gen_random_uuid(),"
+                            f" 'u', gen_random_uuid(), 1, :content, 'travel', {vec.format(768)},"
+                            f" {vec.format(256)})"
+                        ),
+                        {"content": content},
+                    )
+        await alembic_async(scratch.env, "upgrade", "head")
+        found = {}
+        for tenant in contents:
+            async with engine.begin() as connection:
+                await connection.execute(
+                    text("SELECT set_config('cognis.tenant_id', :t, true)"), {"t": rows[tenant]}
+                )
+                result = await connection.execute(text("SELECT content, language FROM memories"))
+                found.update(dict(result.all()))
+    finally:
+        await engine.dispose()
+    assert found == {"I moved to Leeds in March": "en", "👍": None, "毎週金曜日に卓球をする": "ja"}
