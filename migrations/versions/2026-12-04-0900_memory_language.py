@@ -54,6 +54,12 @@ def upgrade() -> None:
         f"ALTER TABLE memories ADD CONSTRAINT {CHECK} CHECK (language ~ '^[a-z]{{2}}$') NOT VALID"
     )
     validate_constraint("memories", CHECK)
+    op.execute(
+        "COMMENT ON COLUMN memories.language IS 'The language of the content, ISO 639-1 (en, "
+        "ja, ...): given by the client or detected when the version was written. NULL: content "
+        "without letters. Japanese, Chinese and Korean text is searched by BM25 through fields "
+        "analysed for it.'"
+    )
     if op.get_context().as_sql:
         op.execute("-- memories.language: run `alembic upgrade head` online to detect it")
         return
