@@ -1,5 +1,5 @@
 # The commands the README names. `make up` serves the API; `make test` runs the suite.
-.PHONY: up up-cluster down status install test lint typecheck relay reindex backup restore bench-supersedes bench-foundation bench-locomo bench-scale bench-ingest bench-mixed bench-retry bench-hnsw bench-relay bench-filters bench-import bench-migrations check-deploy bench-embedding bench-tenants bench-faults bench-categories bench-llm-gate bench-corrections bench-local-llm bench-llm-updates llm bench-mcp bench-small-users bench-hnsw-history bench-scale-out bench-node-loss
+.PHONY: up up-cluster down status install test test-fast lint typecheck relay reindex backup restore bench-supersedes bench-foundation bench-locomo bench-scale bench-ingest bench-mixed bench-retry bench-hnsw bench-relay bench-filters bench-import bench-migrations check-deploy bench-embedding bench-tenants bench-faults bench-categories bench-llm-gate bench-corrections bench-local-llm bench-llm-updates llm bench-mcp bench-small-users bench-hnsw-history bench-scale-out bench-node-loss
 
 PY := .venv/bin/python
 TEST_WORKERS ?= 2  # pytest-xdist workers; each has its own database, index and in-process API
@@ -31,6 +31,9 @@ install:
 
 test: install  ## the whole suite against real Postgres, OpenSearch and HTTP
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
+
+test-fast:  ## the edit loop: only the tests that need no service (no Postgres, OpenSearch or model server)
+	COGNIS_TEST_NO_SERVICES=1 $(PY) -m pytest -n $(TEST_WORKERS) -q -p no:cacheprovider $(PYTEST_ARGS)
 
 lint:
 	.venv/bin/ruff check app migrations tests bench clients/python

@@ -54,7 +54,20 @@ OWN_API_FIXTURES = {
 }
 
 
+# `make test-fast`: only the tests that need no service, and no service started for them.
+NO_SERVICES = os.environ.get("COGNIS_TEST_NO_SERVICES") == "1"
+# A test needs the services when its fixtures reach these (every service fixture starts here).
+SERVICE_FIXTURES = {"service_urls", "opensearch_cluster"}
+
+
 def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "services: needs Postgres, OpenSearch or the embedding server (set from the test's "
+        "fixtures; `make test-fast` leaves these out)",
+    )
+    if NO_SERVICES:
+        return
     if not hasattr(config, "workerinput"):  # the run's first process; workers inherit the URLs
         services.export(services.acquire(STARTED))
         services.start_embedding_server(STARTED)
@@ -65,11 +78,20 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         STARTED.pop().stop()
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    fast: list[pytest.Item] = []
     for item in items:
-        own = sorted(OWN_API_FIXTURES.intersection(getattr(item, "fixturenames", ())))
+        fixtures = getattr(item, "fixturenames", ())
+        own = sorted(OWN_API_FIXTURES.intersection(fixtures))
         if own:
             item.add_marker(pytest.mark.xdist_group(own[0]))
+        if SERVICE_FIXTURES.intersection(fixtures) or item.get_closest_marker("services"):
+            item.add_marker(pytest.mark.services)
+        else:
+            fast.append(item)
+    if NO_SERVICES:
+        config.hook.pytest_deselected(items=[i for i in items if i not in fast])
+        items[:] = fast
 
 
 @pytest.fixture(scope="session")

@@ -1,6 +1,6 @@
 """The idempotency_keys table: find a key's stored request, record a response in the write's
-own transaction, purge expired rows. Every query is by user: keys are per tenant (row-level
-security) and user."""
+own transaction (expired rows are deleted by the retention job, app/db/retention.py). Every
+query is by user: keys are per tenant (row-level security) and user."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import uuid
 from dataclasses import dataclass
 from datetime import timedelta
 
-from sqlalchemy import delete, func, select, update
+from sqlalchemy import func, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -120,11 +120,3 @@ async def complete(session: AsyncSession, request: KeyedRequest, status: int, bo
         )
         .values(state="done", response_status=status, response_body=body)
     )
-
-
-async def purge_expired(session: AsyncSession) -> int:
-    """Delete the rows whose time is over (every tenant's, for the background role)."""
-    result = await session.execute(
-        delete(IdempotencyKey).where(IdempotencyKey.expires_at <= func.now())
-    )
-    return int(result.rowcount or 0)  # type: ignore[attr-defined]

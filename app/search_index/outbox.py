@@ -12,7 +12,7 @@ from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import aliased
 
-from app.db.models import Memory, OutboxEvent, UserErasure
+from app.db.models import Memory, OutboxEvent
 from app.search_index.documents import memory_document
 
 OUTBOX_CHANNEL = "cognis_outbox"
@@ -215,21 +215,3 @@ async def undelivered(session: AsyncSession, ids: list[int]) -> list[int]:
         OutboxEvent.id.in_(ids), OutboxEvent.processed_at.is_(None)
     )
     return list((await session.scalars(query)).all())
-
-
-async def purge_processed(session: AsyncSession, older_than: datetime) -> int:
-    result = await session.execute(
-        delete(OutboxEvent).where(
-            OutboxEvent.processed_at.is_not(None), OutboxEvent.processed_at < older_than
-        )
-    )
-    return int(result.rowcount or 0)  # type: ignore[attr-defined]
-
-
-async def purge_erasures(session: AsyncSession) -> int:
-    """Remove erase tombstones whose write block has passed: they hold a user id, and an
-    erased user's id is kept no longer than the block needs it."""
-    result = await session.execute(
-        delete(UserErasure).where(UserErasure.writes_refused_until < func.clock_timestamp())
-    )
-    return int(result.rowcount or 0)  # type: ignore[attr-defined]

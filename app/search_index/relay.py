@@ -24,7 +24,6 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.config import Settings
 from app.db.models import OutboxEvent
-from app.idempotency import store as idempotency_store
 from app.search_index import outbox
 from app.search_index.client import UNAVAILABLE, BulkOutcome, MemoryIndex
 from app.search_index.documents import with_tenant
@@ -32,7 +31,6 @@ from app.wakeup import sleep_until_woken
 
 log = structlog.get_logger(__name__)
 
-PURGE_EVERY = timedelta(minutes=5)
 # The action line each document carries in a bulk body (index name, id, version).
 BULK_ACTION_BYTES = 160
 
@@ -60,7 +58,6 @@ class OutboxRelay:
         self._settings = settings
         self._wake = asyncio.Event()
         self._delivered = asyncio.Event()
-        self._last_purge = datetime.min.replace(tzinfo=UTC)
 
     def backoff(self, attempts: int) -> timedelta:
         """Exponential backoff with jitter, capped."""
@@ -209,21 +206,6 @@ class OutboxRelay:
             if report.claimed < self._settings.relay_batch_size or report.delivered == 0:
                 return total
 
-    async def _purge_if_due(self) -> None:
-        now = datetime.now(UTC)
-        if now - self._last_purge < PURGE_EVERY:
-            return
-        self._last_purge = now
-        cutoff = now - timedelta(hours=self._settings.outbox_retention_hours)
-        async with self._sessionmaker() as session, session.begin():
-            purged = await outbox.purge_processed(session, cutoff)
-            tombstones = await outbox.purge_erasures(session)
-            keys = await idempotency_store.purge_expired(session)
-        if purged or tombstones or keys:
-            log.info(
-                "outbox.purged", count=purged, erase_tombstones=tombstones, idempotency_keys=keys
-            )
-
     async def _listen(self) -> asyncpg.Connection | None:
         try:
             connection = await asyncpg.connect(
@@ -246,7 +228,6 @@ class OutboxRelay:
                 self._wake.clear()
                 try:
                     report = await self.run_once()
-                    await self._purge_if_due()
                 except Exception as exc:
                     log.exception("outbox.relay_error", error=str(exc))
                     report = RelayReport()

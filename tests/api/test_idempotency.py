@@ -15,9 +15,9 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 
+from app.db.retention import POLICIES, purge_batch
 from app.db.tenant import DEFAULT_TENANT_ID
-from app.idempotency.store import purge_expired
-from tests.conftest import wait_until
+from tests.conftest import InProcessApi, wait_until
 from tests.factories import create_memory
 
 KEY = "Idempotency-Key"
@@ -201,7 +201,7 @@ async def expire(db: AsyncEngine, user_id: str) -> None:
 
 
 async def test_an_expired_key_is_a_new_request_and_is_purged(
-    client: httpx.AsyncClient, db: AsyncEngine, user_id: str
+    client: httpx.AsyncClient, inprocess_api: InProcessApi, db: AsyncEngine, user_id: str
 ) -> None:
     headers = new_key()
     path = f"/v1/users/{user_id}/memories"
@@ -217,8 +217,10 @@ async def test_an_expired_key_is_a_new_request_and_is_purged(
     assert await count(db, "memories", user_id) == 2
 
     await expire(db, user_id)
+    # The retention job's batch for the table (app/db/retention.py), as it runs it.
+    (keys,) = [policy for policy in POLICIES if policy.table == "idempotency_keys"]
     async with AsyncSession(db) as session, session.begin():
-        assert await purge_expired(session) >= 1
+        assert await purge_batch(session, keys, inprocess_api.app.state.runtime.settings, 1000) >= 1
     assert await count(db, "idempotency_keys", user_id) == 0
 
 

@@ -350,6 +350,7 @@ def test_embed_serve_refuses_to_forward_to_another_server() -> None:
         served_embedder(settings)
 
 
+@pytest.mark.services  # the run's embedding server, which no fixture names
 def test_embed_serve_command_needs_no_database(model_path: str) -> None:
     """`python -m app embed-serve` as an embedder container runs it: no database settings. The
     run's embedding server is that command, started so (tests/services.py: EmbeddingServer)."""
