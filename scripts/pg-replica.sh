@@ -43,13 +43,23 @@ primary_psql() {
     superuser_psql "$PRIMARY_RUN" "$COGNIS_PG_PORT" "$@"
 }
 
-# The primary lets its superuser stream WAL over the private socket (peer authentication).
+# WAL the primary keeps for a replica that is down: a replica killed and started again (the
+# tests' outage) resumes from where it stopped, unless the primary wrote more than this since.
+WAL_KEEP_SIZE="512MB"
+
+# The primary lets its superuser stream WAL over the private socket (peer authentication), and
+# keeps WAL_KEEP_SIZE of WAL for the replica (without it a checkpoint during the replica's
+# restart can recycle the segment it needs: "requested WAL segment ... has already been removed").
 allow_replication() {
     local hba="$PRIMARY_DATA/pg_hba.conf" line="local   replication   $PG_OS_USER   peer"
     if ! grep -q '^local[[:space:]]\+replication' "$hba"; then
         printf '%s\n' "$line" >>"$hba"
         primary_psql -c 'SELECT pg_reload_conf()' >/dev/null
         log "postgres: the primary now accepts replication connections from $PG_OS_USER (peer)"
+    fi
+    if [[ "$(primary_psql -c 'SHOW wal_keep_size')" != "$WAL_KEEP_SIZE" ]]; then
+        primary_psql -c "ALTER SYSTEM SET wal_keep_size = '$WAL_KEEP_SIZE'" -c 'SELECT pg_reload_conf()' >/dev/null
+        log "postgres: the primary keeps $WAL_KEEP_SIZE of WAL for its replica"
     fi
 }
 
@@ -102,10 +112,20 @@ same_system() {
     [[ -n "$primary" && "$primary" == "$replica" ]]
 }
 
+start_postmaster() {
+    write_replica_conf
+    private_log "$REPLICA_LOG"
+    own "$PG_OS_USER" "$REPLICA_LOG"
+    log "postgres-replica: starting on 127.0.0.1:$REPLICA_PORT (hot standby of :$COGNIS_PG_PORT)"
+    as_pg "$PG_BIN/pg_ctl" start -D "$REPLICA_DATA" -l "$REPLICA_LOG" -w -t 120 >/dev/null \
+        || { tail -n 20 "$REPLICA_LOG" >&2; die "the replica failed to start (log: $REPLICA_LOG)"; }
+}
+
 replica_start() {
     [[ -f "$PRIMARY_DATA/PG_VERSION" ]] || die "no primary at $PRIMARY_DATA: run scripts/services.sh start postgres"
     allow_replication
     mkdir -p "$(dirname "$REPLICA_LOG")"
+    REPLICA_LOG_MARK=$( (cat "$REPLICA_LOG" 2>/dev/null || true) | wc -l)
     if replica_running; then
         log "postgres-replica: already running (127.0.0.1:$REPLICA_PORT, pid $(replica_pid))"
         write_replica_conf
@@ -114,21 +134,35 @@ replica_start() {
         if [[ ! -f "$REPLICA_DATA/standby.signal" ]] || ! same_system; then
             base_backup
         fi
-        write_replica_conf
-        private_log "$REPLICA_LOG"
-        own "$PG_OS_USER" "$REPLICA_LOG"
-        log "postgres-replica: starting on 127.0.0.1:$REPLICA_PORT (hot standby of :$COGNIS_PG_PORT)"
-        as_pg "$PG_BIN/pg_ctl" start -D "$REPLICA_DATA" -l "$REPLICA_LOG" -w -t 120 >/dev/null \
-            || { tail -n 20 "$REPLICA_LOG" >&2; die "the replica failed to start (log: $REPLICA_LOG)"; }
+        start_postmaster
     fi
-    wait_for 60 "$REPLICA_LOG" "the replica to stream from the primary" -- streaming \
-        || die "the replica is not streaming (log: $REPLICA_LOG; a replica stopped for long may need WAL the primary has recycled: scripts/pg-replica.sh rebuild)"
+    wait_for 60 "$REPLICA_LOG" "the replica to stream from the primary" -- streaming_or_left_behind \
+        || die "the replica is not streaming (log: $REPLICA_LOG)"
+    if ! streaming; then
+        # A replica holds nothing of its own: one the primary has left behind is made again.
+        log "postgres-replica: the primary has recycled the WAL this replica needs: rebuilding it"
+        replica_stop
+        base_backup
+        start_postmaster
+        wait_for 60 "$REPLICA_LOG" "the rebuilt replica to stream from the primary" -- streaming \
+            || die "the rebuilt replica is not streaming (log: $REPLICA_LOG)"
+    fi
     write_env
     log "postgres-replica: up (127.0.0.1:$REPLICA_PORT, pid $(replica_pid)), streaming"
 }
 
 streaming() {
     [[ "$(primary_psql -c "SELECT count(*) FROM pg_stat_replication WHERE state = 'streaming'")" -ge 1 ]]
+}
+
+# The replica asks for WAL the primary no longer has (it was down while the primary wrote more
+# than WAL_KEEP_SIZE): it will never catch up. Only lines written since this start count.
+left_behind() {
+    tail -n "+$((REPLICA_LOG_MARK + 1))" "$REPLICA_LOG" | grep -q 'has already been removed'
+}
+
+streaming_or_left_behind() {
+    streaming || left_behind
 }
 
 replica_stop() {
