@@ -87,21 +87,22 @@ class Answer:
 
 def ordered(shown: Shown) -> list[Candidate]:
     """The memories as ingestion shows them: most similar to the message first, m1..mN."""
-    message = shown.vectors[shown.sentences[0]] if len(shown.sentences) == 1 else None
-    scored = []
-    for c in shown.candidates:
-        if message is not None:
-            similarity = float(shown.vectors[c.content] @ message)
-        else:
-            similarity = max(
+    scored = [
+        replace(
+            c,
+            similarity=max(
                 float(shown.vectors[c.content] @ shown.vectors[s]) for s in shown.sentences
-            )
-        scored.append(replace(c, similarity=similarity))
+            ),
+        )
+        for c in shown.candidates
+    ]
     scored.sort(key=lambda c: -c.similarity)
     return [replace(c, ref=f"m{i}") for i, c in enumerate(scored, start=1)]
 
 
-def model_scores(shown: Shown, candidates: list[Candidate], model: SupersedesModel) -> dict:
+def model_scores(
+    shown: Shown, candidates: list[Candidate], model: SupersedesModel
+) -> dict[uuid.UUID, float]:
     views, projections = shown.views(model.direction)
     return memory_scores(views, candidates, projections, model)
 
@@ -137,7 +138,7 @@ async def ask(client: ChatClient, shown: Shown, candidates: list[Candidate], gat
 def outcome(
     answer: Answer,
     candidates: list[Candidate],
-    scores: dict,
+    scores: dict[uuid.UUID, float],
     floor: float | None,
     no_llm_target: uuid.UUID | None,
 ) -> uuid.UUID | None:

@@ -33,7 +33,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from app.config import Settings
 from app.db.tenant import tenant_scope
 from app.metrics import RETENTION_PURGED
-from app.wakeup import sleep_until_woken
+from app.wakeup import work_until_stopped
 
 log = structlog.get_logger(__name__)
 
@@ -204,11 +204,11 @@ class RetentionJob:
         if interval <= 0:
             return
         log.info("retention.started", interval_s=interval)
-        wake = asyncio.Event()  # nothing wakes it early: retention is a matter of time
-        while not stop.is_set():
-            try:
-                await self.run_once()
-            except Exception as exc:
-                log.exception("retention.error", error=str(exc))
-            await sleep_until_woken(wake, stop, interval)
+
+        async def one_pass() -> bool:
+            await self.run_once()
+            return False  # every row due by now is gone: the next pass in one interval
+
+        # Nothing wakes it early: retention is a matter of time.
+        await work_until_stopped(one_pass, asyncio.Event(), stop, interval, "retention.error")
         log.info("retention.stopped")

@@ -48,8 +48,7 @@ async def apply_operation(
         assert op.target is not None and op.content is not None
         metadata: dict[str, Any] | msgspec.UnsetType = msgspec.UNSET  # the memory's own
         if context.metadata:
-            current = await service.get(context.user_id, op.target.memory_id)
-            metadata = {**current.metadata_, **context.metadata}
+            metadata = {**op.target.metadata, **context.metadata}
         memory = await service.update(
             context.user_id,
             op.target.memory_id,

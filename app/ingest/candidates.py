@@ -50,4 +50,5 @@ def _candidate(ref: str, memory: Memory, similarity: float) -> Candidate:
         event_time=memory.event_time,
         similarity=similarity,
         speaker=memory.speaker,
+        metadata=memory.metadata_,
     )

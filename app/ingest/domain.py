@@ -85,6 +85,8 @@ class Candidate:
     similarity: float
     # Who said it, where known: "I" in a memory is its speaker.
     speaker: str | None = None
+    # Its metadata: an UPDATE from a message with metadata merges the message's over it.
+    metadata: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
