@@ -24,7 +24,8 @@ DEV_API_KEY = "cognis-dev-key"
 
 # Settings come in groups, one pydantic model each; `Settings` inherits them all, so every
 # module keeps reading `settings.rrf_k` and every variable stays COGNIS_<FIELD NAME>. The
-# README's settings table is generated from these groups (`python -m app.settings_doc`).
+# settings table of docs/configuration.md is generated from these groups
+# (`python -m app.settings_doc`).
 
 
 def _within_published_bound(value: int, info: ValidationInfo) -> int:
@@ -393,7 +394,7 @@ class RetrievalSettings(BaseModel):
     """Retrieval.
 
     The search pipeline (SPEC section 4: its 8 stages and their constants) and the levers of
-    the retrieval profiles (README, *Retrieval*).
+    the retrieval profiles (docs/retrieval.md).
     """
 
     candidates_256d: int = Field(default=200, description="coarse 256D HNSW candidates")
@@ -954,7 +955,7 @@ class Settings(
         return self
 
 
-# The groups in the order the README lists them.
+# The groups in the order docs/configuration.md lists them.
 SETTINGS_GROUPS: tuple[type[BaseModel], ...] = (
     StoreSettings,
     EmbeddingSettings,

@@ -1,7 +1,7 @@
-"""The README's settings reference, generated from the settings groups of app/config.py.
+"""The settings reference of docs/configuration.md, generated from the groups of app/config.py.
 
-`python -m app.settings_doc` rewrites the block between the two markers in README.md;
-tests/test_config.py fails while the README and the settings disagree.
+`python -m app.settings_doc` rewrites the block between the two markers in docs/configuration.md;
+tests/test_config.py fails while that page and the settings disagree.
 """
 
 from __future__ import annotations
@@ -72,7 +72,7 @@ def replace_block(text: str) -> str:
 
 
 def main(argv: list[str]) -> int:
-    readme = Path(argv[0] if argv else "README.md")
+    readme = Path(argv[0] if argv else "docs/configuration.md")
     text = readme.read_text()
     updated = replace_block(text)
     if updated != text:

@@ -1,4 +1,4 @@
-"""The database roles of a benchmark, since tenants (README "Tenants and their keys").
+"""The database roles of a benchmark, since tenants (docs/tenants.md).
 
 Requests run as the request role (COGNIS_DATABASE_URL), which owns nothing and sees no rows
 until a tenant is set. A benchmark's own SQL that creates databases or tables, drops and

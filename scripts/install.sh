@@ -89,6 +89,8 @@ main() {
     # Headless Chromium and its driver: the web console's browser tests (Selenium drives them).
     step "chromium for console tests" ensure_debs chromium chromium-driver
     step "node + npm for the TypeScript client" node_install
+    # curl and jq: the README's session (tests/test_readme.py runs it as written).
+    step "curl and jq for the README's examples" ensure_debs curl jq
     step "local LLM (xllamacpp + SmolLM2-135M test model)" "$SCRIPTS/install-llm.sh" >/dev/null
     log "install complete; start the services with: scripts/services.sh start all"
 }

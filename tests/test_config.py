@@ -1,4 +1,5 @@
-"""The settings: grouped, every field described, and the README's reference generated from them.
+"""The settings: grouped, every field described, and the reference in docs/configuration.md
+generated from them.
 
 The variables are the service's public interface (compose files, terraform, operators' .env):
 `EXPECTED_DEFAULTS` pins every one and its default, so a rename or a changed default is a
@@ -17,7 +18,7 @@ from pydantic_settings import BaseSettings
 from app.config import SETTINGS_GROUPS, Settings
 from app.settings_doc import BEGIN, END, env_name, settings_reference, shown_default
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+README = Path(__file__).resolve().parents[1] / "docs" / "configuration.md"
 REQUIRED = PydanticUndefined
 
 EXPECTED_DEFAULTS: dict[str, object] = {

@@ -91,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     export.add_argument("--vectors", action="store_true", help="add each line's embedding")
     export.add_argument("--agent", help="the agent's memories and the shared ones")
     export.add_argument("--run", help="the run's memories and those of no run")
-    export.add_argument("--filters", help="a filter as JSON (README, Filters)")
+    export.add_argument("--filters", help="a filter as JSON (docs/api.md, Filters)")
     export.add_argument("--output", "-o", help="the file to write (default: stdout)")
     export.set_defaults(func=maintenance.export_history)
     backup = commands.add_parser(

@@ -288,7 +288,7 @@ class ConsolePages(Controller):
         deleted: str | None = None,
     ) -> Response[str]:
         # The filter bar: each field as the list's own parameter, `where` in the filter
-        # language (README, "Filters"), checked by the API like any client's.
+        # language (docs/api.md, "Filters"), checked by the API like any client's.
         filters = {
             "category": category or None,
             "scope": memory_scope or None,

@@ -213,7 +213,7 @@ def build_server(settings: McpSettings, *, http_path: str = "/mcp") -> FastMCP:
             Field(
                 description='Only memories matching this filter, e.g. {"field": "category", '
                 '"op": "in", "value": ["preferences"]}; clauses combine with "and", "or" '
-                'and "not" (the README\'s "Filters").'
+                'and "not" (docs/api.md, "Filters").'
             ),
         ] = None,
         min_relevance: Annotated[

@@ -3,7 +3,7 @@
 temporal_score = max(floor, 1 - |t_event - t_query| / window_days)
 final          = w_fused * fused_normalised + w_time * temporal_score
 
-Choices (documented in the README): t_query is the centre of the resolved window and
+Choices (documented in docs/retrieval.md): t_query is the centre of the resolved window and
 window_days its length in days (at least one day), so a memory inside the window scores at
 least 0.5 and the score falls linearly to the floor about one window-length away. Fused RRF
 scores are at most ~0.09, so they are divided by the best fused score first: without that the

@@ -369,7 +369,7 @@ async def test_it_answers_as_langgraphs_in_memory_store_does(
 ) -> None:
     """LangGraph ships no store conformance suite: the same calls, made on its InMemoryStore
     and on CognisStore, read the same items (the intended differences, scores and TTL
-    refresh, are in the module's docstring and the README)."""
+    refresh, are in the module's docstring and docs/clients.md)."""
     from langgraph.store.memory import InMemoryStore
 
     reference = await _scenario(InMemoryStore(), user_id, other_user_id)

@@ -1,6 +1,7 @@
-"""The README's Python and LangGraph examples, run as written against the real API: only its
-URL, key and user names are swapped for the test's (the TypeScript one is run by
-test_typescript_client.py, the MCP configuration by the MCP tests' cognis-mcp process)."""
+"""The README's curl session and Python example, and docs/clients.md's Python and LangGraph
+examples, run as written against the real API: only its URL, key and user names are swapped for
+the test's (the TypeScript one is run by test_typescript_client.py, the MCP configuration by
+the MCP tests' cognis-mcp process)."""
 
 from __future__ import annotations
 
@@ -16,21 +17,29 @@ import pytest
 from tests.conftest import API_KEY, ApiProcess
 
 ROOT = Path(__file__).resolve().parents[2]
+README = ROOT / "README.md"
+CLIENTS = ROOT / "docs" / "clients.md"
 
 
-def python_blocks() -> list[str]:
-    text = (ROOT / "README.md").read_text()
-    section = text[text.index("## Clients") :]
-    section = section[: section.index("\n## ", 1)]
-    return re.findall(r"```python\n(.*?)```", section, re.S)
+def blocks(page: Path, language: str) -> list[str]:
+    return re.findall(rf"```{language}\n(.*?)```", page.read_text(), re.S)
 
 
-def run_as_written(code: str, api: ApiProcess, users: dict[str, str]) -> str:
+def example(page: Path, language: str, marker: str) -> str:
+    (code,) = [block for block in blocks(page, language) if marker in block]
+    return code
+
+
+def as_written(code: str, api: ApiProcess, users: dict[str, str]) -> str:
     code = code.replace("http://127.0.0.1:8000", api.url).replace("cognis-dev-key", API_KEY)
     for name, user in users.items():
-        code = code.replace(f'"{name}"', f'"{user}"')
+        code = re.sub(rf"\b{name}\b", user, code)
+    return code
+
+
+def run(argv: list[str], api: ApiProcess) -> str:
     done = subprocess.run(
-        [sys.executable, "-c", code],
+        argv,
         capture_output=True,
         text=True,
         timeout=300,
@@ -41,20 +50,48 @@ def run_as_written(code: str, api: ApiProcess, users: dict[str, str]) -> str:
     return done.stdout
 
 
-def test_the_readme_has_the_python_and_langgraph_examples() -> None:
-    blocks = python_blocks()
-    assert any("CognisClient(" in block for block in blocks)
-    assert any("CognisStore(" in block for block in blocks)
+def fresh_users() -> dict[str, str]:
+    return {"alice": f"alice-{uuid.uuid4().hex[:8]}", "bob": f"bob-{uuid.uuid4().hex[:8]}"}
+
+
+def test_the_readme_stays_one_screen_and_names_its_examples() -> None:
+    assert len(README.read_text().splitlines()) <= 150
+    assert example(README, "bash", "curl")
+    assert example(README, "python", "CognisClient(")
+    assert example(CLIENTS, "python", "CognisStore(")
+
+
+def test_the_readme_session_in_curl_runs_as_written(api: ApiProcess) -> None:
+    """It sets every variable it uses: run by bash with `set -u`, an unset one fails it."""
+    users = fresh_users()
+    script = as_written(example(README, "bash", "curl"), api, users)
+    printed = run(["bash", "-euo", "pipefail", "-c", script], api).splitlines()
+    # The id kept from the create still names the memory after its update: its history.
+    assert '["I live in Tokyo","I moved to Osaka"]' in printed
+    assert '["ADD"]' in printed
+    assert printed[-1] == "I moved to Osaka"
+
+
+def test_the_readme_python_example_runs_as_written(api: ApiProcess) -> None:
+    users = fresh_users()
+    printed = run(
+        [sys.executable, "-c", as_written(example(README, "python", "CognisClient("), api, users)],
+        api,
+    )
+    decisions, first_hit, *block = printed.splitlines()
+    assert (decisions, first_hit) == ("['ADD']", "I moved to Osaka")
+    # The context block states the current fact, and the message's memory.
+    assert "I moved to Osaka" in printed and "Finnish" in "\n".join(block), printed
 
 
 @pytest.mark.parametrize("client", ["CognisClient(", "CognisStore("])
-def test_a_readme_example_runs_as_written(api: ApiProcess, client: str) -> None:
-    (code,) = [block for block in python_blocks() if client in block]
-    alice, bob = f"alice-{uuid.uuid4().hex[:8]}", f"bob-{uuid.uuid4().hex[:8]}"
-    printed = run_as_written(code, api, {"alice": alice, "bob": bob})
+def test_a_clients_page_example_runs_as_written(api: ApiProcess, client: str) -> None:
+    users = fresh_users()
+    code = as_written(example(CLIENTS, "python", client), api, users)
+    printed = run([sys.executable, "-c", code], api)
     if client == "CognisClient(":
         # The history it prints, and the 404 for another user's memory.
         assert "['I live in Tokyo', 'I moved to Osaka']" in printed
-        assert f"{bob}" in printed or "not found" in printed.lower()
+        assert f"{users['bob']}" in printed or "not found" in printed.lower()
     else:  # the graph recalls in its second run what its first stored
         assert "['I am allergic to peanuts']" in printed

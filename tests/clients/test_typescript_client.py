@@ -1,7 +1,7 @@
 """The TypeScript client (clients/typescript) against the real API process: its vitest suite
 (each test must pass, none skipped), its generated types against the API's own OpenAPI
 document, and its npm package: packed, installed into an empty project, imported, and the
-README's TypeScript example run there as written."""
+docs/clients.md's TypeScript example run there as written."""
 
 from __future__ import annotations
 
@@ -139,7 +139,7 @@ def test_npm_pack_installs_and_the_readme_example_runs(
 
 
 def readme_typescript_example() -> str:
-    text = (ROOT / "README.md").read_text()
+    text = (ROOT / "docs" / "clients.md").read_text()
     blocks = re.findall(r"```ts\n(.*?)```", text, re.S)
     (example,) = [b for b in blocks if 'from "cognis-client"' in b]
     return example

@@ -1,4 +1,5 @@
-"""docs/deployment.md and terraform/README.md name only things that exist."""
+"""docs/deployment.md and terraform/README.md name only things that exist; the README and every
+page of docs/ name only `python -m app` commands and make targets that exist."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from tests.deploy.files import ROOT, TERRAFORM, load_compose, load_module, load_
 from tests.deploy.test_dockerfile import _cli_commands
 
 GUIDES = [ROOT / "docs" / "deployment.md", TERRAFORM / "README.md"]
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md")), TERRAFORM / "README.md"]
 
 
 def _text() -> str:
@@ -36,16 +38,37 @@ def test_one_off_tasks_the_guide_runs_exist() -> None:
 
 
 def test_replaced_resources_exist() -> None:
-    for module, kind, name in re.findall(r"-replace=module\.(\w+)\.(\w+)\.(\w+)", _text()):
+    replaced = re.findall(r"-replace=module\.(\w+)\.(\w+)\.(\w+)", _text())
+    assert replaced, "the guide replaces no resource?"
+    for module, kind, name in replaced:
         assert name in load_module(module).resources[kind], (module, kind, name)
 
 
-@pytest.mark.parametrize("path", GUIDES, ids=lambda p: p.name)
-def test_cli_commands_in_the_guides_exist(path) -> None:
-    # Command names may hold hyphens (embed-serve).
-    pattern = r"python\"?,? \"?-m\"?,? \"?app\"?,? \"?(\w[\w-]*)"
-    for command in re.findall(pattern, path.read_text()):
-        assert command in _cli_commands(), command
+# Command names may hold hyphens (embed-serve).
+CLI_COMMAND = r"python\"?,? \"?-m\"?,? \"?app\"?,? \"?(\w[\w-]*)"
+
+
+def make_targets(text: str) -> set[str]:
+    """The targets of `make X` in inline code and of lines of code blocks that run make."""
+    inline = re.findall(r"`make ([a-z][a-z-]*)", text)
+    blocks = "\n".join(re.findall(r"```.*?```", text, flags=re.S))
+    return set(inline) | set(re.findall(r"^\s*(?:.*(?:&&|;) )?make ([a-z][a-z-]*)", blocks, re.M))
+
+
+@pytest.mark.parametrize("path", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_cli_commands_and_make_targets_in_the_docs_exist(path) -> None:
+    text = path.read_text()
+    assert set(re.findall(CLI_COMMAND, text)) <= _cli_commands()
+    makefile = (ROOT / "Makefile").read_text()
+    targets = make_targets(text)
+    assert {t for t in targets if not re.search(rf"^{t}:", makefile, flags=re.M)} == set()
+
+
+def test_the_docs_name_commands_and_targets_at_all() -> None:
+    """Guards the test above against a pattern that stopped matching anything."""
+    text = "\n".join(path.read_text() for path in PAGES)
+    assert {"serve", "relay", "worker", "migrate"} <= set(re.findall(CLI_COMMAND, text))
+    assert {"up", "test", "reindex"} <= make_targets(text)
 
 
 def test_make_targets_and_compose_services_in_the_guide_exist() -> None:

@@ -181,7 +181,7 @@ class MemoryFilters(TypedDict, total=False):
     run_id: str
     category: str
     include_superseded: bool
-    # The filter language (README, "Filters"), as a plain dict: sent as JSON.
+    # The filter language (docs/api.md, "Filters"), as a plain dict: sent as JSON.
     filters: dict[str, Any]
     # Only memories whose id starts with these hex digits (4 to 32): a short id's memory.
     id_prefix: str
@@ -301,7 +301,7 @@ class SearchOptions(TypedDict, total=False):
     explain: bool
     consistency: Consistency
     stages: dict[str, bool]
-    # The filter language (README, "Filters"), as a plain dict: both legs apply it.
+    # The filter language (docs/api.md, "Filters"), as a plain dict: both legs apply it.
     filters: dict[str, Any]
     # Leave out results less relevant than this (0-1, the hits' `relevance`).
     min_relevance: float

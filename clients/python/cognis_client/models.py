@@ -84,8 +84,8 @@ class SearchHit(msgspec.Struct, frozen=True):
 
     def stage(self, name: str) -> StageScore | None:
         """This hit at one stage, when explained: "256d", "768d", "bm25", "rrf", "relevance",
-        "final", and the levers' and later stages' names (README, "Reading an explanation");
-        None where the hit was not in that stage's list."""
+        "final", and the levers' and later stages' names (docs/retrieval.md, "Reading an
+        explanation"); None where the hit was not in that stage's list."""
         return (self.explanation or {}).get(name)
 
 

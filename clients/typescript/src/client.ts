@@ -36,7 +36,7 @@ export type Erasure = Schemas["EraseOut"];
 export type ImportSummary = Schemas["ImportSummaryOut"];
 export type Context = Schemas["ContextOut"];
 export type Profile = Schemas["ProfileOut"];
-/** The filter language (README, "Filters"): a clause `{ field, op, value }` or
+/** The filter language (docs/api.md, "Filters"): a clause `{ field, op, value }` or
  * `{ and: [...] }`, `{ or: [...] }`, `{ not: {...} }`. */
 export type Filter = Record<string, unknown>;
 /** Options of `search` (all optional; the server's defaults apply). */

@@ -53,7 +53,7 @@ locals {
     { name = "COGNIS_EMBEDDING_HTTP_API_KEY", valueFrom = var.embedding_http.api_key_secret_arn },
   ]
 
-  # Each process logs in to Postgres as its own role (README, "Tenants and their keys"): the
+  # Each process logs in to Postgres as its own role (docs/tenants.md): the
   # API as cognis_app (row-level security keeps it in each request's tenant), the relay and the
   # worker as cognis_worker (claims work of every tenant), migrations as the master user (owner).
   process_login = { api = "app", relay = "worker", worker = "worker" }
