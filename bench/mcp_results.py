@@ -1,8 +1,9 @@
-"""Characters per result of the MCP tools, compact (the default) against detail="full".
+"""Characters of the MCP tools: their listing, and per result compact (default) against full.
 
 An agent pays for every character of a tool's result in its context window. Against a running
 API (`--url`, `--key`), this adds `--memories` memories for a throwaway user through MCP at
-/mcp, then calls search_memories (top_k 3) and list_memories (limit 10) both ways and prints
+/mcp, counts the characters of tools/list (the tools' schemas, paid by every session), then
+calls search_memories (top_k 3) and list_memories (limit 10) both ways and prints
 the characters of each result (its JSON, as the model reads it) and per memory. The user is
 erased at the end. Prints numbers; asserts nothing. Not a test.
 
@@ -60,6 +61,15 @@ async def measure(url: str, key: str, memories: int) -> dict[str, dict[str, floa
             ClientSession(read, write) as session,
         ):
             await session.initialize()
+            # What every session pays before any call: the tools' names, descriptions and
+            # schemas as tools/list sends them.
+            tools = (await session.list_tools()).tools
+            listing = len(json.dumps([t.model_dump(exclude_none=True) for t in tools]))
+            figures["tools/list (every session)"] = {
+                "results": len(tools),
+                "chars": listing,
+                "chars_per_result": listing / len(tools),
+            }
             for content, category, event_time in (FACTS * (memories // len(FACTS) + 1))[:memories]:
                 arguments: dict[str, Any] = {"content": content, "category": category}
                 if event_time:

@@ -31,10 +31,7 @@ _SHORT_ID = re.compile("[0-9a-fA-F]{4,32}")
 
 Detail = Annotated[
     Literal["compact", "full"],
-    Field(
-        description="compact (default): each memory as id (short), content, category and "
-        "event_time; full: every field of the stored row (UUIDs, timestamps, metadata)."
-    ),
+    Field(description="compact: short id, content, category, event_time; full: the stored row."),
 ]
 MemoryIdParam = Annotated[
     str,

@@ -29,6 +29,7 @@ from app.mcp_server.results import (
     resolve_memory_id,
     search_result,
 )
+from app.mcp_server.schemas import compact_tool_schemas
 
 INSTRUCTIONS = (
     "Long-term memory of the user you are talking to. Search it before answering questions "
@@ -58,8 +59,7 @@ def _unset_if_none(**fields: Any) -> dict[str, Any]:
 IdempotencyKey = Annotated[
     str | None,
     Field(
-        description="Only to retry a write that failed or timed out: the idempotency_key its "
-        "error gave. The service then does the write at most once. Leave empty otherwise.",
+        description="Only to retry a failed write: the idempotency_key its error gave.",
         max_length=256,
     ),
 ]
@@ -70,16 +70,14 @@ IdempotencyKey = Annotated[
 AgentIdParam = Annotated[
     str | None,
     Field(
-        description="Your agent's id: writes belong to it; searches and lists see its "
-        "memories and the user's shared ones. Omitted: shared (writes), everything (reads).",
+        description="Your agent: writes belong to it, reads see its and shared memories.",
         max_length=256,
     ),
 ]
 RunIdParam = Annotated[
     str | None,
     Field(
-        description="The run (task, episode): writes belong to it; searches and lists see "
-        "its memories and those of no run. Omitted: no run (writes), everything (reads).",
+        description="The run (task): writes belong to it, reads see its and run-less ones.",
         max_length=256,
     ),
 ]
@@ -349,4 +347,5 @@ def build_server(settings: McpSettings, *, http_path: str = "/mcp") -> FastMCP:
             page = await who.client.list_memories(who.user_id, **options)
         return page_result(page, detail)
 
+    compact_tool_schemas(server)
     return server

@@ -123,6 +123,10 @@ async def test_stdio_tools_act_only_for_the_configured_user(
         assert {t.name for t in tools} == TOOLS
         # No tool lets the model name a user.
         assert all("user_id" not in t.inputSchema.get("properties", {}) for t in tools)
+        # The listing an agent reads every session is compact (app/mcp_server/schemas.py).
+        listing = json.dumps([t.model_dump(exclude_none=True) for t in tools])
+        assert '"title"' not in listing and '{"type": "null"}' not in listing
+        assert all("\n" not in (t.description or "") for t in tools)
 
         tokyo = payload(
             await mcp.call_tool(
