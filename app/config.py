@@ -75,6 +75,20 @@ class StoreSettings(BaseModel):
         "docs/operations.md)",
     )
     db_pool_size: int = Field(default=10, description="connection pool size")
+    db_pooler: Literal["none", "transaction"] = Field(
+        default="none",
+        description="`transaction`: the database URLs reach Postgres through a pooler in "
+        'transaction mode (PgBouncer; docs/deployment.md, "Connections"): no prepared '
+        "statement outlives its transaction and no session setting is sent, so a server "
+        "connection serves any client between transactions",
+    )
+    direct_database_url: SecretStr | None = Field(
+        default=None,
+        description="Postgres itself, past the pooler, with the role of "
+        "`COGNIS_DATABASE_URL`: the relay's LISTEN for new outbox events (through a "
+        "transaction-mode pooler it would hear nothing; the relay then polls); unset: "
+        "`COGNIS_DATABASE_URL`",
+    )
     read_database_url: SecretStr | None = Field(
         default=None,
         description="a read replica of the same database (Aurora's reader endpoint, a "
@@ -100,7 +114,7 @@ class StoreSettings(BaseModel):
         description="bound of a connection attempt to the replica (a dead host answers nothing)",
     )
 
-    @field_validator("read_database_url", mode="before")
+    @field_validator("read_database_url", "direct_database_url", mode="before")
     @classmethod
     def _empty_read_database_is_unset(cls, value: object) -> object:
         return _empty_is_unset(value)

@@ -91,6 +91,8 @@ main() {
     step "node + npm for the TypeScript client" node_install
     # curl and jq: the README's session (tests/test_readme.py runs it as written).
     step "curl and jq for the README's examples" ensure_debs curl jq
+    # PgBouncer: the transaction-mode pooler tests/db/test_pgbouncer.py runs the API through.
+    step "pgbouncer for the pooler tests" ensure_debs pgbouncer
     step "local LLM (xllamacpp + SmolLM2-135M test model)" "$SCRIPTS/install-llm.sh" >/dev/null
     log "install complete; start the services with: scripts/services.sh start all"
 }

@@ -22,3 +22,9 @@ ALTER ROLE :"app" SET statement_timeout = '5min';
 ALTER ROLE :"app" SET idle_in_transaction_session_timeout = '10min';
 ALTER ROLE :"worker" SET statement_timeout = '30min';
 ALTER ROLE :"worker" SET idle_in_transaction_session_timeout = '10min';
+-- The session settings the service also sends when it connects (app/db/engine.py): behind a
+-- transaction-mode pooler (PgBouncer, scripts/pgbouncer.sh) they reach the server only this way.
+ALTER ROLE :"app" SET plan_cache_mode = 'force_custom_plan';
+ALTER ROLE :"app" SET jit = 'off';
+ALTER ROLE :"worker" SET plan_cache_mode = 'force_custom_plan';
+ALTER ROLE :"worker" SET jit = 'off';

@@ -28,6 +28,8 @@ EXPECTED_DEFAULTS: dict[str, object] = {
     "migration_database_url": None,
     "backup_database_url": None,
     "db_pool_size": 10,
+    "db_pooler": "none",
+    "direct_database_url": None,
     "read_database_url": None,
     "replica_wait_max_ms": 1000,
     "replica_retry_s": 5.0,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import uuid
+
 from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker, create_async_engine
 
 from app.config import Settings
@@ -14,7 +16,14 @@ from app.db import tenant  # noqa: F401 (its listener sets each transaction's te
 #   near-duplicate query at 1.5 ms where the generic one took 16 ms.
 # - jit: compiling expressions costs 5-60 ms on a request that runs for 10; short queries
 #   never repay it.
+# Behind a transaction-mode pooler no startup parameter reaches the server connection a
+# transaction gets: there the roles carry them (scripts/service-roles.sql).
 SERVER_SETTINGS = {"plan_cache_mode": "force_custom_plan", "jit": "off"}
+
+
+def _pooled_statement_name() -> str:
+    """A prepared statement's name no other client of the pooler's server connection uses."""
+    return f"__cognis_{uuid.uuid4().hex}__"
 
 
 def application_name(process: str, purpose: str | None = None) -> str:
@@ -33,9 +42,22 @@ def create_engine(
 ) -> AsyncEngine:
     """An engine for `url` (default: the service's database URL) with the service's settings;
     `connect_timeout_s` bounds a connection attempt (asyncpg's own default: 60 s);
-    `application` names its connections in pg_stat_activity (`application_name`)."""
-    server_settings = {**SERVER_SETTINGS, "application_name": application}
-    connect_args: dict[str, object] = {"server_settings": server_settings}
+    `application` names its connections in pg_stat_activity (`application_name`).
+
+    With `COGNIS_DB_POOLER=transaction` (PgBouncer in transaction mode), consecutive
+    transactions of one connection may run on different server connections: asyncpg caches
+    no statement, names each one uniquely (SQLAlchemy's recipe for PgBouncer), and only
+    `application_name`, which PgBouncer passes on, is sent at connect."""
+    connect_args: dict[str, object]
+    if settings.db_pooler == "transaction":
+        connect_args = {
+            "server_settings": {"application_name": application},
+            "statement_cache_size": 0,
+            "prepared_statement_cache_size": 0,
+            "prepared_statement_name_func": _pooled_statement_name,
+        }
+    else:
+        connect_args = {"server_settings": {**SERVER_SETTINGS, "application_name": application}}
     if connect_timeout_s is not None:
         connect_args["timeout"] = connect_timeout_s
     return create_async_engine(

@@ -32,9 +32,12 @@ from app.wakeup import sleep_until_woken
 log = structlog.get_logger(__name__)
 
 REINDEX_REMEDY = "make reindex (python -m app reindex)"
-# One process at a time re-queues an empty index (several API processes check it).
-_REQUEUE_LOCK = text("SELECT pg_try_advisory_lock(hashtextextended('cognis.index_requeue', 0))")
-_REQUEUE_UNLOCK = text("SELECT pg_advisory_unlock(hashtextextended('cognis.index_requeue', 0))")
+# One process at a time re-queues an empty index (several API processes check it): a lock of
+# a transaction kept open meanwhile. A session lock would not do behind a transaction-mode
+# pooler, where its unlock could run on another server connection than the lock.
+_REQUEUE_LOCK = text(
+    "SELECT pg_try_advisory_xact_lock(hashtextextended('cognis.index_requeue', 0))"
+)
 
 CoverageState = Literal["complete", "behind", "unknown"]
 
@@ -148,18 +151,14 @@ class IndexCoverageCheck:
     async def _requeue(self, found: IndexCoverage) -> IndexCoverage:
         """Queue an index event for every memory version, once: under a lock, and only if the
         index is still found empty (another process may have re-queued it meanwhile)."""
-        async with self._engine.connect() as connection:
-            connection = await connection.execution_options(isolation_level="AUTOCOMMIT")
-            if not await connection.scalar(_REQUEUE_LOCK):
+        async with self._engine.begin() as lock:
+            if not await lock.scalar(_REQUEUE_LOCK):
                 return found  # another process is re-queueing now
-            try:
-                again = await self.measure()
-                if again.state != "behind" or again.documents != 0:
-                    return again
-                with tenant_scope(None):
-                    requeued = await requeue_memories(self._sessionmaker)
-            finally:
-                await connection.execute(_REQUEUE_UNLOCK)
+            again = await self.measure()
+            if again.state != "behind" or again.documents != 0:
+                return again
+            with tenant_scope(None):
+                requeued = await requeue_memories(self._sessionmaker)
         log.warning(
             "search_index.requeued_empty_index",
             index=self._index.name,

@@ -208,9 +208,8 @@ class OutboxRelay:
 
     async def _listen(self) -> asyncpg.Connection | None:
         try:
-            connection = await asyncpg.connect(
-                asyncpg_dsn(self._settings.database_url.get_secret_value())
-            )
+            direct = self._settings.direct_database_url or self._settings.database_url
+            connection = await asyncpg.connect(asyncpg_dsn(direct.get_secret_value()))
             await connection.add_listener(outbox.OUTBOX_CHANNEL, lambda *_: self._wake.set())
         except (OSError, asyncpg.PostgresError) as exc:
             log.warning("outbox.listen_failed", error=str(exc))
