@@ -71,6 +71,86 @@ def search_request(
     )
 
 
+def search_hits(response: SearchResponse, *, explain: bool) -> list[SearchHitOut]:
+    """The pipeline's results on the wire: ranked (a history version beside its memory takes
+    no rank), and with every stage's rank and score when `explain`."""
+    hits = []
+    rank = 0
+    for candidate in response.results:
+        assert candidate.memory is not None
+        if candidate.history_of is None:
+            rank += 1
+        hits.append(
+            SearchHitOut(
+                memory=MemoryOut.of(candidate.memory),
+                rank=rank,
+                score=candidate.score,
+                relevance=candidate.relevance,
+                superseded=not candidate.memory.is_current,
+                history_of=candidate.history_of,
+                event_at=candidate.mentioned_at or candidate.when,
+                explanation={
+                    stage: StageScoreOut(rank=s["rank"], score=s["score"])
+                    for stage, s in candidate.explanation().items()
+                }
+                if explain and candidate.history_of is None
+                else None,
+            )
+        )
+    return hits
+
+
+async def search_user(
+    user_id: str, data: SearchBody, runtime: Runtime, reads: Reads, request_id: str | None
+) -> SearchOut:
+    """One search as the API answers it: checked, after the index wait `consistency` asks for,
+    on the replica or the writer, with the index's lag; the search endpoint's, and any other
+    surface's that searches (a compatibility API answers from the same)."""
+    settings = runtime.settings
+    searched = search_request(user_id, data, settings, request_id)
+    timeout_s = wait_bound_s(settings, data.wait_timeout_ms)
+    waited: IndexWait | None = None
+    # Waiting only matters to the BM25 leg: the vector leg reads Postgres itself.
+    if data.consistency == "indexed" and data.stages.bm25:
+        waited = await wait_until_indexed(runtime.sessionmaker, runtime.relay, user_id, timeout_s)
+
+    async def search_on(session: AsyncSession) -> tuple[IndexLagOut, SearchResponse]:
+        lag = await index_lag_of(session, runtime.index, user_id, waited)
+        index_lag = IndexLagOut(
+            pending=lag.pending,
+            unrefreshed=lag.unrefreshed,
+            oldest_pending_age_ms=lag.oldest_pending_age_ms,
+            consistency=data.consistency,
+            # After a wait, events written since the request began do not make it stale;
+            # without the BM25 leg nothing was read from the index. An index found behind
+            # Postgres (app/search_index/coverage.py) may miss any of them.
+            stale=data.stages.bm25
+            and (
+                runtime.index_coverage.behind
+                or ((not waited.indexed) if waited is not None else lag.pending > 0)
+            ),
+            waited_ms=waited.waited_ms if waited is not None else None,
+        )
+        lagging = replace(searched, index_lag=msgspec.structs.asdict(index_lag))
+        return index_lag, await runtime.retrieval.search(session, lagging)
+
+    # "indexed" reads this user's writes in Postgres too: on a replica, once it replayed them.
+    (index_lag, response), route = await reads.routed(
+        search_on, fresh=data.consistency == "indexed"
+    )
+    if not route.caught_up:  # a replica that may miss this user's writes, in either leg
+        index_lag = msgspec.structs.replace(index_lag, stale=True)
+    return SearchOut(
+        results=search_hits(response, explain=data.explain),
+        missing_legs=response.missing_legs,
+        stages=response.stage_status,
+        stage_durations_ms=response.stage_durations_ms,
+        duration_ms=response.duration_ms,
+        index_lag=index_lag,
+        query_analysis=response.analysis.explanation() if data.explain else None,
+    )
+
+
 class SearchController(Controller):
     path = "/v1/users/{user_id:str}/search"
     tags = ["search"]
@@ -90,71 +170,4 @@ class SearchController(Controller):
         reads: Reads,
         request: Request,
     ) -> SearchOut:
-        settings = runtime.settings
-        searched = search_request(user_id, data, settings, request.headers.get("X-Request-ID"))
-        timeout_s = wait_bound_s(settings, data.wait_timeout_ms)
-        waited: IndexWait | None = None
-        # Waiting only matters to the BM25 leg: the vector leg reads Postgres itself.
-        if data.consistency == "indexed" and data.stages.bm25:
-            waited = await wait_until_indexed(
-                runtime.sessionmaker, runtime.relay, user_id, timeout_s
-            )
-
-        async def search_on(session: AsyncSession) -> tuple[IndexLagOut, SearchResponse]:
-            lag = await index_lag_of(session, runtime.index, user_id, waited)
-            index_lag = IndexLagOut(
-                pending=lag.pending,
-                unrefreshed=lag.unrefreshed,
-                oldest_pending_age_ms=lag.oldest_pending_age_ms,
-                consistency=data.consistency,
-                # After a wait, events written since the request began do not make it stale;
-                # without the BM25 leg nothing was read from the index. An index found behind
-                # Postgres (app/search_index/coverage.py) may miss any of them.
-                stale=data.stages.bm25
-                and (
-                    runtime.index_coverage.behind
-                    or ((not waited.indexed) if waited is not None else lag.pending > 0)
-                ),
-                waited_ms=waited.waited_ms if waited is not None else None,
-            )
-            lagging = replace(searched, index_lag=msgspec.structs.asdict(index_lag))
-            return index_lag, await runtime.retrieval.search(session, lagging)
-
-        # "indexed" reads this user's writes in Postgres too: on a replica, once it replayed them.
-        (index_lag, response), route = await reads.routed(
-            search_on, fresh=data.consistency == "indexed"
-        )
-        if not route.caught_up:  # a replica that may miss this user's writes, in either leg
-            index_lag = msgspec.structs.replace(index_lag, stale=True)
-        hits = []
-        rank = 0
-        for candidate in response.results:
-            assert candidate.memory is not None
-            if candidate.history_of is None:
-                rank += 1
-            hits.append(
-                SearchHitOut(
-                    memory=MemoryOut.of(candidate.memory),
-                    rank=rank,
-                    score=candidate.score,
-                    relevance=candidate.relevance,
-                    superseded=not candidate.memory.is_current,
-                    history_of=candidate.history_of,
-                    event_at=candidate.mentioned_at or candidate.when,
-                    explanation={
-                        stage: StageScoreOut(rank=s["rank"], score=s["score"])
-                        for stage, s in candidate.explanation().items()
-                    }
-                    if data.explain and candidate.history_of is None
-                    else None,
-                )
-            )
-        return SearchOut(
-            results=hits,
-            missing_legs=response.missing_legs,
-            stages=response.stage_status,
-            stage_durations_ms=response.stage_durations_ms,
-            duration_ms=response.duration_ms,
-            index_lag=index_lag,
-            query_analysis=response.analysis.explanation() if data.explain else None,
-        )
+        return await search_user(user_id, data, runtime, reads, request.headers.get("X-Request-ID"))
