@@ -1,4 +1,4 @@
-"""Resolve English time expressions to absolute time windows.
+"""Resolve English and Japanese time expressions to absolute time windows.
 
 Shared by ingestion (step 2: "yesterday" in a message dated 2023-05-08 becomes 2023-05-07) and by
 retrieval query analysis (stage 1: "what did I do last week?" becomes that ISO week).
@@ -16,6 +16,9 @@ Deliberate limits: the lowercase word "may" is read as a month only with a stron
 an ordinal, "of", or one of in/during/since/until/through/from before it), so "I may go", "this
 may help" and "May I help you?" stay unmatched; a bare four-digit number ("room 2022") is not a
 year without a preposition in front of it; "since May" is the month of May, not an open range.
+
+Japanese (app/time_expressions/japanese.py): the same spans from 昨日, 先週の金曜日, 3日前,
+二週間後, 5月3日, 令和5年5月, 去年の夏 ..., full-width digits and small kanji numerals included.
 """
 
 from __future__ import annotations
@@ -24,7 +27,12 @@ import re
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta, timezone
 
+from app.time_expressions import japanese
 from app.time_expressions.patterns import COMPILED, DASH, Span
+
+# English and Japanese: the Japanese families are written in kanji and kana, so neither
+# language's patterns can match the other's text.
+_ALL_PATTERNS = [*COMPILED, *((re.compile(p), resolve) for p, resolve in japanese.PATTERNS)]
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,7 +60,7 @@ def resolve_time_expressions(text: str, reference: datetime) -> list[TimeWindow]
     tz = reference.tzinfo or UTC
     ref = reference.date()
     found: list[tuple[int, int, Span]] = []
-    for pattern, resolve in COMPILED:
+    for pattern, resolve in _ALL_PATTERNS:
         for m in pattern.finditer(text):
             try:
                 span = resolve(m, ref)

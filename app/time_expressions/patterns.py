@@ -160,7 +160,10 @@ def _relative_unit(m: re.Match[str], ref: date) -> Span:
 
 
 def _weekend(m: re.Match[str], ref: date) -> Span:
-    rel = _words(m["rel"])
+    return _weekend_span(_words(m["rel"]), ref)
+
+
+def _weekend_span(rel: str, ref: date) -> Span:
     # Most recent Saturday on or before the reference ("over the weekend", "this weekend").
     saturday = ref - timedelta(days=(ref.weekday() - 5) % 7)
     if rel in {"last", "past", "this past", "previous"}:
@@ -191,8 +194,11 @@ def _offset(m: re.Match[str], ref: date) -> Span:
 
 
 def _trailing_period(m: re.Match[str], ref: date) -> Span:
-    n = _number(m) if m["n"] else 1
-    unit = m["unit"].lower()
+    return _trailing_span(_number(m) if m["n"] else 1, m["unit"].lower(), ref)
+
+
+def _trailing_span(n: int, unit: str, ref: date) -> Span:
+    """The last n days, weeks, months or years, through the reference day."""
     if unit in {"day", "week"}:
         start = ref - timedelta(days=n * (7 if unit == "week" else 1))
     else:
