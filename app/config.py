@@ -658,6 +658,24 @@ class RelaySettings(BaseModel):
         description="first retry's backoff after a failed delivery (exponential, jittered)",
     )
     relay_backoff_max_s: float = Field(default=300.0, description="longest retry backoff")
+    webhook_allow_private: bool = Field(
+        default=False,
+        description="accept webhook URLs whose host resolves to a loopback, private, link-local "
+        "or unspecified address (refused by default: a tenant must not reach the internal "
+        "network through the service)",
+    )
+    webhook_max_attempts: int = Field(
+        default=8, ge=1, description="POSTs of one webhook event before it is marked dead"
+    )
+    webhook_timeout_s: float = Field(
+        default=10.0, gt=0, description="how long a webhook receiver has to answer one POST"
+    )
+    webhook_backoff_base_s: float = Field(
+        default=2.0,
+        gt=0,
+        description="first retry's backoff after a failed webhook POST (doubling, jittered, "
+        "capped by COGNIS_RELAY_BACKOFF_MAX_S)",
+    )
     erase_handoff_s: float = Field(
         default=30.0,
         description="how long background relays leave a user erasure to the request that made it",

@@ -41,6 +41,7 @@ from app.search_index.coverage import IndexCoverageCheck
 from app.search_index.relay import OutboxRelay
 from app.tenants.authentication import KeyCheck
 from app.tenants.rate_limit import RateLimiter
+from app.webhooks.delivery import WebhookDispatcher
 
 
 @dataclass
@@ -170,6 +171,11 @@ class Runtime:
         return ExpiryReaper(self.background_sessionmaker, self.settings)
 
     @cached_property
+    def webhooks(self) -> WebhookDispatcher:
+        """The webhook dispatcher: across tenants, on the background role, beside the relay."""
+        return WebhookDispatcher(self.background_sessionmaker, self.settings)
+
+    @cached_property
     def retention(self) -> RetentionJob:
         """The retention job: across tenants, so on the background role, like the relay."""
         return RetentionJob(self.background_sessionmaker, self.settings)
@@ -234,6 +240,7 @@ class Runtime:
             loops.append(self.relay.run_forever(stop))
             loops.append(self.reaper.run_forever(stop))
             loops.append(self.retention.run_forever(stop))
+            loops.append(self.webhooks.run_forever(stop))
         if index_check:
             loops.append(self.index_coverage.run_forever(stop))
         if ingest_worker:

@@ -138,6 +138,10 @@ def base_env(service_urls: services.ServiceUrls, index_name: str) -> dict[str, s
             "COGNIS_API_KEY_HASHES": hashlib.sha256(API_KEY.encode()).hexdigest(),
             "COGNIS_ADMIN_KEY_HASHES": hashlib.sha256(ADMIN_KEY.encode()).hexdigest(),
             "COGNIS_RELAY_POLL_INTERVAL_S": "0.5",
+            # Webhooks (tests/webhooks/): retries within a test's wait, a dead letter at 3.
+            "COGNIS_WEBHOOK_MAX_ATTEMPTS": "3",
+            "COGNIS_WEBHOOK_BACKOFF_BASE_S": "0.2",
+            "COGNIS_WEBHOOK_TIMEOUT_S": "2",
             # The expiry reaper runs when a test says so (tests/memories/test_expiry.py): an
             # expired memory must be seen hidden before any reaper has run.
             "COGNIS_EXPIRY_REAP_INTERVAL_S": "0",

@@ -43,7 +43,16 @@ LAYERS = (
         "infrastructure adapters",
         # app.idempotency: a table of stored responses, purged by the relay's housekeeping
         # like the outbox's delivered rows.
-        ("app.db", "app.ml", "app.llm", "app.search_index", "app.idempotency", "app.in_process"),
+        (
+            "app.db",
+            "app.ml",
+            "app.llm",
+            "app.search_index",
+            "app.idempotency",
+            "app.in_process",
+            # app.webhooks: queued by the outbox's writer hook, dispatched beside the relay.
+            "app.webhooks",
+        ),
     ),
     Layer("stores", ("app.memories", "app.tenants")),
     Layer("pipelines", ("app.ingest", "app.retrieval", "app.imports"), side_by_side=True),

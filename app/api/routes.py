@@ -22,6 +22,7 @@ from app.api.messages import MessageController
 from app.api.reads import provide_reads
 from app.api.search import SearchController
 from app.api.users import UserController, UserListController
+from app.api.webhooks import WebhookController
 from app.tenants.authentication import API_KEY_HEADER
 
 
@@ -38,6 +39,7 @@ def api_route_handlers() -> list[ControllerRouterHandler]:
             ContextController,
             UserController,
             UserListController,
+            WebhookController,
         ],
         guards=[require_api_key],
         dependencies={"runtime": Provide(provide_runtime), "reads": Provide(provide_reads)},

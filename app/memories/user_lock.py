@@ -23,6 +23,7 @@ from app.db.models import (
     OutboxEvent,
     ScopeErasure,
     UserErasure,
+    WebhookDelivery,
 )
 from app.db.tenant import current_tenant
 from app.errors import UserErasedError
@@ -97,6 +98,8 @@ async def erase_user(
         ("scope_erasures", ScopeErasure),
         # Batch creates accepted (202) and not yet written, and the record of those done.
         ("batch_jobs", BatchJob),
+        # Webhook events of the user not yet delivered (and the log of those that were).
+        ("webhook_deliveries", WebhookDelivery),
     )
     for name, model in tables:
         result = await session.execute(delete(model).where(model.user_id == user_id))

@@ -14,6 +14,7 @@ from sqlalchemy.orm import aliased
 
 from app.db.models import Memory, OutboxEvent
 from app.search_index.documents import memory_document
+from app.webhooks import events as webhook_events
 
 OUTBOX_CHANNEL = "cognis_outbox"
 
@@ -32,9 +33,15 @@ def index_event(memory: Memory) -> dict[str, Any]:
     return event
 
 
-def enqueue_index(session: AsyncSession, memories: list[Memory]) -> list[OutboxEvent]:
-    """One `index` event per memory version, carrying the document as it is now."""
+def enqueue_index(
+    session: AsyncSession, memories: list[Memory], *, webhooks: bool = True
+) -> list[OutboxEvent]:
+    """One `index` event per memory version, carrying the document as it is now; and, with
+    `webhooks` (a change, not a reindex), the change's webhook events (app/webhooks/events.py),
+    queued by the same transaction."""
     events = [OutboxEvent(**index_event(m)) for m in memories]
+    if webhooks:
+        webhook_events.stage(session.sync_session, memories)
     session.add_all(events)
     return events
 

@@ -36,7 +36,7 @@ async def requeue_memories(
             rows = list(await session.scalars(query))
             if not rows:
                 return total
-            outbox.enqueue_index(session, rows)
+            outbox.enqueue_index(session, rows, webhooks=False)
             after = rows[-1].id
         total += len(rows)
         if progress is not None:

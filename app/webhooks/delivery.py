@@ -1,0 +1,171 @@
+"""The dispatcher: claims due webhook deliveries (FOR UPDATE SKIP LOCKED, across tenants on
+the background role, like the outbox relay), POSTs each signed, and records every attempt.
+Per subscription and user, a delivery waits while an earlier one is pending, so a receiver
+sees one user's events in order; a failure backs off exponentially and, after
+COGNIS_WEBHOOK_MAX_ATTEMPTS, leaves the delivery dead (redelivered on request)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import time
+from dataclasses import dataclass
+from datetime import timedelta
+
+import httpx
+import structlog
+from sqlalchemy import func, insert, select, text, update
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from app.config import Settings
+from app.db.models import WebhookAttempt, WebhookDelivery, WebhookSubscription
+from app.wakeup import work_until_stopped
+from app.webhooks.signing import sign
+
+log = structlog.get_logger(__name__)
+
+_DUE = text(
+    """
+    SELECT d.id FROM webhook_deliveries AS d
+    WHERE d.status = 'pending' AND d.next_attempt_at <= now()
+      AND NOT EXISTS (
+        SELECT 1 FROM webhook_deliveries AS e
+        WHERE e.subscription_id = d.subscription_id AND e.user_id = d.user_id
+          AND e.status = 'pending' AND e.id < d.id
+      )
+    ORDER BY d.id
+    LIMIT :limit
+    FOR UPDATE SKIP LOCKED
+    """
+)
+
+
+@dataclass
+class Outcome:
+    status_code: int | None
+    error: str | None
+    duration_ms: int
+
+    @property
+    def ok(self) -> bool:
+        return self.status_code is not None and 200 <= self.status_code < 300
+
+
+def body_of(delivery: WebhookDelivery) -> bytes:
+    return json.dumps(
+        {
+            "id": str(delivery.event_id),
+            "type": delivery.type,
+            "created_at": delivery.created_at.isoformat(),
+            "data": delivery.payload,
+        },
+        separators=(",", ":"),
+    ).encode()
+
+
+class WebhookDispatcher:
+    def __init__(
+        self,
+        sessionmaker: async_sessionmaker[AsyncSession],
+        settings: Settings,
+        batch_size: int = 50,
+    ) -> None:
+        self._sessionmaker = sessionmaker
+        self._settings = settings
+        self._batch_size = batch_size
+        self.wake = asyncio.Event()
+
+    def backoff(self, attempts: int) -> timedelta:
+        base = self._settings.webhook_backoff_base_s * (2 ** min(attempts - 1, 20))
+        capped = min(base, self._settings.relay_backoff_max_s)
+        return timedelta(seconds=capped * random.uniform(0.5, 1.0))
+
+    async def _post(
+        self,
+        client: httpx.AsyncClient,
+        subscription: WebhookSubscription,
+        delivery: WebhookDelivery,
+    ) -> Outcome:
+        body = body_of(delivery)
+        timestamp = int(time.time())
+        event_id = str(delivery.event_id)
+        headers = {
+            "content-type": "application/json",
+            "webhook-id": event_id,
+            "webhook-timestamp": str(timestamp),
+            "webhook-signature": sign(subscription.secret, event_id, timestamp, body),
+        }
+        started = time.perf_counter()
+        try:
+            response = await client.post(subscription.url, content=body, headers=headers)
+        except httpx.HTTPError as exc:
+            elapsed = int((time.perf_counter() - started) * 1000)
+            return Outcome(None, f"{type(exc).__name__}: {exc}"[:500], elapsed)
+        elapsed = int((time.perf_counter() - started) * 1000)
+        error = None if 200 <= response.status_code < 300 else f"HTTP {response.status_code}"
+        return Outcome(response.status_code, error, elapsed)
+
+    async def run_once(self) -> bool:
+        """Claim one batch of due deliveries, POST them, record the outcomes. One transaction:
+        the rows stay locked while their POSTs are in flight."""
+        async with self._sessionmaker() as session, session.begin():
+            ids = list((await session.scalars(_DUE, {"limit": self._batch_size})).all())
+            if not ids:
+                return False
+            deliveries = list(
+                await session.scalars(select(WebhookDelivery).where(WebhookDelivery.id.in_(ids)))
+            )
+            subscriptions = {
+                s.id: s
+                for s in await session.scalars(
+                    select(WebhookSubscription).where(
+                        WebhookSubscription.id.in_({d.subscription_id for d in deliveries})
+                    )
+                )
+            }
+            async with httpx.AsyncClient(
+                timeout=self._settings.webhook_timeout_s, follow_redirects=False
+            ) as client:
+                outcomes = await asyncio.gather(
+                    *(self._post(client, subscriptions[d.subscription_id], d) for d in deliveries)
+                )
+            for delivery, outcome in zip(deliveries, outcomes, strict=True):
+                await self._record(session, delivery, outcome)
+            return True
+
+    async def _record(
+        self, session: AsyncSession, delivery: WebhookDelivery, outcome: Outcome
+    ) -> None:
+        await session.execute(
+            insert(WebhookAttempt).values(
+                tenant_id=delivery.tenant_id,
+                delivery_id=delivery.id,
+                status_code=outcome.status_code,
+                error=outcome.error,
+                duration_ms=outcome.duration_ms,
+            )
+        )
+        attempts = delivery.attempts + 1
+        values: dict[str, object] = {"attempts": attempts}
+        if outcome.ok:
+            values.update(status="delivered", delivered_at=func.clock_timestamp())
+        elif attempts >= self._settings.webhook_max_attempts:
+            values.update(status="dead")
+            log.warning("webhooks.dead", delivery_id=delivery.id, error=outcome.error)
+        else:
+            values.update(next_attempt_at=func.now() + self.backoff(attempts))
+        await session.execute(
+            update(WebhookDelivery).where(WebhookDelivery.id == delivery.id).values(**values)
+        )
+
+    async def run_forever(self, stop: asyncio.Event) -> None:
+        log.info("webhooks.dispatcher_started")
+        await work_until_stopped(
+            self.run_once,
+            self.wake,
+            stop,
+            self._settings.relay_poll_interval_s,
+            "webhooks.dispatch_error",
+        )
+        log.info("webhooks.dispatcher_stopped")
