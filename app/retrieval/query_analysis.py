@@ -11,6 +11,21 @@ from typing import Any
 from app.retrieval.query_parts import QueryParts, split_query
 from app.time_expressions import TimeWindow, resolve_time_expressions
 
+# Japanese: words for "before" and "at first", "before <verb>", the past progressive (住んでいた,
+# 使ってた: a state that held), "no longer" (もう ... ない), change (変わった, 変更) and "what did I
+# say". Japanese has no spaces: 前 counts only where it is not part of another word's kanji (名前,
+# 午前, 駅前) nor after a count of time (3日前 is a time, not "before").
+_NOT_BEFORE = "名午駅目手寸直日週月年間分秒数〇一二三四五六七八九十百"
+JAPANESE_HISTORY = (
+    r"以前|昔|かつて|元々|もともと|最初[はのに]|初めは|はじめは|これまで|今まで|前職|前回",
+    rf"(?<![{_NOT_BEFORE}\d])前(?:は|に|の|まで)",
+    r"(?<=[うくぐすつぬぶむる])前",  # 引っ越す前, 変わる前, 結婚する前
+    r"[てで]い(?:た|ました)|[んっ][てで]た",  # 住んでいた, 使っていました, 飼ってた
+    r"もう[^。\uff1f?\uff01!]{0,15}?(?:ない|ません|なくなっ)",
+    r"変わっ|変わる前|変え[たる]|変更|変化|変遷|移り変わり",
+    r"(?:何と|なんて|何て)言",
+)
+
 # Phrases that ask about earlier states of a memory, not just the current one.
 HISTORY_PATTERNS = tuple(
     re.compile(p, re.IGNORECASE)
@@ -32,6 +47,7 @@ HISTORY_PATTERNS = tuple(
         r"\bdid i (?:say|tell you|mention)\b",
         r"\bhistory of\b",
         r"\bover time\b",
+        *JAPANESE_HISTORY,
     )
 )
 
