@@ -11,6 +11,7 @@ from app.time_expressions.japanese import kanji_number
 
 MON = datetime(2023, 5, 8, 10, 0, tzinfo=UTC)  # Monday
 FRI = datetime(2023, 5, 12, 15, 0, tzinfo=UTC)  # Friday
+SUN = datetime(2023, 5, 14, 12, 0, tzinfo=UTC)  # Sunday
 JAN = datetime(2024, 1, 10, 9, 0, tzinfo=UTC)  # Wednesday, tests year wrap
 
 D = date
@@ -45,6 +46,8 @@ CASES: list[tuple[str, datetime, date, date, str]] = [
     ("週末", MON, D(2023, 5, 6), D(2023, 5, 8), "weekend"),
     ("先週末", MON, D(2023, 5, 6), D(2023, 5, 8), "weekend"),
     ("来週末", MON, D(2023, 5, 13), D(2023, 5, 15), "weekend"),
+    ("今週末", MON, D(2023, 5, 13), D(2023, 5, 15), "weekend"),
+    ("今週末", SUN, D(2023, 5, 13), D(2023, 5, 15), "weekend"),
     # offsets, in digits, full-width digits and kanji numerals
     ("3日前", MON, D(2023, 5, 5), D(2023, 5, 6), "day"),
     ("３日前", MON, D(2023, 5, 5), D(2023, 5, 6), "day"),
@@ -75,6 +78,7 @@ CASES: list[tuple[str, datetime, date, date, str]] = [
     ("5月3日", MON, D(2023, 5, 3), D(2023, 5, 4), "day"),
     ("５月３日", MON, D(2023, 5, 3), D(2023, 5, 4), "day"),
     ("五月三日", MON, D(2023, 5, 3), D(2023, 5, 4), "day"),
+    ("四月二十三日", MON, D(2023, 4, 23), D(2023, 4, 24), "day"),
     ("12月24日", MON, D(2022, 12, 24), D(2022, 12, 25), "day"),
     ("2023年5月3日", JAN, D(2023, 5, 3), D(2023, 5, 4), "day"),
     ("2023/5/3", JAN, D(2023, 5, 3), D(2023, 5, 4), "day"),

@@ -117,8 +117,11 @@ def _relative_unit(m: re.Match[str], ref: date) -> Span:
 
 
 def _weekend(m: re.Match[str], ref: date) -> Span:
-    rel = {"先": "last", "今": "this", "来": "next", "この": "this"}.get(m["rel"].strip(), "")
-    return _weekend_span(rel, ref)
+    rel = m["rel"].strip()
+    if rel in {"今", "この"}:  # this calendar week's, even on a Monday
+        saturday = _week(ref)[0] + timedelta(days=5)
+        return saturday, saturday + timedelta(days=2), "weekend"
+    return _weekend_span({"先": "last", "来": "next"}.get(rel, ""), ref)
 
 
 def _weekday(m: re.Match[str], ref: date) -> Span:
