@@ -93,6 +93,8 @@ main() {
     step "curl and jq for the README's examples" ensure_debs curl jq
     # PgBouncer: the transaction-mode pooler tests/db/test_pgbouncer.py runs the API through.
     step "pgbouncer for the pooler tests" ensure_debs pgbouncer
+    # helm, built with Go once and cached: the chart's checks (tests/deploy/test_helm_chart.py).
+    step "helm for the chart checks" "$SCRIPTS/install-helm.sh" >/dev/null
     step "local LLM (xllamacpp + SmolLM2-135M test model)" "$SCRIPTS/install-llm.sh" >/dev/null
     log "install complete; start the services with: scripts/services.sh start all"
 }

@@ -1,0 +1,256 @@
+"""charts/cognis-memory: the manifests `helm template` renders, read back and checked.
+
+The helm binary comes from scripts/install-helm.sh (built with Go, cached in the per-user cache);
+make check-deploy runs it first, and so do these tests when Go is there to build it. Without
+either they skip and say so.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from app.config import Settings
+from tests.deploy.files import ROOT
+
+CHART = ROOT / "charts" / "cognis-memory"
+CI_VALUES = sorted((CHART / "ci").glob("*-values.yaml"))
+INSTALL = ROOT / "scripts" / "install-helm.sh"
+
+
+@cache
+def helm() -> str:
+    if found := os.environ.get("COGNIS_HELM"):
+        return found
+    if shutil.which("go") is None and shutil.which("helm") is None:
+        pytest.skip("no helm: run scripts/install-helm.sh (needs Go) or set COGNIS_HELM")
+    if shutil.which("go") is None:
+        return shutil.which("helm") or ""
+    result = subprocess.run(
+        ["bash", str(INSTALL)], capture_output=True, text=True, timeout=1800, check=False
+    )
+    if result.returncode != 0:
+        pytest.skip(f"scripts/install-helm.sh failed: {result.stderr[-500:]}")
+    return result.stdout.strip().splitlines()[-1]
+
+
+@cache
+def render(values: str | None = "default", *sets: str) -> tuple[dict[str, Any], ...]:
+    command = [helm(), "template", "cognis", str(CHART), "--namespace", "memory"]
+    if values:
+        command += ["-f", str(CHART / "ci" / f"{values}-values.yaml")]
+    for item in sets:
+        command += ["--set", item]
+    out = subprocess.run(command, capture_output=True, text=True, check=True, timeout=120).stdout
+    return tuple(doc for doc in yaml.safe_load_all(out) if doc)
+
+
+def find(docs: tuple[dict[str, Any], ...], kind: str, suffix: str) -> dict[str, Any]:
+    named = [d for d in docs if d["kind"] == kind and d["metadata"]["name"].endswith(suffix)]
+    assert len(named) == 1, f"{kind} *{suffix}: {len(named)}"
+    return named[0]
+
+
+def pod(doc: dict[str, Any]) -> dict[str, Any]:
+    return doc["spec"]["template"]["spec"]
+
+
+def containers(docs: tuple[dict[str, Any], ...]) -> list[dict[str, Any]]:
+    return [c for d in docs if d["kind"] in ("Deployment", "Job") for c in pod(d)["containers"]]
+
+
+def settings_env_names() -> set[str]:
+    names = set()
+    for name, field in Settings.model_fields.items():
+        names.add("COGNIS_" + name.upper())
+        annotation = field.annotation
+        for sub in getattr(annotation, "model_fields", {}):
+            names.add("COGNIS_" + sub.upper())
+    return names
+
+
+@pytest.mark.parametrize("values", [p.name.removesuffix("-values.yaml") for p in CI_VALUES])
+def test_every_cognis_variable_is_a_real_setting(values: str) -> None:
+    known = settings_env_names()
+    seen = set()
+    for container in containers(render(values)):
+        for entry in container.get("env", []):
+            if entry["name"].startswith("COGNIS_"):
+                seen.add(entry["name"])
+                assert entry["name"] in known, f"{container['name']}: {entry['name']}"
+    assert "COGNIS_DATABASE_URL" in seen
+
+
+def test_the_migration_job_is_a_pre_install_and_pre_upgrade_hook() -> None:
+    docs = render()
+    job = find(docs, "Job", "-migrate")
+    annotations = job["metadata"]["annotations"]
+    assert set(annotations["helm.sh/hook"].split(",")) == {"pre-install", "pre-upgrade"}
+    assert "before-hook-creation" in annotations["helm.sh/hook-delete-policy"]
+    assert pod(job)["containers"][0]["args"] == ["python", "-m", "app", "migrate"]
+    assert pod(job)["restartPolicy"] == "Never"
+    # The Secret it reads is a hook of lower weight, so it exists before the Job.
+    secret = find(docs, "Secret", "cognis-memory")
+    assert secret["metadata"]["annotations"]["helm.sh/hook"] == "pre-install,pre-upgrade"
+    assert int(secret["metadata"]["annotations"]["helm.sh/hook-weight"]) < int(
+        annotations["helm.sh/hook-weight"]
+    )
+    # A hook runs before the release's ServiceAccount exists.
+    assert "serviceAccountName" not in pod(job)
+
+
+def test_processes_commands_and_probes_as_in_compose_and_terraform() -> None:
+    docs = render()
+    commands = {
+        d["metadata"]["name"].removeprefix("cognis-cognis-memory-"): pod(d)["containers"][0]["args"]
+        for d in docs
+        if d["kind"] == "Deployment"
+    }
+    assert commands["api"] == ["python", "-m", "app", "serve"]
+    assert commands["relay"] == ["python", "-m", "app", "relay"]
+    assert commands["worker"] == ["python", "-m", "app", "worker"]
+    assert commands["embedder"][:4] == ["python", "-m", "app", "embed-serve"]
+    assert commands["embedder"][-2:] == ["--backend", "torch"]
+    api = pod(find(docs, "Deployment", "-api"))["containers"][0]
+    assert api["livenessProbe"]["httpGet"] == {"path": "/health", "port": "http"}
+    assert api["readinessProbe"]["httpGet"] == {"path": "/ready", "port": "http"}
+    assert api["ports"][0]["containerPort"] == 8000
+    embedder = pod(find(docs, "Deployment", "-embedder"))["containers"][0]
+    assert embedder["livenessProbe"]["httpGet"]["path"] == "/health"
+    assert embedder["ports"][0]["containerPort"] == 8080
+    assert find(docs, "Service", "-embedder")["spec"]["ports"][0]["port"] == 8080
+    # Every process but the model service embeds through it; it opens no database.
+    env = {e["name"]: e for e in api["env"]}
+    assert env["COGNIS_EMBEDDING_BACKEND"]["value"] == "http"
+    assert (
+        env["COGNIS_EMBEDDING_HTTP_URL"]["value"] == "http://cognis-cognis-memory-embedder:8080/v1"
+    )
+    assert env["COGNIS_RELAY_IN_API"]["value"] == "false"
+    assert env["COGNIS_INGEST_WORKER_IN_API"]["value"] == "false"
+    assert not {e["name"] for e in embedder["env"]} & {"COGNIS_DATABASE_URL"}
+
+
+def test_every_secret_reference_names_a_key_the_chart_or_values_define() -> None:
+    # Every secret value set: the chart's Secret then holds every key a pod can ask for.
+    docs = render("replica-reader", "secrets.llmApiKey=llm-key")
+    secret = find(docs, "Secret", "cognis-memory")
+    keys = set(secret["stringData"])
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    documented = (CHART / "values.yaml").read_text()
+    for container in containers(docs):
+        for entry in container.get("env", []):
+            ref = entry.get("valueFrom", {}).get("secretKeyRef")
+            if ref is None:
+                continue
+            assert ref["name"] == secret["metadata"]["name"]
+            assert ref["key"] in keys, ref
+            assert ref["key"] in documented, f"{ref['key']} not listed in values.yaml"
+            assert ref.get("optional") or ref["key"] == "database-url"
+    assert set(values["secrets"]) - {"existingSecret"} == {
+        "databaseUrl",
+        "workerDatabaseUrl",
+        "migrationDatabaseUrl",
+        "readDatabaseUrl",
+        "apiKeyHashes",
+        "adminKeyHashes",
+        "opensearchPassword",
+        "embeddingHttpApiKey",
+        "llmApiKey",
+    }
+    api = {e["name"] for e in pod(find(docs, "Deployment", "-api"))["containers"][0]["env"]}
+    assert "COGNIS_READ_DATABASE_URL" in api
+    # Values left empty put no key in the Secret (the optional reference leaves the setting unset).
+    assert set(find(render(), "Secret", "cognis-memory")["stringData"]) == {"database-url"}
+
+
+def test_an_existing_secret_replaces_the_charts_own() -> None:
+    docs = render("existing-secret")
+    assert not [d for d in docs if d["kind"] == "Secret"]
+    refs = {
+        e["valueFrom"]["secretKeyRef"]["name"]
+        for c in containers(docs)
+        for e in c["env"]
+        if "valueFrom" in e
+    }
+    assert refs == {"cognis-credentials"}
+    assert not [d for d in docs if d["kind"] == "ServiceAccount"]
+    assert pod(find(docs, "Job", "-migrate"))["serviceAccountName"] == "cognis"
+
+
+def test_no_database_url_fails_the_render() -> None:
+    result = subprocess.run(
+        [helm(), "template", "cognis", str(CHART)], capture_output=True, text=True, check=False
+    )
+    assert result.returncode != 0
+    assert "secrets.databaseUrl" in result.stderr
+
+
+def test_hpa_and_pdb_only_when_enabled() -> None:
+    on = render()
+    hpa = find(on, "HorizontalPodAutoscaler", "-api")
+    assert hpa["spec"]["scaleTargetRef"]["name"] == "cognis-cognis-memory-api"
+    assert "replicas" not in find(on, "Deployment", "-api")["spec"]
+    find(on, "PodDisruptionBudget", "-api")
+    off = render("hpa-off")
+    assert not [d for d in off if d["kind"] in ("HorizontalPodAutoscaler", "PodDisruptionBudget")]
+    assert find(off, "Deployment", "-api")["spec"]["replicas"] == 3
+    # An external embedding endpoint in place of the model service.
+    assert not [d for d in off if d["metadata"]["name"].endswith("-embedder")]
+    env = {e["name"]: e for e in pod(find(off, "Deployment", "-api"))["containers"][0]["env"]}
+    assert env["COGNIS_EMBEDDING_HTTP_URL"]["value"] == "http://embeddings.models.svc:8080/v1"
+
+
+def test_every_pod_runs_non_root_on_a_read_only_root() -> None:
+    docs = render()
+    for doc in docs:
+        if doc["kind"] not in ("Deployment", "Job"):
+            continue
+        spec = pod(doc)
+        assert spec["securityContext"]["runAsNonRoot"] is True
+        assert spec["securityContext"]["runAsUser"] == 10001  # the Dockerfile's USER
+        for container in spec["containers"]:
+            context = container["securityContext"]
+            assert context["readOnlyRootFilesystem"] is True
+            assert context["allowPrivilegeEscalation"] is False
+            assert context["capabilities"]["drop"] == ["ALL"]
+            mounts = {m["mountPath"] for m in container["volumeMounts"]}
+            assert "/tmp" in mounts, container["name"]  # noqa: S108 (the emptyDir mount)
+            assert container["resources"]["requests"]
+
+
+def test_the_schema_refuses_unknown_and_malformed_values() -> None:
+    for bad in ("api.replica=2", "secrets.apiKeyHashes=not-a-hash", "logLevel=LOUD"):
+        result = subprocess.run(
+            [helm(), "template", "cognis", str(CHART), "-f", str(CI_VALUES[0]), "--set", bad],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert result.returncode != 0, bad
+        assert "schema" in result.stderr.lower(), result.stderr
+
+
+def test_the_docs_link_the_chart() -> None:
+    guide = (ROOT / "docs" / "deployment.md").read_text()
+    assert "charts/cognis-memory" in guide
+    readme = (CHART / "README.md").read_text()
+    assert "helm install cognis charts/cognis-memory -f my-values.yaml" in readme
+    for operator in ("CloudNativePG", "OpenSearch Kubernetes Operator"):
+        assert operator in readme
+
+
+def test_chart_files_are_where_ci_expects_them() -> None:
+    assert Path(CHART / "values.schema.json").is_file()
+    assert {p.name for p in CI_VALUES} == {
+        "default-values.yaml",
+        "existing-secret-values.yaml",
+        "hpa-off-values.yaml",
+        "replica-reader-values.yaml",
+    }
