@@ -17,6 +17,7 @@ from app.api.dependencies import provide_runtime
 from app.api.exports import ExportController
 from app.api.health import health, metrics_endpoint, ready
 from app.api.imports import ImportController
+from app.api.mem0 import Mem0Controller
 from app.api.memories import MemoryController
 from app.api.messages import MessageController
 from app.api.reads import provide_reads
@@ -40,6 +41,7 @@ def api_route_handlers() -> list[ControllerRouterHandler]:
             UserController,
             UserListController,
             WebhookController,
+            Mem0Controller,
         ],
         guards=[require_api_key],
         dependencies={"runtime": Provide(provide_runtime), "reads": Provide(provide_reads)},

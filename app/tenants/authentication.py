@@ -27,12 +27,13 @@ LAST_USED_RESOLUTION = timedelta(minutes=1)
 
 
 def presented_key(headers: Mapping[str, str]) -> str | None:
-    """The key a request presents: its X-API-Key header, or `Authorization: Bearer <key>`."""
+    """The key a request presents: its X-API-Key header, or `Authorization: Bearer <key>`
+    (or `Token <key>`, as mem0's client sends it: docs/mem0.md)."""
     key = headers.get(API_KEY_HEADER)
     if key is None:
-        authorization = headers.get("Authorization", "")
-        if authorization.lower().startswith("bearer "):
-            key = authorization[7:].strip()
+        scheme, _, credentials = headers.get("Authorization", "").partition(" ")
+        if scheme.lower() in ("bearer", "token"):
+            key = credentials.strip()
     return key or None
 
 

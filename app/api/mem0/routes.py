@@ -1,0 +1,443 @@
+"""mem0's Platform API, as its official client (`mem0ai`'s MemoryClient) calls it: each route
+translates the call to this service's own services (memories, ingestion, search) and their
+answer to mem0's shapes; nothing here stores, extracts or ranks by itself. docs/mem0.md says
+what maps to what.
+
+mem0's client authenticates with `Authorization: Token <key>`: a key of this service, bound to
+its tenant like any other spelling of it (app/tenants/authentication.py)."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+from typing import Any
+
+import msgspec
+from litestar import Controller, Request, delete, get, post, put
+from litestar.di import Provide
+from litestar.params import Parameter
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.api.contract import USER_WRITE, problems
+from app.api.deadlines import write_work
+from app.api.dependencies import memory_service, provide_ingest_service, provide_memory_service
+from app.api.mem0.translate import expiration, history_out, memory_out, split_filters
+from app.api.memories import _draft
+from app.api.messages import _incoming
+from app.api.reads import Reads
+from app.api.schemas.memories import MemoryCreate, MemoryOut
+from app.api.schemas.messages import MessageIn
+from app.api.schemas.search import SearchBody
+from app.api.search import search_user
+from app.db.models import Memory
+from app.db.tenant import current_tenant
+from app.errors import InvalidInputError, NotFoundError
+from app.ingest.service import IngestService
+from app.memories.domain import MemoryUpdate, parse_memory_id
+from app.memories.filters import all_of, parse_filter, to_sql, visible_to
+from app.memories.repository import ListFilter
+from app.memories.service import MemoryService
+from app.ml.batching import Work, WorkClass
+from app.runtime import Runtime
+
+COMMON_PROBLEMS = problems(*USER_WRITE, 404)
+# mem0's page size when get_all names none, and the listing's page here.
+DEFAULT_PAGE_SIZE = 100
+_LIST_PAGE = 200
+
+
+def mem0_memory(memory: Memory) -> dict[str, Any]:
+    return memory_out(MemoryOut.of(memory))
+
+
+def _work(runtime: Runtime, user_id: str) -> Work:
+    return write_work(WorkClass.INTERACTIVE, user_id, runtime.settings.write_deadline_ms, None)
+
+
+def _body(data: Any) -> dict[str, Any]:
+    if not isinstance(data, dict):
+        raise InvalidInputError("the body must be a JSON object", field="body")
+    return data
+
+
+def _scoped(data: Any) -> tuple[dict[str, Any], str, dict[str, Any] | None]:
+    """A call's body, the one user it names (`user_id` or in its filters) and the rest of its
+    filters as a native filter tree."""
+    body = _body(data)
+    return body, *split_filters(body.get("filters"), _text(body, "user_id"))
+
+
+def _content(message: Any) -> Any:
+    if not isinstance(message, dict):
+        raise InvalidInputError(
+            "every message must be an object such as {'role': 'user', 'content': '...'}",
+            field="messages",
+        )
+    return message.get("content")
+
+
+def _sent_at(timestamp: Any) -> datetime:
+    """mem0's `timestamp` (Unix seconds) as the messages' time; now when it gives none."""
+    if timestamp is None:
+        return datetime.now(UTC)
+    try:
+        return datetime.fromtimestamp(float(timestamp), UTC)
+    except (TypeError, ValueError, OverflowError, OSError) as exc:
+        raise InvalidInputError(
+            "timestamp must be a Unix time in seconds", field="timestamp"
+        ) from exc
+
+
+def _event(memory_id: uuid.UUID, content: str, event: str) -> dict[str, Any]:
+    return {"id": str(memory_id), "memory": content, "event": event}
+
+
+def _text(data: dict[str, Any], key: str) -> str | None:
+    value = data.get(key)
+    if value is not None and not isinstance(value, str):
+        raise InvalidInputError(f"{key} must be a string", field=key)
+    return value
+
+
+async def _owner(session: AsyncSession, memory_id: uuid.UUID) -> str:
+    """The user whose memory an id names (the memory's or one of its versions'), in the
+    key's tenant (row security hides every other tenant's): mem0's by-id calls name no user."""
+    owner = await session.scalar(select(Memory.user_id).where(Memory.id == memory_id).limit(1))
+    if owner is None:
+        raise NotFoundError(f"memory {memory_id} not found")
+    return owner
+
+
+async def _current(service: MemoryService, memory_id: uuid.UUID) -> tuple[str, Memory]:
+    """The owner of the memory an id names, and its version now (the current one, or its last
+    once deleted)."""
+    user_id = await _owner(service.repository.session, memory_id)
+    named = await service.get(user_id, memory_id)
+    if named.is_current:
+        return user_id, named
+    current = await service.repository.current_in_chain(user_id, named.chain_id)
+    return user_id, current or named
+
+
+def _convert(raw: dict[str, Any], kind: type[Any]) -> Any:
+    try:
+        return msgspec.convert(raw, kind)
+    except msgspec.ValidationError as exc:
+        raise InvalidInputError(str(exc), field="body") from exc
+
+
+async def _update(
+    service: MemoryService, runtime: Runtime, memory_id: str, change: dict[str, Any]
+) -> Memory:
+    """mem0's update (text, metadata, expiration_date) as a new version of the memory."""
+    fields: dict[str, Any] = {}
+    if "text" in change and change["text"] is not None:
+        fields["content"] = change["text"]
+    if "metadata" in change and change["metadata"] is not None:
+        fields["metadata"] = change["metadata"]
+    changes = _convert(fields, MemoryUpdate)
+    if "expiration_date" in change:
+        changes.expires_at = expiration(change["expiration_date"])
+    user_id, current = await _current(service, parse_memory_id(memory_id))
+    if not current.is_current:
+        await service.get(user_id, current.id)  # deleted: the service's 409 below
+    return await service.update(user_id, current.id, changes, work=_work(runtime, user_id))
+
+
+async def _delete(service: MemoryService, memory_id: str) -> None:
+    user_id, current = await _current(service, parse_memory_id(memory_id))
+    await service.delete(user_id, current.id)
+
+
+class Mem0Controller(Controller):
+    """The routes of mem0's client: /v1/ping, /v3/memories/..., /v1/memories/..., /v1/batch."""
+
+    path = "/"
+    tags = ["mem0 compatibility"]
+    dependencies = {
+        "service": Provide(provide_memory_service),
+        "ingest": Provide(provide_ingest_service),
+    }
+
+    @get("/v1/ping", summary="mem0: check the key (its tenant as org and project)")
+    async def ping(self) -> dict[str, Any]:
+        tenant = str(current_tenant())
+        return {"status": "ok", "org_id": tenant, "project_id": tenant, "user_email": None}
+
+    @post(
+        "/v3/memories/add",
+        status_code=200,
+        summary="mem0: add messages (infer: through ingestion; else stored as given)",
+        responses=COMMON_PROBLEMS,
+    )
+    async def add(
+        self, data: Any, service: MemoryService, ingest: IngestService, runtime: Runtime
+    ) -> dict[str, Any]:
+        body, user_id, _ = _scoped(data)
+        messages = body.get("messages")
+        if not isinstance(messages, list) or not messages:
+            raise InvalidInputError("messages must be a non-empty list", field="messages")
+        shared = {
+            "metadata": body.get("metadata") or {},
+            "agent_id": body.get("agent_id"),
+            "run_id": body.get("run_id"),
+        }
+        work = _work(runtime, user_id)
+        if body.get("infer", True) is False:
+            # Stored as written, as POST /memories stores them (its schema checks them).
+            drafts = [
+                _draft(
+                    _convert(
+                        {
+                            **shared,
+                            "content": _content(m),
+                            "expires_at": expiration(body.get("expiration_date")),
+                        },
+                        MemoryCreate,
+                    )
+                )
+                for m in messages
+                if not (isinstance(m, dict) and m.get("role") == "system")
+            ]
+            written = await service.create(user_id, drafts, work)
+            return {"results": [_event(m.chain_id, m.content, "ADD") for m in written]}
+        sent_at = _sent_at(body.get("timestamp"))
+        incoming = [
+            _incoming(
+                _convert(
+                    {
+                        **shared,
+                        "content": _content(m),
+                        "role": m.get("role", "user") if isinstance(m, dict) else "user",
+                        "timestamp": sent_at,
+                    },
+                    MessageIn,
+                )
+            )
+            for m in messages
+        ]
+        # As POST /messages: step 1 committed by the service before any slow work.
+        job_id, _ = await ingest.submit(user_id, incoming, work)
+        if body.get("async_mode") is True:
+            return {
+                "results": [
+                    {
+                        "message": "Memory processing has been queued for background execution",
+                        "status": "PENDING",
+                        "event_id": str(job_id),
+                    }
+                ]
+            }
+        view = await ingest.wait_for_job(user_id, job_id)
+        return {"results": await _events(service, user_id, view.decisions)}
+
+    @post(
+        "/v3/memories",
+        status_code=200,
+        summary="mem0: list a user's memories, newest first (page, page_size)",
+        responses=COMMON_PROBLEMS,
+    )
+    async def get_all(
+        self,
+        data: Any,
+        reads: Reads,
+        runtime: Runtime,
+        page: int = Parameter(default=1, ge=1),
+        page_size: int = Parameter(default=DEFAULT_PAGE_SIZE, ge=1, le=1000),
+    ) -> dict[str, Any]:
+        body, user_id, tree = _scoped(data)
+        matching = all_of(
+            parse_filter(tree) if tree is not None else None,
+            visible_to(_text(body, "agent_id"), _text(body, "run_id")),
+        )
+        listing = ListFilter(where=to_sql(matching) if matching is not None else None)
+
+        async def every(session: AsyncSession) -> list[Memory]:
+            service = memory_service(session, runtime)
+            rows: list[Memory] = []
+            cursor = None
+            while True:
+                found = await service.list_page(user_id, listing, _LIST_PAGE, cursor)
+                rows.extend(found.items)
+                if found.next_cursor is None:
+                    return rows
+                cursor = found.next_cursor
+
+        rows = await reads(every, fresh=True)
+        start = (page - 1) * page_size
+        more = len(rows) > start + page_size
+        return {
+            "count": len(rows),
+            "next": f"?page={page + 1}&page_size={page_size}" if more else None,
+            "previous": f"?page={page - 1}&page_size={page_size}" if page > 1 else None,
+            "results": [mem0_memory(m) for m in rows[start : start + page_size]],
+        }
+
+    @post(
+        "/v3/memories/search",
+        status_code=200,
+        summary="mem0: search a user's memories (the 8-stage hybrid retrieval)",
+        responses=COMMON_PROBLEMS,
+    )
+    async def search(
+        self, data: Any, runtime: Runtime, reads: Reads, request: Request
+    ) -> dict[str, Any]:
+        body, user_id, tree = _scoped(data)
+        query: dict[str, Any] = {"query": body.get("query"), "filters": tree}
+        query["consistency"] = "indexed"  # mem0's add is read by the next search
+        for key, mapped in (("top_k", "top_k"), ("limit", "top_k"), ("threshold", "min_relevance")):
+            if body.get(key) is not None:
+                query[mapped] = body[key]
+        for key in ("agent_id", "run_id"):
+            if body.get(key) is not None:
+                query[key] = body[key]
+        found = await search_user(
+            user_id,
+            _convert(query, SearchBody),
+            runtime,
+            reads,
+            request.headers.get("X-Request-ID"),
+        )
+        return {
+            "results": [
+                memory_out(hit.memory, hit.relevance if hit.relevance is not None else hit.score)
+                for hit in found.results
+                if hit.history_of is None
+            ]
+        }
+
+    @get("/v1/memories/{memory_id:str}", summary="mem0: one memory", responses=COMMON_PROBLEMS)
+    async def get_memory(self, memory_id: str, reads: Reads, runtime: Runtime) -> dict[str, Any]:
+        async def read(session: AsyncSession) -> Memory:
+            return (await _current(memory_service(session, runtime), parse_memory_id(memory_id)))[1]
+
+        return mem0_memory(await reads(read, fresh=True))
+
+    @put(
+        "/v1/memories/{memory_id:str}",
+        summary="mem0: update a memory's text and/or metadata (a new version, the same id)",
+        responses=COMMON_PROBLEMS,
+    )
+    async def update(
+        self, memory_id: str, data: Any, service: MemoryService, runtime: Runtime
+    ) -> dict[str, Any]:
+        return mem0_memory(await _update(service, runtime, memory_id, _body(data)))
+
+    @delete(
+        "/v1/memories/{memory_id:str}",
+        status_code=200,
+        summary="mem0: delete a memory (its current version ends; its history stays)",
+        responses=COMMON_PROBLEMS,
+    )
+    async def delete_memory(self, memory_id: str, service: MemoryService) -> dict[str, Any]:
+        await _delete(service, memory_id)
+        return {"message": "Memory deleted successfully!"}
+
+    @delete(
+        "/v1/memories",
+        status_code=200,
+        summary="mem0: delete every current memory of a user (or of its agent or run)",
+        responses=COMMON_PROBLEMS,
+    )
+    async def delete_all(
+        self,
+        service: MemoryService,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        run_id: str | None = None,
+    ) -> dict[str, Any]:
+        if user_id is None:
+            raise InvalidInputError(
+                "delete_all needs user_id: memories belong to a user here (agent_id and "
+                "run_id narrow it to that agent's or run's memories)",
+                field="user_id",
+            )
+        tree = {
+            "and": [
+                {"field": field, "op": "eq", "value": value}
+                for field, value in (("agent", agent_id), ("run", run_id))
+                if value is not None
+            ]
+        }
+        listing = ListFilter(where=to_sql(parse_filter(tree)) if tree["and"] else None)
+        deleted = 0
+        while True:
+            found = await service.list_page(user_id, listing, _LIST_PAGE, None)
+            for memory in found.items:
+                await service.delete(user_id, memory.id)
+                deleted += 1
+            if found.next_cursor is None:
+                break
+        return {"message": "Memories deleted successfully!", "deleted": deleted}
+
+    @get(
+        "/v1/memories/{memory_id:str}/history",
+        summary="mem0: a memory's history (ADD, UPDATE..., DELETE)",
+        responses=COMMON_PROBLEMS,
+    )
+    async def history(self, memory_id: str, reads: Reads, runtime: Runtime) -> list[dict[str, Any]]:
+        wanted = parse_memory_id(memory_id)
+
+        async def read(session: AsyncSession) -> list[Memory]:
+            return await memory_service(session, runtime).history(
+                await _owner(session, wanted), wanted
+            )
+
+        return history_out(await reads(read, fresh=True))
+
+    @put("/v1/batch", summary="mem0: update several memories", responses=COMMON_PROBLEMS)
+    async def batch_update(
+        self, data: Any, service: MemoryService, runtime: Runtime
+    ) -> dict[str, Any]:
+        items = _batch(data)
+        for item in items:
+            await _update(service, runtime, _memory_id(item), item)
+        return {"message": f"Successfully updated {len(items)} memories"}
+
+    @delete(
+        "/v1/batch",
+        status_code=200,
+        summary="mem0: delete several memories",
+        responses=COMMON_PROBLEMS,
+    )
+    async def batch_delete(self, data: Any, service: MemoryService) -> dict[str, Any]:
+        items = _batch(data)
+        for item in items:
+            await _delete(service, _memory_id(item))
+        return {"message": f"Successfully deleted {len(items)} memories"}
+
+
+def _batch(data: Any) -> list[dict[str, Any]]:
+    items = _body(data).get("memories")
+    if not isinstance(items, list) or not items or not all(isinstance(i, dict) for i in items):
+        raise InvalidInputError(
+            "memories must be a non-empty list of {'memory_id': ...} objects", field="memories"
+        )
+    return items
+
+
+def _memory_id(item: dict[str, Any]) -> str:
+    memory_id = item.get("memory_id")
+    if not isinstance(memory_id, str):
+        raise InvalidInputError("every item needs its memory_id", field="memories.memory_id")
+    return memory_id
+
+
+async def _events(
+    service: MemoryService, user_id: str, decisions: dict[uuid.UUID, list[Any]]
+) -> list[dict[str, Any]]:
+    """The ingestion's decisions as mem0's add events, by the memory's id."""
+    events = []
+    for taken in decisions.values():
+        for decision in taken:
+            if decision.operation not in ("ADD", "UPDATE", "DELETE"):
+                continue
+            version_id = decision.memory_id or decision.target_memory_id
+            if version_id is None:
+                continue
+            memory = await service.get(user_id, version_id)
+            events.append(
+                _event(memory.chain_id, decision.content or memory.content, decision.operation)
+            )
+    return events
