@@ -27,7 +27,6 @@ async def provide_memory_service(db_session: AsyncSession, runtime: Runtime) -> 
 async def provide_ingest_service(runtime: Runtime) -> IngestService:
     return IngestService(
         runtime.sessionmaker,
-        runtime.embedder,
         runtime.ingest_pipeline,
         runtime.ingest_worker,
         runtime.settings,

@@ -1,7 +1,7 @@
-"""Step 1: immediate save. The message row (with its embedding: the only model pass its text
-gets, steps 3 and 4 reuse it) and its task are written in the request's transaction, committed
-before any slow work; an idempotency key already seen for the user returns the stored message
-instead of a second one."""
+"""Step 1: immediate save. The message row and its task are written in the request's
+transaction and committed before any model work: the submit answers as soon as they are
+durable, and the worker embeds the message when it claims the task (step 2). An idempotency key
+already seen for the user returns the stored message instead of a second one."""
 
 from __future__ import annotations
 
@@ -16,7 +16,6 @@ from app.memories.domain import check_content, check_metadata
 from app.memories.fields import check_instant, check_text, check_user_id
 from app.memories.user_lock import hold_for_write
 from app.ml.batching import Work
-from app.ml.embedder import Embedder
 from app.vocabulary import MAX_IDEMPOTENCY_KEY_CHARS
 
 
@@ -63,25 +62,22 @@ def check_messages(messages: list[IncomingMessage], settings: Settings) -> None:
 
 async def save_messages(
     repository: IngestRepository,
-    embedder: Embedder,
     settings: Settings,
     user_id: str,
     messages: list[IncomingMessage],
     work: Work,
 ) -> tuple[uuid.UUID, list[SavedMessage]]:
-    """Store the messages and queue one task each; flushes, never commits. DeadlineExceeded
-    (nothing written) when `work`'s deadline passes first."""
+    """Store the messages and queue one task each; flushes, never commits; no model call (the
+    worker embeds). DeadlineExceeded (nothing written) when `work`'s deadline passes first,
+    e.g. while the user's write lock is held by an erase."""
     check_user_id(user_id)
     check_messages(messages, settings)
-    # Embedding is CPU work: before the first statement opens the transaction.
-    embeddings = await embedder.embed([m.content for m in messages], work)
-    work.check_deadline()
     await hold_for_write(repository.session, user_id)
     job_id = uuid.uuid4()
     settle = timedelta(milliseconds=settings.ingest_settle_ms)
     saved: list[SavedMessage] = []
-    for message, embedding in zip(messages, embeddings, strict=True):
-        message_id = await repository.insert_message(user_id, message, embedding)
+    for message in messages:
+        message_id = await repository.insert_message(user_id, message)
         if message_id is None:
             assert message.idempotency_key is not None
             existing = await repository.message_by_key(user_id, message.idempotency_key)

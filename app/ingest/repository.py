@@ -26,7 +26,6 @@ from sqlalchemy.orm import aliased
 
 from app.db.models import IngestDecision, IngestTask, Message
 from app.ingest.domain import IncomingMessage
-from app.ml.embedder import Embedding
 
 OPEN_STATES = ("queued", "running")
 
@@ -135,10 +134,9 @@ class IngestRepository:
     def __init__(self, session: AsyncSession) -> None:
         self.session = session
 
-    async def insert_message(
-        self, user_id: str, message: IncomingMessage, embedding: Embedding
-    ) -> uuid.UUID | None:
-        """Insert the message; None when its idempotency key is already taken for this user."""
+    async def insert_message(self, user_id: str, message: IncomingMessage) -> uuid.UUID | None:
+        """Insert the message (without vectors: the worker embeds it); None when its
+        idempotency key is already taken for this user."""
         statement = (
             insert(Message)
             .values(
@@ -152,8 +150,6 @@ class IngestRepository:
                 content=message.content,
                 sent_at=message.sent_at,
                 utc_offset_minutes=message.utc_offset_minutes,
-                embedding_256d=embedding.coarse,
-                embedding_768d=embedding.full,
                 metadata=message.metadata,
                 idempotency_key=message.idempotency_key,
             )

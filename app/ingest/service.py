@@ -22,7 +22,6 @@ from app.ingest.worker import IngestWorker
 from app.memories.fields import check_user_id
 from app.memories.service import interactive_write
 from app.ml.batching import Work
-from app.ml.embedder import Embedder
 
 WAIT_POLL_S = 0.05
 
@@ -55,13 +54,11 @@ class IngestService:
     def __init__(
         self,
         sessionmaker: async_sessionmaker[AsyncSession],
-        embedder: Embedder,
         pipeline: IngestPipeline,
         worker: IngestWorker,
         settings: Settings,
     ) -> None:
         self._sessionmaker = sessionmaker
-        self._embedder = embedder
         self._pipeline = pipeline
         self._worker = worker
         self._settings = settings
@@ -74,14 +71,14 @@ class IngestService:
         also: Callable[[AsyncSession, uuid.UUID], Awaitable[None]] | None = None,
     ) -> tuple[uuid.UUID, list[SavedMessage]]:
         """Step 1 as its own unit of work: the messages and their tasks are committed before
-        this returns (before any slow work, and before a caller waits for the job). `work`:
-        the model work's class and deadline (default: an interactive write of this user).
+        this returns (no model work: the worker embeds them; and before a caller waits for the
+        job). `work`: the write's deadline, for its wait on the user's write lock (default: an
+        interactive write of this user).
         `also` writes more in that transaction, given the job id (the request's idempotency
         key); what it raises rolls the whole step back."""
         async with self._sessionmaker() as session, session.begin():
             saved = await save_messages(
                 IngestRepository(session),
-                self._embedder,
                 self._settings,
                 user_id,
                 messages,

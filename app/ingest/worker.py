@@ -132,7 +132,8 @@ class IngestWorker:
     async def _message_embeddings(
         self, user_id: str, messages: list[Message]
     ) -> dict[uuid.UUID, Embedding]:
-        """Step 1's vectors; those a message lacks (saved before they were kept) in one call."""
+        """The messages' vectors, in one call: step 1 stores none (the submit answers before any
+        model work); rows saved by earlier versions carry theirs and are reused."""
         embeddings = {
             m.id: Embedding(full=np.asarray(m.embedding_768d), coarse=np.asarray(m.embedding_256d))
             for m in messages

@@ -1,6 +1,7 @@
 """Write deadlines (app/api/deadlines.py): a write that cannot be done in time is answered 503
 with Retry-After, and nothing of it is written, neither when its texts wait for a busy model
-nor when the deadline passes while it waits for the user's write lock.
+nor when the deadline passes while it waits for the user's write lock. A message submit makes
+no model call: it answers 202 while the model is busy, and the worker embeds later.
 
 The model is held busy by a first call that waits on a threading.Event: the writes behind it
 cannot start within their deadline however fast the machine is."""
@@ -23,6 +24,7 @@ from app.api.deadlines import DEADLINE_HEADER
 from app.db.tenant import DEFAULT_TENANT_ID
 from app.ml.batching import MicroBatcher, Work, WorkClass
 from tests.conftest import InProcessApi, wait_until
+from tests.ingest.helpers import current_memories, decisions, wait_job
 
 BUSY = "the model is busy with this"
 COUNTS = text(
@@ -72,6 +74,7 @@ def assert_refused(response: httpx.Response, deadline_ms: int) -> None:
 async def test_writes_that_cannot_start_in_time_are_refused_and_write_nothing(
     client: httpx.AsyncClient,
     inprocess_api: InProcessApi,
+    ingest_worker: None,
     db: AsyncEngine,
     user_id: str,
     other_user_id: str,
@@ -99,18 +102,35 @@ async def test_writes_that_cannot_start_in_time_are_refused_and_write_nothing(
         message = await client.post(
             f"/v1/users/{user_id}/messages",
             json={"messages": [{"content": "I adopted a third cat."}]},
-            headers=deadline,
+            # Time for its statements on a loaded machine, none for the model's call.
+            headers={DEADLINE_HEADER: "5000"},
         )
+        # Step 1 is durable before the answer, with the model still busy.
+        assert message.status_code == 202, message.text
+        async with db.connect() as conn:
+            stored = await conn.scalar(
+                text("SELECT content FROM messages WHERE user_id = :u"), {"u": user_id}
+            )
+        assert stored == "I adopted a third cat."
+        assert "I adopted a third cat." not in seen
         update = await client.patch(
             f"/v1/users/{other_user_id}/memories/{memory_id}",
             json={"content": "Ada keeps three cats."},
             headers=deadline,
         )
 
-    for response in (single, batch, message, update):
+    for response in (single, batch, update):
         assert_refused(response, 50)
     async with db.connect() as conn:
-        assert tuple(await conn.execute(COUNTS, {"u": user_id})) == ((0, 0, 0, 0),)
+        written = await conn.execute(
+            text(
+                "SELECT content FROM memories WHERE user_id = :u"
+                " UNION ALL SELECT payload::text FROM outbox WHERE user_id = :u"
+            ),
+            {"u": user_id},
+        )
+        # The refused writes left nothing (the message's memory may be there already).
+        assert not [c for (c,) in written if "Porto" in c or "Portuguese" in c]
         versions = await conn.execute(
             text("SELECT content, is_current FROM memories WHERE user_id = :u"),
             {"u": other_user_id},
@@ -121,9 +141,16 @@ async def test_writes_that_cannot_start_in_time_are_refused_and_write_nothing(
         f"/v1/users/{user_id}/memories", json={"content": "Ada moved to Porto."}
     )
     assert retried.status_code == 201, retried.text
-    refused = {"Ada speaks Portuguese.", "I adopted a third cat.", "Ada keeps three cats."}
+    refused = {"Ada speaks Portuguese.", "Ada keeps three cats."}
     assert not refused & set(seen)
     assert seen.count("Ada moved to Porto.") == 1
+    # The model free again, the worker embeds the message and makes its memory.
+    job = await wait_job(client, user_id, message.json()["job_id"])
+    assert job["state"] == "done", job
+    assert "I adopted a third cat." in seen
+    made = {d["content"] for d in decisions(job) if d["operation"] == "ADD"}
+    assert made, job
+    assert made <= {m["content"] for m in await current_memories(client, user_id)}
 
 
 async def test_a_deadline_that_passes_while_waiting_for_the_lock_commits_nothing(
