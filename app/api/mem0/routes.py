@@ -19,7 +19,7 @@ from litestar.params import Parameter
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.api.contract import USER_WRITE, problems
+from app.api.contract import COMMON, USER_WRITE, problems
 from app.api.deadlines import write_work
 from app.api.dependencies import memory_service, provide_ingest_service, provide_memory_service
 from app.api.mem0.translate import expiration, history_out, memory_out, split_filters
@@ -160,7 +160,11 @@ class Mem0Controller(Controller):
         "ingest": Provide(provide_ingest_service),
     }
 
-    @get("/v1/ping", summary="mem0: check the key (its tenant as org and project)")
+    @get(
+        "/v1/ping",
+        summary="mem0: check the key (its tenant as org and project)",
+        responses=problems(*COMMON),
+    )
     async def ping(self) -> dict[str, Any]:
         tenant = str(current_tenant())
         return {"status": "ok", "org_id": tenant, "project_id": tenant, "user_email": None}
