@@ -1,9 +1,10 @@
 """Category classifier benchmark: accuracy and confusion matrix on the labelled evaluation set.
 
-    python -m bench.categories [--model PATH] [--margin 0.1] [--cross-validate]
+    python -m bench.categories [--model PATH] [--margin 0.1] [--cross-validate] [--eval PATH]
 
 The classifier learns from app/ml/category_bank.tsv; it is measured on bench/data/
-category_eval.tsv, a separate set of everyday sentences (no sentence in both). --cross-validate
+category_eval.tsv, a separate set of everyday sentences (no sentence in both); --eval
+bench/data/category_eval_ja.tsv measures the Japanese set instead. --cross-validate
 also prints 5-fold cross-validation accuracy *on the bank alone* for several regularisation
 strengths: that, not the evaluation set, is how REGULARISATION_C was chosen. Prints numbers and
 a markdown confusion matrix; asserts nothing. Not a test.
@@ -60,13 +61,13 @@ def confusion_markdown(pairs: list[tuple[str, str]]) -> str:
     return "\n".join(lines)
 
 
-async def run(model: str, margin: float, cross_validate: bool) -> None:
+async def run(model: str, margin: float, cross_validate: bool, eval_path: Path = EVAL_PATH) -> None:
     embedder = Embedder(model, backend="torch", intra_op_threads=1)
     embedder.load()
     classifier = CategoryClassifier(
         embedder, uncertain_margin=margin, cache_dir=user_cache_dir("categories")
     )
-    rows = load_eval()
+    rows = load_eval(eval_path)
     bank = {s for sentences in load_bank().values() for s in sentences}
     overlap = sum(1 for _, s in rows if s in bank)
     vectors = [e.full for e in await embedder.embed([s for _, s in rows], BENCH)]
@@ -78,7 +79,7 @@ async def run(model: str, margin: float, cross_validate: bool) -> None:
     print(f"model: {model}")
     print(f"bank: {len(bank)} sentences; evaluation set: {len(rows)} sentences, overlap {overlap}")
     print(f"accuracy: {correct.mean():.3f} ({correct.sum()}/{len(rows)})")
-    for name, members in eval_slices().items():
+    for name, members in eval_slices(eval_path).items():
         hits = [ok for ok, (_, s) in zip(correct, rows, strict=True) if s in members]
         print(f"  {name}: {np.mean(hits):.3f} ({sum(hits)}/{len(hits)})")
     print(
@@ -119,8 +120,11 @@ def main() -> None:
     parser.add_argument("--model", default=default_model)
     parser.add_argument("--margin", type=float, default=0.1)
     parser.add_argument("--cross-validate", action="store_true")
+    parser.add_argument(
+        "--eval", type=Path, default=EVAL_PATH, help="bench/data/category_eval_ja.tsv: Japanese"
+    )
     args = parser.parse_args()
-    asyncio.run(run(args.model, args.margin, args.cross_validate))
+    asyncio.run(run(args.model, args.margin, args.cross_validate, args.eval))
 
 
 if __name__ == "__main__":

@@ -3,6 +3,9 @@ set, extended by a deployment's own categories, deferring to a judge only when u
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -35,6 +38,16 @@ def test_the_bank_covers_every_category_and_shares_nothing_with_the_evaluation_s
     assert set(bank) == set(SEED_CATEGORIES)
     assert min(len(sentences) for sentences in bank.values()) >= 20
     evaluation = load_eval()
+    assert {c for c, _ in evaluation} == set(SEED_CATEGORIES)
+    assert not {s for _, s in evaluation} & {s for ss in bank.values() for s in ss}
+
+
+def test_the_japanese_examples_cover_every_category_apart_from_their_evaluation_set() -> None:
+    bank = load_bank()
+    kana_or_kanji = re.compile(r"[\u3040-\u30ff\u4e00-\u9fff]")
+    for category in SEED_CATEGORIES:
+        assert sum(1 for s in bank[category] if kana_or_kanji.search(s)) >= 8, category
+    evaluation = load_eval(Path("bench/data/category_eval_ja.tsv"))
     assert {c for c, _ in evaluation} == set(SEED_CATEGORIES)
     assert not {s for _, s in evaluation} & {s for ss in bank.values() for s in ss}
 
