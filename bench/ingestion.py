@@ -15,7 +15,11 @@
    memory current in Postgres, which the vector leg reads, AND returned by an OpenSearch BM25
    query for its token), while one client searches with fresh queries; search latency is also
    measured on the idle service first;
-5. optionally (--modes ...,llm) the message path with a scripted OpenAI-compatible LLM.
+5. (mode "submit") POST /messages latency, one message per request from one client, while two
+   clients keep the model saturated with batch creates: p50/p95 of the 202, against the same
+   submits on the idle model (issue 41: step 1 makes no model call, so the 202 does not wait
+   for it);
+6. optionally (--modes ...,llm) the message path with a scripted OpenAI-compatible LLM.
 
 The bench starts its own API process (own job queue, so a running `make up` service does not
 take its jobs) with the environment's database URLs (request, worker and migration roles) and
@@ -449,6 +453,38 @@ async def _message_modes(
         print(f"search while ingesting: {summary(busy)}; p95 {ratio:.2f}x idle", flush=True)
 
 
+async def _submit_latencies(url: str, user_id: str, turns: list[str]) -> list[float]:
+    """ms per POST /messages (one message each, one client, in sequence) until 202."""
+    latencies: list[float] = []
+    async with httpx.AsyncClient(base_url=url, headers=HEADERS, timeout=120) as http:
+        for turn in turns:
+            started = time.perf_counter()
+            response = await as_client.post(
+                http, f"/v1/users/{user_id}/messages", json={"messages": [{"content": turn}]}
+            )
+            latencies.append((time.perf_counter() - started) * 1000)
+            assert response.status_code == 202, response.text
+    return latencies
+
+
+async def _submit_while_busy(url: str, tag: str, turns: list[str], submits: int) -> list[str]:
+    """POST /messages p50/p95 on the idle model, then while batch creates saturate it."""
+    idle_user, busy_user, load_user = (f"bench-submit-{tag}-{n}" for n in ("idle", "busy", "load"))
+    idle = await _submit_latencies(url, idle_user, turns[:submits])
+    load = asyncio.create_task(_batch_create(url, load_user, turns * 3, 2))
+    await asyncio.sleep(2)  # the batch creates reach the model first
+    busy = await _submit_latencies(url, busy_user, turns[submits : 2 * submits])
+    saturated = not load.done()
+    await load
+    print(f"POST /messages, idle model: {summary(idle)}", flush=True)
+    print(
+        f"POST /messages, model saturated by batch creates{'' if saturated else ' (ended early)'}"
+        f": {summary(busy)}; p95 {percentile(busy, 95) / percentile(idle, 95):.2f}x idle",
+        flush=True,
+    )
+    return [idle_user, busy_user, load_user]
+
+
 async def _erase(url: str, users: list[str]) -> None:
     async with httpx.AsyncClient(base_url=url, headers=HEADERS, timeout=120) as http:
         for user in users:
@@ -465,7 +501,10 @@ async def deterministic(args: argparse.Namespace, turns: list[str], questions: l
     users = [f"bench-ingest-{tag}-{i}" for i in range(args.users)]
     paced_users = [f"bench-paced-{tag}-{i}" for i in range(args.users)]
     several_users = [f"bench-several-{tag}-{i}" for i in range(args.users)]
+    submit_users: list[str] = []
     try:
+        if "submit" in args.modes:
+            submit_users = await _submit_while_busy(url, tag, turns, args.submits)
         if "chat" in args.modes:
             await _chat_batch(url, f"bench-chat-{tag}")
         if "batch" in args.modes:
@@ -478,7 +517,17 @@ async def deterministic(args: argparse.Namespace, turns: list[str], questions: l
         print(f"clients: {as_client.RETRIES.describe()}", flush=True)
         print(f"resident memory: {resident_memory({'bench API': process.pid})}", flush=True)
     finally:
-        await _erase(url, [batch_user, f"bench-chat-{tag}", *users, *paced_users, *several_users])
+        await _erase(
+            url,
+            [
+                batch_user,
+                f"bench-chat-{tag}",
+                *users,
+                *paced_users,
+                *several_users,
+                *submit_users,
+            ],
+        )
         process.terminate()
         process.wait(timeout=30)
 
@@ -517,7 +566,8 @@ def main() -> int:
     parser.add_argument(
         "--per-request", type=int, default=10, help="messages per request (several)"
     )
-    parser.add_argument("--modes", default="raw,chat,batch,messages,several")
+    parser.add_argument("--submits", type=int, default=60, help="submits per phase (submit)")
+    parser.add_argument("--modes", default="raw,chat,batch,messages,several,submit")
     parser.add_argument("--timeout-s", type=float, default=300.0)
     args = parser.parse_args()
     if "COGNIS_DATABASE_URL" not in os.environ:
@@ -536,7 +586,7 @@ def main() -> int:
     forward = settings.embedding_forward_batch_size
     args.raw = raw_throughput(turns, forward)
     print(f"raw model throughput: {args.raw:.1f} texts/s (sorted, passes of {forward})", flush=True)
-    if {"messages", "batch", "chat"} & set(args.modes.split(",")):
+    if {"messages", "batch", "chat", "submit"} & set(args.modes.split(",")):
         asyncio.run(deterministic(args, turns, questions))
     if "llm" in args.modes:
         asyncio.run(scripted_llm(args, turns))
