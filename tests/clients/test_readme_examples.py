@@ -83,6 +83,15 @@ def test_the_readme_python_example_runs_as_written(api: ApiProcess) -> None:
     assert "I moved to Osaka" in printed and "Finnish" in "\n".join(block), printed
 
 
+def test_the_readme_mem0_example_runs_as_written(api: ApiProcess, monkeypatch) -> None:
+    """mem0's own client (the `mem0ai` package), pointed at this service."""
+    monkeypatch.setenv("MEM0_TELEMETRY", "false")
+    code = as_written(example(README, "python", "MemoryClient("), api, fresh_users())
+    printed = run([sys.executable, "-c", code], api)
+    # The id the add returned still names the memory the update changed.
+    assert printed.splitlines()[-1] == "I moved to Porto last spring."
+
+
 @pytest.mark.parametrize("client", ["CognisClient(", "CognisStore("])
 def test_a_clients_page_example_runs_as_written(api: ApiProcess, client: str) -> None:
     users = fresh_users()
