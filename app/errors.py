@@ -34,6 +34,15 @@ class ConflictError(CognisError):
     title = "Conflict"
 
 
+class PreconditionFailedError(ConflictError):
+    """A write whose If-Match names a version that is no longer the memory's current one:
+    another writer got there first. A conflict like any other (the ingestion worker decides
+    again on one), answered 412 so a client can tell its stale precondition from the rest."""
+
+    status_code = 412
+    title = "Precondition failed"
+
+
 class UserErasedError(ConflictError):
     """A write of a user erased moments ago: it was in flight when the erase ran, or came
     within the erase's window (see UserErasure), and is refused so the erase stays final."""

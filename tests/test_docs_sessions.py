@@ -49,7 +49,7 @@ def test_a_pages_session_runs_as_written(api: ApiProcess, name: str) -> None:
 
 
 def test_the_pages_have_sessions() -> None:
-    assert "ingestion.md" in SESSIONS
+    assert {"api.md", "ingestion.md"} <= set(SESSIONS)
 
 
 def test_the_harness_fails_on_an_unset_variable_and_an_error_status() -> None:

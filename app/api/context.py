@@ -52,6 +52,7 @@ def _profile_out(user_id: str, profile: Profile) -> ProfileOut:
                 if replaced is None
                 else ReplacedOut(
                     id=replaced.id,
+                    version_id=replaced.id,
                     version=replaced.version,
                     content=replaced.content,
                     category=replaced.category,
@@ -132,7 +133,8 @@ class ContextController(Controller):
             template=data.template,
             cited=[
                 CitedOut(
-                    id=line.memory_id,
+                    id=line.chain_id,
+                    version_id=line.memory_id,
                     chain_id=line.chain_id,
                     section=line.section,
                     category=line.category,

@@ -56,10 +56,13 @@ _WHY = {
     400: "Invalid input: the detail says what to change (and `field` names it).",
     401: "Missing or invalid API key.",
     404: "No such resource for this user.",
-    409: "A conflict: the resource changed meanwhile (e.g. a superseded version: reread and "
-    "retry), the name is taken, or the user was erased moments ago (retry after "
+    409: "A conflict: the resource is gone or changed meanwhile (e.g. a deleted memory), the "
+    "name is taken, or the user was erased moments ago (retry after "
     "`writes_refused_until`), or the first request with this Idempotency-Key is still running "
     "(`code: idempotency_key_in_use`: retry with the same key after Retry-After seconds).",
+    412: "If-Match names a version that is no longer the memory's current one: another "
+    "writer replaced it (`current_version_id`: the version now current). Nothing was written; "
+    "read the memory again and decide.",
     413: "The request body is too large.",
     415: "Unsupported media type.",
     422: "The Idempotency-Key was already used for a different request (`code: "

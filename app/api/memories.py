@@ -1,4 +1,9 @@
-"""Memory endpoints: create, batch, get, list, update, delete, history."""
+"""Memory endpoints: create, batch, get, list, update, delete, history.
+
+A memory's id stays the same for its whole life (its first version's id, `chain_id` in SQL);
+each version has an id of its own (`version_id`). Every route taking a memory id takes either:
+PATCH and DELETE act on the memory's current version, optionally only while it is the one the
+client read (If-Match, app/api/etags.py)."""
 
 from __future__ import annotations
 
@@ -26,6 +31,14 @@ from app.api.contract import (
 )
 from app.api.deadlines import provide_bulk_work, provide_interactive_work
 from app.api.dependencies import memory_service, provide_memory_service
+from app.api.etags import (
+    ETAG_HEADER,
+    ETAG_HEADERS,
+    IfMatch,
+    etag,
+    parse_if_match,
+    with_etag,
+)
 from app.api.idempotency import REPLAY_HEADERS, IdempotentWrite, provide_idempotent_write
 from app.api.reads import READ_HEADERS, Reads
 from app.api.schemas.memories import (
@@ -83,7 +96,8 @@ class MemoryController(Controller):
     @post(
         "/",
         summary="Create a memory (version 1 of a new chain)",
-        response_headers=WRITE_WAIT_HEADERS + REPLAY_HEADERS,
+        description="Its `id` is the memory's for good: later updates and the delete keep it.",
+        response_headers=WRITE_WAIT_HEADERS + REPLAY_HEADERS + ETAG_HEADERS,
         responses=problems(*USER_WRITE, *KEYED),
     )
     async def create_memory(
@@ -95,8 +109,10 @@ class MemoryController(Controller):
         work: Work,
         idempotency: IdempotentWrite,
     ) -> Response[MemoryOut]:
-        return await idempotency.respond(
-            lambda: service.create(user_id, [_draft(data)], work), _one, index_wait
+        return with_etag(
+            await idempotency.respond(
+                lambda: service.create(user_id, [_draft(data)], work), _one, index_wait
+            )
         )
 
     @post(
@@ -205,24 +221,34 @@ class MemoryController(Controller):
 
     @get(
         "/{memory_id:str}",
-        summary="Get one memory version",
+        summary="Get a memory (its current version), or one version by its version id",
+        description="By the memory's id: its current version; once it is deleted, its last "
+        "version (`is_current` false, `superseded_at` set: the memory is gone from lists "
+        "and searches, its history stays). By a version's id: that version, current or not "
+        "(the first version's id is the memory's id, so version 1 of a memory updated since "
+        "is read in its history). The ETag is the version's id, for If-Match.",
         responses=problems(*COMMON, 404),
-        response_headers=READ_HEADERS,
+        response_headers=READ_HEADERS + ETAG_HEADERS,
     )
     async def get_memory(
         self, user_id: UserId, memory_id: str, reads: Reads, runtime: Runtime
-    ) -> MemoryOut:
+    ) -> Response[MemoryOut]:
         wanted = parse_memory_id(memory_id)
         memory = await reads(
             lambda session: memory_service(session, runtime).get(user_id, wanted), fresh=True
         )
-        return MemoryOut.of(memory)
+        return Response(MemoryOut.of(memory), headers={ETAG_HEADER: etag(memory.id)})
 
     @patch(
         "/{memory_id:str}",
-        summary="Update: insert a new version superseding this one",
-        response_headers=WRITE_WAIT_HEADERS + REPLAY_HEADERS,
-        responses=problems(*WITH_BODY, 404, 409, *KEYED),
+        summary="Update a memory: a new version supersedes its current one",
+        description="`memory_id`: the memory's id, or any of its versions' ids (an id kept "
+        "from before an update still names the memory). The new version keeps the memory's "
+        "`id` and gets a `version_id` of its own (the response's ETag). Fields left out keep "
+        "their values. With If-Match, 412 unless the current version is the one named. 409: "
+        "the memory is deleted.",
+        response_headers=WRITE_WAIT_HEADERS + REPLAY_HEADERS + ETAG_HEADERS,
+        responses=problems(*WITH_BODY, 404, 409, 412, *KEYED),
     )
     async def update_memory(
         self,
@@ -233,18 +259,26 @@ class MemoryController(Controller):
         index_wait: WriteWait,
         work: Work,
         idempotency: IdempotentWrite,
+        if_match: IfMatch = None,
     ) -> Response[MemoryOut]:
-        async def update() -> list[Memory]:
-            return [await service.update(user_id, parse_memory_id(memory_id), data, work=work)]
+        wanted, expected = parse_memory_id(memory_id), parse_if_match(if_match)
 
-        return await idempotency.respond(update, _one, index_wait)
+        async def update() -> list[Memory]:
+            return [
+                await service.update(user_id, wanted, data, work=work, expected_versions=expected)
+            ]
+
+        return with_etag(await idempotency.respond(update, _one, index_wait))
 
     @delete(
         "/{memory_id:str}",
         status_code=200,
-        summary="Delete: end the current version (the row is kept in history)",
-        response_headers=WRITE_WAIT_HEADERS + REPLAY_HEADERS,
-        responses=problems(*COMMON, 404, 409, *KEYED),
+        summary="Delete a memory: end its current version (kept in its history)",
+        description="`memory_id`: the memory's id, or any of its versions' ids. The response "
+        "is the ended version. With If-Match, 412 unless the current version is the one "
+        "named. 409: the memory is deleted already.",
+        response_headers=WRITE_WAIT_HEADERS + REPLAY_HEADERS + ETAG_HEADERS,
+        responses=problems(*COMMON, 404, 409, 412, *KEYED),
     )
     async def delete_memory(
         self,
@@ -260,15 +294,20 @@ class MemoryController(Controller):
                 "Omitted: the memory is retracted, and nothing is said about the world."
             ),
         ] = None,
+        if_match: IfMatch = None,
     ) -> Response[MemoryOut]:
-        async def delete() -> list[Memory]:
-            return [await service.delete(user_id, parse_memory_id(memory_id), event_end)]
+        wanted, expected = parse_memory_id(memory_id), parse_if_match(if_match)
 
-        return await idempotency.respond(delete, _one, index_wait)
+        async def delete() -> list[Memory]:
+            return [await service.delete(user_id, wanted, event_end, expected_versions=expected)]
+
+        return with_etag(await idempotency.respond(delete, _one, index_wait))
 
     @get(
         "/{memory_id:str}/history",
-        summary="Every version of this memory's chain, oldest first",
+        summary="Every version of a memory, oldest first",
+        description="`memory_id`: the memory's id or any of its versions' ids: the same "
+        "history either way.",
         responses=problems(*COMMON, 404),
         response_headers=READ_HEADERS,
     )
@@ -279,6 +318,7 @@ class MemoryController(Controller):
         versions = await reads(
             lambda session: memory_service(session, runtime).history(user_id, wanted), fresh=True
         )
+        chain_id = versions[0].chain_id
         return HistoryOut(
-            chain_id=versions[0].chain_id, versions=[MemoryOut.of(m) for m in versions]
+            id=chain_id, chain_id=chain_id, versions=[MemoryOut.of(m) for m in versions]
         )

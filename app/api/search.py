@@ -87,7 +87,8 @@ def search_hits(response: SearchResponse, *, explain: bool) -> list[SearchHitOut
                 score=candidate.score,
                 relevance=candidate.relevance,
                 superseded=not candidate.memory.is_current,
-                history_of=candidate.history_of,
+                # On the wire, the memory's id: the same for the hit and its versions.
+                history_of=None if candidate.history_of is None else candidate.memory.chain_id,
                 event_at=candidate.mentioned_at or candidate.when,
                 explanation={
                     stage: StageScoreOut(rank=s["rank"], score=s["score"])

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Annotated, Any
 from urllib.parse import quote
 
-from cognis_client import AsyncCognisClient, CognisError
+from cognis_client import AsyncCognisClient, CognisError, History
 from cognis_client.errors import error_from_response
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from litestar import Controller, MediaType, Request, Response, get, post
@@ -336,7 +336,7 @@ class ConsolePages(Controller):
             user_id=user_id,
             history=history,
             steps=steps,
-            selected=memory_id,
+            selected=selected_version(history, memory_id),
         )
 
     @get("/users/{user_id:str}/search")
@@ -405,14 +405,16 @@ class ConsolePages(Controller):
         if data.get("category", "").strip():
             changes["category"] = data["category"].strip()
         async with api(request) as cognis:
-            version = await cognis.update_memory(user_id, memory_id, **changes)
+            version = await cognis.update_memory(
+                user_id, memory_id, if_match=shown_version(data), **changes
+            )
         return Redirect(_user_path(user_id, f"/memories/{version.id}"), status_code=303)
 
     @post("/users/{user_id:str}/memories/{memory_id:str}/delete", guards=[require_form_token])
-    async def delete(self, request: Request, user_id: str, memory_id: str) -> Redirect:
+    async def delete(self, request: Request, user_id: str, memory_id: str, data: Form) -> Redirect:
         """Ends the memory's current version (it stays in the chain's history)."""
         async with api(request) as cognis:
-            ended = await cognis.delete_memory(user_id, memory_id)
+            ended = await cognis.delete_memory(user_id, memory_id, if_match=shown_version(data))
         return Redirect(_user_path(user_id, f"?deleted={ended.id}"), status_code=303)
 
     @get("/users/{user_id:str}/erase")
@@ -472,6 +474,21 @@ class ConsolePages(Controller):
 
 DRY_RUN_SCOPES = {"session_id": "", "agent_id": "", "run_id": ""}
 DRY_RUN_FIELDS = ("content", "speaker", "timestamp", "role", *DRY_RUN_SCOPES)
+
+
+def selected_version(history: History, memory_id: str) -> str:
+    """The version a chain page selects: the one a version's id names, else (the memory's
+    id) the current version, or the last one of a deleted memory."""
+    if memory_id in {str(history.id), str(history.chain_id)}:
+        shown = history.current or history.versions[-1]
+        return str(shown.version_id or shown.id)
+    return memory_id
+
+
+def shown_version(form: dict[str, str]) -> str | None:
+    """The version a page showed when its form was posted (If-Match): a change made from a
+    page that someone else's change has overtaken since is refused (412), not applied."""
+    return form.get("version") or None
 
 
 def _user_path(user_id: str, rest: str = "") -> str:

@@ -62,11 +62,18 @@ async def apply_operation(
                 metadata=metadata,
             ),
             embedding,
+            # Only the version decided on: another writer's since is a conflict, and the
+            # message is decided again on what is current (app/ingest/worker.py).
+            expected_versions=frozenset({op.target.memory_id}),
         )
         op.memory_id, op.category = memory.id, memory.category
     elif op.op == "DELETE":
         assert op.target is not None
-        await service.delete(context.user_id, op.target.memory_id)
+        await service.delete(
+            context.user_id,
+            op.target.memory_id,
+            expected_versions=frozenset({op.target.memory_id}),
+        )
 
 
 def audit_rows(

@@ -145,7 +145,8 @@ def job_result(job: Job, detail: str) -> dict[str, Any]:
 
 async def resolve_memory_id(who: Caller, memory_id: str) -> str:
     """The full id a tool argument names: a UUID as it is, else the one memory of this user
-    whose id starts with it (looked up through the API, so only among the user's own)."""
+    whose id, or one of whose versions' ids, starts with it (looked up through the API, so
+    only among the user's own)."""
     try:
         return str(uuid.UUID(memory_id))
     except ValueError:
@@ -163,13 +164,15 @@ async def resolve_memory_id(who: Caller, memory_id: str) -> str:
             f"no memory has an id starting with {memory_id!r}: pass the id exactly as a "
             "search_memories or list_memories result showed it"
         )
-    if len(page.items) > 1:
+    # One row per version listed: the versions of one memory share its id.
+    memories = list({m.id: m for m in reversed(page.items)}.values())
+    if len(memories) > 1:
         candidates = "; ".join(
             f"{m.id} ({'current' if m.is_current else 'superseded'}, {m.content[:60]!r})"
-            for m in page.items
+            for m in memories
         )
         raise ToolError(
-            f"{memory_id!r} is the start of {len(page.items)} memories' ids: {candidates}. "
+            f"{memory_id!r} is the start of {len(memories)} memories' ids: {candidates}. "
             "Call again with the full id of the one you mean."
         )
-    return str(page.items[0].id)
+    return str(memories[0].id)

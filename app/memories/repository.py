@@ -161,7 +161,8 @@ class ListFilter:
     category: str | None = None
     include_superseded: bool = False
     where: ColumnElement[bool] | None = None  # a compiled filter (app/memories/filters.py)
-    # Ids from .. to (inclusive): those starting with a short id's digits (id_prefix_range).
+    # Ids from .. to (inclusive): those starting with a short id's digits (id_prefix_range),
+    # a memory's id or a version's.
     id_range: tuple[uuid.UUID, uuid.UUID] | None = None
 
 
@@ -256,18 +257,37 @@ class MemoryRepository:
         """The transaction's timestamp: every version written in it shares this instant."""
         return await self.session.scalar(select(func.now()))  # type: ignore[return-value]
 
-    async def get(self, user_id: str, memory_id: uuid.UUID) -> Memory | None:
-        """One version of the user's, unless its memory has expired (then it is not there)."""
-        return await self.session.scalar(
-            select(Memory).where(Memory.user_id == user_id, Memory.id == memory_id, unexpired())
-        )
-
-    async def get_for_update(self, user_id: str, memory_id: uuid.UUID) -> Memory | None:
+    async def named(self, user_id: str, any_id: uuid.UUID) -> Memory | None:
+        """The version an id of the user's names, unless its memory has expired. A memory's
+        id (its chain's: its version 1's id, which every version carries as chain_id) names
+        its latest version: the current one, or the last one once the memory is deleted. Any
+        later version's id names that version."""
+        names_memory = Memory.chain_id == any_id
         return await self.session.scalar(
             select(Memory)
-            .where(Memory.user_id == user_id, Memory.id == memory_id, unexpired())
+            .where(
+                Memory.user_id == user_id,
+                or_(names_memory, Memory.id == any_id),
+                unexpired(),
+            )
+            .order_by(names_memory.desc(), Memory.version.desc())
+            .limit(1)
+        )
+
+    async def current_for_update(self, user_id: str, chain_id: uuid.UUID) -> Memory | None:
+        """The chain's current version, locked until the transaction ends; None when it has
+        none (deleted). A writer that ended it while this one waited for the lock makes it
+        None too: the caller reads again (`current_in_chain`) and locks the successor."""
+        return await self.session.scalar(
+            select(Memory)
+            .where(
+                Memory.user_id == user_id,
+                Memory.chain_id == chain_id,
+                Memory.is_current,
+                unexpired(),
+            )
             .with_for_update()
-            # Re-read under the lock: a concurrent update may have ended this version.
+            # Re-read under the lock: the session may hold this row as it was before.
             .execution_options(populate_existing=True)
         )
 
@@ -304,9 +324,13 @@ class MemoryRepository:
         )
 
     async def current_in_chain(self, user_id: str, chain_id: uuid.UUID) -> Memory | None:
+        """The chain's current version (unlocked), unless the memory has expired."""
         return await self.session.scalar(
             select(Memory).where(
-                Memory.user_id == user_id, Memory.chain_id == chain_id, Memory.is_current
+                Memory.user_id == user_id,
+                Memory.chain_id == chain_id,
+                Memory.is_current,
+                unexpired(),
             )
         )
 
@@ -364,7 +388,11 @@ class MemoryRepository:
         if filters.where is not None:
             query = query.where(filters.where)
         if filters.id_range is not None:
-            query = query.where(Memory.id.between(*filters.id_range))
+            # A short id is the start of a memory's id or of one of its versions' ids.
+            low, high = filters.id_range
+            query = query.where(
+                or_(Memory.chain_id.between(low, high), Memory.id.between(low, high))
+            )
         if after is not None:
             query = query.where(tuple_(Memory.created_at, Memory.id) < tuple_(*after))
         query = query.order_by(Memory.created_at.desc(), Memory.id.desc()).limit(limit)

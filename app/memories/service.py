@@ -13,7 +13,13 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.config import Settings
 from app.db.models import BatchJob, Memory
 from app.db.tenant import current_tenant
-from app.errors import ConflictError, InvalidInputError, NotFoundError, TooMuchWorkError
+from app.errors import (
+    ConflictError,
+    InvalidInputError,
+    NotFoundError,
+    PreconditionFailedError,
+    TooMuchWorkError,
+)
 from app.memories.batch_jobs import BatchJobRepository
 from app.memories.categories import choose_categories, require_categories
 from app.memories.context import contextual_text, link_session_turns, mentioned_time
@@ -172,7 +178,9 @@ class MemoryService:
         return job, await jobs.written(user_id, job) if job.status == "done" else None
 
     async def get(self, user_id: str, memory_id: uuid.UUID) -> Memory:
-        memory = await self.repository.get(check_user_id(user_id), memory_id)
+        """The version an id names: by the memory's id, its current version (its last one
+        once deleted); by one of its versions' ids, that version (404 for another user's)."""
+        memory = await self.repository.named(check_user_id(user_id), memory_id)
         if memory is None:
             raise NotFoundError(f"memory {memory_id} not found for user {user_id}")
         return memory
@@ -190,30 +198,48 @@ class MemoryService:
         return MemoryPage(items=rows[:limit], next_cursor=next_cursor)
 
     async def history(self, user_id: str, memory_id: uuid.UUID) -> list[Memory]:
-        """Every version of the memory's chain, oldest first."""
+        """Every version of the memory's chain, oldest first, named by the memory's id or by
+        any of its versions' ids."""
         memory = await self.get(user_id, memory_id)
         return await self.repository.chain(user_id, memory.chain_id)
 
-    async def _lock_current(self, user_id: str, memory_id: uuid.UUID) -> Memory:
-        check_user_id(user_id)
+    async def current(
+        self,
+        user_id: str,
+        memory_id: uuid.UUID,
+        expected_versions: frozenset[uuid.UUID] | None = None,
+    ) -> Memory:
+        """The current version of the memory an id names (the memory's id or any of its
+        versions'): what an update or a delete acts on. 409 once the memory is deleted; 412
+        when `expected_versions` (a client's If-Match) does not hold that version."""
+        named = await self.get(user_id, memory_id)
+        current = (
+            named
+            if named.is_current
+            else await self.repository.current_in_chain(user_id, named.chain_id)
+        )
+        return _checked_current(named.chain_id, current, expected_versions)
+
+    async def _lock_current(
+        self,
+        user_id: str,
+        chain_id: uuid.UUID,
+        expected_versions: frozenset[uuid.UUID] | None,
+    ) -> Memory:
+        """The current version of the memory `chain_id`, locked for the write, as `current`
+        checks it: the version another writer makes current while this one waits for the lock
+        is the one it gets (last writer wins), unless If-Match names the version it replaced."""
         # The user's write lock before the row lock: the order an erase takes them in.
         await hold_for_write(self.repository.session, user_id)
-        memory = await self.repository.get_for_update(user_id, memory_id)
-        if memory is None:
-            raise NotFoundError(f"memory {memory_id} not found for user {user_id}")
-        if not memory.is_current:
-            current = await self.repository.current_in_chain(user_id, memory.chain_id)
-            if current is None:
-                raise ConflictError(
-                    f"memory {memory_id} has been deleted", memory_id=str(memory_id)
-                )
-            raise ConflictError(
-                f"memory {memory_id} is not the current version; its current version is "
-                f"{current.id}",
-                memory_id=str(memory_id),
-                current_id=str(current.id),
-            )
-        return memory
+        while True:
+            current = await self.repository.current_for_update(user_id, chain_id)
+            # None: deleted, or ended by a writer that committed while this one waited for
+            # the row; a new statement sees that writer's successor, to be locked in turn.
+            if (
+                current is not None
+                or await self.repository.current_in_chain(user_id, chain_id) is None
+            ):
+                return _checked_current(chain_id, current, expected_versions)
 
     async def update(
         self,
@@ -222,10 +248,14 @@ class MemoryService:
         changes: MemoryUpdate,
         embedding: Embedding | None = None,
         work: Work | None = None,
+        expected_versions: frozenset[uuid.UUID] | None = None,
     ) -> Memory:
-        """Supersede the current version with a new one (git-like: nothing edited in place).
-        `embedding` is the new content's when the caller already has it; else it is computed
-        here, as `work` (default: an interactive write of this user)."""
+        """Supersede the memory's current version with a new one (git-like: nothing edited in
+        place). `memory_id`: the memory's id or any of its versions'. `expected_versions`: the
+        client's If-Match (412 unless the current version is one of them); None: the update
+        applies to whichever version is current when it is written. `embedding` is the new
+        content's when the caller already has it; else it is computed here, as `work`
+        (default: an interactive write of this user)."""
         work = work or interactive_write(user_id)
         if changes.changes_nothing:
             fields = ", ".join(MemoryUpdate.__struct_fields__)
@@ -234,7 +264,8 @@ class MemoryService:
                 "update would only copy the current version",
                 field="body",
             )
-        old = await self.get(user_id, memory_id)
+        # Refused before any model work when the memory is deleted or If-Match already stale.
+        base = await self.current(user_id, memory_id, expected_versions)
         # Expiry: None when the update leaves it as it is (kept from the locked row below).
         expiry_changed = (
             changes.expires_at is not msgspec.UNSET or changes.ttl_s is not msgspec.UNSET
@@ -247,43 +278,19 @@ class MemoryService:
             if expiry_changed
             else None
         )
-        draft = MemoryDraft(
-            content=_kept(changes.content, old.content),
-            category=_kept(changes.category, old.category),
-            scope=_kept(changes.scope, old.scope),
-            session_id=_kept(changes.session_id, old.session_id),
-            agent_id=_kept(changes.agent_id, old.agent_id),
-            run_id=_kept(changes.run_id, old.run_id),
-            speaker=_kept(changes.speaker, old.speaker),
-            event_time=_kept(changes.event_time, old.event_time),
-            event_end=_kept(changes.event_end, old.event_end),
-            metadata=_kept(changes.metadata, old.metadata_),
-            source_message_id=old.source_message_id,
-            # A new version keeps its place in the conversation.
-            context=old.context,
-            follows_chain_id=old.follows_chain_id,
-            language=_language_kept(changes, old),
-        )
-        check_draft(draft, self._settings.max_content_chars, self._settings.max_metadata_bytes)
         if isinstance(changes.category, str):
             await require_categories(
                 self.repository.session, self._classifier, [(changes.category, "category")]
             )
-        if draft.content == old.content:
-            draft.embedding = Embedding(full=old.embedding_768d, coarse=old.embedding_256d)
-            if old.context_embedding_768d is not None:
-                draft.context_embedding = old.context_embedding_768d
-            # The same sentences: the vectors the background embedded, if it has yet.
-            if old.sentence_embeddings_768d is not None:
-                draft.sentence_embeddings = list(old.sentence_embeddings_768d)
-        else:
-            draft.embedding = embedding
-            await embed_drafts([draft], self._embedder, work)
-        # Only an explicit null asks for a new choice: new content alone keeps the category.
-        await choose_categories(self.repository.session, self._classifier, [draft])
+        draft = await self._next_version(changes, base, embedding, work)
         work.check_deadline()
         # Lock after embedding, so the row lock is held only for the short write.
-        old = await self._lock_current(user_id, memory_id)
+        old = await self._lock_current(user_id, base.chain_id, expected_versions)
+        if old.id != base.id:
+            # Another writer replaced `base` while this one embedded, and no If-Match asked
+            # for `base` alone: this update applies to the version now current, keeping its
+            # fields where the update leaves them (the vectors computed above serve again).
+            draft = await self._next_version(changes, old, embedding, work, earlier=draft)
         now = await self.repository.now()
         draft.mentioned_at = mentioned_time(draft.content, draft.event_time or now)
         draft.expires_at = new_expiry if expiry_changed else old.expires_at
@@ -304,12 +311,68 @@ class MemoryService:
         work.check_deadline()
         return new
 
+    async def _next_version(
+        self,
+        changes: MemoryUpdate,
+        base: Memory,
+        embedding: Embedding | None,
+        work: Work,
+        earlier: MemoryDraft | None = None,
+    ) -> MemoryDraft:
+        """The draft of the version `changes` make of `base`, checked, embedded and
+        categorised. `earlier`: the draft made of another version, whose vectors serve again
+        for the same text."""
+        draft = MemoryDraft(
+            content=_kept(changes.content, base.content),
+            category=_kept(changes.category, base.category),
+            scope=_kept(changes.scope, base.scope),
+            session_id=_kept(changes.session_id, base.session_id),
+            agent_id=_kept(changes.agent_id, base.agent_id),
+            run_id=_kept(changes.run_id, base.run_id),
+            speaker=_kept(changes.speaker, base.speaker),
+            event_time=_kept(changes.event_time, base.event_time),
+            event_end=_kept(changes.event_end, base.event_end),
+            metadata=_kept(changes.metadata, base.metadata_),
+            source_message_id=base.source_message_id,
+            # A new version keeps its place in the conversation.
+            context=base.context,
+            follows_chain_id=base.follows_chain_id,
+            language=_language_kept(changes, base),
+        )
+        check_draft(draft, self._settings.max_content_chars, self._settings.max_metadata_bytes)
+        if draft.content == base.content:
+            draft.embedding = Embedding(full=base.embedding_768d, coarse=base.embedding_256d)
+            if base.context_embedding_768d is not None:
+                draft.context_embedding = base.context_embedding_768d
+            # The same sentences: the vectors the background embedded, if it has yet.
+            if base.sentence_embeddings_768d is not None:
+                draft.sentence_embeddings = list(base.sentence_embeddings_768d)
+        elif earlier is not None and (earlier.content, earlier.context) == (
+            draft.content,
+            draft.context,
+        ):
+            draft.embedding = earlier.embedding
+            draft.context_embedding = earlier.context_embedding
+            draft.sentence_embeddings = earlier.sentence_embeddings
+        else:
+            draft.embedding = embedding
+            await embed_drafts([draft], self._embedder, work)
+        # Only an explicit null asks for a new choice: new content alone keeps the category.
+        await choose_categories(self.repository.session, self._classifier, [draft])
+        return draft
+
     async def delete(
-        self, user_id: str, memory_id: uuid.UUID, event_end: datetime | None = None
+        self,
+        user_id: str,
+        memory_id: uuid.UUID,
+        event_end: datetime | None = None,
+        expected_versions: frozenset[uuid.UUID] | None = None,
     ) -> Memory:
-        """End the current version; the row stays, with superseded_at set. With `event_end`,
-        the fact ended in the world then; without, the memory is retracted (nothing ended)."""
-        memory = await self._lock_current(user_id, memory_id)
+        """End the memory's current version; the row stays, with superseded_at set. With
+        `event_end`, the fact ended in the world then; without, the memory is retracted
+        (nothing ended). `memory_id` and `expected_versions` as for `update`."""
+        chain_id = (await self.get(user_id, memory_id)).chain_id
+        memory = await self._lock_current(user_id, chain_id, expected_versions)
         if event_end is not None:
             memory.event_end = check_event_end(event_end, memory.event_time, "event_end")
         now = await self.repository.now()
@@ -318,6 +381,28 @@ class MemoryService:
         outbox.enqueue_index(self.repository.session, [memory])
         await self.repository.session.flush()
         return memory
+
+
+def _checked_current(
+    chain_id: uuid.UUID, current: Memory | None, expected_versions: frozenset[uuid.UUID] | None
+) -> Memory:
+    """The version a write acts on: 409 when the memory has none (deleted), 412 when the
+    client's If-Match names other versions (another writer replaced the one it read)."""
+    if current is None:
+        raise ConflictError(
+            f"memory {chain_id} has been deleted: it has no current version to change (its "
+            "history stays readable)",
+            memory_id=str(chain_id),
+        )
+    if expected_versions is not None and current.id not in expected_versions:
+        named = ", ".join(sorted(str(v) for v in expected_versions))
+        raise PreconditionFailedError(
+            f"memory {chain_id} has changed: its current version is {current.id}, not the "
+            f"one If-Match names ({named}); read it again, then retry with its version",
+            memory_id=str(chain_id),
+            current_version_id=str(current.id),
+        )
+    return current
 
 
 def interactive_write(user_id: str) -> Work:

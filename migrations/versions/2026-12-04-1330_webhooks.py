@@ -13,7 +13,7 @@ New, empty tables: one transaction, rerunnable (IF NOT EXISTS; policies dropped 
 Going down drops subscriptions and queued events: refused unless forced when any exist.
 
 Revision ID: 0033_webhooks
-Revises: 0028_memory_language
+Revises: 0029_memory_ids
 Create Date: 2026-12-04 13:30:00
 """
 
@@ -24,7 +24,7 @@ from alembic import op
 from app.db.migration_safety import refuse_data_loss
 
 revision: str = "0033_webhooks"
-down_revision: str | None = "0028_memory_language"
+down_revision: str | None = "0029_memory_ids"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

@@ -198,7 +198,8 @@ async def test_memories_from_other_paths_are_items_keyed_by_their_chain(
     updated = await client.patch(
         f"/v1/users/{user_id}/memories/{memory['id']}", json={"content": "Ana plays the flute."}
     )
-    assert updated.status_code == 200 and updated.json()["id"] != memory["id"]
+    assert updated.status_code == 200 and updated.json()["id"] == memory["id"]
+    assert updated.json()["version_id"] != memory["version_id"]
     (again,) = await store.asearch(("memories", user_id), query="musical instrument")
     assert again.key == item.key
     fetched = await store.aget(("memories", user_id), item.key)

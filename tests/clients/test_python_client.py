@@ -9,9 +9,11 @@ from cognis_client import (
     AsyncCognisClient,
     AuthenticationError,
     CognisClient,
+    ConflictError,
     InvalidRequestError,
     MemoryInput,
     NotFoundError,
+    PreconditionFailedError,
     RetryPolicy,
     ServiceUnavailableError,
     StageScore,
@@ -35,7 +37,7 @@ def test_a_memory_chain_through_the_sync_client(cognis: CognisClient, user_id: s
     assert cognis.get_memory(user_id, first.id) == first
 
     moved = cognis.update_memory(user_id, first.id, content="Ines lives in Osaka.")
-    assert moved.replaces_id == first.id and moved.chain_id == first.chain_id
+    assert (moved.id, moved.chain_id, moved.replaces_id) == (first.id, first.id, first.version_id)
     assert moved.category == "personal_details"  # kept from the version it replaces
 
     ended = cognis.delete_memory(user_id, moved.id)
@@ -43,6 +45,54 @@ def test_a_memory_chain_through_the_sync_client(cognis: CognisClient, user_id: s
     chain = cognis.history(user_id, first.id)
     assert [v.content for v in chain.versions] == ["Ines lives in Tokyo.", "Ines lives in Osaka."]
     assert chain.current is None  # the delete ended the chain
+
+
+def test_an_id_kept_from_create_outlives_updates_and_if_match_guards_them(
+    cognis: CognisClient, user_id: str, other_user_id: str
+) -> None:
+    kept = cognis.add_memory(user_id, "Ines has one cat.")
+    second = cognis.update_memory(user_id, kept.id, content="Ines has two cats.")
+    third = cognis.update_memory(user_id, kept.id, content="Ines has three cats.")
+    assert [second.id, third.id] == [kept.id, kept.id]
+    assert len({kept.version_id, second.version_id, third.version_id}) == 3
+    assert cognis.get_memory(user_id, kept.id) == third
+    assert cognis.get_memory(user_id, second.version_id).content == "Ines has two cats."
+    # An old version's id names the memory too: the update applies to the current version.
+    fourth = cognis.update_memory(user_id, second.version_id, content="Ines has four cats.")
+    assert (fourth.id, fourth.replaces_id) == (kept.id, third.version_id)
+
+    with pytest.raises(PreconditionFailedError) as stale:
+        cognis.update_memory(user_id, kept.id, if_match=third, content="Ines has no cat.")
+    assert stale.value.status == 412 and isinstance(stale.value, ConflictError)
+    assert stale.value.current_version_id == str(fourth.version_id)
+    with pytest.raises(PreconditionFailedError):
+        cognis.delete_memory(user_id, kept.id, if_match=third.version_id)
+    fifth = cognis.update_memory(user_id, kept.id, if_match=fourth, content="Ines has five cats.")
+    assert fifth.version == 5
+    with pytest.raises(NotFoundError):
+        cognis.update_memory(other_user_id, kept.id, content="Mine now.")
+
+    ended = cognis.delete_memory(user_id, kept.id, if_match=str(fifth.version_id))
+    assert (ended.id, ended.version_id, ended.is_current) == (kept.id, fifth.version_id, False)
+    history = cognis.history(user_id, second.version_id)
+    assert history.id == kept.id and [v.version for v in history.versions] == [1, 2, 3, 4, 5]
+    with pytest.raises(ConflictError) as deleted:
+        cognis.delete_memory(user_id, kept.id)
+    assert deleted.value.status == 409 and "deleted" in deleted.value.detail
+
+
+async def test_the_async_client_updates_by_a_lasting_id_with_if_match(
+    api: ApiProcess, user_id: str
+) -> None:
+    async with AsyncCognisClient(api.url, api_key=API_KEY) as cognis:
+        kept = await cognis.add_memory(user_id, "Ines reads one book a month.")
+        read = await cognis.update_memory(user_id, kept.id, content="Ines reads two a month.")
+        await cognis.update_memory(user_id, kept.id, content="Ines reads three a month.")
+        with pytest.raises(PreconditionFailedError):
+            await cognis.update_memory(user_id, kept.id, if_match=read, content="None.")
+        latest = await cognis.get_memory(user_id, kept.id)
+        ended = await cognis.delete_memory(user_id, kept.id, if_match=latest)
+        assert (ended.id, ended.version, ended.is_current) == (kept.id, 3, False)
 
 
 def test_pagination_helper_walks_every_page(cognis: CognisClient, user_id: str) -> None:

@@ -121,3 +121,41 @@ async def test_a_change_without_a_session_goes_to_login(
     assert answer.headers["location"] == "/console/login"
     listed = (await api_client.get(f"/v1/users/{user_id}/memories")).json()["items"]
     assert [m["content"] for m in listed] == ["Ada keeps bees."]
+
+
+async def test_a_change_from_a_page_someone_else_has_overtaken_is_refused(
+    browser_like: httpx.AsyncClient, api_client: httpx.AsyncClient, user_id: str
+) -> None:
+    """The chain page's forms carry the version they show (If-Match): saved after another
+    writer changed the memory, the edit is refused (412) instead of overwriting that change."""
+    token = await logged_in(browser_like)
+    memory = (
+        await api_client.post(f"/v1/users/{user_id}/memories", json={"content": "Ada keeps bees."})
+    ).json()
+    base = f"/console/users/{user_id}/memories"
+    shown = await browser_like.get(f"{base}/{memory['id']}")
+    assert f'name="version" value="{memory["version_id"]}"' in shown.text
+    assert 'class="version selected" id="v1"' in shown.text
+    meanwhile = await api_client.patch(
+        f"/v1/users/{user_id}/memories/{memory['id']}", json={"content": "Ada keeps wasps."}
+    )
+    assert meanwhile.status_code == 200, meanwhile.text
+    stale = {"csrf": token, "version": memory["version_id"]}
+    for action, form in (("edit", {**stale, "content": "Ada keeps ants."}), ("delete", stale)):
+        refused = await browser_like.post(f"{base}/{memory['id']}/{action}", data=form)
+        assert refused.status_code == 412, (action, refused.text)
+    history = (await api_client.get(f"/v1/users/{user_id}/memories/{memory['id']}/history")).json()
+    assert [v["content"] for v in history["versions"]] == ["Ada keeps bees.", "Ada keeps wasps."]
+    # From the page as it is now: the new version is shown (selected), and the edit applies.
+    shown = await browser_like.get(f"{base}/{memory['id']}")
+    assert 'class="version selected" id="v2"' in shown.text
+    current = {"csrf": token, "version": meanwhile.json()["version_id"]}
+    edited = await browser_like.post(
+        f"{base}/{memory['id']}/edit", data={**current, "content": "Ada keeps ants."}
+    )
+    assert edited.status_code == 303, edited.text
+    # An earlier version's page selects that version.
+    old = await browser_like.get(f"{base}/{memory['version_id']}")
+    assert 'class="version selected" id="v1"' not in old.text  # v1's id is the memory's
+    second = await browser_like.get(f"{base}/{meanwhile.json()['version_id']}")
+    assert 'class="version selected" id="v2"' in second.text

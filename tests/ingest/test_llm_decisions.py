@@ -34,7 +34,9 @@ async def test_tokyo_then_osaka_is_an_update_with_a_version_chain(
     assert updated["target_memory_id"] == added["memory_id"]
 
     (current,) = await current_memories(llm_client, user_id)
-    assert current["id"] == updated["memory_id"] and current["content"] == "Lives in Osaka"
+    # Decisions name versions; the memory keeps its id.
+    assert current["version_id"] == updated["memory_id"] and current["content"] == "Lives in Osaka"
+    assert current["id"] == added["memory_id"]
     # The answer named no category: the memory kept its own.
     assert current["category"] == "personal_details"
     history = await llm_client.get(f"/v1/users/{user_id}/memories/{current['id']}/history")
@@ -222,15 +224,17 @@ async def test_an_update_whose_target_was_edited_meanwhile_is_decided_again(
             if llm.requests_for(moved):
                 break
             await asyncio.sleep(0.02)
-        # A metadata edit: a new version at once, with no model work.
+        # A metadata edit of the version the decision names: a new version at once, with no
+        # model work (If-Match: refused, not applied on top, if the decision wins the race).
         edited = await llm_client.patch(
             f"/v1/users/{user}/memories/{added['memory_id']}",
             json={"metadata": {"neighbourhood": "Gion"}},
+            headers={"If-Match": added["memory_id"]},
         )
         done = await wait_job(llm_client, user, job["job_id"])
         if edited.status_code == 200:
             break
-        assert edited.status_code == 409, edited.text  # the decision was applied first
+        assert edited.status_code == 412, edited.text  # the decision was applied first
     assert edited.status_code == 200, "the edit never landed before the late answer"
 
     assert done["state"] == "done", done
@@ -238,7 +242,8 @@ async def test_an_update_whose_target_was_edited_meanwhile_is_decided_again(
     assert task["attempts"] == 1, task  # decided again at once, not failed and retried
     assert len(llm.requests_for(moved)) == 2
     (updated,) = decisions(done)
-    assert updated["operation"] == "UPDATE" and updated["target_memory_id"] == edited.json()["id"]
+    assert updated["operation"] == "UPDATE"
+    assert updated["target_memory_id"] == edited.json()["version_id"]
     history = await llm_client.get(f"/v1/users/{user}/memories/{updated['memory_id']}/history")
     versions = history.json()["versions"]
     assert [(v["content"], v["metadata"]) for v in versions] == [

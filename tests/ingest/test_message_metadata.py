@@ -52,4 +52,4 @@ async def test_an_update_merges_the_message_metadata_over_the_memory_own(
     memory = (await client.get(f"/v1/users/{user_id}/memories/{decision['memory_id']}")).json()
     assert memory["metadata"] == {"source": "chat", "team": "a"}
     found = await _filtered(client, user_id, {"field": "metadata.team", "op": "eq", "value": "a"})
-    assert [m["id"] for m in found] == [decision["memory_id"]]
+    assert [m["version_id"] for m in found] == [decision["memory_id"]]  # a version's id

@@ -545,10 +545,12 @@ async def test_a_short_id_names_one_memory_of_this_user_only(
                 {"memory_id": swims[:13], "content": "Noor swims on Saturdays.", **FULL},
             )
         )
-        assert updated["replaces_id"] == swims
-        ended = payload(await mcp.call_tool("delete_memory", {"memory_id": updated["id"][:8]}))
+        assert (updated["id"], updated["replaces_id"]) == (swims, swims)
+        # A version's short id names its memory too (the memory's own is still ambiguous).
+        version = updated["version_id"][:8]
+        ended = payload(await mcp.call_tool("delete_memory", {"memory_id": version}))
         assert ended == {
-            "id": updated["id"].replace("-", "")[:8],
+            "id": swims.replace("-", "")[:8],
             "content": "Noor swims on Saturdays.",
             "category": updated["category"],
             "current": False,

@@ -281,7 +281,7 @@ async def test_the_reaper_removes_expired_memories_from_both_stores_with_an_audi
     staying = await create_memory(client, user_id, "A note that stays", ttl_s=3600)
     neighbour = await create_memory(client, other_user_id, "Someone else's note", ttl_s=3600)
     await search(client, user_id, "parking", consistency="indexed")
-    for memory_id in (going["id"], second["id"], staying["id"], neighbour["id"]):
+    for memory_id in (going["id"], second["version_id"], staying["id"], neighbour["id"]):
         assert await indexed_document(opensearch, index_name, memory_id) is not None
 
     await _expire_now(db, going["chain_id"])
@@ -303,12 +303,13 @@ async def test_the_reaper_removes_expired_memories_from_both_stores_with_an_audi
         u=user_id,
     )
     assert sorted(events) == sorted(
-        [(going["id"], "delete_document"), (second["id"], "delete_document")]
+        [(going["id"], "delete_document"), (second["version_id"], "delete_document")]
     )
 
     async def documents_gone():
         found = [
-            await indexed_document(opensearch, index_name, i) for i in (going["id"], second["id"])
+            await indexed_document(opensearch, index_name, i)
+            for i in (going["id"], second["version_id"])
         ]
         return found == [None, None]
 

@@ -17,17 +17,18 @@ async def test_two_updates_make_a_three_version_chain(client, db, user_id) -> No
         )
     ).json()
     third_response = await client.patch(
-        f"/v1/users/{user_id}/memories/{second['id']}", json={"content": "I moved to Kyoto"}
+        f"/v1/users/{user_id}/memories/{second['version_id']}", json={"content": "I moved to Kyoto"}
     )
     assert third_response.status_code == 200, third_response.text
     third = third_response.json()
 
-    assert second["replaces_id"] == first["id"]
-    assert third["replaces_id"] == second["id"]
+    assert second["replaces_id"] == first["version_id"]
+    assert third["replaces_id"] == second["version_id"]
     assert {first["chain_id"], second["chain_id"], third["chain_id"]} == {first["id"]}
+    assert {second["id"], third["id"]} == {first["id"]}
 
     # History from any version returns the whole chain, oldest first.
-    for any_id in (first["id"], third["id"]):
+    for any_id in (first["id"], third["version_id"]):
         history = (await client.get(f"/v1/users/{user_id}/memories/{any_id}/history")).json()
         versions = history["versions"]
         assert [v["content"] for v in versions] == [
@@ -43,7 +44,7 @@ async def test_two_updates_make_a_three_version_chain(client, db, user_id) -> No
 
     # The SQL chain function walks replaces_id both ways and agrees with the API.
     async with db.connect() as connection:
-        for start in (first["id"], second["id"], third["id"]):
+        for start in (first["version_id"], second["version_id"], third["version_id"]):
             rows = (
                 await connection.execute(
                     text("SELECT id::text, version, is_current FROM memory_chain(:id)"),
@@ -51,9 +52,9 @@ async def test_two_updates_make_a_three_version_chain(client, db, user_id) -> No
                 )
             ).all()
             assert [(r.id, r.version, r.is_current) for r in rows] == [
-                (first["id"], 1, False),
-                (second["id"], 2, False),
-                (third["id"], 3, True),
+                (first["version_id"], 1, False),
+                (second["version_id"], 2, False),
+                (third["version_id"], 3, True),
             ]
         statuses = (
             await connection.execute(
@@ -134,21 +135,29 @@ async def test_delete_ends_the_version_without_removing_it(client, db, user_id) 
     assert "deleted" in again.json()["detail"]
 
 
-async def test_updating_an_old_version_is_a_conflict_naming_the_current_one(
-    client, user_id
-) -> None:
+async def test_updating_by_an_old_version_id_supersedes_the_current_one(client, user_id) -> None:
     first = await create_memory(client, user_id, "I drive a bike to work")
     second = (
         await client.patch(
             f"/v1/users/{user_id}/memories/{first['id']}", json={"content": "I drive a car"}
         )
     ).json()
+    third = (
+        await client.patch(
+            f"/v1/users/{user_id}/memories/{second['version_id']}",
+            json={"content": "I drive a van"},
+        )
+    ).json()
     response = await client.patch(
-        f"/v1/users/{user_id}/memories/{first['id']}", json={"content": "I walk"}
+        f"/v1/users/{user_id}/memories/{second['version_id']}", json={"content": "I walk"}
     )
-    assert response.status_code == 409
-    assert response.headers["content-type"].startswith("application/problem+json")
-    assert response.json()["current_id"] == second["id"]
+    assert response.status_code == 200, response.text
+    walked = response.json()
+    assert (walked["id"], walked["version"], walked["replaces_id"]) == (
+        first["id"],
+        4,
+        third["version_id"],
+    )
 
 
 async def test_an_empty_patch_is_rejected_and_makes_no_version(client, user_id) -> None:
@@ -158,7 +167,7 @@ async def test_an_empty_patch_is_rejected_and_makes_no_version(client, user_id) 
     assert response.headers["content-type"].startswith("application/problem+json")
     assert "at least one field" in response.json()["detail"]
     history = (await client.get(f"/v1/users/{user_id}/memories/{memory['id']}/history")).json()
-    assert [v["id"] for v in history["versions"]] == [memory["id"]]
+    assert [v["version_id"] for v in history["versions"]] == [memory["version_id"]]
 
 
 async def test_new_content_keeps_its_category_unless_asked_to_classify_again(
@@ -190,23 +199,6 @@ async def test_new_content_keeps_its_category_unless_asked_to_classify_again(
         json={"content": "I'm allergic to shellfish and peanuts", "category": "health"},
     )
     assert kept.json()["category"] == "health"
-
-
-async def test_concurrent_updates_never_fork_the_chain(client, user_id) -> None:
-    memory = await create_memory(client, user_id, "I have one cat")
-    responses = await asyncio.gather(
-        *(
-            client.patch(
-                f"/v1/users/{user_id}/memories/{memory['id']}", json={"content": f"I have {n} cats"}
-            )
-            for n in range(2, 6)
-        )
-    )
-    codes = sorted(r.status_code for r in responses)
-    assert codes == [200, 409, 409, 409]
-    history = (await client.get(f"/v1/users/{user_id}/memories/{memory['id']}/history")).json()
-    assert [v["version"] for v in history["versions"]] == [1, 2]
-    assert [v["is_current"] for v in history["versions"]] == [False, True]
 
 
 async def test_list_filters_and_cursor_pagination(client, user_id) -> None:

@@ -188,7 +188,7 @@ async def test_history_query_returns_superseded_versions(
     ).json()
 
     async def current_indexed():
-        document = await indexed_document(opensearch, index_name, third["id"])
+        document = await indexed_document(opensearch, index_name, third["version_id"])
         return document and document["_source"]["is_current"]
 
     await wait_until(current_indexed)
@@ -205,7 +205,14 @@ async def test_history_query_returns_superseded_versions(
         "I live in Tokyo",
     ]
     assert [r["superseded"] for r in results] == [False, True, True]
-    assert [r["history_of"] for r in results] == [None, third["id"], third["id"]]
+    # Every version carries the memory's id, which an earlier one names as `history_of`.
+    assert [r["memory"]["id"] for r in results] == [memory["id"]] * 3
+    assert [r["history_of"] for r in results] == [None, memory["id"], memory["id"]]
+    assert [r["memory"]["version_id"] for r in results] == [
+        third["version_id"],
+        second["version_id"],
+        memory["version_id"],
+    ]
     assert all(r["memory"]["superseded_at"] for r in results[1:])
     assert results[1]["memory"]["superseded_at"] == results[0]["memory"]["created_at"]
     assert results[1]["explanation"] is None  # history entries were not ranked

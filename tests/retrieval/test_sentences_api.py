@@ -80,15 +80,16 @@ async def test_a_new_version_keeps_or_renews_its_sentences_with_its_content(
     second = (await client.patch(f"{url}/{first['id']}", json={"category": "hobbies"})).json()
     assert second["version"] == 2
     assert_same_vectors(
-        await stored_sentences(db, second["id"]), await stored_sentences(db, first["id"]) or []
+        await stored_sentences(db, second["version_id"]),
+        await stored_sentences(db, first["version_id"]) or [],
     )
     renewed = "I sold my pottery wheel last week. Now I paint landscapes on weekends."
     third = (await client.patch(f"{url}/{second['id']}", json={"content": renewed})).json()
     assert third["version"] == 3
-    assert await stored_sentences(db, third["id"]) is None  # new sentences: pending again
+    assert await stored_sentences(db, third["version_id"]) is None  # new: pending again
     await embed_pending(inprocess_api, user_id)
     assert_same_vectors(
-        await stored_sentences(db, third["id"]),
+        await stored_sentences(db, third["version_id"]),
         await embedded(
             inprocess_api,
             ["Ann: I sold my pottery wheel last week.", "Ann: Now I paint landscapes on weekends."],

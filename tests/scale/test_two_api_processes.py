@@ -426,15 +426,19 @@ async def test_racing_updates_of_one_memory_on_both_processes_make_one_version(
     answers = await asyncio.gather(
         *(
             balanced.patch(
-                f"/v1/users/{user_id}/memories/{memory['id']}", json={"content": f"I have {n} cats"}
+                f"/v1/users/{user_id}/memories/{memory['id']}",
+                json={"content": f"I have {n} cats"},
+                headers={"If-Match": memory["version_id"]},
             )
             for n in range(2, 10)
         )
     )
     spread_since(proxy, before)
-    assert sorted(r.status_code for r in answers) == [200] + [409] * 7, [r.text for r in answers]
+    assert sorted(r.status_code for r in answers) == [200] + [412] * 7, [r.text for r in answers]
     (winner,) = (r.json() for r in answers if r.status_code == 200)
-    assert {r.json()["current_id"] for r in answers if r.status_code == 409} == {winner["id"]}
+    assert {r.json()["current_version_id"] for r in answers if r.status_code == 412} == {
+        winner["version_id"]
+    }
     history = (await balanced.get(f"/v1/users/{user_id}/memories/{memory['id']}/history")).json()
     assert [(v["version"], v["is_current"]) for v in history["versions"]] == [(1, False), (2, True)]
     (chain,) = (await version_chains(db, user_id)).values()
@@ -444,19 +448,23 @@ async def test_racing_updates_of_one_memory_on_both_processes_make_one_version(
 async def follow_and_update(
     http: httpx.AsyncClient, user_id: str, memory_id: str, contents: list[str], log: list
 ) -> None:
-    """Update the memory once per content, each time the version known to be current; on a
-    409 (another writer got there first) again with the current version it names."""
+    """Update the memory once per content, each time only while the version known to be
+    current is (If-Match); on a 412 (another writer got there first) again with the current
+    version it names."""
+    version_id = memory_id  # version 1's id is the memory's
     for content in contents:
         while True:
             response = await http.patch(
-                f"/v1/users/{user_id}/memories/{memory_id}", json={"content": content}
+                f"/v1/users/{user_id}/memories/{memory_id}",
+                json={"content": content},
+                headers={"If-Match": version_id},
             )
             log.append(response)
-            if response.status_code != 409:
+            if response.status_code != 412:
                 break
-            memory_id = response.json()["current_id"]
+            version_id = response.json()["current_version_id"]
         assert response.status_code == 200, response.text
-        memory_id = response.json()["id"]
+        version_id = response.json()["version_id"]
 
 
 async def test_updates_on_both_processes_keep_one_gapless_chain(
@@ -480,14 +488,14 @@ async def test_updates_on_both_processes_keep_one_gapless_chain(
     )
     spread_since(proxy, before)
     no_server_errors(log)
-    assert {r.status_code for r in log} <= {200, 409}
+    assert {r.status_code for r in log} <= {200, 412}
     history = await balanced.get(f"/v1/users/{user_id}/memories/{memory['id']}/history")
     versions = history.json()["versions"]
     assert [v["version"] for v in versions] == list(range(1, writers * rounds + 2))
     assert [v["is_current"] for v in versions] == [False] * writers * rounds + [True]
     # Every acknowledged update is one version: none lost, none twice.
-    acknowledged = sorted(r.json()["id"] for r in log if r.status_code == 200)
-    assert acknowledged == sorted(v["id"] for v in versions[1:])
+    acknowledged = sorted(r.json()["version_id"] for r in log if r.status_code == 200)
+    assert acknowledged == sorted(v["version_id"] for v in versions[1:])
     (chain,) = (await version_chains(db, user_id)).values()
     assert_one_line(chain)
     assert chain[-1]["is_current"]
@@ -541,7 +549,9 @@ async def test_messages_and_updates_of_one_user_on_both_processes_keep_consisten
     successors = [str(v["id"]) for versions in chains.values() for v in versions[1:]]
     added = {d["memory_id"] for d in made if d["operation"] == "ADD"}
     updated = [d["memory_id"] for d in made if d["operation"] == "UPDATE"]
-    patched = [r.json()["id"] for r in log if r.request.method == "PATCH" and r.status_code == 200]
+    patched = [
+        r.json()["version_id"] for r in log if r.request.method == "PATCH" and r.status_code == 200
+    ]
     assert firsts == added | {home_id}
     assert sorted(successors) == sorted(updated + patched)
     assert len(patched) == 2 and updated, made  # both kinds of update ran

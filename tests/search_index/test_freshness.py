@@ -191,7 +191,7 @@ async def test_writes_with_wait_for_indexed_are_searchable_on_return(
             f"{base}/{memory['id']}?wait_for=indexed", json={"content": "My bonsai is a maple"}
         )
         assert patched.headers["X-Index-State"] == "indexed"
-        new = await searchable(opensearch, index_name, patched.json()["id"])
+        new = await searchable(opensearch, index_name, patched.json()["version_id"])
         assert new is not None
         assert new["content"] == "My bonsai is a maple"
         old = await searchable(opensearch, index_name, memory["id"])
@@ -201,7 +201,7 @@ async def test_writes_with_wait_for_indexed_are_searchable_on_return(
         deleted = await client.delete(f"{base}/{patched.json()['id']}?wait_for=indexed")
         assert deleted.status_code == 200, deleted.text
         assert deleted.headers["X-Index-State"] == "indexed"
-        gone = await searchable(opensearch, index_name, patched.json()["id"])
+        gone = await searchable(opensearch, index_name, patched.json()["version_id"])
         assert gone is not None
         assert gone["is_current"] is False
 

@@ -42,14 +42,15 @@ async def test_update_marks_the_old_document_superseded(
 
     async def both_delivered():
         old = await indexed_document(opensearch, index_name, first["id"])
-        new = await indexed_document(opensearch, index_name, second["id"])
+        # A document per version, named by the version's id (the memory keeps its own).
+        new = await indexed_document(opensearch, index_name, second["version_id"])
         return old and new and old["_source"]["is_current"] is False and (old, new)
 
     _, new = await wait_until(both_delivered)
     assert new["_source"]["is_current"] is True
     await opensearch.indices.refresh(index=index_name)
     found = await search(client, user_id, "tamagotchis")
-    assert first["id"] not in {r["memory"]["id"] for r in found["results"]}
+    assert first["version_id"] not in {r["memory"]["version_id"] for r in found["results"]}
 
 
 async def test_outage_loses_nothing(

@@ -8,7 +8,7 @@ from uuid import UUID
 
 import msgspec
 
-from app.api.schemas.memories import MemoryOut
+from app.api.schemas.memories import ChainId, MemoryId, MemoryOut
 from app.api.schemas.search import MinRelevance
 from app.memories.fields import AgentId, Instant, RunId, SessionId, TopK
 from app.memories.filters import FILTER_JSON_SCHEMA
@@ -65,8 +65,11 @@ class ContextBody(msgspec.Struct, forbid_unknown_fields=True):
 
 
 class CitedOut(msgspec.Struct):
-    id: UUID
-    chain_id: UUID
+    id: MemoryId
+    version_id: Annotated[
+        UUID, msgspec.Meta(description="The version the block states (always the current one).")
+    ]
+    chain_id: ChainId
     section: Annotated[
         Section,
         msgspec.Meta(
@@ -83,7 +86,10 @@ class CitedOut(msgspec.Struct):
             "version's event time, or the time its content names, else when it was written)."
         ),
     ]
-    replaced_id: UUID | None = None
+    replaced_id: Annotated[
+        UUID | None,
+        msgspec.Meta(description="The version a change replaced: a version id."),
+    ] = None
     replaced_content: str | None = None
 
 
@@ -101,9 +107,12 @@ class ContextOut(msgspec.Struct):
 
 
 class ReplacedOut(msgspec.Struct):
-    """The version a current memory replaced."""
+    """The version a current memory replaced (of the same memory: its id is the fact's)."""
 
-    id: UUID
+    id: Annotated[
+        UUID, msgspec.Meta(description="The replaced version's id: equal to `version_id`.")
+    ]
+    version_id: UUID
     version: int
     content: str
     category: str

@@ -49,17 +49,49 @@ class MemoryBatchCreate(msgspec.Struct, forbid_unknown_fields=True):
     memories: Annotated[list[MemoryCreate], msgspec.Meta(min_length=1, max_length=MAX_BATCH_ITEMS)]
 
 
+MemoryId = Annotated[
+    UUID,
+    msgspec.Meta(
+        description="The memory's id, the same for its whole life: every update and the "
+        "delete keep it (it is its first version's id). GET, PATCH, DELETE and history take "
+        "it, as they take any of its versions' ids."
+    ),
+]
+VersionId = Annotated[
+    UUID,
+    msgspec.Meta(
+        description="This version's own id (`memories.id` in SQL): the ETag of a GET, what "
+        "`If-Match` names on PATCH and DELETE, and a GET by it returns this very version."
+    ),
+]
+ChainId = Annotated[
+    UUID,
+    msgspec.Meta(
+        description="Deprecated: the same value as `id` (the memory's id, `memories.chain_id` "
+        "in SQL), kept for clients written before memory ids were stable.",
+        extra_json_schema={"extra": {"deprecated": True}},  # Litestar: into the OpenAPI schema
+    ),
+]
+
+
 class MemoryOut(msgspec.Struct):
-    id: UUID
+    id: MemoryId
+    version_id: VersionId
     user_id: str
-    chain_id: UUID
+    chain_id: ChainId
     version: int
     content: str
     category: str
     scope: str
     session_id: str | None
     is_current: bool
-    replaces_id: UUID | None
+    replaces_id: Annotated[
+        UUID | None,
+        msgspec.Meta(
+            description="The version this one replaced: a version id (its `version_id`), null "
+            "for version 1."
+        ),
+    ]
     speaker: str | None
     event_time: datetime | None
     created_at: datetime
@@ -80,7 +112,8 @@ class MemoryOut(msgspec.Struct):
     @classmethod
     def of(cls, m: Memory) -> MemoryOut:
         return cls(
-            id=m.id,
+            id=m.chain_id,
+            version_id=m.id,
             user_id=m.user_id,
             chain_id=m.chain_id,
             version=m.version,
@@ -155,5 +188,6 @@ class BatchJobOut(msgspec.Struct):
 
 
 class HistoryOut(msgspec.Struct):
-    chain_id: UUID
-    versions: list[MemoryOut]
+    id: MemoryId
+    chain_id: ChainId
+    versions: Annotated[list[MemoryOut], msgspec.Meta(description="Oldest first.")]

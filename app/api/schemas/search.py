@@ -136,7 +136,13 @@ class SearchHitOut(msgspec.Struct):
         ),
     ]
     superseded: bool
-    history_of: UUID | None = None
+    history_of: Annotated[
+        UUID | None,
+        msgspec.Meta(
+            description="Set on an earlier version shown beside its memory's hit: that "
+            "memory's id (the hit's `memory.id`, and this version's too). Null on a hit."
+        ),
+    ] = None
     explanation: dict[str, StageScoreOut] | None = None
     event_at: Annotated[
         datetime | None,

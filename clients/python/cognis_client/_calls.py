@@ -37,6 +37,7 @@ from cognis_client.models import (
 T = TypeVar("T")
 RETRYABLE_STATUS = 503
 IDEMPOTENCY_KEY_HEADER = "Idempotency-Key"
+IF_MATCH_HEADER = "If-Match"
 
 
 def new_idempotency_key() -> str:
@@ -60,6 +61,8 @@ class Call(Generic[T]):
     safe_to_repeat: bool = False
     # The body's media type; bytes bodies are sent as they are.
     content_type: str = "application/json"
+    # Other request headers (If-Match).
+    headers: dict[str, str] = field(default_factory=dict)
 
     @property
     def repeatable(self) -> bool:
@@ -71,7 +74,9 @@ class Call(Generic[T]):
         content = self.body if isinstance(self.body, bytes) else None
         if self.body is not None and content is None:
             content = msgspec.json.encode(self.body)
-        headers = {"Content-Type": self.content_type} if content is not None else {}
+        headers = dict(self.headers)
+        if content is not None:
+            headers["Content-Type"] = self.content_type
         if self.idempotency_key is not None:
             headers[IDEMPOTENCY_KEY_HEADER] = self.idempotency_key
         return http.build_request(
@@ -226,8 +231,18 @@ def list_users(prefix: str | None, limit: int | None, cursor: str | None) -> Cal
     )
 
 
+def if_match(version: Memory | Any | None) -> dict[str, str]:
+    """The If-Match header naming a version: a Memory (the version it is) or a version id."""
+    if version is None:
+        return {}
+    if isinstance(version, Memory):
+        # A server before 0029 sends no version_id: its `id` is the version's.
+        version = version.version_id or version.id
+    return {IF_MATCH_HEADER: f'"{version}"'}
+
+
 def update_memory(
-    user_id: str, memory_id: Any, changes: MemoryChanges, key: str | None
+    user_id: str, memory_id: Any, changes: MemoryChanges, key: str | None, version: Any = None
 ) -> Call[Memory]:
     return Call(
         "PATCH",
@@ -235,15 +250,19 @@ def update_memory(
         Memory,
         body=changes,
         idempotency_key=key or new_idempotency_key(),
+        headers=if_match(version),
     )
 
 
-def delete_memory(user_id: str, memory_id: Any, key: str | None) -> Call[Memory]:
+def delete_memory(
+    user_id: str, memory_id: Any, key: str | None, version: Any = None
+) -> Call[Memory]:
     return Call(
         "DELETE",
         _memory(user_id, memory_id),
         Memory,
         idempotency_key=key or new_idempotency_key(),
+        headers=if_match(version),
     )
 
 

@@ -250,6 +250,8 @@ class CognisClient(_Retrying):
         ]
 
     def get_memory(self, user_id: str, memory_id: Any) -> Memory:
+        """By the memory's id, its current version (its last, `is_current` False, once
+        deleted); by a version's id, that version."""
         return self._send(calls.get_memory(user_id, memory_id))
 
     def list_memories(self, user_id: str, **options: Unpack[ListOptions]) -> MemoryPage:
@@ -273,13 +275,19 @@ class CognisClient(_Retrying):
         user_id: str,
         memory_id: Any,
         *,
+        if_match: Memory | Any | None = None,
         idempotency_key: str | None = None,
         wait_for: WaitFor | None = None,
         wait_timeout_ms: int | None = None,
         **changes: Any,
     ) -> Memory:
-        """A new version superseding `memory_id`; fields of `MemoryChanges` as keywords."""
-        call = calls.update_memory(user_id, memory_id, MemoryChanges(**changes), idempotency_key)
+        """A new version of the memory `memory_id` (its id, or any of its versions') with the
+        fields of `MemoryChanges` given as keywords changed; it keeps the memory's `id`.
+        `if_match`: the version read (a Memory, or a version id): PreconditionFailedError
+        (412) instead when another writer has replaced it since. Without it, the update
+        applies to whichever version is current."""
+        changed = MemoryChanges(**changes)
+        call = calls.update_memory(user_id, memory_id, changed, idempotency_key, if_match)
         return self._send(waiting(call, wait_for, wait_timeout_ms))
 
     def delete_memory(
@@ -287,14 +295,18 @@ class CognisClient(_Retrying):
         user_id: str,
         memory_id: Any,
         *,
+        if_match: Memory | Any | None = None,
         idempotency_key: str | None = None,
         wait_for: WaitFor | None = None,
         wait_timeout_ms: int | None = None,
     ) -> Memory:
-        call = calls.delete_memory(user_id, memory_id, idempotency_key)
+        """End the memory `memory_id` (its id, or any of its versions'): its current version,
+        returned, ends; its history stays. `if_match` as for `update_memory`."""
+        call = calls.delete_memory(user_id, memory_id, idempotency_key, if_match)
         return self._send(waiting(call, wait_for, wait_timeout_ms))
 
     def history(self, user_id: str, memory_id: Any) -> History:
+        """Every version of the memory, oldest first (by its id or any version's)."""
         return self._send(calls.history(user_id, memory_id))
 
     def search(self, user_id: str, query: str, **options: Unpack[SearchOptions]) -> SearchResult:
@@ -495,6 +507,8 @@ class AsyncCognisClient(_Retrying):
         return memories_out
 
     async def get_memory(self, user_id: str, memory_id: Any) -> Memory:
+        """By the memory's id, its current version (its last, `is_current` False, once
+        deleted); by a version's id, that version."""
         return await self._send(calls.get_memory(user_id, memory_id))
 
     async def list_memories(self, user_id: str, **options: Unpack[ListOptions]) -> MemoryPage:
@@ -519,13 +533,19 @@ class AsyncCognisClient(_Retrying):
         user_id: str,
         memory_id: Any,
         *,
+        if_match: Memory | Any | None = None,
         idempotency_key: str | None = None,
         wait_for: WaitFor | None = None,
         wait_timeout_ms: int | None = None,
         **changes: Any,
     ) -> Memory:
-        """A new version superseding `memory_id`; fields of `MemoryChanges` as keywords."""
-        call = calls.update_memory(user_id, memory_id, MemoryChanges(**changes), idempotency_key)
+        """A new version of the memory `memory_id` (its id, or any of its versions') with the
+        fields of `MemoryChanges` given as keywords changed; it keeps the memory's `id`.
+        `if_match`: the version read (a Memory, or a version id): PreconditionFailedError
+        (412) instead when another writer has replaced it since. Without it, the update
+        applies to whichever version is current."""
+        changed = MemoryChanges(**changes)
+        call = calls.update_memory(user_id, memory_id, changed, idempotency_key, if_match)
         return await self._send(waiting(call, wait_for, wait_timeout_ms))
 
     async def delete_memory(
@@ -533,14 +553,18 @@ class AsyncCognisClient(_Retrying):
         user_id: str,
         memory_id: Any,
         *,
+        if_match: Memory | Any | None = None,
         idempotency_key: str | None = None,
         wait_for: WaitFor | None = None,
         wait_timeout_ms: int | None = None,
     ) -> Memory:
-        call = calls.delete_memory(user_id, memory_id, idempotency_key)
+        """End the memory `memory_id` (its id, or any of its versions'): its current version,
+        returned, ends; its history stays. `if_match` as for `update_memory`."""
+        call = calls.delete_memory(user_id, memory_id, idempotency_key, if_match)
         return await self._send(waiting(call, wait_for, wait_timeout_ms))
 
     async def history(self, user_id: str, memory_id: Any) -> History:
+        """Every version of the memory, oldest first (by its id or any version's)."""
         return await self._send(calls.history(user_id, memory_id))
 
     async def search(

@@ -38,7 +38,18 @@ class NotFoundError(CognisError):
 
 
 class ConflictError(CognisError):
-    """409: the request conflicts with the current state (e.g. updating a superseded version)."""
+    """409: the request conflicts with the current state (e.g. updating a deleted memory)."""
+
+
+class PreconditionFailedError(ConflictError):
+    """412: `if_match` named a version that is no longer the memory's current one (another
+    writer replaced it); nothing was written. `current_version_id`: the version now current.
+    A ConflictError, as a superseded version was before memory ids lasted."""
+
+    @property
+    def current_version_id(self) -> str | None:
+        current = self.problem.get("current_version_id")
+        return current if isinstance(current, str) else None
 
 
 class ServiceUnavailableError(CognisError):
@@ -124,6 +135,7 @@ _BY_STATUS: dict[int, type[CognisError]] = {
     401: AuthenticationError,
     404: NotFoundError,
     409: ConflictError,
+    412: PreconditionFailedError,
     413: TooMuchWorkError,
     422: InvalidRequestError,
 }

@@ -10,15 +10,17 @@ users are merged by `relevance` (the query's cosine to the memory, comparable ac
 given as each item's `score`. An item is one memory chain: its text is `value["content"]` (or
 `value["text"]`, else the value as JSON), its key and value ride in the memory's metadata, and a
 put on an existing key writes a new version (the earlier one stays in the chain's history).
-Memories written by other means (messages, REST) appear as items too, keyed by their chain id
-(the first version's id, which no update changes: `get` by that key finds the current version),
+Memories written by other means (messages, REST) appear as items too, keyed by their memory id
+(which no update changes: `get` by that key finds the current version),
 with `{"content", "category"}` as value. A get or put by key is one filtered request (the key
 is matched in the metadata by the server), not a walk through the namespace.
 
 A put repeated after the first committed writes nothing (it finds the value unchanged). Its
 update or delete sends an idempotency key derived from the version it replaces, so a put repeated
-while the first is still in flight is done once as well; a first put of a new key sends a new key
-(retried by the client with that key), so two concurrent first puts can create two items.
+while the first is still in flight is done once as well, and If-Match with that version, so a put
+that another writer overtook fails (PreconditionFailedError) rather than overwrite what it did
+not read; a first put of a new key sends a new key (retried by the client with that key), so two
+concurrent first puts can create two items.
 
 TTL (`supports_ttl`): `put(..., ttl=minutes)` (or `TTLConfig.default_ttl`) gives the memory an
 expiry of that many minutes from the put (`ttl_s` on the API); `ttl=None` writes it without one
@@ -153,11 +155,16 @@ def current_value(value: Any, content: str) -> Any:
     return value
 
 
-def _version_key(action: str, memory_id: uuid.UUID, value: Any = None) -> str:
+def _version(memory: Memory) -> uuid.UUID:
+    """The version a Memory is (a server before 0029 sent no version_id: its id was it)."""
+    return memory.version_id or memory.id
+
+
+def _version_key(action: str, version_id: uuid.UUID, value: Any = None) -> str:
     """The idempotency key of a change to one memory version: a version is superseded at most
     once, so a put repeated while the first is still in flight (a retry after a timeout: it
     still finds the old version) sends the same key and is done once."""
-    change = json.dumps([action, str(memory_id), value], sort_keys=True, default=str)
+    change = json.dumps([action, str(version_id), value], sort_keys=True, default=str)
     return "langgraph-" + hashlib.sha256(change.encode()).hexdigest()
 
 
@@ -273,8 +280,8 @@ class CognisStore(BaseStore):
 
     def _item(self, memory: Memory, score: float | None = None) -> SearchItem:
         stored = self._stored(memory)
-        if stored is None:  # written by other means: keyed by its chain, stable across updates
-            key = str(memory.chain_id)
+        if stored is None:  # written by other means: keyed by its id, stable across updates
+            key = str(memory.id)
             value = {"content": memory.content, "category": memory.category}
             created_at = memory.created_at
         else:
@@ -295,8 +302,8 @@ class CognisStore(BaseStore):
         self, client: AsyncCognisClient, namespace: tuple[str, ...], key: str
     ) -> Memory | None:
         """The current version of the item `key` in `namespace`: one filtered list request
-        for an item this store put (its key is in the metadata), else the chain a memory
-        written by other means is keyed by (its `chain_id`, which no update changes)."""
+        for an item this store put (its key is in the metadata), else the memory written by
+        other means that the key names (its id, which no update changes)."""
         user_id, agent_id = self._locate(namespace)
         by_key = {"field": f"metadata.{METADATA_KEY}.key", "op": "eq", "value": key}
         page = await client.list_memories(
@@ -304,11 +311,11 @@ class CognisStore(BaseStore):
         )
         if page.items:
             return page.items[0]
-        try:  # a memory written by other means, named by its chain (or any version's id)
-            current = (await client.history(user_id, str(uuid.UUID(key)))).current
+        try:  # a memory written by other means, named by its id (or any version's)
+            current = await client.get_memory(user_id, str(uuid.UUID(key)))
         except (ValueError, NotFoundError):
             return None
-        if current is None or self._stored(current) is not None:
+        if not current.is_current or self._stored(current) is not None:
             return None  # erased, or an item of this store's, found by its key above
         in_namespace = current.scope == "USER" and current.agent_id == agent_id
         return current if in_namespace else None
@@ -318,8 +325,10 @@ class CognisStore(BaseStore):
         existing = await self._find(client, op.namespace, op.key)
         if op.value is None:
             if existing is not None:
-                key = _version_key("delete", existing.id)
-                await client.delete_memory(user_id, existing.id, idempotency_key=key)
+                key = _version_key("delete", _version(existing))
+                await client.delete_memory(
+                    user_id, existing.id, if_match=existing, idempotency_key=key
+                )
             return
         value = dict(op.value)
         # LangGraph's ttl is in minutes; None: the item does not expire.
@@ -330,7 +339,8 @@ class CognisStore(BaseStore):
                 await client.update_memory(
                     user_id,
                     existing.id,
-                    idempotency_key=_version_key("expiry", existing.id),
+                    if_match=existing,
+                    idempotency_key=_version_key("expiry", _version(existing)),
                     expires_at=None,
                 )
             return  # no new version for an unchanged value that does not expire
@@ -344,7 +354,8 @@ class CognisStore(BaseStore):
             await client.update_memory(
                 user_id,
                 existing.id,
-                idempotency_key=_version_key("put", existing.id, [value, ttl_s]),
+                if_match=existing,
+                idempotency_key=_version_key("put", _version(existing), [value, ttl_s]),
                 content=memory_text(value),
                 metadata=metadata,
                 **expiry,

@@ -13,7 +13,10 @@ Consistency = Literal["eventual", "indexed"]
 
 
 class Memory(msgspec.Struct, frozen=True):
-    """One version of a memory; `chain_id` names the whole chain of versions."""
+    """One version of a memory. `id` is the memory's, the same for its whole life (updates
+    and the delete keep it): keep it, and pass it to `update_memory`, `delete_memory`,
+    `get_memory` and `history`. `version_id` is this version's own (`if_match=` takes it, or
+    the Memory itself). `chain_id`: deprecated, the same as `id`."""
 
     id: UUID
     user_id: str
@@ -43,6 +46,9 @@ class Memory(msgspec.Struct, frozen=True):
     context: str | None = None
     # Its language, ISO 639-1, given or detected (server 0028+); None: no letters in it.
     language: str | None = None
+    # This version's id (server 0029+). None from an older server, whose `id` was the
+    # version's own and changed with every update.
+    version_id: UUID | None = None
 
 
 class MemoryPage(msgspec.Struct, frozen=True):
@@ -51,10 +57,12 @@ class MemoryPage(msgspec.Struct, frozen=True):
 
 
 class History(msgspec.Struct, frozen=True):
-    """Every version of a chain, oldest first."""
+    """Every version of a memory, oldest first. `id`: the memory's (server 0029+; None
+    before); `chain_id`: deprecated, the same."""
 
     chain_id: UUID
     versions: list[Memory]
+    id: UUID | None = None
 
     @property
     def current(self) -> Memory | None:
@@ -311,7 +319,9 @@ class Message(msgspec.Struct, omit_defaults=True, forbid_unknown_fields=True):
 
 
 class CitedMemory(msgspec.Struct, frozen=True):
-    """A memory a context block states: its section, and for a change what it replaced."""
+    """A memory a context block states: its section, and for a change what it replaced.
+    `id`: the memory's; `version_id` the version stated (server 0029+); `replaced_id` a
+    version's id; `chain_id` deprecated, the same as `id`."""
 
     id: UUID
     chain_id: UUID
@@ -321,6 +331,7 @@ class CitedMemory(msgspec.Struct, frozen=True):
     date: datetime
     replaced_id: UUID | None = None
     replaced_content: str | None = None
+    version_id: UUID | None = None
 
 
 class Context(msgspec.Struct, frozen=True):
@@ -335,12 +346,16 @@ class Context(msgspec.Struct, frozen=True):
 
 
 class ReplacedVersion(msgspec.Struct, frozen=True):
+    """The version a current memory replaced: `id` is that version's id, as is `version_id`
+    (server 0029+)."""
+
     id: UUID
     version: int
     content: str
     category: str
     created_at: datetime
     superseded_at: datetime | None
+    version_id: UUID | None = None
 
 
 class ProfileFact(msgspec.Struct, frozen=True):

@@ -63,6 +63,14 @@ export interface CallOptions {
   signal?: AbortSignal | undefined;
 }
 
+/** Options of `updateMemory` and `deleteMemory`. */
+export interface ChangeOptions extends WriteOptions {
+  /** The version read (a Memory, or its `version_id`): the change is made only while it is
+   * the memory's current version, else PreconditionFailedError (412) and nothing written.
+   * Omitted: the change applies to whichever version is current (last writer wins). */
+  ifMatch?: Memory | string | undefined;
+}
+
 export interface WriteOptions extends CallOptions {
   /** The key of this logical write (default: a new one, reused by the client's own retries);
    * the same key later replays the first answer, never writes again. */
@@ -118,6 +126,8 @@ interface Call {
   /** A body sent as it is (the import's JSON Lines), with its content type. */
   raw?: { text: string; contentType: string };
   idempotencyKey?: string | undefined;
+  /** Other request headers (If-Match). */
+  headers?: Record<string, string>;
   /** Not a write, or one whose repetition changes nothing (a search, an erase). */
   safeToRepeat?: boolean;
   signal?: AbortSignal | undefined;
@@ -133,6 +143,12 @@ function user(userId: string): string {
 
 function memory(userId: string, memoryId: string): string {
   return `${user(userId)}/memories/${encodeURIComponent(memoryId)}`;
+}
+
+/** The If-Match header naming a version: a Memory's (`version_id`) or a version id. */
+function ifMatch(version: Memory | string | undefined): Record<string, string> {
+  if (version === undefined) return {};
+  return { "If-Match": `"${typeof version === "string" ? version : version.version_id}"` };
 }
 
 function writeQuery(options: WriteOptions): Record<string, unknown> {
@@ -274,6 +290,8 @@ export class CognisClient {
     }
   }
 
+  /** By the memory's id, its current version (its last, `is_current` false, once deleted);
+   * by a version's id, that version. */
   async getMemory(userId: string, memoryId: string, options: CallOptions = {}): Promise<Memory> {
     return this.json<Memory>({ method: "GET", path: memory(userId, memoryId), signal: options.signal });
   }
@@ -302,12 +320,13 @@ export class CognisClient {
     } while (cursor !== null);
   }
 
-  /** A new version superseding `memoryId`, with the given fields changed. */
+  /** A new version of the memory `memoryId` (its id, or any of its versions') with the given
+   * fields changed; it keeps the memory's `id`. `ifMatch`: see ChangeOptions. */
   async updateMemory(
     userId: string,
     memoryId: string,
     changes: MemoryChanges,
-    options: WriteOptions = {},
+    options: ChangeOptions = {},
   ): Promise<Memory> {
     return this.json<Memory>({
       method: "PATCH",
@@ -315,26 +334,29 @@ export class CognisClient {
       query: writeQuery(options),
       body: changes,
       idempotencyKey: options.idempotencyKey ?? newIdempotencyKey(),
+      headers: ifMatch(options.ifMatch),
       signal: options.signal,
     });
   }
 
-  /** Ends the memory's chain (its history stays); `eventEnd`: when the fact stopped being true. */
+  /** Ends the memory `memoryId` (its id, or any of its versions'): its current version ends
+   * and is returned, its history stays; `eventEnd`: when the fact stopped being true. */
   async deleteMemory(
     userId: string,
     memoryId: string,
-    options: WriteOptions & { eventEnd?: string | undefined } = {},
+    options: ChangeOptions & { eventEnd?: string | undefined } = {},
   ): Promise<Memory> {
     return this.json<Memory>({
       method: "DELETE",
       path: memory(userId, memoryId),
       query: { ...writeQuery(options), event_end: options.eventEnd },
       idempotencyKey: options.idempotencyKey ?? newIdempotencyKey(),
+      headers: ifMatch(options.ifMatch),
       signal: options.signal,
     });
   }
 
-  /** Every version of the memory's chain, oldest first. */
+  /** Every version of the memory, oldest first (by its id or any of its versions'). */
   async history(userId: string, memoryId: string, options: CallOptions = {}): Promise<History> {
     return this.json<History>({ method: "GET", path: `${memory(userId, memoryId)}/history`, signal: options.signal });
   }
@@ -536,7 +558,7 @@ export class CognisClient {
   }
 
   private init(call: Call, signal: AbortSignal): RequestInit {
-    const headers: Record<string, string> = { Accept: "application/json" };
+    const headers: Record<string, string> = { Accept: "application/json", ...call.headers };
     if (this.apiKey) headers["X-API-Key"] = this.apiKey;
     if (call.idempotencyKey !== undefined) headers[IDEMPOTENCY_KEY_HEADER] = call.idempotencyKey;
     let body: string | undefined;

@@ -34,8 +34,18 @@ export class AuthenticationError extends CognisError {}
 /** 404: no such memory or job for this user (or it belongs to another user). */
 export class NotFoundError extends CognisError {}
 
-/** 409: the request conflicts with the current state (e.g. updating a superseded version). */
+/** 409: the request conflicts with the current state (e.g. updating a deleted memory). */
 export class ConflictError extends CognisError {}
+
+/** 412: `ifMatch` named a version that is no longer the memory's current one (another writer
+ * replaced it); nothing was written. `currentVersionId`: the version now current. A
+ * ConflictError, as a superseded version was before memory ids lasted. */
+export class PreconditionFailedError extends ConflictError {
+  get currentVersionId(): string | undefined {
+    const current = this.problem["current_version_id"];
+    return typeof current === "string" ? current : undefined;
+  }
+}
 
 /** 413: a batch whose memories need more model time than the server's whole deadline, even on
  * an idle model; `fittingMemories` of them would fit. `addMemories` splits by itself on it;
@@ -110,6 +120,7 @@ const BY_STATUS: Record<number, typeof CognisError> = {
   401: AuthenticationError,
   404: NotFoundError,
   409: ConflictError,
+  412: PreconditionFailedError,
   413: TooMuchWorkError,
   422: InvalidRequestError,
 };

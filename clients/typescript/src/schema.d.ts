@@ -337,7 +337,10 @@ export interface paths {
         /** List memories, newest first, with cursor pagination */
         get: operations["V1UsersUserIdMemoriesListMemories"];
         put?: never;
-        /** Create a memory (version 1 of a new chain) */
+        /**
+         * Create a memory (version 1 of a new chain)
+         * @description Its `id` is the memory's for good: later updates and the delete keep it.
+         */
         post: operations["V1UsersUserIdMemoriesCreateMemory"];
         delete?: never;
         options?: never;
@@ -389,15 +392,24 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Get one memory version */
+        /**
+         * Get a memory (its current version), or one version by its version id
+         * @description By the memory's id: its current version; once it is deleted, its last version (`is_current` false, `superseded_at` set: the memory is gone from lists and searches, its history stays). By a version's id: that version, current or not (the first version's id is the memory's id, so version 1 of a memory updated since is read in its history). The ETag is the version's id, for If-Match.
+         */
         get: operations["V1UsersUserIdMemoriesMemoryIdGetMemory"];
         put?: never;
         post?: never;
-        /** Delete: end the current version (the row is kept in history) */
+        /**
+         * Delete a memory: end its current version (kept in its history)
+         * @description `memory_id`: the memory's id, or any of its versions' ids. The response is the ended version. With If-Match, 412 unless the current version is the one named. 409: the memory is deleted already.
+         */
         delete: operations["V1UsersUserIdMemoriesMemoryIdDeleteMemory"];
         options?: never;
         head?: never;
-        /** Update: insert a new version superseding this one */
+        /**
+         * Update a memory: a new version supersedes its current one
+         * @description `memory_id`: the memory's id, or any of its versions' ids (an id kept from before an update still names the memory). The new version keeps the memory's `id` and gets a `version_id` of its own (the response's ETag). Fields left out keep their values. With If-Match, 412 unless the current version is the one named. 409: the memory is deleted.
+         */
         patch: operations["V1UsersUserIdMemoriesMemoryIdUpdateMemory"];
         trace?: never;
     };
@@ -408,7 +420,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Every version of this memory's chain, oldest first */
+        /**
+         * Every version of a memory, oldest first
+         * @description `memory_id`: the memory's id or any of its versions' ids: the same history either way.
+         */
         get: operations["V1UsersUserIdMemoriesMemoryIdHistoryMemoryHistory"];
         put?: never;
         post?: never;
@@ -627,7 +642,11 @@ export interface components {
         /** CitedOut */
         CitedOut: {
             category: string;
-            /** Format: uuid */
+            /**
+             * Format: uuid
+             * @deprecated
+             * @description Deprecated: the same value as `id` (the memory's id, `memories.chain_id` in SQL), kept for clients written before memory ids were stable.
+             */
             chain_id: string;
             content: string;
             /**
@@ -635,15 +654,24 @@ export interface components {
              * @description The date the block gives: when the fact began or changed (the version's event time, or the time its content names, else when it was written).
              */
             date: string;
-            /** Format: uuid */
+            /**
+             * Format: uuid
+             * @description The memory's id, the same for its whole life: every update and the delete keep it (it is its first version's id). GET, PATCH, DELETE and history take it, as they take any of its versions' ids.
+             */
             id: string;
             replaced_content?: string | null;
+            /** @description The version a change replaced: a version id. */
             replaced_id?: string | null;
             /**
              * @description relevant: found for the query; changes: updated lately; profile: one of the user's stable facts.
              * @enum {string}
              */
             section: "relevant" | "changes" | "profile";
+            /**
+             * Format: uuid
+             * @description The version the block states (always the current one).
+             */
+            version_id: string;
         };
         /** ContextBody */
         ContextBody: {
@@ -770,8 +798,18 @@ export interface components {
         };
         /** HistoryOut */
         HistoryOut: {
-            /** Format: uuid */
+            /**
+             * Format: uuid
+             * @deprecated
+             * @description Deprecated: the same value as `id` (the memory's id, `memories.chain_id` in SQL), kept for clients written before memory ids were stable.
+             */
             chain_id: string;
+            /**
+             * Format: uuid
+             * @description The memory's id, the same for its whole life: every update and the delete keep it (it is its first version's id). GET, PATCH, DELETE and history take it, as they take any of its versions' ids.
+             */
+            id: string;
+            /** @description Oldest first. */
             versions: components["schemas"]["MemoryOut"][];
         };
         /** ImportErrorOut */
@@ -949,7 +987,11 @@ export interface components {
         MemoryOut: {
             agent_id?: string | null;
             category: string;
-            /** Format: uuid */
+            /**
+             * Format: uuid
+             * @deprecated
+             * @description Deprecated: the same value as `id` (the memory's id, `memories.chain_id` in SQL), kept for clients written before memory ids were stable.
+             */
             chain_id: string;
             content: string;
             context?: string | null;
@@ -959,13 +1001,17 @@ export interface components {
             event_time: string | null;
             expires_at?: string | null;
             external_id?: string | null;
-            /** Format: uuid */
+            /**
+             * Format: uuid
+             * @description The memory's id, the same for its whole life: every update and the delete keep it (it is its first version's id). GET, PATCH, DELETE and history take it, as they take any of its versions' ids.
+             */
             id: string;
             is_current: boolean;
             language?: string | null;
             metadata: {
                 [key: string]: unknown;
             };
+            /** @description The version this one replaced: a version id (its `version_id`), null for version 1. */
             replaces_id: string | null;
             run_id?: string | null;
             scope: string;
@@ -975,6 +1021,11 @@ export interface components {
             superseded_at: string | null;
             user_id: string;
             version: number;
+            /**
+             * Format: uuid
+             * @description This version's own id (`memories.id` in SQL): the ETag of a GET, what `If-Match` names on PATCH and DELETE, and a GET by it returns this very version.
+             */
+            version_id: string;
         };
         /** MemoryUpdate */
         MemoryUpdate: {
@@ -1110,10 +1161,15 @@ export interface components {
             content: string;
             /** Format: date-time */
             created_at: string;
-            /** Format: uuid */
+            /**
+             * Format: uuid
+             * @description The replaced version's id: equal to `version_id`.
+             */
             id: string;
             superseded_at: string | null;
             version: number;
+            /** Format: uuid */
+            version_id: string;
         };
         /** RrfIn */
         RrfIn: {
@@ -1190,6 +1246,7 @@ export interface components {
             explanation?: {
                 [key: string]: components["schemas"]["StageScoreOut"];
             } | null;
+            /** @description Set on an earlier version shown beside its memory's hit: that memory's id (the hit's `memory.id`, and this version's too). Null on a hit. */
             history_of?: string | null;
             memory: components["schemas"]["MemoryOut"];
             rank: number;
@@ -1564,7 +1621,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description A conflict: the resource changed meanwhile (e.g. a superseded version: reread and retry), the name is taken, or the user was erased moments ago (retry after `writes_refused_until`), or the first request with this Idempotency-Key is still running (`code: idempotency_key_in_use`: retry with the same key after Retry-After seconds). */
+            /** @description A conflict: the resource is gone or changed meanwhile (e.g. a deleted memory), the name is taken, or the user was erased moments ago (retry after `writes_refused_until`), or the first request with this Idempotency-Key is still running (`code: idempotency_key_in_use`: retry with the same key after Retry-After seconds). */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -1893,7 +1950,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description A conflict: the resource changed meanwhile (e.g. a superseded version: reread and retry), the name is taken, or the user was erased moments ago (retry after `writes_refused_until`), or the first request with this Idempotency-Key is still running (`code: idempotency_key_in_use`: retry with the same key after Retry-After seconds). */
+            /** @description A conflict: the resource is gone or changed meanwhile (e.g. a deleted memory), the name is taken, or the user was erased moments ago (retry after `writes_refused_until`), or the first request with this Idempotency-Key is still running (`code: idempotency_key_in_use`: retry with the same key after Retry-After seconds). */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -1991,7 +2048,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description A conflict: the resource changed meanwhile (e.g. a superseded version: reread and retry), the name is taken, or the user was erased moments ago (retry after `writes_refused_until`), or the first request with this Idempotency-Key is still running (`code: idempotency_key_in_use`: retry with the same key after Retry-After seconds). */
+            /** @description A conflict: the resource is gone or changed meanwhile (e.g. a deleted memory), the name is taken, or the user was erased moments ago (retry after `writes_refused_until`), or the first request with this Idempotency-Key is still running (`code: idempotency_key_in_use`: retry with the same key after Retry-After seconds). */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -2089,7 +2146,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description A conflict: the resource changed meanwhile (e.g. a superseded version: reread and retry), the name is taken, or the user was erased moments ago (retry after `writes_refused_until`), or the first request with this Idempotency-Key is still running (`code: idempotency_key_in_use`: retry with the same key after Retry-After seconds). */
+            /** @description A conflict: the resource is gone or changed meanwhile (e.g. a deleted memory), the name is taken, or the user was erased moments ago (retry after `writes_refused_until`), or the first request with this Idempotency-Key is still running (`code: idempotency_key_in_use`: retry with the same key after Retry-After seconds). */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -2185,7 +2242,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description A conflict: the resource changed meanwhile (e.g. a superseded version: reread and retry), the name is taken, or the user was erased moments ago (retry after `writes_refused_until`), or the first request with this Idempotency-Key is still running (`code: idempotency_key_in_use`: retry with the same key after Retry-After seconds). */
+            /** @description A conflict: the resource is gone or changed meanwhile (e.g. a deleted memory), the name is taken, or the user was erased moments ago (retry after `writes_refused_until`), or the first request with this Idempotency-Key is still running (`code: idempotency_key_in_use`: retry with the same key after Retry-After seconds). */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -2285,7 +2342,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description A conflict: the resource changed meanwhile (e.g. a superseded version: reread and retry), the name is taken, or the user was erased moments ago (retry after `writes_refused_until`), or the first request with this Idempotency-Key is still running (`code: idempotency_key_in_use`: retry with the same key after Retry-After seconds). */
+            /** @description A conflict: the resource is gone or changed meanwhile (e.g. a deleted memory), the name is taken, or the user was erased moments ago (retry after `writes_refused_until`), or the first request with this Idempotency-Key is still running (`code: idempotency_key_in_use`: retry with the same key after Retry-After seconds). */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -2381,7 +2438,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description A conflict: the resource changed meanwhile (e.g. a superseded version: reread and retry), the name is taken, or the user was erased moments ago (retry after `writes_refused_until`), or the first request with this Idempotency-Key is still running (`code: idempotency_key_in_use`: retry with the same key after Retry-After seconds). */
+            /** @description A conflict: the resource is gone or changed meanwhile (e.g. a deleted memory), the name is taken, or the user was erased moments ago (retry after `writes_refused_until`), or the first request with this Idempotency-Key is still running (`code: idempotency_key_in_use`: retry with the same key after Retry-After seconds). */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -2477,7 +2534,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description A conflict: the resource changed meanwhile (e.g. a superseded version: reread and retry), the name is taken, or the user was erased moments ago (retry after `writes_refused_until`), or the first request with this Idempotency-Key is still running (`code: idempotency_key_in_use`: retry with the same key after Retry-After seconds). */
+            /** @description A conflict: the resource is gone or changed meanwhile (e.g. a deleted memory), the name is taken, or the user was erased moments ago (retry after `writes_refused_until`), or the first request with this Idempotency-Key is still running (`code: idempotency_key_in_use`: retry with the same key after Retry-After seconds). */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -3041,7 +3098,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description A conflict: the resource changed meanwhile (e.g. a superseded version: reread and retry), the name is taken, or the user was erased moments ago (retry after `writes_refused_until`), or the first request with this Idempotency-Key is still running (`code: idempotency_key_in_use`: retry with the same key after Retry-After seconds). */
+            /** @description A conflict: the resource is gone or changed meanwhile (e.g. a deleted memory), the name is taken, or the user was erased moments ago (retry after `writes_refused_until`), or the first request with this Idempotency-Key is still running (`code: idempotency_key_in_use`: retry with the same key after Retry-After seconds). */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -3275,6 +3332,8 @@ export interface operations {
             /** @description Document created, URL follows */
             201: {
                 headers: {
+                    /** @description The version in the body, as `"<version_id>"`: send it back as If-Match on PATCH or DELETE to change the memory only while that version is current. */
+                    ETag?: unknown;
                     /** @description `true`: the stored response of the first request with this Idempotency-Key; nothing was written again. */
                     "Idempotency-Replayed"?: unknown;
                     /** @description Only with ?wait_for=indexed. `indexed`: this write is in the BM25 index and searchable. `pending`: the wait ran out first; the write is committed and reaches the index later. */
@@ -3305,7 +3364,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description A conflict: the resource changed meanwhile (e.g. a superseded version: reread and retry), the name is taken, or the user was erased moments ago (retry after `writes_refused_until`), or the first request with this Idempotency-Key is still running (`code: idempotency_key_in_use`: retry with the same key after Retry-After seconds). */
+            /** @description A conflict: the resource is gone or changed meanwhile (e.g. a deleted memory), the name is taken, or the user was erased moments ago (retry after `writes_refused_until`), or the first request with this Idempotency-Key is still running (`code: idempotency_key_in_use`: retry with the same key after Retry-After seconds). */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -3429,7 +3488,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description A conflict: the resource changed meanwhile (e.g. a superseded version: reread and retry), the name is taken, or the user was erased moments ago (retry after `writes_refused_until`), or the first request with this Idempotency-Key is still running (`code: idempotency_key_in_use`: retry with the same key after Retry-After seconds). */
+            /** @description A conflict: the resource is gone or changed meanwhile (e.g. a deleted memory), the name is taken, or the user was erased moments ago (retry after `writes_refused_until`), or the first request with this Idempotency-Key is still running (`code: idempotency_key_in_use`: retry with the same key after Retry-After seconds). */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -3576,6 +3635,8 @@ export interface operations {
             /** @description Request fulfilled, document follows */
             200: {
                 headers: {
+                    /** @description The version in the body, as `"<version_id>"`: send it back as If-Match on PATCH or DELETE to change the memory only while that version is current. */
+                    ETag?: unknown;
                     /** @description Only when the writer served a read meant for the replica, why: `replica_behind` (it had not replayed this read's writes within COGNIS_REPLICA_WAIT_MAX_MS), `replica_unavailable` (it did not answer), `replica_position_unknown` (it reports no replay position). */
                     "X-Read-Fallback"?: unknown;
                     /** @description Only with a read replica (COGNIS_READ_DATABASE_URL): `replica` or `writer`, the database this read ran on. */
@@ -3648,6 +3709,8 @@ export interface operations {
             header?: {
                 /** @description 1-256 visible ASCII characters, e.g. a random UUID, new for each logical write and the same on each retry of it. A retry with the same key (same user, same request) gets the first response again, with `Idempotency-Replayed: true`, and writes nothing; the same key with another request gets 422; while the first request still runs, a retry waits for it or gets 409 (`code: idempotency_key_in_use`, Retry-After). Kept for COGNIS_IDEMPOTENCY_TTL_S (a day). */
                 "Idempotency-Key"?: string | null;
+                /** @description The version you read (its `version_id`, or a response's ETag; quoted or not; several comma-separated, or `*` for any): the write is done only while the memory's current version is that one, else 412 naming the current version (`current_version_id`), and nothing is written. Without it the write applies to whichever version is current (last writer wins). */
+                "If-Match"?: string | null;
             };
             path: {
                 /** @description 1-128 characters: letters, digits and _ . : @ -, starting with a letter or digit. */
@@ -3661,6 +3724,8 @@ export interface operations {
             /** @description Request fulfilled, document follows */
             200: {
                 headers: {
+                    /** @description The version in the body, as `"<version_id>"`: send it back as If-Match on PATCH or DELETE to change the memory only while that version is current. */
+                    ETag?: unknown;
                     /** @description `true`: the stored response of the first request with this Idempotency-Key; nothing was written again. */
                     "Idempotency-Replayed"?: unknown;
                     /** @description Only with ?wait_for=indexed. `indexed`: this write is in the BM25 index and searchable. `pending`: the wait ran out first; the write is committed and reaches the index later. */
@@ -3700,8 +3765,17 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description A conflict: the resource changed meanwhile (e.g. a superseded version: reread and retry), the name is taken, or the user was erased moments ago (retry after `writes_refused_until`), or the first request with this Idempotency-Key is still running (`code: idempotency_key_in_use`: retry with the same key after Retry-After seconds). */
+            /** @description A conflict: the resource is gone or changed meanwhile (e.g. a deleted memory), the name is taken, or the user was erased moments ago (retry after `writes_refused_until`), or the first request with this Idempotency-Key is still running (`code: idempotency_key_in_use`: retry with the same key after Retry-After seconds). */
             409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description If-Match names a version that is no longer the memory's current one: another writer replaced it (`current_version_id`: the version now current). Nothing was written; read the memory again and decide. */
+            412: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3751,6 +3825,8 @@ export interface operations {
                 "X-Cognis-Deadline-Ms"?: string | null;
                 /** @description 1-256 visible ASCII characters, e.g. a random UUID, new for each logical write and the same on each retry of it. A retry with the same key (same user, same request) gets the first response again, with `Idempotency-Replayed: true`, and writes nothing; the same key with another request gets 422; while the first request still runs, a retry waits for it or gets 409 (`code: idempotency_key_in_use`, Retry-After). Kept for COGNIS_IDEMPOTENCY_TTL_S (a day). */
                 "Idempotency-Key"?: string | null;
+                /** @description The version you read (its `version_id`, or a response's ETag; quoted or not; several comma-separated, or `*` for any): the write is done only while the memory's current version is that one, else 412 naming the current version (`current_version_id`), and nothing is written. Without it the write applies to whichever version is current (last writer wins). */
+                "If-Match"?: string | null;
             };
             path: {
                 /** @description 1-128 characters: letters, digits and _ . : @ -, starting with a letter or digit. */
@@ -3768,6 +3844,8 @@ export interface operations {
             /** @description Request fulfilled, document follows */
             200: {
                 headers: {
+                    /** @description The version in the body, as `"<version_id>"`: send it back as If-Match on PATCH or DELETE to change the memory only while that version is current. */
+                    ETag?: unknown;
                     /** @description `true`: the stored response of the first request with this Idempotency-Key; nothing was written again. */
                     "Idempotency-Replayed"?: unknown;
                     /** @description Only with ?wait_for=indexed. `indexed`: this write is in the BM25 index and searchable. `pending`: the wait ran out first; the write is committed and reaches the index later. */
@@ -3807,8 +3885,17 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description A conflict: the resource changed meanwhile (e.g. a superseded version: reread and retry), the name is taken, or the user was erased moments ago (retry after `writes_refused_until`), or the first request with this Idempotency-Key is still running (`code: idempotency_key_in_use`: retry with the same key after Retry-After seconds). */
+            /** @description A conflict: the resource is gone or changed meanwhile (e.g. a deleted memory), the name is taken, or the user was erased moments ago (retry after `writes_refused_until`), or the first request with this Idempotency-Key is still running (`code: idempotency_key_in_use`: retry with the same key after Retry-After seconds). */
             409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description If-Match names a version that is no longer the memory's current one: another writer replaced it (`current_version_id`: the version now current). Nothing was written; read the memory again and decide. */
+            412: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -4008,7 +4095,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description A conflict: the resource changed meanwhile (e.g. a superseded version: reread and retry), the name is taken, or the user was erased moments ago (retry after `writes_refused_until`), or the first request with this Idempotency-Key is still running (`code: idempotency_key_in_use`: retry with the same key after Retry-After seconds). */
+            /** @description A conflict: the resource is gone or changed meanwhile (e.g. a deleted memory), the name is taken, or the user was erased moments ago (retry after `writes_refused_until`), or the first request with this Idempotency-Key is still running (`code: idempotency_key_in_use`: retry with the same key after Retry-After seconds). */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -4684,7 +4771,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description A conflict: the resource changed meanwhile (e.g. a superseded version: reread and retry), the name is taken, or the user was erased moments ago (retry after `writes_refused_until`), or the first request with this Idempotency-Key is still running (`code: idempotency_key_in_use`: retry with the same key after Retry-After seconds). */
+            /** @description A conflict: the resource is gone or changed meanwhile (e.g. a deleted memory), the name is taken, or the user was erased moments ago (retry after `writes_refused_until`), or the first request with this Idempotency-Key is still running (`code: idempotency_key_in_use`: retry with the same key after Retry-After seconds). */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -4782,7 +4869,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description A conflict: the resource changed meanwhile (e.g. a superseded version: reread and retry), the name is taken, or the user was erased moments ago (retry after `writes_refused_until`), or the first request with this Idempotency-Key is still running (`code: idempotency_key_in_use`: retry with the same key after Retry-After seconds). */
+            /** @description A conflict: the resource is gone or changed meanwhile (e.g. a deleted memory), the name is taken, or the user was erased moments ago (retry after `writes_refused_until`), or the first request with this Idempotency-Key is still running (`code: idempotency_key_in_use`: retry with the same key after Retry-After seconds). */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -4880,7 +4967,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description A conflict: the resource changed meanwhile (e.g. a superseded version: reread and retry), the name is taken, or the user was erased moments ago (retry after `writes_refused_until`), or the first request with this Idempotency-Key is still running (`code: idempotency_key_in_use`: retry with the same key after Retry-After seconds). */
+            /** @description A conflict: the resource is gone or changed meanwhile (e.g. a deleted memory), the name is taken, or the user was erased moments ago (retry after `writes_refused_until`), or the first request with this Idempotency-Key is still running (`code: idempotency_key_in_use`: retry with the same key after Retry-After seconds). */
             409: {
                 headers: {
                     [name: string]: unknown;

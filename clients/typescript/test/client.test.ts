@@ -12,6 +12,7 @@ import {
   InvalidRequestError,
   NoAnswerError,
   NotFoundError,
+  PreconditionFailedError,
   RateLimitedError,
   ServiceUnavailableError,
   TooMuchWorkError,
@@ -49,7 +50,13 @@ describe("CognisClient against the API", () => {
     expect(found.index_lag.stale).toBe(false);
 
     const moved = await cognis.updateMemory(userId, first.id, { content: "Ines lives in Osaka." });
-    expect([moved.replaces_id, moved.chain_id, moved.category]).toEqual([first.id, first.chain_id, "personal_details"]);
+    expect([moved.id, moved.replaces_id, moved.chain_id, moved.category]).toEqual([
+      first.id,
+      first.version_id,
+      first.id,
+      "personal_details",
+    ]);
+    expect(moved.version_id).not.toBe(first.version_id);
     const after = await cognis.search(userId, "where does Ines live", { consistency: "indexed" });
     expect(after.results[0]?.memory.content).toBe("Ines lives in Osaka.");
 
@@ -61,6 +68,35 @@ describe("CognisClient against the API", () => {
     expect(chain.versions.every((v) => !v.is_current)).toBe(true);
     const gone = await cognis.search(userId, "where does Ines live", { consistency: "indexed" });
     expect(gone.results.filter((hit) => !hit.superseded)).toEqual([]);
+  });
+
+  it("keeps a memory's id across updates; ifMatch refuses a stale version (412)", async () => {
+    const userId = newUser();
+    const first = await cognis.addMemory(userId, { content: "Ines has one cat." });
+    const second = await cognis.updateMemory(userId, first.id, { content: "Ines has two cats." });
+    // The id kept from the create, and the old version's id, both name the memory still.
+    const third = await cognis.updateMemory(userId, first.version_id, { content: "Ines has three cats." });
+    expect([second.id, third.id, third.version]).toEqual([first.id, first.id, 3]);
+    expect((await cognis.getMemory(userId, first.id)).version_id).toBe(third.version_id);
+    expect((await cognis.getMemory(userId, second.version_id)).content).toBe("Ines has two cats.");
+
+    const stale = await cognis
+      .updateMemory(userId, first.id, { content: "Ines has no cat." }, { ifMatch: second })
+      .catch((error: unknown) => error);
+    expect(stale).toBeInstanceOf(PreconditionFailedError);
+    expect([(stale as PreconditionFailedError).status, (stale as PreconditionFailedError).currentVersionId]).toEqual([
+      412,
+      third.version_id,
+    ]);
+    const fourth = await cognis.updateMemory(userId, first.id, { content: "Ines has four cats." }, { ifMatch: third });
+    expect([fourth.id, fourth.replaces_id]).toEqual([first.id, third.version_id]);
+    await expect(cognis.deleteMemory(userId, first.id, { ifMatch: third.version_id })).rejects.toBeInstanceOf(
+      PreconditionFailedError,
+    );
+    const ended = await cognis.deleteMemory(userId, first.id, { ifMatch: fourth });
+    expect([ended.id, ended.version_id, ended.is_current]).toEqual([first.id, fourth.version_id, false]);
+    const history = await cognis.history(userId, second.version_id);
+    expect([history.id, history.versions.map((v) => v.version)]).toEqual([first.id, [1, 2, 3, 4]]);
   });
 
   it("reads a context block and a profile after an update", async () => {
