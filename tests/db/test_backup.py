@@ -75,6 +75,21 @@ async def _nearest(url: str, tenant_id: uuid.UUID, user: str) -> list[uuid.UUID]
         await engine.dispose()
 
 
+async def backed_up(migrated: dict[str, str], owner: AsyncEngine, folder: Path) -> Path:
+    """This worker's database dumped by `python -m app backup` as the backup role (granted
+    CONNECT on it first), into `folder`."""
+    database = make_url(migrated["COGNIS_MIGRATION_DATABASE_URL"]).database
+    async with owner.connect() as connection:
+        await connection.execute(text(f'GRANT CONNECT ON DATABASE "{database}" TO cognis_backup'))
+        await connection.commit()
+    dump = folder / "cognis.dump"
+    done = await run_cli_async(
+        migrated, "app", "backup", str(dump), "--database-url", _backup_url(database)
+    )
+    assert done.returncode == 0, done.stderr
+    return dump
+
+
 async def test_a_backup_restores_whole_into_a_new_database(
     migrated: dict[str, str],
     owner: AsyncEngine,
@@ -84,14 +99,7 @@ async def test_a_backup_restores_whole_into_a_new_database(
     tenant_ids, user = tenants
     owner_url = migrated["COGNIS_MIGRATION_DATABASE_URL"]
     database = make_url(owner_url).database
-    async with owner.connect() as connection:
-        await connection.execute(text(f'GRANT CONNECT ON DATABASE "{database}" TO cognis_backup'))
-        await connection.commit()
-    dump = tmp_path / "cognis.dump"
-    done = await run_cli_async(
-        migrated, "app", "backup", str(dump), "--database-url", _backup_url(database)
-    )
-    assert done.returncode == 0, done.stderr
+    dump = await backed_up(migrated, owner, tmp_path)
     counts = json.loads((tmp_path / "cognis.dump.counts.json").read_text())
     before = await _rows(owner, tenant_ids)
     assert len(before) == 3

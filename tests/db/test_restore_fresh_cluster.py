@@ -16,13 +16,11 @@ from pathlib import Path
 
 import httpx
 import pytest
-from sqlalchemy import text
-from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bench.ports import free_port
 from tests.conftest import API_KEY, ROOT, ApiProcess, run_cli_async
-from tests.db.test_backup import _backup_url
+from tests.db.test_backup import backed_up
 from tests.services import LOCAL_DIR
 
 PG_BIN = Path(f"/usr/lib/postgresql/{os.environ.get('COGNIS_PG_MAJOR', '15')}/bin")
@@ -115,15 +113,7 @@ async def test_a_backup_restored_into_a_fresh_cluster_answers_the_same_searches(
     original = await searches(api.url, user)
     assert original[0][0] == FACTS[0]
 
-    database = make_url(migrated["COGNIS_MIGRATION_DATABASE_URL"]).database
-    async with owner.connect() as connection:
-        await connection.execute(text(f'GRANT CONNECT ON DATABASE "{database}" TO cognis_backup'))
-        await connection.commit()
-    dump = tmp_path / "cognis.dump"
-    done = await run_cli_async(
-        migrated, "app", "backup", str(dump), "--database-url", _backup_url(database)
-    )
-    assert done.returncode == 0, done.stderr
+    dump = await backed_up(migrated, owner, tmp_path)
 
     # The DBA's part on the new cluster: an owner that may create databases and roles, the
     # vector extension where new databases get it, and the service's logins.
