@@ -100,15 +100,21 @@ launch_node() {
         "$(node_dir "$n")/config" "$(node_dir "$n")/tmp" "$(node_pid_file "$n")" "$(node_stdout "$n")"
 }
 
-# The cluster answers on node N's port with all three nodes joined, yellow or green.
+# The cluster answers on node N's port with all three nodes joined, yellow or green. Returns 2
+# when a node's JVM is gone, its number in EXITED_NODE.
+EXITED_NODE=""
 cluster_formed() {
     local n=$1 m
     for m in "${NODES[@]}"; do
-        node_pid "$m" >/dev/null || { log "opensearch-cluster: node $m exited (log: $(node_log "$m"))"; return 2; }
+        node_pid "$m" >/dev/null || { EXITED_NODE=$m; return 2; }
     done
     curl -fsS -m 10 "http://127.0.0.1:$(node_http_port "$n")/_cluster/health?wait_for_nodes=3&wait_for_status=yellow&timeout=5s" >/dev/null 2>&1
 }
 
+# A node that exits while the cluster forms is shown (its log's last lines) and launched again,
+# at most twice in all: its ports lie in the kernel's ephemeral range, so a client socket can
+# hold one for a moment; a node that cannot start for good still fails the start.
+RELAUNCHES_LEFT=2
 wait_formed() {
     local n=$1 started rc
     started=$(date +%s)
@@ -116,7 +122,16 @@ wait_formed() {
         rc=0
         cluster_formed "$n" || rc=$?
         ((rc == 0)) && break
-        ((rc == 2)) && die "opensearch-cluster did not form (a node exited)"
+        if ((rc == 2)); then
+            log "opensearch-cluster: node $EXITED_NODE exited (log: $(node_log "$EXITED_NODE"))"
+            grep -hE 'ERROR|FATAL|Exception:' "$(node_log "$EXITED_NODE")" "$(node_stdout "$EXITED_NODE")" \
+                2>/dev/null | tail -n 6 | cut -c1-400 | sed 's/^/    /' >&2 || true
+            ((RELAUNCHES_LEFT > 0)) || die "opensearch-cluster did not form (a node exited)"
+            RELAUNCHES_LEFT=$((RELAUNCHES_LEFT - 1))
+            launch_node "$EXITED_NODE"
+            started=$(date +%s)
+            continue
+        fi
         if (($(date +%s) - started >= START_TIMEOUT)); then
             tail -n 30 "$(node_log "$n")" 2>/dev/null | sed 's/^/    /' >&2 || true
             die "opensearch-cluster: 3 nodes not joined within ${START_TIMEOUT}s (log: $(node_log "$n"))"

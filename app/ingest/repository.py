@@ -26,6 +26,7 @@ from sqlalchemy.orm import aliased
 
 from app.db.models import IngestDecision, IngestTask, Message
 from app.ingest.domain import IncomingMessage
+from app.ml.embedder import Embedding
 
 OPEN_STATES = ("queued", "running")
 
@@ -192,6 +193,20 @@ class IngestRepository:
                 available_at=func.now() + settle,
             )
         )
+
+    async def store_embeddings(self, user_id: str, embeddings: dict[uuid.UUID, Embedding]) -> None:
+        """Keep the vectors the worker computed on the message rows that had none, so a task
+        retried, or a row read later, never needs the model for that text again."""
+        for message_id, embedding in embeddings.items():
+            await self.session.execute(
+                update(Message)
+                .where(
+                    Message.user_id == user_id,
+                    Message.id == message_id,
+                    Message.embedding_768d.is_(None),
+                )
+                .values(embedding_768d=embedding.full, embedding_256d=embedding.coarse)
+            )
 
     async def get_messages(
         self, user_id: str, message_ids: list[uuid.UUID]

@@ -131,9 +131,10 @@ class IngestWorker:
 
     async def _message_embeddings(
         self, user_id: str, messages: list[Message]
-    ) -> dict[uuid.UUID, Embedding]:
-        """The messages' vectors, in one call: step 1 stores none (the submit answers before any
-        model work); rows saved by earlier versions carry theirs and are reused."""
+    ) -> tuple[dict[uuid.UUID, Embedding], dict[uuid.UUID, Embedding]]:
+        """The messages' vectors (all of them, and those computed now), in one model call:
+        step 1 stores none (the submit answers before any model work); rows embedded before (an
+        earlier claim, or saved by an earlier version) carry theirs and are reused."""
         embeddings = {
             m.id: Embedding(full=np.asarray(m.embedding_768d), coarse=np.asarray(m.embedding_256d))
             for m in messages
@@ -141,8 +142,8 @@ class IngestWorker:
         }
         missing = [m for m in messages if m.id not in embeddings]
         computed = await self._pipeline.embed([m.content for m in missing], user_id)
-        embeddings.update(zip((m.id for m in missing), computed, strict=True))
-        return embeddings
+        fresh = dict(zip((m.id for m in missing), computed, strict=True))
+        return embeddings | fresh, fresh
 
     async def _process(self, claim: Claim) -> None:
         async with self._sessionmaker() as session:
@@ -151,13 +152,14 @@ class IngestWorker:
             )
         if not messages:  # erased meanwhile: the task rows went with them
             return
-        embeddings = await self._message_embeddings(claim.user_id, list(messages.values()))
+        embeddings, fresh = await self._message_embeddings(claim.user_id, list(messages.values()))
         async with self._sessionmaker() as session, session.begin():
             # The user's write lock first (an erase takes it before the task rows): an erase
             # that ran meanwhile either removed the tasks or refuses this write.
             await hold_for_write(session, claim.user_id)
             repository = IngestRepository(session)
             await repository.lock_user(claim.user_id)
+            await repository.store_embeddings(claim.user_id, fresh)
             outcome = await self._apply_in_order(session, claim, messages, embeddings)
             # Checked last, so the rows are not locked (and the heartbeat not blocked) while
             # the batch is decided; a claim lost meanwhile rolls the whole batch back.

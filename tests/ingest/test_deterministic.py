@@ -41,18 +41,19 @@ async def test_message_becomes_a_memory_through_a_job(
     accepted = response.json()
     (submitted,) = accepted["submitted"]
     assert submitted["duplicate"] is False
-    # Step 1: the message row and its 256D embedding are committed when the 202 is sent.
-    saved = await rows(
-        db,
+    # Step 1: the message row is committed when the 202 is sent (the worker embeds it).
+    saved_query = (
         "SELECT speaker, session_id, sent_at, vector_dims(embedding_256d) AS dims "
-        "FROM messages WHERE id = :id AND user_id = :u",
-        id=submitted["message_id"],
-        u=user_id,
+        "FROM messages WHERE id = :id AND user_id = :u"
     )
-    assert saved and saved[0]["dims"] == 256 and saved[0]["speaker"] == "Dana"
+    saved = await rows(db, saved_query, id=submitted["message_id"], u=user_id)
+    assert saved and saved[0]["speaker"] == "Dana" and saved[0]["session_id"] == "s1"
 
     job = await wait_job(client, user_id, accepted["job_id"])
     assert job["state"] == "done"
+    # The worker kept the vector it computed on the message row (a retry reuses it).
+    (embedded,) = await rows(db, saved_query, id=submitted["message_id"], u=user_id)
+    assert embedded["dims"] == 256
     (decision,) = decisions(job)
     assert decision["operation"] == "ADD"
     assert decision["extractor"] == "deterministic" and decision["fallback_used"] is False
