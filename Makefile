@@ -1,5 +1,5 @@
 # The commands the README names. `make up` serves the API; `make test` runs the suite.
-.PHONY: up up-cluster down status install test test-fast lint typecheck relay reindex backup restore bench-supersedes bench-foundation bench-locomo bench-scale bench-ingest bench-mixed bench-retry bench-hnsw bench-relay bench-filters bench-import bench-migrations check-deploy bench-embedding bench-tenants bench-faults bench-categories bench-llm-gate bench-corrections bench-local-llm bench-llm-updates llm bench-mcp bench-small-users bench-hnsw-history bench-scale-out bench-node-loss
+.PHONY: up up-cluster down status install test test-fast lint typecheck relay reindex backup restore bench-supersedes bench-foundation bench-locomo bench-scale bench-ingest bench-mixed bench-retry bench-hnsw bench-relay bench-filters bench-import bench-migrations check-deploy bench-embedding bench-tenants bench-faults bench-categories bench-llm-gate bench-corrections bench-local-llm bench-llm-updates llm bench-mcp bench-small-users bench-hnsw-history bench-scale-out bench-node-loss bench-japanese
 
 PY := .venv/bin/python
 TEST_WORKERS ?= 2  # pytest-xdist workers; each has its own database, index and in-process API
@@ -70,6 +70,9 @@ bench-mcp:  ## characters per MCP tool result, compact against detail="full" (ma
 
 bench-small-users:  ## users of 5-40 memories from LoCoMo sessions: hit@1/@3 and relevance inversions per size (make up)
 	$(PY) -m bench.small_users $(BENCH_ARGS)
+
+bench-japanese:  ## Japanese and mixed users: hit@1/@3 default vs paper, multilingual leg on vs off, latency against English (make up)
+	$(PY) -m bench.japanese $(BENCH_ARGS)
 
 bench-hnsw-history:  ## the 256D HNSW graph over every version against current versions only: size, recall
 	set -a && . .local/cognis.env && set +a && $(PY) -m bench.hnsw_history $(BENCH_ARGS)

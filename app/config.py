@@ -215,6 +215,13 @@ class EmbeddingSettings(BaseModel):
         description="where ONNX exports go (`<model>-<fingerprint>/`), never the model folder; "
         "redone when the model's files change; unset: `~/.cache/cognis-memory/onnx`",
     )
+    multilingual_embedder: bool = Field(
+        default=True,
+        description="give every memory a second, multilingual vector (multilingual Universal "
+        "Sentence Encoder, 512D, in-process, ~1 ms a text) and search it beside the English "
+        "model's when the query is not English or the user has memories that are not "
+        "(docs/languages.md); off: memories.embedding_ml stays NULL and that leg is skipped",
+    )
     query_embedding_cache_size: int = Field(
         default=1024, description="recent query embeddings kept (0 turns the cache off)"
     )
@@ -454,6 +461,14 @@ class RetrievalSettings(BaseModel):
         "`min_relevance`: unrelated filler scores about 0-0.13 with all-mpnet-base-v2, and "
         "0.15 cost LoCoMo no recall@10 (-0.005 on the conversations it was chosen on, +0.001 "
         "held out; docs/benchmarks/locomo.md); 0: none left out",
+    )
+    multilingual_min_relevance: float = Field(
+        default=0.15,
+        ge=0,
+        le=1,
+        description="the floor for results whose relevance is the multilingual cosine (a "
+        "query or a memory that is not English): calibrated on the project's Japanese and "
+        "English facts (docs/languages.md); a request's `min_relevance` replaces it too",
     )
     cross_encoder_model: str | None = Field(
         default=None, description="CrossEncoder name or local path; unset skips re-ranking"

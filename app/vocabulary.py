@@ -50,6 +50,8 @@ OPERATIONS: tuple[str, ...] = ("ADD", "UPDATE", "DELETE", "NONE")
 # The stored vectors: the model's output zero-padded to 768D, and its re-normalised 256D prefix.
 EMBEDDING_DIM = 768
 COARSE_DIM = 256
+# The multilingual vector beside them (app/ml/multilingual.py: multilingual USE v3).
+MULTILINGUAL_DIM = 512
 
 # Published bounds (the OpenAPI document shows them): a setting may lower one, never raise it.
 MAX_CONTENT_CHARS = 8_000

@@ -1,5 +1,5 @@
-"""Command line: serve, relay, worker, reindex, embed-sentences, retention, import, export,
-backup, restore, admin, migrate, embed-serve, mcp."""
+"""Command line: serve, relay, worker, reindex, embed-sentences, embed-multilingual, retention,
+import, export, backup, restore, admin, migrate, embed-serve, mcp."""
 
 # Every command and its flags are declared here; what each does lives beside: processes.py (the
 # long-running ones), maintenance.py (the stores), admin.py (tenants and their keys).
@@ -51,6 +51,14 @@ def main(argv: list[str] | None = None) -> int:
     sentences.add_argument("--user", help="only this user's memories (with --tenant)")
     sentences.add_argument("--batch-size", type=_positive, default=200, help="memories a batch")
     sentences.set_defaults(func=maintenance.embed_sentences)
+    multilingual = commands.add_parser(
+        "embed-multilingual",
+        help="give current memories written without it their multilingual vector (rerunnable)",
+    )
+    multilingual.add_argument("--tenant", help="only this tenant's memories (id or name)")
+    multilingual.add_argument("--user", help="only this user's memories (with --tenant)")
+    multilingual.add_argument("--batch-size", type=_positive, default=500, help="memories a batch")
+    multilingual.set_defaults(func=maintenance.embed_multilingual)
     retention = commands.add_parser(
         "retention",
         help="delete rows whose use is over, once (delivered outbox events, expired "

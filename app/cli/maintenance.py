@@ -86,6 +86,29 @@ def embed_sentences(args: argparse.Namespace) -> int:
     return with_runtime(body, "embed-sentences")
 
 
+def embed_multilingual(args: argparse.Namespace) -> int:
+    """Multilingual vectors for current memories written without them
+    (app.memories.multilingual_backfill)."""
+    from app.db.tenant import act_as
+    from app.memories.multilingual_backfill import embed_missing_multilingual
+    from app.ml.multilingual import shared_encoder
+
+    async def body(runtime: Runtime) -> int:
+        if args.tenant is not None:  # only its rows: the background role, bound to it
+            act_as(await tenant_id_of(runtime, args.tenant))
+        done = await embed_missing_multilingual(
+            runtime.background_sessionmaker,
+            shared_encoder(),
+            user_id=args.user,
+            batch_size=args.batch_size,
+            progress=lambda count: print(f"{count} memories embedded", flush=True),
+        )
+        print(f"done: {done} multilingual vectors", flush=True)
+        return 0
+
+    return with_runtime(body, "embed-multilingual")
+
+
 def retention(args: argparse.Namespace) -> int:
     """One pass of the retention job (app/db/retention.py); with --dry-run, what it would
     delete."""

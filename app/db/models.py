@@ -27,7 +27,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB, UUID
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-from app.vocabulary import COARSE_DIM, EMBEDDING_DIM, OPERATIONS, SCOPES
+from app.vocabulary import COARSE_DIM, EMBEDDING_DIM, MULTILINGUAL_DIM, OPERATIONS, SCOPES
 
 NAMING_CONVENTION = {
     "ix": "%(table_name)s_%(column_0_N_name)s_idx",
@@ -192,6 +192,10 @@ class Memory(Base):
     # The content's language, ISO 639-1 (0028): given by the client or detected when the row
     # is made (app/ml/language.py). NULL: content without letters.
     language: Mapped[str | None] = mapped_column(Text)
+    # The content's multilingual vector (0034, app/ml/multilingual.py), searched beside the
+    # English model's for queries or users that are not English. NULL: written while
+    # COGNIS_MULTILINGUAL_EMBEDDER was off, or before 0034 (`python -m app embed-multilingual`).
+    embedding_ml: Mapped[Any | None] = mapped_column(Vector(MULTILINGUAL_DIM))
 
     __table_args__ = (
         CheckConstraint(_in_list("scope", SCOPES), name="scope"),
@@ -212,6 +216,21 @@ class Memory(Base):
             postgresql_with={"m": 16, "ef_construction": 128},
             postgresql_ops={"embedding_256d": "vector_cosine_ops"},
             postgresql_where=text("is_current"),
+        ),
+        Index(
+            "memories_embedding_ml_hnsw_idx",
+            "embedding_ml",
+            postgresql_using="hnsw",
+            postgresql_with={"m": 16, "ef_construction": 128},
+            postgresql_ops={"embedding_ml": "vector_cosine_ops"},
+            postgresql_where=text("is_current"),
+        ),
+        # Whether an English query needs the multilingual leg: one probe (migration 0034).
+        Index(
+            "memories_user_other_language_idx",
+            "user_id",
+            postgresql_include=["tenant_id"],
+            postgresql_where=text("is_current AND language IS NOT NULL AND language <> 'en'"),
         ),
         # No HNSW index on embedding_768d: no query searches it by similarity (the 768D stage
         # re-scores a shortlist by id, exactly), and maintaining it tripled the cost of every

@@ -17,7 +17,7 @@ from app.db import pgcopy
 from app.db.models import Memory
 from app.memories.repository import MemoryRepository
 from app.search_index import outbox
-from app.vocabulary import COARSE_DIM, EMBEDDING_DIM
+from app.vocabulary import COARSE_DIM, EMBEDDING_DIM, MULTILINGUAL_DIM
 
 STAGING_TABLE = "memory_import_staging"
 # Column, binary COPY encoder: the staging table's layout.
@@ -39,6 +39,7 @@ _STAGING = (
     ("external_id", pgcopy.text),
     ("expires_at", pgcopy.timestamptz),
     ("language", pgcopy.text),
+    ("embedding_ml", pgcopy.vector),
 )
 _CREATE_STAGING = text(
     f"""
@@ -59,7 +60,8 @@ _CREATE_STAGING = text(
         metadata jsonb NOT NULL,
         external_id text NOT NULL,
         expires_at timestamptz,
-        language text
+        language text,
+        embedding_ml vector({MULTILINGUAL_DIM})
     ) ON COMMIT DROP
     """
 )
@@ -68,10 +70,10 @@ _INSERT_NEW = text(
     INSERT INTO memories (id, user_id, chain_id, version, content, category, scope, session_id,
                           agent_id, run_id, is_current, speaker, event_time, created_at,
                           embedding_768d, embedding_256d, metadata, external_id, expires_at,
-                          language)
+                          language, embedding_ml)
     SELECT id, user_id, id, 1, content, category, scope, session_id, agent_id, run_id, true,
            speaker, event_time, now(), embedding_768d, embedding_256d, metadata, external_id,
-           expires_at, language
+           expires_at, language, embedding_ml
     FROM {STAGING_TABLE}
     ORDER BY position
     ON CONFLICT (tenant_id, user_id, external_id)
@@ -157,4 +159,5 @@ def _staging_record(position: int, memory: Memory) -> tuple[object, ...]:
         memory.external_id,
         memory.expires_at,
         memory.language,
+        memory.embedding_ml,
     )

@@ -86,6 +86,8 @@ class MemoryDraft:
     context_embedding: Any = None  # the 768D vector of the contextual text
     # One 768D vector per sentence (app/memories/sentences.py); [] for one sentence.
     sentence_embeddings: list[Any] | None = None
+    # The content's multilingual 512D vector (app/ml/multilingual.py); None: none computed.
+    embedding_ml: Any = None
     follows_chain_id: Any = None
     mentioned_at: datetime | None = None  # the time the content names (context.mentioned_time)
     # When the memory expires; `ttl_s`, if given instead, becomes it in check_draft.

@@ -116,6 +116,27 @@ _EXACT_768D_WITH_CONTEXT = _exact_768d(_CONTEXT_DISTANCE)
 _EXACT_768D_ALL = _exact_768d(_CONTEXT_DISTANCE, _SENTENCE_DISTANCE)
 
 
+_query_ml = bindparam("query", type_=Memory.embedding_ml.type)
+_ML_DISTANCE = _memories.c.embedding_ml.cosine_distance(_query_ml)
+# Not English: whether an English query needs the multilingual leg (migration 0034's partial
+# index answers it).
+_OTHER_LANGUAGE = and_(_memories.c.language.is_not(None), _memories.c.language != "en")
+_MULTILINGUAL = _coarse_candidates(_ML_DISTANCE).where(_memories.c.embedding_ml.is_not(None))
+_MULTILINGUAL_EXACT = _coarse_candidates(_ML_DISTANCE + 0.0).where(
+    _memories.c.embedding_ml.is_not(None)
+)
+_HAS_OTHER_LANGUAGE = select(
+    exists().where(
+        _memories.c.user_id == bindparam("user_id"), _memories.c.is_current, _OTHER_LANGUAGE
+    )
+)
+_EXACT_ML = select(_memories.c.id, _ML_DISTANCE.label("distance")).where(
+    _memories.c.user_id == bindparam("user_id"),
+    _memories.c.id == any_(_ids),
+    _memories.c.embedding_ml.is_not(None),
+)
+
+
 @dataclass(frozen=True, slots=True)
 class MemoryCosines:
     """A memory's exact 768D cosines to the query: its content's, its contextual text's and
@@ -151,6 +172,7 @@ NO_VECTORS = (
     defer(Memory.embedding_256d),
     defer(Memory.context_embedding_768d),
     defer(Memory.sentence_embeddings_768d),
+    defer(Memory.embedding_ml),
 )
 
 
@@ -460,6 +482,43 @@ class MemoryRepository:
             ).all()
         # relaxed_order may return neighbours slightly out of order: sort exactly here.
         return sorted(((r.id, 1.0 - float(r.distance)) for r in rows), key=lambda pair: -pair[1])
+
+    async def has_other_languages(self, user_id: str) -> bool:
+        """Whether the user has a current memory in a language other than English."""
+        return bool(
+            (await self.session.execute(_HAS_OTHER_LANGUAGE, {"user_id": user_id})).scalar()
+        )
+
+    async def multilingual_candidates(
+        self,
+        user_id: str,
+        query_ml: np.ndarray,
+        session_id: str | None,
+        limit: int,
+        exact: bool,
+        other_languages_only: bool,
+    ) -> list[tuple[uuid.UUID, float]]:
+        """The user's visible current memories nearest by multilingual cosine (only those not
+        in English, when `other_languages_only`), exactly or by the HNSW index."""
+        statement = _MULTILINGUAL_EXACT if exact else _MULTILINGUAL
+        if other_languages_only:
+            statement = statement.where(_OTHER_LANGUAGE)
+        if self.where is not None:
+            statement = statement.where(self.where)
+        parameters = {"user_id": user_id, "query": query_ml, "session_id": session_id}
+        rows = (await self.session.execute(statement, {**parameters, "limit": limit})).all()
+        return sorted(((r.id, 1.0 - float(r.distance)) for r in rows), key=lambda pair: -pair[1])
+
+    async def exact_ml_scores(
+        self, user_id: str, memory_ids: list[uuid.UUID], query_ml: np.ndarray
+    ) -> dict[uuid.UUID, float]:
+        """The multilingual cosine of the given memories (those with a vector) to the query."""
+        if not memory_ids:
+            return {}
+        rows = await self.session.execute(
+            _EXACT_ML, {"user_id": user_id, "ids": memory_ids, "query": query_ml}
+        )
+        return {r.id: 1.0 - float(r.distance) for r in rows}
 
     def _filtered_statement(self, exact: bool) -> Any:
         statement = _COARSE_CANDIDATES_EXACT if exact else _COARSE_CANDIDATES

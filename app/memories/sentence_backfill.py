@@ -26,9 +26,10 @@ import asyncio
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import structlog
-from sqlalchemy import func, literal, select, update
+from sqlalchemy import Select, func, literal, select, update
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.db.models import Memory
@@ -63,6 +64,23 @@ async def pending_sentences(session: AsyncSession, cap: int = PENDING_CAP) -> in
     return int((await session.execute(select(func.count()).select_from(waiting))).scalar_one())
 
 
+def next_batch(
+    columns: Sequence[Any],
+    pending: Sequence[Any],
+    user_id: str | None,
+    after: uuid.UUID | None,
+    size: int,
+) -> Select[Any]:
+    """A backfill's next batch: `size` rows still `pending` (of one user, or all), by id after
+    the last batch's."""
+    query = select(*columns).where(*pending).order_by(Memory.id).limit(size)
+    if user_id is not None:
+        query = query.where(Memory.user_id == user_id)
+    if after is not None:
+        query = query.where(Memory.id > after)
+    return query
+
+
 async def embed_missing_sentences(
     sessionmaker: async_sessionmaker[AsyncSession],
     embedder: Embedder,
@@ -80,16 +98,9 @@ async def embed_missing_sentences(
     work = Work(WorkClass.BACKGROUND if background else WorkClass.BULK)
     while max_batches is None or batches < max_batches:
         async with sessionmaker() as session, session.begin():
-            query = (
-                select(Memory.id, Memory.content, Memory.speaker)
-                .where(*_PENDING)
-                .order_by(Memory.id)
-                .limit(batch_size)
+            query = next_batch(
+                (Memory.id, Memory.content, Memory.speaker), _PENDING, user_id, after, batch_size
             )
-            if user_id is not None:
-                query = query.where(Memory.user_id == user_id)
-            if after is not None:
-                query = query.where(Memory.id > after)
             rows = (await session.execute(query)).all()
             if not rows:
                 break

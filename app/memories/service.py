@@ -342,6 +342,7 @@ class MemoryService:
         check_draft(draft, self._settings.max_content_chars, self._settings.max_metadata_bytes)
         if draft.content == base.content:
             draft.embedding = Embedding(full=base.embedding_768d, coarse=base.embedding_256d)
+            draft.embedding_ml = base.embedding_ml
             if base.context_embedding_768d is not None:
                 draft.context_embedding = base.context_embedding_768d
             # The same sentences: the vectors the background embedded, if it has yet.
@@ -354,6 +355,7 @@ class MemoryService:
             draft.embedding = earlier.embedding
             draft.context_embedding = earlier.context_embedding
             draft.sentence_embeddings = earlier.sentence_embeddings
+            draft.embedding_ml = earlier.embedding_ml
         else:
             draft.embedding = embedding
             await embed_drafts([draft], self._embedder, work)
@@ -436,6 +438,11 @@ async def embed_drafts(drafts: list[MemoryDraft], embedder: Embedder, work: Work
         draft.embedding = embedding
     for (draft, _), embedding in zip(with_context, embeddings[len(missing) :], strict=True):
         draft.context_embedding = embedding.full
+    if embedder.multilingual is not None:
+        without = [d for d in drafts if d.embedding_ml is None]
+        vectors = await embedder.multilingual.encode([d.content for d in without])
+        for draft, vector in zip(without, vectors, strict=True):
+            draft.embedding_ml = vector
 
 
 async def complete_drafts(
@@ -486,6 +493,7 @@ def new_version(
         context=draft.context,
         context_embedding_768d=draft.context_embedding,
         sentence_embeddings_768d=draft.sentence_embeddings,
+        embedding_ml=draft.embedding_ml,
         follows_chain_id=draft.follows_chain_id,
         mentioned_at=draft.mentioned_at,
         expires_at=draft.expires_at,

@@ -27,6 +27,7 @@ from app.ml.batching import (
     WorkClass,
     character_costs,
 )
+from app.ml.multilingual import MultilingualEncoder, shared_encoder
 from app.ml.offline import offline_if_local
 from app.vocabulary import COARSE_DIM, EMBEDDING_DIM
 
@@ -134,11 +135,15 @@ class Embedder:
         observer: QueueObserver | None = None,
         http_endpoint: HttpEndpoint | None = None,
         cost_unit: CostUnit = "characters",
+        multilingual: MultilingualEncoder | None = None,
     ) -> None:
         if backend not in get_args(EmbeddingBackend):
             raise ValueError(f"unknown embedding backend {backend!r}")
         self.model_name = model_name_or_path
         self.backend = backend
+        # The second, multilingual vector of every memory and query (app/ml/multilingual.py);
+        # None: COGNIS_MULTILINGUAL_EMBEDDER is off, memories get none and searches skip its leg.
+        self.multilingual = multilingual
         # None follows the cores actually available to the process.
         self._intra_op_threads = intra_op_threads or available_cores()
         self._onnx_cache_dir = onnx_cache_dir
@@ -181,6 +186,8 @@ class Embedder:
         return await asyncio.get_running_loop().run_in_executor(self._senders, self._model.probe)
 
     def load(self) -> None:
+        if self.multilingual is not None:
+            self.multilingual.load()  # once per process: the embedders share it
         if self._model is not None:
             return
         offline_if_local(self.model_name)
@@ -321,4 +328,5 @@ def build_embedder(
         observer=observer,
         http_endpoint=HttpEndpoint.from_settings(settings) if backend == "http" else None,
         cost_unit=cost_unit,
+        multilingual=shared_encoder() if settings.multilingual_embedder else None,
     )

@@ -23,6 +23,8 @@ from app.memories.filters import to_opensearch
 from app.ml.embedder import Embedding
 from app.retrieval.bm25_leg import Bm25LegSettings, bm25_leg
 from app.retrieval.candidates import Candidate
+from app.retrieval.multilingual_leg import STAGE as MULTILINGUAL_STAGE
+from app.retrieval.multilingual_leg import MultilingualHits, multilingual_leg
 from app.retrieval.plan import Lever, RetrievalPlan
 from app.retrieval.speakers import known_speakers, without_names
 from app.retrieval.steps import SearchContext, Step, levers_of
@@ -44,6 +46,12 @@ SENTENCE_VECTOR = Lever(
     "Vector leg: a memory of several sentences also scores its nearest sentence's cosine "
     "(the best of content, context where that lever is on, and sentence counts).",
 )
+MULTILINGUAL_VECTOR = Lever(
+    "multilingual_vector",
+    "A second vector leg on the memories' multilingual vectors, for a query that is not "
+    "English or a user with memories that are not (fused at the vector leg's weight; "
+    "relevance from the multilingual cosine there). Needs COGNIS_MULTILINGUAL_EMBEDDER.",
+)
 FEEDBACK = Lever("feedback", "Vector leg: pseudo-relevance feedback (Rocchio) from the best hits.")
 CONTEXT_BM25 = Lever(
     "context_bm25", "BM25 leg: the context field is searched too, at COGNIS_BM25_CONTEXT_BOOST."
@@ -56,7 +64,7 @@ BM25_PROXIMITY = Lever(
 log = structlog.get_logger(__name__)
 
 # The explanation stages the legs and their fusion record, in order.
-STAGES = ("256d", "768d", "feedback", "bm25", "rrf")
+STAGES = ("256d", "768d", "feedback", MULTILINGUAL_STAGE, "bm25", "rrf")
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +93,7 @@ LEVERS = (
     CONTEXT_BM25,
     BM25_PROXIMITY,
     FEEDBACK,
+    MULTILINGUAL_VECTOR,
 )
 
 
@@ -119,6 +128,8 @@ class LegHits:
     text: list[TextHit] | None = field(default_factory=list)  # None: OpenSearch did not answer
     query_vector: np.ndarray | None = None  # the vector leg's unit 768D query vector
     unembedded: bool = False  # the vector leg is missing: the query could not be embedded
+    # The multilingual leg's (app/retrieval/multilingual_leg.py); its query_vector None: not run.
+    multilingual: MultilingualHits = field(default_factory=MultilingualHits)
 
     @property
     def missing(self) -> list[str]:
@@ -134,6 +145,7 @@ class LegHits:
                 else "off"
             ),
             "bm25": "unavailable" if self.text is None else "on" if plan.runs("bm25") else "off",
+            MULTILINGUAL_STAGE: self.multilingual.status,
         }
 
 
@@ -142,7 +154,9 @@ async def search_legs(query: LegQuery, context: SearchContext, timer: StageTimer
     one fails, and the leg's own exception is raised (the error handlers expect it)."""
     request, plan = context.request, context.plan
 
-    async def vector_path() -> tuple[list[Candidate], int, np.ndarray] | EmbedderUnavailableError:
+    async def vector_path() -> (
+        tuple[list[Candidate], int, np.ndarray, MultilingualHits] | EmbedderUnavailableError
+    ):
         options = vector_options(plan)
         embedding: Embedding | EmbedderUnavailableError
         try:
@@ -174,7 +188,23 @@ async def search_legs(query: LegQuery, context: SearchContext, timer: StageTimer
             timer,
             choice.result(),
         )
-        return candidates, shortlisted, embedding.full
+        multilingual = MultilingualHits()
+        encoder = context.embedder.multilingual
+        if encoder is None and plan.on(MULTILINGUAL_VECTOR):
+            multilingual.status = "off: COGNIS_MULTILINGUAL_EMBEDDER is off"
+        elif encoder is not None and plan.on(MULTILINGUAL_VECTOR):
+            # After the English leg: both read through the search's one database session.
+            multilingual = await multilingual_leg(
+                context.repository,
+                encoder,
+                request.user_id,
+                request.session_id,
+                query.text,
+                options.keep,
+                choice.result(),
+                timer,
+            )
+        return candidates, shortlisted, embedding.full, multilingual
 
     try:
         async with asyncio.TaskGroup() as legs:
@@ -210,5 +240,5 @@ async def search_legs(query: LegQuery, context: SearchContext, timer: StageTimer
             log.warning("retrieval.vector_unavailable", error=found.detail)
             hits.unembedded = True
         else:
-            hits.vector, hits.shortlisted, hits.query_vector = found
+            hits.vector, hits.shortlisted, hits.query_vector, hits.multilingual = found
     return hits

@@ -18,6 +18,7 @@ from collections.abc import Sequence, Set
 from app.retrieval.candidates import Candidate
 from app.retrieval.fusion import RankedList, fuse, fuse_rrf, scored_in_order
 from app.retrieval.legs import LegQuery, search_legs
+from app.retrieval.multilingual_leg import vector_list
 from app.retrieval.plan import Lever, RetrievalPlan
 from app.retrieval.query_parts import QueryParts, content_words
 from app.retrieval.speakers import named_speakers, without_names
@@ -72,7 +73,8 @@ async def search_parts(
 
     async def one(text: str) -> list[Candidate]:
         hits = await search_legs(LegQuery(text, query.speakers), context, StageTimer())
-        return fuse(context.plan, hits.vector, hits.text or [], weights)
+        vector = vector_list(hits.vector, hits.multilingual)
+        return fuse(context.plan, vector, hits.text or [], weights)
 
     try:
         async with asyncio.TaskGroup() as group:

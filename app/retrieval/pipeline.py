@@ -31,6 +31,7 @@ from app.retrieval import legs, ranking
 from app.retrieval.candidates import Candidate
 from app.retrieval.fusion import fuse, plan_weights
 from app.retrieval.legs import QUERY_STEPS, LegHits, LegQuery, search_legs
+from app.retrieval.multilingual_leg import vector_list
 from app.retrieval.parts import fuse_parts, part_texts, parts_to_search, search_parts
 from app.retrieval.profiles import plan_search
 from app.retrieval.query_analysis import analyze_query
@@ -94,14 +95,21 @@ class RetrievalPipeline:
         )
         status.update(hits.status(plan))
         with timer.stage("rrf_fusion_ms"):
-            ranked = fuse(plan, hits.vector, hits.text or [], weights)
+            vector = vector_list(hits.vector, hits.multilingual)
+            ranked = fuse(plan, vector, hits.text or [], weights)
             if found:
                 ranked = fuse_parts(ranked, found, plan.rrf_k)
         if found:
             status["parts"] = " | ".join(parts)
         # Relevance is measured with the vector leg's query vector: none when the request
         # switched the vector stage off (to skip the model), and then no relevance either.
-        context = replace(context, query_vector=hits.query_vector, parts=parts if found else ())
+        context = replace(
+            context,
+            query_vector=hits.query_vector,
+            multilingual_query_vector=hits.multilingual.query_vector,
+            english_query=hits.multilingual.english_query,
+            parts=parts if found else (),
+        )
         results = await run_steps(RANKING_STEPS, ranked, context, timer, status)
 
         total_ms = timer.total_ms()

@@ -42,6 +42,9 @@ RECIPES: dict[str, frozenset[Lever]] = {
             ranking.TIME_MENTIONS,
             ranking.SPECIFICITY,
             fusion.BALANCED_LEGS,
+            # Japanese and other languages the English model cannot read (docs/languages.md);
+            # it does not run for an English question of a user who writes English only.
+            legs.MULTILINGUAL_VECTOR,
         }
     ),
 }

@@ -23,7 +23,13 @@ from app.retrieval.neighbours import links, spread_to_neighbours
 from app.retrieval.parts import LEVERS as PART_LEVERS
 from app.retrieval.parts import part_slots, without_parts
 from app.retrieval.plan import Lever
-from app.retrieval.relevance import ExactCosines, above_floor, score_relevance, settle_head
+from app.retrieval.relevance import (
+    ExactCosines,
+    above_floor,
+    on_scale,
+    score_relevance,
+    settle_head,
+)
 from app.retrieval.rerank import rerank
 from app.retrieval.sessions import SESSIONS, not_asking_for_several, sessions
 from app.retrieval.speakers import boost_named_speakers
@@ -181,6 +187,26 @@ def _known_cosine(context: SearchContext) -> Callable[[Candidate], float | None]
     return lambda c: exact.score if (exact := c.stages.get("768d")) is not None else None
 
 
+async def _multilingual_relevance(ranked: Ranked, context: SearchContext) -> set[uuid.UUID]:
+    """Where the multilingual leg ran, the results the English model cannot judge (all of
+    them for a query that is not English, else those not in English) take their
+    multilingual cosine as relevance; the ids of those that did (a memory without the vector
+    keeps the English one)."""
+    vector = context.multilingual_query_vector
+    if vector is None:
+        return set()
+    judged = [
+        c.memory_id
+        for c in ranked
+        if not context.english_query or (c.memory is not None and c.memory.language != "en")
+    ]
+    cosines = await context.repository.exact_ml_scores(context.request.user_id, judged, vector)
+    for candidate in ranked:
+        if (cosine := cosines.get(candidate.memory_id)) is not None:
+            candidate.relevance = on_scale(cosine)
+    return set(cosines)
+
+
 def without_query_vector(_: Ranked, context: SearchContext) -> str | None:
     if context.query_vector is not None:
         return None
@@ -191,10 +217,14 @@ async def relevance(ranked: Ranked, context: SearchContext) -> tuple[Ranked, str
     """Each candidate's relevance on a fixed scale; those below the floor leave, before the
     cut (so one further down that reaches it can take a dropped one's place)."""
     await score_relevance(ranked, _exact_cosines(context), _known_cosine(context))
+    multilingual = await _multilingual_relevance(ranked, context)
     floor = context.request.min_relevance
     if floor is None:
         floor = context.plan.settings.min_relevance
-    kept = above_floor(ranked, floor)
+        multilingual_floor = context.plan.settings.multilingual_min_relevance
+    else:
+        multilingual_floor = floor
+    kept = above_floor(ranked, floor, multilingual, multilingual_floor)
     for position, candidate in enumerate(kept, start=1):
         candidate.record("relevance", position, candidate.relevance)
     if not floor:

@@ -19,7 +19,7 @@ others come from one query to Postgres.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence, Set
 
 from app.retrieval.candidates import Candidate
 
@@ -52,11 +52,20 @@ async def score_relevance(
             candidate.relevance = on_scale(cosine)
 
 
-def above_floor(candidates: Sequence[Candidate], floor: float) -> list[Candidate]:
-    """The candidates whose relevance reaches the floor, in their order (0: all of them)."""
-    if floor <= 0:
-        return list(candidates)
-    return [c for c in candidates if c.relevance is not None and c.relevance >= floor]
+def above_floor(
+    candidates: Sequence[Candidate],
+    floor: float,
+    multilingual: Set[uuid.UUID] = frozenset(),
+    multilingual_floor: float = 0.0,
+) -> list[Candidate]:
+    """The candidates whose relevance reaches the floor, in their order (0: all of them);
+    those in `multilingual` (relevance from the multilingual model) against its own floor."""
+
+    def reaches(candidate: Candidate) -> bool:
+        chosen = multilingual_floor if candidate.memory_id in multilingual else floor
+        return chosen <= 0 or (candidate.relevance is not None and candidate.relevance >= chosen)
+
+    return [c for c in candidates if reaches(c)]
 
 
 def settle_head(

@@ -43,6 +43,10 @@ class SearchContext:
     word_rarity: WordRarityCache
     # The unit 768D vector of the text the legs searched (set once the legs have run).
     query_vector: np.ndarray | None = None
+    # The multilingual leg's query vector (None: the leg did not run), and whether the query
+    # is English (app/retrieval/multilingual_leg.py): which results' relevance it gives.
+    multilingual_query_vector: np.ndarray | None = None
+    english_query: bool = True
     # The question's parts that the legs searched as well (app/retrieval/parts.py).
     parts: tuple[str, ...] = ()
 
