@@ -43,6 +43,11 @@ LANGUAGES: tuple[str, ...] = (
 # Scripts written without spaces between words: their BM25 fields are not the default one
 # (app/search_index/documents.py).
 CJK_LANGUAGES: tuple[str, ...] = ("ja", "zh", "ko")
+# Written in another script than the Latin one: the English embedder cannot read them, so the
+# multilingual vector judges them (app/retrieval/multilingual_leg.py). Latin-script languages
+# are left out: the detector takes a short English memory for Dutch or Tagalog now and then,
+# and an English user's search must stay what it was.
+NON_LATIN_LANGUAGES: tuple[str, ...] = ("ja", "ko", "ru", "zh")
 
 # What ingestion's extractor may decide for a fact (SPEC section 3).
 OPERATIONS: tuple[str, ...] = ("ADD", "UPDATE", "DELETE", "NONE")

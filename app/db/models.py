@@ -230,7 +230,7 @@ class Memory(Base):
             "memories_user_other_language_idx",
             "user_id",
             postgresql_include=["tenant_id"],
-            postgresql_where=text("is_current AND language IS NOT NULL AND language <> 'en'"),
+            postgresql_where=text("is_current AND language IN ('ja', 'ko', 'ru', 'zh')"),
         ),
         # No HNSW index on embedding_768d: no query searches it by similarity (the 768D stage
         # re-scores a shortlist by id, exactly), and maintaining it tripled the cost of every

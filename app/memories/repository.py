@@ -33,6 +33,7 @@ from app.db.models import Memory
 from app.memories.context import Turn, turn_line
 from app.memories.expiry import unexpired
 from app.ml.embedder import Embedding
+from app.vocabulary import NON_LATIN_LANGUAGES
 
 _UUID_ARRAY = ARRAY(Memory.id.type)
 
@@ -118,9 +119,9 @@ _EXACT_768D_ALL = _exact_768d(_CONTEXT_DISTANCE, _SENTENCE_DISTANCE)
 
 _query_ml = bindparam("query", type_=Memory.embedding_ml.type)
 _ML_DISTANCE = _memories.c.embedding_ml.cosine_distance(_query_ml)
-# Not English: whether an English query needs the multilingual leg (migration 0034's partial
-# index answers it).
-_OTHER_LANGUAGE = and_(_memories.c.language.is_not(None), _memories.c.language != "en")
+# Not in the Latin script: whether a Latin-script query needs the multilingual leg (migration
+# 0034's partial index answers it).
+_OTHER_LANGUAGE = _memories.c.language.in_(NON_LATIN_LANGUAGES)
 _MULTILINGUAL = _coarse_candidates(_ML_DISTANCE).where(_memories.c.embedding_ml.is_not(None))
 _MULTILINGUAL_EXACT = _coarse_candidates(_ML_DISTANCE + 0.0).where(
     _memories.c.embedding_ml.is_not(None)
@@ -484,7 +485,7 @@ class MemoryRepository:
         return sorted(((r.id, 1.0 - float(r.distance)) for r in rows), key=lambda pair: -pair[1])
 
     async def has_other_languages(self, user_id: str) -> bool:
-        """Whether the user has a current memory in a language other than English."""
+        """Whether the user has a current memory in a language of another script than Latin."""
         return bool(
             (await self.session.execute(_HAS_OTHER_LANGUAGE, {"user_id": user_id})).scalar()
         )

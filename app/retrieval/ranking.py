@@ -38,6 +38,7 @@ from app.retrieval.steps import SearchContext, Step, explained_by, levers_of
 from app.retrieval.temporal import apply_temporal_boost
 from app.retrieval.time_mentions import boost_time_mentions, use_mentioned_times
 from app.retrieval.visibility import load_visible
+from app.vocabulary import NON_LATIN_LANGUAGES
 
 Ranked = list[Candidate]
 
@@ -189,7 +190,7 @@ def _known_cosine(context: SearchContext) -> Callable[[Candidate], float | None]
 
 async def _multilingual_relevance(ranked: Ranked, context: SearchContext) -> set[uuid.UUID]:
     """Where the multilingual leg ran, the results the English model cannot judge (all of
-    them for a query that is not English, else those not in English) take their
+    them for a query not in the Latin script, else those in another script) take their
     multilingual cosine as relevance; the ids of those that did (a memory without the vector
     keeps the English one)."""
     vector = context.multilingual_query_vector
@@ -198,7 +199,8 @@ async def _multilingual_relevance(ranked: Ranked, context: SearchContext) -> set
     judged = [
         c.memory_id
         for c in ranked
-        if not context.english_query or (c.memory is not None and c.memory.language != "en")
+        if not context.english_query
+        or (c.memory is not None and c.memory.language in NON_LATIN_LANGUAGES)
     ]
     cosines = await context.repository.exact_ml_scores(context.request.user_id, judged, vector)
     for candidate in ranked:

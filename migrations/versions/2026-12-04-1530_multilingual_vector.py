@@ -12,7 +12,7 @@ or while COGNIS_MULTILINGUAL_EMBEDDER is off, keep NULL, and the leg does not se
 index holds current versions only, as 0025 made the 256D one (every search reads current
 versions alone); it is built CONCURRENTLY, so writes go on, and a rerun drops an INVALID one
 first. Small users are scanned exactly, as by the 256D stage. A second partial index lists
-each user's current versions that are not English, so an English query learns in one probe
+each user's current versions in another script than Latin, so an English query learns in one probe
 whether it needs the multilingual leg at all.
 
 The downgrade drops the index and the column without refusing: the vectors are derived from
@@ -62,12 +62,11 @@ def upgrade() -> None:
     create_index_concurrently(
         OTHER_LANGUAGE_INDEX,
         "memories",
-        "(user_id) INCLUDE (tenant_id) WHERE is_current AND language IS NOT NULL "
-        "AND language <> 'en'",
+        "(user_id) INCLUDE (tenant_id) WHERE is_current AND language IN ('ja', 'ko', 'ru', 'zh')",
     )
     op.execute(
-        f"COMMENT ON INDEX {OTHER_LANGUAGE_INDEX} IS 'The current versions not in English, by "
-        "user: whether an English query also searches the multilingual vectors is one probe "
+        f"COMMENT ON INDEX {OTHER_LANGUAGE_INDEX} IS 'The current versions in another script "
+        "than Latin (Japanese, Korean, Russian, Chinese), by user: whether an English query also searches the multilingual vectors is one probe "
         "(empty for users who write English only).'"
     )
 
