@@ -1,5 +1,5 @@
 # The commands the README names. `make up` serves the API; `make test` runs the suite.
-.PHONY: up up-cluster down status install test test-fast lint typecheck relay reindex backup restore bench-supersedes bench-foundation bench-locomo bench-scale bench-ingest bench-mixed bench-retry bench-hnsw bench-relay bench-filters bench-import bench-migrations check-deploy bench-embedding bench-tenants bench-faults bench-categories bench-llm-gate bench-corrections bench-local-llm bench-llm-updates llm bench-mcp bench-small-users bench-hnsw-history bench-scale-out bench-node-loss bench-japanese
+.PHONY: up up-cluster down status install test test-fast lint typecheck relay reindex backup restore bench-supersedes bench-foundation bench-locomo bench-scale bench-ingest bench-mixed bench-retry bench-hnsw bench-relay bench-filters bench-import bench-migrations check-deploy bench-embedding bench-tenants bench-faults bench-categories bench-llm-gate bench-corrections bench-local-llm bench-llm-updates llm bench-mcp bench-small-users bench-hnsw-history bench-scale-out bench-node-loss bench-japanese bench-tracing
 
 PY := .venv/bin/python
 TEST_WORKERS ?= 2  # pytest-xdist workers; each has its own database, index and in-process API
@@ -94,6 +94,9 @@ bench-node-loss:  ## kill -9 one node of a 3-node OpenSearch cluster under load:
 
 bench-ingest:  ## write path: raw model texts/s, batch create, messages/s, time-to-searchable, search under load
 	set -a && . .local/cognis.env && set +a && $(PY) -m bench.ingestion $(BENCH_ARGS)
+
+bench-tracing:  ## search latency with tracing on (OTLP to a receiver here) against off: p50/p95 and ratios
+	set -a && . .local/cognis.env && set +a && $(PY) -m bench.tracing $(BENCH_ARGS)
 
 bench-mixed:  ## mixed traffic: tenant A imports while B and C write, chat and search (ratios to idle)
 	set -a && . .local/cognis.env && set +a && $(PY) -m bench.mixed_traffic $(BENCH_ARGS)

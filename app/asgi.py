@@ -30,13 +30,16 @@ from app.db.roles import check_database_roles
 from app.logging import configure_logging
 from app.mcp_server.mount import mcp_endpoint
 from app.runtime import Runtime
+from app.tracing.web import request_tracing, route_naming
 
 log = structlog.get_logger(__name__)
+# Probes and scrapes: neither counted per route nor traced.
+UNOBSERVED_PATHS = ["/metrics", "/health", "/ready"]
 HTTP_METRICS = PrometheusConfig(
     app_name="cognis",
     prefix="cognis_http",
     group_path=True,
-    exclude=["/metrics", "/health", "/ready"],
+    exclude=UNOBSERVED_PATHS,
 )
 
 
@@ -102,13 +105,14 @@ def create_app(settings: Settings | None = None) -> Litestar:
     mcp, mcp_lifespan = mcp_endpoint(guards=[require_api_key])
     return Litestar(
         route_handlers=[*api_route_handlers(), mcp, ConsoleLogin, ConsolePages],
-        plugins=[SQLAlchemyPlugin(config=db_config)],
+        # A span per request (Litestar's OpenTelemetry plugin) while tracing is on.
+        plugins=[SQLAlchemyPlugin(config=db_config), *request_tracing(UNOBSERVED_PATHS)],
         exception_handlers=EXCEPTION_HANDLERS,
         request_class=StrictRequest,
         # Every route's query and path parameters (no layer below sets its own hook).
         before_request=refuse_unstorable_parameters,
         # cognis_http_requests_total etc., labelled by route template (not by user id).
-        middleware=[HTTP_METRICS.middleware],
+        middleware=[HTTP_METRICS.middleware, *route_naming()],
         lifespan=[_lifespan, mcp_lifespan],
         state=State({"runtime": runtime}),
         openapi_config=openapi_config(),

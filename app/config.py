@@ -327,6 +327,12 @@ class ApiSettings(BaseModel):
         default=None, description="JSON log lines; unset: when stderr is not a terminal"
     )
     log_level: str = Field(default="INFO", description="log level")
+    trace_content: bool = Field(
+        default=False,
+        description="traces (on when the `OTEL_*` variables ask for them: "
+        "docs/observability/tracing.md) may carry memory content: a search's query, a "
+        "message's text, request query strings; off: ids, counts and stage names only",
+    )
     # Write deadlines (app/api/deadlines.py). Keep both below the clients' timeouts.
     write_deadline_ms: int = Field(
         default=30_000,

@@ -7,6 +7,8 @@ import sys
 
 import structlog
 
+from app import tracing
+
 
 def configure_logging(level: str = "INFO", json: bool | None = None) -> None:
     if json is None:
@@ -17,6 +19,8 @@ def configure_logging(level: str = "INFO", json: bool | None = None) -> None:
     structlog.configure(
         processors=[
             structlog.contextvars.merge_contextvars,
+            # While tracing: the trace and span a line was logged in, to find one from the other.
+            tracing.add_trace_ids,
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso", utc=True),
             structlog.processors.format_exc_info,

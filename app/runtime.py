@@ -41,6 +41,7 @@ from app.search_index.coverage import IndexCoverageCheck
 from app.search_index.relay import OutboxRelay
 from app.tenants.authentication import KeyCheck
 from app.tenants.rate_limit import RateLimiter
+from app.tracing.setup import start_tracing
 from app.webhooks.delivery import WebhookDispatcher
 
 
@@ -79,7 +80,10 @@ class Runtime:
     @classmethod
     def build(cls, settings: Settings, process: str = "cli") -> Runtime:
         """`process` names this process's connections (`cognis-api`, `cognis-relay-background`,
-        ...: app.db.engine.application_name)."""
+        ...: app.db.engine.application_name) and, when the OTEL_* variables ask for traces,
+        its service in them (`cognis-api`, ...: started first, so the engines and clients
+        built below are traced)."""
+        start_tracing(settings, process)
         engine = create_engine(settings, application=application_name(process))
         sessionmaker = create_sessionmaker(engine)
         background_engine = engine

@@ -25,6 +25,7 @@ from unittest import mock
 
 import httpx
 import pytest
+from litestar import Litestar
 from opensearchpy import AsyncOpenSearch
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
@@ -352,6 +353,29 @@ class InProcessApi:
         return httpx.AsyncClient(transport=transport, base_url=self.url, headers=headers)
 
 
+@contextlib.asynccontextmanager
+async def lifespan_running(app: Litestar) -> AsyncIterator[None]:
+    """The app's lifespan entered for the block: its start and end in one task of their own,
+    as anyio requires (a fixture's setup and teardown need not share one)."""
+    started, stop = asyncio.Event(), asyncio.Event()
+
+    async def serve() -> None:
+        async with app.lifespan():
+            started.set()
+            await stop.wait()
+
+    task, up = asyncio.create_task(serve()), asyncio.create_task(started.wait())
+    await asyncio.wait([task, up], return_when="FIRST_COMPLETED")
+    up.cancel()
+    if task.done():
+        task.result()  # start-up failed: raise its error here
+    try:
+        yield
+    finally:
+        stop.set()
+        await task
+
+
 @pytest.fixture(scope="session")
 async def inprocess_api(
     migrated: dict[str, str], relay: ServiceProcess
@@ -368,21 +392,8 @@ async def inprocess_api(
             "COGNIS_INGEST_QUEUE": "in-process",
         }
     )
-    started, stop = asyncio.Event(), asyncio.Event()
-
-    async def serve() -> None:  # the lifespan's start and end in one task, as anyio requires
-        async with api.app.lifespan():
-            started.set()
-            await stop.wait()
-
-    task, up = asyncio.create_task(serve()), asyncio.create_task(started.wait())
-    await asyncio.wait([task, up], return_when="FIRST_COMPLETED")
-    up.cancel()
-    if task.done():
-        task.result()  # start-up failed: raise its error here
-    yield api
-    stop.set()
-    await task
+    async with lifespan_running(api.app):
+        yield api
 
 
 @pytest.fixture

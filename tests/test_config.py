@@ -72,6 +72,7 @@ EXPECTED_DEFAULTS: dict[str, object] = {
     "max_metadata_bytes": 16384,
     "log_json": None,
     "log_level": "INFO",
+    "trace_content": False,
     "write_deadline_ms": 30000,
     "bulk_write_deadline_ms": 55000,
     "idempotency_ttl_s": 86400.0,

@@ -34,6 +34,8 @@ LAYERS = (
             "app.errors",
             "app.logging",
             "app.metrics",
+            # Traces: the SDK's setup and the spans every layer makes (app/tracing/).
+            "app.tracing",
             "app.outages",
             "app.wakeup",
             "app.time_expressions",

@@ -8,6 +8,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker, create_async
 
 from app.config import Settings
 from app.db import tenant  # noqa: F401 (its listener sets each transaction's tenant)
+from app.tracing.setup import trace_engine
 
 # Session settings for every connection the service opens (startup parameters, so they also
 # hold on managed Postgres where postgresql.conf is not ours). Measured at 10,000 memories:
@@ -60,7 +61,7 @@ def create_engine(
         connect_args = {"server_settings": {**SERVER_SETTINGS, "application_name": application}}
     if connect_timeout_s is not None:
         connect_args["timeout"] = connect_timeout_s
-    return create_async_engine(
+    engine = create_async_engine(
         url or settings.database_url.get_secret_value(),
         pool_size=settings.db_pool_size,
         pool_pre_ping=True,
@@ -69,6 +70,9 @@ def create_engine(
         hide_parameters=True,
         connect_args=connect_args,
     )
+    # A span per statement while tracing is on (the statement's text, never its parameters).
+    trace_engine(engine)
+    return engine
 
 
 def create_sessionmaker(engine: AsyncEngine) -> async_sessionmaker:

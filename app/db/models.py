@@ -464,6 +464,9 @@ class IngestTask(Base):
         DateTime(timezone=True), nullable=False, server_default=func.now()
     )
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    # The W3C traceparent of the request that queued the task, when it was traced: the
+    # worker's spans continue that trace (0035_task_traceparent).
+    traceparent: Mapped[str | None] = mapped_column(Text)
 
     __table_args__ = (
         CheckConstraint(_in_list("state", TASK_STATES), name="state"),

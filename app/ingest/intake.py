@@ -8,6 +8,7 @@ from __future__ import annotations
 import uuid
 from datetime import timedelta
 
+from app import tracing
 from app.config import Settings
 from app.errors import InvalidInputError
 from app.ingest.domain import ROLES, IncomingMessage, SavedMessage
@@ -88,7 +89,16 @@ async def save_messages(
                 )
             saved.append(SavedMessage(existing[0], existing[1], duplicate=True))
             continue
-        repository.add_task(user_id, message_id, job_id, message, settings.ingest_queue, settle)
+        repository.add_task(
+            user_id,
+            message_id,
+            job_id,
+            message,
+            settings.ingest_queue,
+            settle,
+            # The worker's spans for this message continue the submitting request's trace.
+            traceparent=tracing.traceparent(),
+        )
         await repository.session.flush()
         saved.append(SavedMessage(message_id, job_id, duplicate=False))
     if all(s.duplicate for s in saved):

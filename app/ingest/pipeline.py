@@ -11,6 +11,7 @@ from pathlib import Path
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from app import tracing
 from app.config import Settings
 from app.db.models import IngestDecision
 from app.ingest.apply import apply_operation, audit_rows
@@ -86,12 +87,14 @@ class IngestPipeline:
         # Compared with what the message's agent and run see: their own memories and the
         # shared ones (an UPDATE of a shared memory keeps it shared).
         scoped = visible_to(context.agent_id, context.run_id)
-        candidates = await similar_memories(
-            MemoryRepository(session, to_sql(scoped) if scoped else None),
-            context,
-            embedding,
-            self._settings,
-        )
+        with tracing.span("ingest.candidates"):
+            candidates = await similar_memories(
+                MemoryRepository(session, to_sql(scoped) if scoped else None),
+                context,
+                embedding,
+                self._settings,
+            )
+            tracing.annotate({"cognis.ingest.candidates": len(candidates)})
 
         async def deterministic() -> Extraction:
             # The explicit rules first; the learned model only where they found nothing.
@@ -111,24 +114,32 @@ class IngestPipeline:
                 supersession,
             )
 
-        if self._llm is None:
-            extraction = await deterministic()
-        else:
-            verdict = llm_gate(candidates, self._settings.ingest_llm_gate_threshold)
-            if verdict.call:
-                extraction = await extract_with_llm(
-                    self._llm,
-                    context,
-                    candidates,
-                    await self._classifier.current_names(),
-                    self._settings.max_content_chars,
-                    deterministic,
-                )
-                await self._vet_llm_updates(session, context, candidates, embedding, extraction)
-            else:
+        with tracing.span("ingest.extract"):
+            if self._llm is None:
                 extraction = await deterministic()
-            extraction.llm_gate, extraction.gate_similarity = verdict.label, verdict.similarity
-            LLM_GATE.labels(verdict=verdict.label).inc()
+            else:
+                verdict = llm_gate(candidates, self._settings.ingest_llm_gate_threshold)
+                if verdict.call:
+                    extraction = await extract_with_llm(
+                        self._llm,
+                        context,
+                        candidates,
+                        await self._classifier.current_names(),
+                        self._settings.max_content_chars,
+                        deterministic,
+                    )
+                    await self._vet_llm_updates(session, context, candidates, embedding, extraction)
+                else:
+                    extraction = await deterministic()
+                extraction.llm_gate, extraction.gate_similarity = verdict.label, verdict.similarity
+                LLM_GATE.labels(verdict=verdict.label).inc()
+            tracing.annotate(
+                {
+                    "cognis.ingest.extractor": extraction.extractor,
+                    "cognis.ingest.fallback_used": extraction.fallback_used,
+                    "cognis.ingest.llm_gate": extraction.llm_gate or "none",
+                }
+            )
         for op in extraction.operations:
             if op.op in ("ADD", "UPDATE"):
                 op.event_time = _event_time(op, context)
@@ -285,14 +296,15 @@ class IngestPipeline:
         self, session: AsyncSession, job_id: uuid.UUID, decided: Decided
     ) -> list[IngestDecision]:
         """Step 4 in the caller's transaction: all operations of the message, then the audit."""
-        service = MemoryService(session, self._embedder, self._classifier, self._settings)
-        for op in decided.extraction.operations:
-            embedding = decided.embeddings.get(op.content) if op.content is not None else None
-            await apply_operation(service, decided.context, op, embedding)
-        rows = audit_rows(job_id, decided.context, decided.extraction)
-        IngestRepository(session).add_decisions(rows)
-        await session.flush()
-        return rows
+        with tracing.span("ingest.apply"):
+            service = MemoryService(session, self._embedder, self._classifier, self._settings)
+            for op in decided.extraction.operations:
+                embedding = decided.embeddings.get(op.content) if op.content is not None else None
+                await apply_operation(service, decided.context, op, embedding)
+            rows = audit_rows(job_id, decided.context, decided.extraction)
+            IngestRepository(session).add_decisions(rows)
+            await session.flush()
+            return rows
 
 
 def _event_time(op: Operation, context: MessageContext) -> datetime:

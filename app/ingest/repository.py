@@ -115,6 +115,9 @@ class ClaimedTask:
     job_id: uuid.UUID
     scope: str | None
     attempts: int
+    # The W3C traceparent of the request that queued it (tracing on then): its spans continue
+    # that trace.
+    traceparent: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,6 +184,7 @@ class IngestRepository:
         message: IncomingMessage,
         queue: str,
         settle: timedelta,
+        traceparent: str | None = None,
     ) -> None:
         self.session.add(
             IngestTask(
@@ -191,6 +195,7 @@ class IngestRepository:
                 sent_at=message.sent_at,
                 scope=message.scope,
                 available_at=func.now() + settle,
+                traceparent=traceparent,
             )
         )
 
@@ -256,7 +261,10 @@ class IngestRepository:
             tenant_id=head.tenant_id,
             user_id=head.user_id,
             token=token,
-            tasks=[ClaimedTask(t.message_id, t.job_id, t.scope, t.attempts) for t in tasks],
+            tasks=[
+                ClaimedTask(t.message_id, t.job_id, t.scope, t.attempts, t.traceparent)
+                for t in tasks
+            ],
         )
 
     async def renew_lease(self, token: uuid.UUID, lease: timedelta) -> bool:

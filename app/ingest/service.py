@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from app import tracing
 from app.config import Settings
 from app.db.models import IngestDecision, IngestTask
 from app.errors import NotFoundError
@@ -75,17 +76,19 @@ class IngestService:
         job). `work`: the write's deadline, for its wait on the user's write lock (default: an
         interactive write of this user).
         `also` writes more in that transaction, given the job id (the request's idempotency
-        key); what it raises rolls the whole step back."""
-        async with self._sessionmaker() as session, session.begin():
-            saved = await save_messages(
-                IngestRepository(session),
-                self._settings,
-                user_id,
-                messages,
-                work or interactive_write(user_id),
-            )
-            if also is not None:
-                await also(session, saved[0])
+        key); what it raises rolls the whole step back. While tracing, a span `ingest.save`,
+        whose trace each message's task carries to the worker."""
+        with tracing.span("ingest.save", {"cognis.ingest.messages": len(messages)}):
+            async with self._sessionmaker() as session, session.begin():
+                saved = await save_messages(
+                    IngestRepository(session),
+                    self._settings,
+                    user_id,
+                    messages,
+                    work or interactive_write(user_id),
+                )
+                if also is not None:
+                    await also(session, saved[0])
         self._worker.wake()
         return saved
 

@@ -24,7 +24,7 @@ import numpy as np
 import structlog
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from app import metrics
+from app import metrics, tracing
 from app.config import Settings
 from app.db.models import IngestDecision, Message
 from app.db.tenant import tenant_scope
@@ -110,10 +110,16 @@ class IngestWorker:
             "ingest",
             token=str(claim.token),
         )
+        # While tracing, the claim's span: a claim of one traced message continues its trace.
+        batch_span = tracing.queued_work_span(
+            "ingest.batch",
+            {"cognis.ingest.messages": len(claim.tasks)},
+            [task.traceparent for task in claim.tasks],
+        )
         # The heartbeat renews across tenants, as the claim; the work is its tenant's, so every
         # read and write stays there.
         async with heartbeat:
-            with tenant_scope(claim.tenant_id):
+            with tenant_scope(claim.tenant_id), batch_span:
                 try:
                     await self._process(claim)
                 except LeaseLost:
@@ -192,9 +198,26 @@ class IngestWorker:
         for position, task in enumerate(claim.tasks):
             message = messages[task.message_id]
             try:
-                decided, rows = await self._decide_and_apply(
-                    session, claim, task, message, embeddings[message.id]
-                )
+                # Each message's work in the trace of the request that sent it.
+                with tracing.queued_item_span(
+                    "ingest.message",
+                    {
+                        "cognis.ingest.message_id": str(task.message_id),
+                        "cognis.ingest.job_id": str(task.job_id),
+                        "cognis.ingest.attempt": task.attempts,
+                    },
+                    task.traceparent,
+                ):
+                    tracing.content("cognis.ingest.content", message.content)
+                    decided, rows = await self._decide_and_apply(
+                        session, claim, task, message, embeddings[message.id]
+                    )
+                    tracing.annotate(
+                        {
+                            "cognis.ingest.operations": [r.operation for r in rows],
+                            "cognis.ingest.extractor": decided.extraction.extractor,
+                        }
+                    )
             except Exception as exc:
                 final = self._is_final(task, exc)
                 outcome.failures.append(Failure(task, exc, final))

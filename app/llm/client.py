@@ -16,6 +16,7 @@ import httpx
 import structlog
 
 from app.config import Settings
+from app.tracing.setup import trace_http_client
 
 log = structlog.get_logger(__name__)
 
@@ -52,6 +53,7 @@ class ChatClient:
             timeout=settings.llm_timeout_s,
             transport=transport,
         )
+        trace_http_client(self._http)  # while tracing: a span per call, traceparent sent
         formats: list[str] = list(RESPONSE_FORMATS)
         if settings.llm_response_format != "auto":
             formats = [settings.llm_response_format]

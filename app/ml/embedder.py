@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal, get_args
 import numpy as np
 import structlog
 
+from app import tracing
 from app.config import EmbeddingBackend, Settings
 from app.ml.batching import (
     MIN_LEARN_CHARS,
@@ -278,7 +279,19 @@ class Embedder:
     async def embed(self, texts: list[str], work: Work) -> list[Embedding]:
         """Embed off the event loop, batched with whatever else is waiting for the model, in
         the turn of `work`'s class, tenant and user; DeadlineExceededError if its deadline
-        passes first."""
+        passes first. While tracing, a span `embedding.embed` (the wait and the model call;
+        with the http backend the request to the model service below it)."""
+        if not tracing.enabled() or not texts:
+            return await self._embed(texts, work)
+        attributes = {
+            "cognis.embedding.texts": len(texts),
+            "cognis.embedding.work_class": work.work_class.label,
+            "cognis.embedding.backend": self.backend,
+        }
+        with tracing.span("embedding.embed", attributes):
+            return await self._embed(texts, work)
+
+    async def _embed(self, texts: list[str], work: Work) -> list[Embedding]:
         if self.backend != "http":
             return await self.batcher.submit(texts, work)
         # The server schedules: every request goes at once, on a thread of this embedder's own
@@ -290,7 +303,11 @@ class Embedder:
         self.load()
         started = time.monotonic()
         vectors = await asyncio.get_running_loop().run_in_executor(
-            self._senders, self._model.encode_work, texts, work
+            # In the caller's trace context: the request carries its traceparent.
+            self._senders,
+            tracing.in_this_context(self._model.encode_work),
+            texts,
+            work,
         )
         # From this process's side, a request is one model call (the server's own calls may
         # gather it with other processes' texts): /metrics counts requests and texts.

@@ -51,6 +51,7 @@ from litestar.exceptions import (
     ValidationException,
 )
 
+from app import tracing
 from app.config import EmbeddingSettings, Settings, get_settings
 from app.errors import DeadlineExceededError, TooMuchWorkError
 from app.ml.batching import Deadline, Trace, Work, WorkClass
@@ -63,6 +64,8 @@ from app.ml.http_encoder import (
     TENANT_HEADER,
     WORK_CLASS_HEADER,
 )
+from app.tracing.setup import start_tracing
+from app.tracing.web import request_tracing, route_naming
 from app.vocabulary import EMBEDDING_DIM
 
 log = structlog.get_logger(__name__)
@@ -209,6 +212,15 @@ async def create_embeddings(
     except HTTPException:
         log.info("embed_serve.client_gone", work_class=work.work_class.label, texts=len(texts))
         raise
+    # On the request's span, which continues the caller's trace (its traceparent header).
+    tracing.annotate(
+        {
+            "cognis.embedding.work_class": work.work_class.label,
+            "cognis.embedding.texts": len(texts),
+            "cognis.embedding.waited_calls": trace.waited_calls,
+            "cognis.embedding.queued_ms": round(trace.queued_s * 1000, 1),
+        }
+    )
     vectors = np.stack([e.full for e in embeddings])
     if data.dimensions is not None:
         vectors = unit_prefix(vectors, data.dimensions)
@@ -294,6 +306,7 @@ def _unexpected_error(request: Request, exc: Exception) -> Response[dict[str, An
 
 def create_embedding_app(settings: Settings | None = None) -> Litestar:
     settings = settings or standalone_settings()
+    start_tracing(settings, "model")
     embedder = served_embedder(settings)
     query_embedder = served_query_embedder(settings, embedder)
     key = settings.embedding_http_api_key
@@ -310,6 +323,8 @@ def create_embedding_app(settings: Settings | None = None) -> Litestar:
 
     return Litestar(
         route_handlers=[create_embeddings, health],
+        plugins=request_tracing(["/health"]),
+        middleware=route_naming(),
         on_startup=[load_models],
         exception_handlers={
             HTTPException: _openai_error,

@@ -32,6 +32,7 @@ from pydantic import SecretStr
 from app.config import Settings
 from app.errors import EmbedderAnswerError, EmbedderUnavailableError
 from app.ml.batching import Work, WorkClass
+from app.tracing.setup import trace_http_client
 from app.vocabulary import EMBEDDING_DIM, MAX_CONTENT_CHARS
 
 log = structlog.get_logger(__name__)
@@ -110,6 +111,9 @@ class HttpEncoder:
         # answer must agree: vectors of two sizes in one store would be silently incomparable.
         self.dimension: int | None = endpoint.dimensions
         self._client = httpx.Client(headers=headers, timeout=endpoint.timeout_s)
+        # While tracing: a span per request, and its traceparent header, which the model
+        # service's request span continues (app/ml/embedding_server.py).
+        trace_http_client(self._client)
         # Why the last request found the server unavailable; None once one succeeds.
         self.unavailable: str | None = None
 

@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 import structlog
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app import metrics
+from app import metrics, tracing
 from app.config import Settings
 from app.memories.filters import to_sql
 from app.memories.repository import MemoryRepository
@@ -64,6 +64,19 @@ class RetrievalPipeline:
         self._word_rarity = WordRarityCache(settings.specificity_ttl_s)
 
     async def search(self, session: AsyncSession, request: SearchRequest) -> SearchResponse:
+        """The stages over the user's memories. While tracing, a span `retrieval.search`
+        whose children are the stages' spans (app/retrieval/timing.py)."""
+        with tracing.span(
+            "retrieval.search",
+            {
+                "cognis.retrieval.top_k": request.top_k,
+                "cognis.retrieval.query_chars": len(request.query),
+            },
+        ):
+            tracing.content("cognis.retrieval.query", request.query)
+            return await self._search(session, request)
+
+    async def _search(self, session: AsyncSession, request: SearchRequest) -> SearchResponse:
         timer, status = StageTimer(), dict[str, str]()
         plan = plan_search(request, self._settings)
         with timer.stage("query_analysis_ms"):
@@ -131,6 +144,17 @@ class RetrievalPipeline:
             index_lag=request.index_lag,
         )
         metrics.observe(timer.durations, total_ms, hits.missing)
+        tracing.annotate(
+            {
+                "cognis.retrieval.profile": plan.profile,
+                "cognis.retrieval.candidates_256d": hits.shortlisted,
+                "cognis.retrieval.candidates_768d": len(hits.vector),
+                "cognis.retrieval.candidates_bm25": len(hits.text or []),
+                "cognis.retrieval.results": len(results),
+                "cognis.retrieval.missing_legs": hits.missing,
+                "cognis.retrieval.temporal_query": analysis.temporal,
+            }
+        )
         return SearchResponse(
             results=results,
             analysis=analysis,

@@ -13,7 +13,8 @@ from tests.deploy.files import COMPOSE, ROOT, load_compose
 
 APP_IMAGE_SERVICES = ("migrate", "api", "relay", "worker")
 # Variables of the cognis services that are not settings (none today; keep it that way).
-NON_SETTING_ENV: set[str] = set()
+# The standard OpenTelemetry variable traces are turned on by (app/tracing/setup.py).
+NON_SETTING_ENV: set[str] = {"OTEL_EXPORTER_OTLP_ENDPOINT"}
 
 
 def _compose_schema() -> dict:

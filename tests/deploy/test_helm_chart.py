@@ -207,6 +207,23 @@ def test_hpa_and_pdb_only_when_enabled() -> None:
     assert env["COGNIS_EMBEDDING_HTTP_URL"]["value"] == "http://embeddings.models.svc:8080/v1"
 
 
+def test_tracing_reaches_every_process_only_when_asked() -> None:
+    def otel(docs: tuple[dict[str, Any], ...]) -> dict[str, dict[str, str]]:
+        return {
+            c["name"]: {e["name"]: e.get("value", "") for e in c.get("env", [])}
+            for c in containers(docs)
+        }
+
+    for name, env in otel(render("default")).items():
+        assert not [v for v in env if v.startswith("OTEL_") or v == "COGNIS_TRACE_CONTENT"], name
+    traced = otel(render("tracing"))
+    assert {"api", "relay", "worker", "embedder"} <= set(traced), set(traced)
+    for name, env in traced.items():
+        assert env["OTEL_EXPORTER_OTLP_ENDPOINT"] == "http://otel-collector.observability.svc:4318"
+        assert env["OTEL_TRACES_SAMPLER_ARG"] == "0.1", name
+        assert env["COGNIS_TRACE_CONTENT"] == "true", name
+
+
 def test_every_pod_runs_non_root_on_a_read_only_root() -> None:
     docs = render()
     for doc in docs:
@@ -253,4 +270,5 @@ def test_chart_files_are_where_ci_expects_them() -> None:
         "existing-secret-values.yaml",
         "hpa-off-values.yaml",
         "replica-reader-values.yaml",
+        "tracing-values.yaml",
     }

@@ -76,6 +76,22 @@ http://{{ include "cognis.fullname" . }}-embedder:{{ .Values.embedder.port }}/v1
 {{ include "cognis.secretEnv" (dict "root" . "name" "COGNIS_EMBEDDING_HTTP_API_KEY" "key" "embedding-http-api-key" "optional" true) }}
 {{- end -}}
 
+{{/* Traces (docs/observability/tracing.md): the standard OTEL_* variables, none while off. */}}
+{{- define "cognis.tracingEnv" -}}
+{{- with .Values.tracing.otlpEndpoint }}
+- name: OTEL_EXPORTER_OTLP_ENDPOINT
+  value: {{ . | quote }}
+- name: OTEL_TRACES_SAMPLER
+  value: parentbased_traceidratio
+- name: OTEL_TRACES_SAMPLER_ARG
+  value: {{ $.Values.tracing.sampleRatio | quote }}
+{{- end }}
+{{- if .Values.tracing.content }}
+- name: COGNIS_TRACE_CONTENT
+  value: "true"
+{{- end }}
+{{- end -}}
+
 {{/* The environment of the API, the relay, the workers and the migration Job (as in compose.yaml). */}}
 {{- define "cognis.env" -}}
 - name: COGNIS_HOST
@@ -121,6 +137,9 @@ http://{{ include "cognis.fullname" . }}-embedder:{{ .Values.embedder.port }}/v1
 {{ include "cognis.secretEnv" (dict "root" . "name" "COGNIS_OPENSEARCH_PASSWORD" "key" "opensearch-password" "optional" true) }}
 {{ include "cognis.secretEnv" (dict "root" . "name" "COGNIS_LLM_API_KEY" "key" "llm-api-key" "optional" true) }}
 {{ include "cognis.embeddingEnv" . }}
+{{- with include "cognis.tracingEnv" . | trim }}
+{{ . }}
+{{- end }}
 {{- range $name, $value := .Values.extraEnv }}
 - name: {{ $name }}
   value: {{ $value | quote }}
