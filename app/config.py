@@ -85,8 +85,9 @@ class StoreSettings(BaseModel):
     direct_database_url: SecretStr | None = Field(
         default=None,
         description="Postgres itself, past the pooler, with the role of "
-        "`COGNIS_DATABASE_URL`: the relay's LISTEN for new outbox events (through a "
-        "transaction-mode pooler it would hear nothing; the relay then polls); unset: "
+        "`COGNIS_DATABASE_URL`: the LISTEN of the relay for new outbox events and of the "
+        "webhook dispatcher for new deliveries (through a transaction-mode pooler they would "
+        "hear nothing, and poll); unset: "
         "`COGNIS_DATABASE_URL`",
     )
     read_database_url: SecretStr | None = Field(
@@ -780,6 +781,12 @@ class RetentionSettings(BaseModel):
         description="finished batch jobs (done or failed) are deleted this long after they "
         "finished, and `GET .../memories/batch/jobs/{job_id}` then answers 404 (the memories "
         "stay); 0: kept forever",
+    )
+    webhook_retention_days: float = Field(
+        default=7.0,
+        ge=0,
+        description="delivered webhook events are deleted, with their attempts, this long after "
+        "delivery, and leave the delivery log (pending and dead ones stay); 0: kept forever",
     )
 
 

@@ -153,6 +153,7 @@ EXPECTED_DEFAULTS: dict[str, object] = {
     "outbox_retention_hours": 24.0,
     "ingest_task_retention_days": 7.0,
     "batch_job_retention_days": 7.0,
+    "webhook_retention_days": 7.0,
     # LlmSettings
     "llm_base_url": None,
     "llm_model": None,

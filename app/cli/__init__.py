@@ -1,8 +1,9 @@
 """Command line: serve, relay, worker, reindex, embed-sentences, embed-multilingual, retention,
-import, export, backup, restore, admin, migrate, embed-serve, mcp."""
+import, export, backup, restore, admin, webhooks, migrate, embed-serve, mcp."""
 
 # Every command and its flags are declared here; what each does lives beside: processes.py (the
-# long-running ones), maintenance.py (the stores), admin.py (tenants and their keys).
+# long-running ones), maintenance.py (the stores), admin.py (tenants and their keys),
+# webhooks.py (a tenant's webhook subscriptions).
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from pathlib import Path
 
 from app.cli import maintenance, processes
 from app.cli.admin import add_admin_commands
+from app.cli.webhooks import add_webhook_commands
 from app.config import get_settings
 from app.logging import configure_logging
 
@@ -115,6 +117,7 @@ def main(argv: list[str] | None = None) -> int:
     restore.add_argument("--into", required=True, help="the new database's name")
     restore.set_defaults(func=maintenance.restore)
     add_admin_commands(commands)
+    add_webhook_commands(commands)
     migrate = commands.add_parser("migrate", help="alembic upgrade")
     migrate.add_argument("revision", nargs="?", default="head")
     migrate.set_defaults(func=maintenance.migrate)

@@ -710,6 +710,12 @@ class WebhookDelivery(Base):
         ),
         Index(None, "subscription_id", "id"),
         Index(None, "user_id"),
+        # Delivered rows by delivery time, oldest first: the retention job's (0036).
+        Index(
+            "webhook_deliveries_delivered_idx",
+            "delivered_at",
+            postgresql_where=text("status = 'delivered'"),
+        ),
     )
 
 

@@ -1,10 +1,11 @@
 """Retention: rows whose use is over, deleted in small batches, each found by an index.
 
-Six tables grow with use and never shrink on their own: delivered outbox events, expired
+Seven tables grow with use and never shrink on their own: delivered outbox events, expired
 idempotency keys, finished ingestion tasks (the jobs `GET .../jobs/{id}` reports), finished
-batch jobs, expired console logins, and erase tombstones whose write block has passed. The
-retention job deletes them, beside the outbox relay and the expiry reaper (app/runtime.py), every
-COGNIS_RETENTION_INTERVAL_S and once at start-up; `python -m app retention` runs one pass.
+batch jobs, delivered webhook events, expired console logins, and erase tombstones whose write
+block has passed. The retention job deletes them, beside the outbox relay and the expiry reaper
+(app/runtime.py), every COGNIS_RETENTION_INTERVAL_S and once at start-up; `python -m app
+retention` runs one pass.
 
 Each batch is one short transaction of at most COGNIS_RETENTION_BATCH_SIZE rows:
 
@@ -12,12 +13,13 @@ Each batch is one short transaction of at most COGNIS_RETENTION_BATCH_SIZE rows:
         SELECT ctid FROM t WHERE <due> ORDER BY <indexed column> LIMIT n FOR UPDATE SKIP LOCKED
     )) AND <due>
 
-The inner scan walks the policy's index (migration 0026_retention) from its oldest entry, so a
-batch costs the same whether a thousand rows or a million are due, and nothing scans the
-table. SKIP LOCKED: a row some request holds (an expired idempotency key being taken over)
-is left for the next pass, never waited for, and two processes running the job share the
-work instead of queueing behind each other. The outer `<due>`, checked again on the row the
-delete finds, keeps a row that a concurrent write made current again (a key taken over).
+The inner scan walks the policy's index (migrations 0026_retention and 0036_webhook_dispatch)
+from its oldest entry, so a batch costs the same whether a thousand rows or a million are due,
+and nothing scans the table. SKIP LOCKED: a row some request holds (an expired idempotency
+key being taken over) is left for the next pass, never waited for, and two processes running
+the job share the work instead of queueing behind each other. The outer `<due>`, checked again
+on the row the delete finds, keeps a row that a concurrent write made current again (a key
+taken over).
 """
 
 from __future__ import annotations
@@ -102,6 +104,15 @@ POLICIES: tuple[Policy, ...] = (
         "finished_at",
         "batch_jobs_finished_idx",
         lambda s: s.batch_job_retention_days * DAY_S,
+    ),
+    # Delivered webhook events (their attempt log goes with them: ON DELETE CASCADE); pending
+    # and dead ones stay, a dead one until it is redelivered or its subscription deleted.
+    Policy(
+        "webhook_deliveries",
+        "status = 'delivered' AND delivered_at < now() - :age_s * interval '1 second'",
+        "delivered_at",
+        "webhook_deliveries_delivered_idx",
+        lambda s: s.webhook_retention_days * DAY_S,
     ),
     # Console logins past COGNIS_CONSOLE_SESSION_HOURS (logging out deletes its own at once).
     Policy(

@@ -35,6 +35,7 @@ from app.ingest.repository import Claim, ClaimedTask, IngestRepository
 from app.memories.user_lock import hold_for_write
 from app.ml.embedder import Embedding
 from app.wakeup import renewing_lease, work_until_stopped
+from app.webhooks import events as webhook_events
 
 log = structlog.get_logger(__name__)
 
@@ -183,6 +184,7 @@ class IngestWorker:
                 )
             await repository.return_unstarted(_ids_of(outcome.unstarted), claim.token)
             await repository.move_user_to_back(claim.user_id)
+            await webhook_events.queue(session, _processed_events(claim, outcome))
         self._report(claim, outcome)
 
     async def _apply_in_order(
@@ -296,12 +298,20 @@ class IngestWorker:
         log.exception("ingest.batch_failed", message_ids=_ids(tasks), error=error)
         async with self._sessionmaker() as session, session.begin():
             repository = IngestRepository(session)
+            failed: list[webhook_events.Event] = []
             for task in tasks:
                 final = self._is_final(task, exc)
                 metrics.INGEST_FAILURES.labels(final=str(final).lower()).inc()
                 await repository.release_task(
                     task.message_id, claim.token, error, _retry_in(task), final
                 )
+                if final:
+                    failed.append(
+                        webhook_events.message_processed(
+                            claim.user_id, task.message_id, task.job_id, error=error
+                        )
+                    )
+            await webhook_events.queue(session, failed)
 
     async def _loop(self, stop: asyncio.Event) -> None:
         await work_until_stopped(
@@ -318,6 +328,24 @@ class IngestWorker:
         loops = max(1, self._settings.ingest_worker_concurrency)
         await asyncio.gather(*(self._loop(stop) for _ in range(loops)))
         log.info("ingest.worker_stopped")
+
+
+def _processed_events(claim: Claim, outcome: BatchOutcome) -> list[webhook_events.Event]:
+    """`message.processed` for each task the batch finished (applied, or failed for good), in
+    the order the messages were sent."""
+    finished = {
+        task.message_id: webhook_events.message_processed(
+            claim.user_id, task.message_id, task.job_id, rows
+        )
+        for task, _, rows in outcome.applied
+    }
+    for failure in outcome.failures:
+        if failure.final:
+            task = failure.task
+            finished[task.message_id] = webhook_events.message_processed(
+                claim.user_id, task.message_id, task.job_id, error=_describe(failure.error)
+            )
+    return [finished[t.message_id] for t in claim.tasks if t.message_id in finished]
 
 
 def _describe(exc: Exception) -> str:

@@ -1,6 +1,8 @@
 """Batch jobs: a batch create that needs more model time than its request's deadline is kept,
 validated, in `batch_jobs` (in the request's transaction) and answered 202; a worker
-(app/memories/batch_worker.py) writes it later. Every query of the table is here."""
+(app/memories/batch_worker.py) writes it later. Every query of the table is here, and a job
+that finishes (done, or failed for good) queues its `batch_job.done` webhook event in the
+transaction that says so."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.models import BatchJob, Memory
 from app.memories.domain import MemoryDraft
+from app.webhooks import events as webhook_events
 
 # The draft fields a request gives (the rest are derived when the job runs: embeddings,
 # context links, mentioned times), and those of them that are instants.
@@ -179,10 +182,7 @@ class BatchJobRepository:
         job.memory_ids = memory_ids
         job.batch = []  # the memories hold the content now: the job keeps none of it
         job.error = None
-        job.lease_token = None
-        job.lease_expires_at = None
-        job.finished_at = await self.session.scalar(select(func.now()))
-        await self.session.flush()
+        await self._finished(job)
         return True
 
     async def release(
@@ -197,18 +197,17 @@ class BatchJobRepository:
         job = await self._owned(job_id, token)
         if job is None:
             return None
-        now = func.now()
         job.error = error
-        job.lease_token = None
-        job.lease_expires_at = None
         if retry_in is None:
             job.status = "failed"
             job.batch = []  # never to be written: the job keeps none of its content
-            job.finished_at = now
+            await self._finished(job)
         else:
             job.status = "queued"
-            job.available_at = now + retry_in  # type: ignore[assignment]
-        await self.session.flush()
+            job.lease_token = None
+            job.lease_expires_at = None
+            job.available_at = func.now() + retry_in  # type: ignore[assignment]
+            await self.session.flush()
         return job
 
     async def give_up(self, job: BatchJob, error: str) -> None:
@@ -216,7 +215,11 @@ class BatchJobRepository:
         job.status = "failed"
         job.batch = []
         job.error = error
+        await self._finished(job)
+
+    async def _finished(self, job: BatchJob) -> None:
+        """Done or failed for good: the lease let go, the time noted, the event queued."""
         job.lease_token = None
         job.lease_expires_at = None
         job.finished_at = await self.session.scalar(select(func.now()))
-        await self.session.flush()
+        await webhook_events.queue(self.session, [webhook_events.batch_job_done(job)])

@@ -9,7 +9,8 @@ expired memory takes no place in its top k; Postgres re-checks what the index re
 
 The reaper is audited like an erase, not like a delete: a DELETE ends a version and keeps it
 (history, the audit trail of ingestion); the reaper removes the rows physically and leaves one
-`memory_expiries` row per memory (ids, counts, times; no content), plus a log line."""
+`memory_expiries` row per memory (ids, counts, times; no content), a log line, and a
+`memory.expired` webhook event (ids and times too) in the same transaction."""
 
 from __future__ import annotations
 
@@ -30,6 +31,7 @@ from app.errors import InvalidInputError
 from app.memories.fields import check_instant
 from app.memories.user_lock import user_lock_key
 from app.wakeup import sleep_until_woken
+from app.webhooks import events as webhook_events
 
 log = structlog.get_logger(__name__)
 
@@ -145,7 +147,7 @@ _DROP_PENDING_INDEX_EVENTS = text(
 async def reap_expired(session: AsyncSession, limit: int) -> Reaped:
     """One batch, in the caller's transaction (a background one, no tenant set: it sees every
     tenant): up to `limit` expired memories' chains removed from Postgres, their documents'
-    deletions queued in the outbox, an audit row each."""
+    deletions queued in the outbox, an audit row and a `memory.expired` webhook event each."""
     due = (await session.execute(_DUE_CHAINS, {"limit": limit})).all()
     if not due:
         return Reaped()
@@ -189,6 +191,15 @@ async def reap_expired(session: AsyncSession, limit: int) -> Reaped:
             )
             entry["versions"] += 1
         await session.execute(insert(MemoryExpiry), list(per_chain.values()))
+        await webhook_events.queue(
+            session,
+            [
+                webhook_events.memory_expired(
+                    e["tenant_id"], e["user_id"], e["chain_id"], e["versions"], e["expires_at"]
+                )
+                for e in per_chain.values()
+            ],
+        )
     return Reaped(
         memories=len({(r.tenant_id, r.chain_id) for r in removed}),
         versions=len(removed),

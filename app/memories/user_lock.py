@@ -27,6 +27,7 @@ from app.db.models import (
 )
 from app.db.tenant import current_tenant
 from app.errors import UserErasedError
+from app.webhooks import events as webhook_events
 
 # One lock per user, transaction-scoped: writers hold it shared, an erase exclusive. So an
 # erase waits for the writes already in their transaction and no write starts during it.
@@ -98,7 +99,8 @@ async def erase_user(
         ("scope_erasures", ScopeErasure),
         # Batch creates accepted (202) and not yet written, and the record of those done.
         ("batch_jobs", BatchJob),
-        # Webhook events of the user not yet delivered (and the log of those that were).
+        # Webhook events of the user not yet delivered (and the log of those that were); the
+        # user.erased event is queued after this.
         ("webhook_deliveries", WebhookDelivery),
     )
     for name, model in tables:
@@ -116,7 +118,11 @@ async def erase_user(
         .returning(UserErasure.erased_at, UserErasure.writes_refused_until)
     )
     row = (await session.execute(statement)).one()
-    return counts, ErasedWindow(erased_at=row[0], writes_refused_until=row[1])
+    window = ErasedWindow(erased_at=row[0], writes_refused_until=row[1])
+    # After the user's deliveries were deleted above: this event is the one that stays.
+    erased = webhook_events.user_erased(user_id, row[0], row[1], counts)
+    await webhook_events.queue(session, [erased])
+    return counts, window
 
 
 @dataclass(frozen=True, slots=True)

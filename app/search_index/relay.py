@@ -15,15 +15,14 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from itertools import groupby
 
-import asyncpg
 import structlog
 from opensearchpy.exceptions import TransportError
 from sqlalchemy import func, select
-from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.config import Settings
 from app.db.models import OutboxEvent
+from app.db.notifications import listening
 from app.search_index import outbox
 from app.search_index.client import UNAVAILABLE, BulkOutcome, MemoryIndex
 from app.search_index.documents import with_tenant
@@ -41,12 +40,6 @@ class RelayReport:
     delivered: int = 0
     failed: int = 0
     erased: dict[str, int] = field(default_factory=dict)
-
-
-def asyncpg_dsn(sqlalchemy_url: str) -> str:
-    return (
-        make_url(sqlalchemy_url).set(drivername="postgresql").render_as_string(hide_password=False)
-    )
 
 
 class OutboxRelay:
@@ -206,37 +199,22 @@ class OutboxRelay:
             if report.claimed < self._settings.relay_batch_size or report.delivered == 0:
                 return total
 
-    async def _listen(self) -> asyncpg.Connection | None:
-        try:
-            direct = self._settings.direct_database_url or self._settings.database_url
-            connection = await asyncpg.connect(asyncpg_dsn(direct.get_secret_value()))
-            await connection.add_listener(outbox.OUTBOX_CHANNEL, lambda *_: self._wake.set())
-        except (OSError, asyncpg.PostgresError) as exc:
-            log.warning("outbox.listen_failed", error=str(exc))
-            return None
-        return connection
-
     async def run_forever(self, stop: asyncio.Event) -> None:
         """The relay loop: until `stop` is set."""
-        listener: asyncpg.Connection | None = None
         log.info("outbox.relay_started")
         try:
-            while not stop.is_set():
-                if listener is None or listener.is_closed():
-                    listener = await self._listen()
-                self._wake.clear()
-                try:
-                    report = await self.run_once()
-                except Exception as exc:
-                    log.exception("outbox.relay_error", error=str(exc))
-                    report = RelayReport()
-                if report.claimed >= self._settings.relay_batch_size and report.delivered:
-                    continue
-                await sleep_until_woken(self._wake, stop, self._settings.relay_poll_interval_s)
+            async with listening(self._settings, outbox.OUTBOX_CHANNEL, self._wake, "outbox"):
+                while not stop.is_set():
+                    self._wake.clear()
+                    try:
+                        report = await self.run_once()
+                    except Exception as exc:
+                        log.exception("outbox.relay_error", error=str(exc))
+                        report = RelayReport()
+                    if report.claimed >= self._settings.relay_batch_size and report.delivered:
+                        continue
+                    await sleep_until_woken(self._wake, stop, self._settings.relay_poll_interval_s)
         finally:
-            if listener is not None and not listener.is_closed():
-                with contextlib.suppress(Exception):
-                    await listener.close()
             log.info("outbox.relay_stopped")
 
 

@@ -20,10 +20,14 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.config import Settings
 from app.db.models import WebhookAttempt, WebhookDelivery, WebhookSubscription
+from app.db.notifications import listening
 from app.wakeup import work_until_stopped
 from app.webhooks.signing import sign
 
 log = structlog.get_logger(__name__)
+
+# Notified by a statement that queued deliveries (0036_webhook_dispatch's trigger).
+WEBHOOK_CHANNEL = "cognis_webhooks"
 
 _DUE = text(
     """
@@ -75,6 +79,7 @@ class WebhookDispatcher:
         self._settings = settings
         self._batch_size = batch_size
         self.wake = asyncio.Event()
+        self._client: httpx.AsyncClient | None = None
 
     def backoff(self, attempts: int) -> timedelta:
         base = self._settings.webhook_backoff_base_s * (2 ** min(attempts - 1, 20))
@@ -106,6 +111,20 @@ class WebhookDispatcher:
         error = None if 200 <= response.status_code < 300 else f"HTTP {response.status_code}"
         return Outcome(response.status_code, error, elapsed)
 
+    def _http(self) -> httpx.AsyncClient:
+        """One client for the dispatcher's life: the CA bundle loaded once, connections to a
+        receiver kept alive from one batch to the next (closed when the loop stops)."""
+        if self._client is None:
+            self._client = httpx.AsyncClient(
+                timeout=self._settings.webhook_timeout_s, follow_redirects=False
+            )
+        return self._client
+
+    async def close(self) -> None:
+        if self._client is not None:
+            await self._client.aclose()
+            self._client = None
+
     async def run_once(self) -> bool:
         """Claim one batch of due deliveries, POST them, record the outcomes. One transaction:
         the rows stay locked while their POSTs are in flight."""
@@ -124,48 +143,70 @@ class WebhookDispatcher:
                     )
                 )
             }
-            async with httpx.AsyncClient(
-                timeout=self._settings.webhook_timeout_s, follow_redirects=False
-            ) as client:
-                outcomes = await asyncio.gather(
-                    *(self._post(client, subscriptions[d.subscription_id], d) for d in deliveries)
-                )
-            for delivery, outcome in zip(deliveries, outcomes, strict=True):
-                await self._record(session, delivery, outcome)
+            client = self._http()
+            outcomes = await asyncio.gather(
+                *(self._post(client, subscriptions[d.subscription_id], d) for d in deliveries)
+            )
+            await self._record(session, deliveries, outcomes)
             return True
 
     async def _record(
-        self, session: AsyncSession, delivery: WebhookDelivery, outcome: Outcome
+        self, session: AsyncSession, deliveries: list[WebhookDelivery], outcomes: list[Outcome]
     ) -> None:
+        """Every attempt logged in one statement, the delivered rows marked in one more; a
+        failure is scheduled again (or dead) one by one."""
         await session.execute(
-            insert(WebhookAttempt).values(
-                tenant_id=delivery.tenant_id,
-                delivery_id=delivery.id,
-                status_code=outcome.status_code,
-                error=outcome.error,
-                duration_ms=outcome.duration_ms,
+            insert(WebhookAttempt),
+            [
+                {
+                    "tenant_id": d.tenant_id,
+                    "delivery_id": d.id,
+                    "status_code": o.status_code,
+                    "error": o.error,
+                    "duration_ms": o.duration_ms,
+                }
+                for d, o in zip(deliveries, outcomes, strict=True)
+            ],
+        )
+        delivered = [d.id for d, o in zip(deliveries, outcomes, strict=True) if o.ok]
+        if delivered:
+            await session.execute(
+                update(WebhookDelivery)
+                .where(WebhookDelivery.id.in_(delivered))
+                .values(
+                    status="delivered",
+                    attempts=WebhookDelivery.attempts + 1,
+                    delivered_at=func.clock_timestamp(),
+                )
             )
-        )
-        attempts = delivery.attempts + 1
-        values: dict[str, object] = {"attempts": attempts}
-        if outcome.ok:
-            values.update(status="delivered", delivered_at=func.clock_timestamp())
-        elif attempts >= self._settings.webhook_max_attempts:
-            values.update(status="dead")
-            log.warning("webhooks.dead", delivery_id=delivery.id, error=outcome.error)
-        else:
-            values.update(next_attempt_at=func.now() + self.backoff(attempts))
-        await session.execute(
-            update(WebhookDelivery).where(WebhookDelivery.id == delivery.id).values(**values)
-        )
+        for delivery, outcome in zip(deliveries, outcomes, strict=True):
+            if outcome.ok:
+                continue
+            attempts = delivery.attempts + 1
+            values: dict[str, object] = {"attempts": attempts}
+            if attempts >= self._settings.webhook_max_attempts:
+                values.update(status="dead")
+                log.warning("webhooks.dead", delivery_id=delivery.id, error=outcome.error)
+            else:
+                values.update(next_attempt_at=func.now() + self.backoff(attempts))
+            await session.execute(
+                update(WebhookDelivery).where(WebhookDelivery.id == delivery.id).values(**values)
+            )
 
     async def run_forever(self, stop: asyncio.Event) -> None:
+        """Until `stop` is set: woken by the NOTIFY of each statement that queues deliveries
+        (0036_webhook_dispatch), polling every COGNIS_RELAY_POLL_INTERVAL_S as the fallback
+        (and for retries coming due)."""
         log.info("webhooks.dispatcher_started")
-        await work_until_stopped(
-            self.run_once,
-            self.wake,
-            stop,
-            self._settings.relay_poll_interval_s,
-            "webhooks.dispatch_error",
-        )
+        try:
+            async with listening(self._settings, WEBHOOK_CHANNEL, self.wake, "webhooks"):
+                await work_until_stopped(
+                    self.run_once,
+                    self.wake,
+                    stop,
+                    self._settings.relay_poll_interval_s,
+                    "webhooks.dispatch_error",
+                )
+        finally:
+            await self.close()
         log.info("webhooks.dispatcher_stopped")

@@ -9,11 +9,32 @@ from sqlalchemy import delete, func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.models import WebhookAttempt, WebhookDelivery, WebhookSubscription
+from app.errors import InvalidInputError
+from app.webhooks.delivery import WEBHOOK_CHANNEL
+from app.webhooks.events import EVENT_TYPES
 from app.webhooks.signing import new_secret
+from app.webhooks.urls import WebhookUrlRefused, check_url
 
 
-async def create(session: AsyncSession, url: str, event_types: list[str]) -> WebhookSubscription:
-    subscription = WebhookSubscription(url=url, secret=new_secret(), event_types=event_types)
+async def create(
+    session: AsyncSession, url: str, event_types: list[str], *, allow_private: bool
+) -> WebhookSubscription:
+    """A new subscription with a new secret (the API and `python -m app webhooks create`):
+    InvalidInputError when a type is unknown or the URL is refused (app/webhooks/urls.py)."""
+    unknown = sorted(set(event_types) - set(EVENT_TYPES))
+    if unknown:
+        raise InvalidInputError(
+            f"event_types {unknown} cannot be subscribed to; choose among {list(EVENT_TYPES)}"
+        )
+    try:
+        await check_url(url, allow_private=allow_private)
+    except WebhookUrlRefused as exc:
+        raise InvalidInputError(str(exc)) from exc
+    subscription = WebhookSubscription(
+        url=url,
+        secret=new_secret(),
+        event_types=sorted(set(event_types), key=EVENT_TYPES.index),
+    )
     session.add(subscription)
     await session.flush()
     await session.refresh(subscription)
@@ -61,7 +82,8 @@ async def deliveries(
 async def redeliver(
     session: AsyncSession, subscription_id: uuid.UUID, delivery_id: int
 ) -> WebhookDelivery | None:
-    """Queue a delivery again (delivered or dead): due now, its attempts counted afresh."""
+    """Queue a delivery again (delivered or dead): due now, its attempts counted afresh, the
+    dispatcher woken at commit."""
     result = await session.execute(
         update(WebhookDelivery)
         .where(
@@ -71,4 +93,7 @@ async def redeliver(
         .values(status="pending", attempts=0, next_attempt_at=func.now(), delivered_at=None)
         .returning(WebhookDelivery)
     )
-    return result.scalars().first()
+    delivery = result.scalars().first()
+    if delivery is not None:
+        await session.execute(select(func.pg_notify(WEBHOOK_CHANNEL, "")))
+    return delivery

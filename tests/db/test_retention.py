@@ -19,6 +19,7 @@ AGES = {
     "outbox_retention_hours": 1.0,
     "ingest_task_retention_days": 2.0,
     "batch_job_retention_days": 2.0,
+    "webhook_retention_days": 2.0,
     "idempotency_ttl_s": 3600.0,
 }
 
@@ -103,6 +104,42 @@ async def _seed(db: AsyncEngine, user_id: str) -> dict[str, dict[str, list[str]]
             ],
         }
 
+        # An inactive subscription: no test's writes queue deliveries for it.
+        (subscription,) = await ids(
+            "INSERT INTO webhook_subscriptions (url, secret, event_types, active) VALUES "
+            "('https://example.com/hook', 'whsec_AA==', ARRAY['memory.created'], false) "
+            "RETURNING id"
+        )
+        delivery = (
+            "INSERT INTO webhook_deliveries (subscription_id, event_id, user_id, type, payload,"
+            " status, created_at, delivered_at) VALUES (CAST(:subscription AS uuid), "
+            "gen_random_uuid(), :user, 'memory.created', '{}', :status, now() - interval '9 days',"
+            " CASE WHEN :status = 'delivered' THEN now() - CAST(CAST(:ago AS text) AS interval) "
+            "END) RETURNING id"
+        )
+        hooks = {"subscription": subscription}
+        rows["webhook_deliveries"] = {
+            "due": [
+                *await ids(delivery, status="delivered", ago="3 days", **hooks),
+                *await ids(delivery, status="delivered", ago="50 hours", **hooks),
+            ],
+            "kept": [
+                *await ids(delivery, status="delivered", ago="1 day", **hooks),
+                # Not delivered, whatever their age: pending (retrying) and dead ones stay.
+                *await ids(delivery, status="pending", ago="9 days", **hooks),
+                *await ids(delivery, status="dead", ago="9 days", **hooks),
+            ],
+        }
+        # Each with its attempt log, which goes with its delivery.
+        await connection.execute(
+            text(
+                "INSERT INTO webhook_attempts (delivery_id, status_code, duration_ms) "
+                "SELECT id, 200, 5 FROM webhook_deliveries WHERE subscription_id = "
+                "CAST(:subscription AS uuid)"
+            ),
+            hooks,
+        )
+
         login = (
             "INSERT INTO console_sessions (id, sealed_key, expires_at) "
             "VALUES (sha256(CAST(CAST(gen_random_uuid() AS text) AS bytea)), '\\x00', "
@@ -129,6 +166,7 @@ KEY_COLUMNS = {
     "idempotency_keys": ("key", "text"),
     "ingest_tasks": ("message_id", "uuid"),
     "batch_jobs": ("id", "uuid"),
+    "webhook_deliveries": ("id", "bigint"),
     "console_sessions": ("encode(id, 'hex')", "text"),
     "user_erasures": ("user_id", "text"),
 }
@@ -169,6 +207,21 @@ async def test_each_table_loses_exactly_its_due_rows_in_batches(
         assert purged[table] >= len(seeded["due"]), (table, purged)
         counted = RETENTION_PURGED.labels(table=table)._value.get() - before[table]
         assert counted == purged[table], table
+    # A delivery's attempt log went with it; the kept ones keep theirs.
+    async with db.connect() as connection:
+        logged = await connection.execute(
+            text(
+                "SELECT delivery_id::text FROM webhook_attempts "
+                "WHERE delivery_id = ANY(CAST(:ids AS bigint[]))"
+            ),
+            {
+                "ids": [
+                    int(i)
+                    for i in rows["webhook_deliveries"]["due"] + rows["webhook_deliveries"]["kept"]
+                ]
+            },
+        )
+        assert set(logged.scalars()) == set(rows["webhook_deliveries"]["kept"])
     # Nothing is left due, and nothing is reported overdue.
     assert (await job.due())["batch_jobs"] == 0
     async with job_session(inprocess_api) as session:

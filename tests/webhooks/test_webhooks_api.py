@@ -5,98 +5,16 @@ receiver fails, dead after the limit, never another tenant's; URLs into private 
 from __future__ import annotations
 
 import json
-import threading
 import uuid
-from collections.abc import AsyncIterator, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from datetime import datetime
 from typing import Any
 
 import httpx
 import pytest
 
-from app.webhooks.signing import verify
 from tests.conftest import InProcessApi, wait_until
 from tests.tenants.helpers import new_tenant, tenant_client
-
-
-class Receiver:
-    """An HTTP server on 127.0.0.1 that answers `status` and records what it was sent."""
-
-    def __init__(self) -> None:
-        self.status = 200
-        self.fail_next = 0  # answer 500 to this many requests first, whatever `status` says
-        self.received: list[dict[str, Any]] = []
-        self.lock = threading.Lock()
-        receiver = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                body = self.rfile.read(int(self.headers["content-length"]))
-                with receiver.lock:
-                    status = receiver.status
-                    if receiver.fail_next > 0:
-                        receiver.fail_next -= 1
-                        status = 500
-                    receiver.received.append(
-                        {"headers": dict(self.headers.items()), "body": body, "status": status}
-                    )
-                self.send_response(status)
-                self.send_header("content-length", "0")
-                self.end_headers()
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    def accepted(self) -> list[dict[str, Any]]:
-        """The events answered 2xx, as their bodies, with the request's headers."""
-        with self.lock:
-            return [
-                {**json.loads(r["body"]), "_headers": r["headers"], "_body": r["body"]}
-                for r in self.received
-                if r["status"] < 300
-            ]
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-
-@pytest.fixture
-def receiver() -> Iterator[Receiver]:
-    server = Receiver()
-    yield server
-    server.close()
-
-
-@pytest.fixture
-def allow_private(inprocess_api: InProcessApi, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The operator's COGNIS_WEBHOOK_ALLOW_PRIVATE=true, for a receiver on loopback."""
-    settings = inprocess_api.app.state.runtime.settings
-    monkeypatch.setattr(settings, "webhook_allow_private", True)
-
-
-@pytest.fixture
-async def tenant(admin: httpx.AsyncClient, inprocess_api: InProcessApi) -> AsyncIterator[Any]:
-    key = await new_tenant(admin, "hooks")
-    async with tenant_client(inprocess_api, key.key) as client:
-        yield client
-
-
-async def _subscribe(client: httpx.AsyncClient, url: str, **extra: Any) -> dict[str, Any]:
-    created = await client.post("/v1/webhooks", json={"url": url, **extra})
-    assert created.status_code == 201, created.text
-    body = created.json()
-    assert body["secret"].startswith("whsec_")
-    return body
-
-
-def _memories(user: str) -> str:
-    return f"/v1/users/{user}/memories"
+from tests.webhooks.helpers import Receiver, memories_path, signed_by, subscribe
 
 
 async def test_create_update_delete_arrive_once_each_signed_and_in_order(
@@ -106,13 +24,13 @@ async def test_create_update_delete_arrive_once_each_signed_and_in_order(
     receiver: Receiver,
     allow_private: None,
 ) -> None:
-    hook = await _subscribe(tenant, receiver.url)
+    hook = await subscribe(tenant, receiver.url)
     # Another tenant's subscription, to the same receiver: it must receive nothing of ours.
     other_key = await new_tenant(admin, "hooks-other")
     other_receiver = Receiver()
     try:
         async with tenant_client(inprocess_api, other_key.key) as other:
-            other_hook = await _subscribe(other, other_receiver.url)
+            other_hook = await subscribe(other, other_receiver.url)
             listed = (await other.get("/v1/webhooks")).json()["items"]
             assert [h["id"] for h in listed] == [other_hook["id"]]
             assert all(h["secret"] is None for h in listed)
@@ -121,14 +39,14 @@ async def test_create_update_delete_arrive_once_each_signed_and_in_order(
         assert [h["id"] for h in (await tenant.get("/v1/webhooks")).json()["items"]] == [hook["id"]]
 
         user = f"hooked-{uuid.uuid4().hex[:8]}"
-        created = await tenant.post(_memories(user), json={"content": "I live in Lisbon"})
+        created = await tenant.post(memories_path(user), json={"content": "I live in Lisbon"})
         assert created.status_code == 201, created.text
         memory_id = created.json()["id"]
         updated = await tenant.patch(
-            f"{_memories(user)}/{memory_id}", json={"content": "I live in Porto"}
+            f"{memories_path(user)}/{memory_id}", json={"content": "I live in Porto"}
         )
         assert updated.status_code == 200, updated.text
-        deleted = await tenant.delete(f"{_memories(user)}/{updated.json()['id']}")
+        deleted = await tenant.delete(f"{memories_path(user)}/{updated.json()['id']}")
         assert deleted.status_code == 200, deleted.text
 
         async def three() -> list[dict[str, Any]]:
@@ -143,22 +61,8 @@ async def test_create_update_delete_arrive_once_each_signed_and_in_order(
         ]
         assert len({e["id"] for e in events}) == 3
         for event in events:
-            headers = {k.lower(): v for k, v in event["_headers"].items()}
-            assert headers["webhook-id"] == event["id"]
-            assert verify(
-                hook["secret"],
-                headers["webhook-id"],
-                int(headers["webhook-timestamp"]),
-                event["_body"],
-                headers["webhook-signature"],
-            )
-            assert not verify(
-                other_hook["secret"],
-                headers["webhook-id"],
-                int(headers["webhook-timestamp"]),
-                event["_body"],
-                headers["webhook-signature"],
-            )
+            assert signed_by(event, hook["secret"])
+            assert not signed_by(event, other_hook["secret"])
             assert event["data"]["user_id"] == user
             assert event["data"]["memory_id"] == memory_id
         assert events[0]["data"]["content"] == "I live in Lisbon"
@@ -170,7 +74,7 @@ async def test_create_update_delete_arrive_once_each_signed_and_in_order(
         assert [d["status"] for d in log] == ["delivered"] * 3
         assert all(d["log"][0]["status_code"] == 200 for d in log)
         # Nothing more arrives (once each), and nothing at all at the other tenant's receiver.
-        more = await tenant.post(_memories(user), json={"content": "A marker after the three"})
+        more = await tenant.post(memories_path(user), json={"content": "A marker after the three"})
         assert more.status_code == 201
 
         async def marker() -> bool:
@@ -191,13 +95,13 @@ async def test_create_update_delete_arrive_once_each_signed_and_in_order(
 async def test_a_failing_receiver_gets_every_event_in_order_once_it_is_back(
     tenant: httpx.AsyncClient, receiver: Receiver, allow_private: None
 ) -> None:
-    hook = await _subscribe(tenant, receiver.url)
+    hook = await subscribe(tenant, receiver.url)
     # Two failures, fewer than COGNIS_WEBHOOK_MAX_ATTEMPTS=3: the first event is retried.
     receiver.fail_next = 2
     user = f"retried-{uuid.uuid4().hex[:8]}"
     contents = [f"fact number {n}" for n in range(4)]
     batch = await tenant.post(
-        f"{_memories(user)}/batch", json={"memories": [{"content": c} for c in contents]}
+        f"{memories_path(user)}/batch", json={"memories": [{"content": c} for c in contents]}
     )
     assert batch.status_code == 201, batch.text
 
@@ -221,10 +125,11 @@ async def test_a_failing_receiver_gets_every_event_in_order_once_it_is_back(
 async def test_a_dead_letter_after_the_limit_then_redelivered_on_request(
     tenant: httpx.AsyncClient, receiver: Receiver, allow_private: None
 ) -> None:
-    hook = await _subscribe(tenant, receiver.url)
+    hook = await subscribe(tenant, receiver.url)
     receiver.status = 503
     user = f"dead-{uuid.uuid4().hex[:8]}"
-    assert (await tenant.post(_memories(user), json={"content": "never heard"})).status_code == 201
+    created = await tenant.post(memories_path(user), json={"content": "never heard"})
+    assert created.status_code == 201, created.text
     deliveries = f"/v1/webhooks/{hook['id']}/deliveries"
 
     async def dead() -> list[dict[str, Any]]:
@@ -275,36 +180,61 @@ async def test_bad_subscriptions_are_refused_with_a_reason(tenant: httpx.AsyncCl
     for body, words in (
         ({"url": "ftp://example.com/x"}, "http or https"),
         ({"url": "https://example.com/x", "event_types": ["memory.exploded"]}, "choose among"),
-        ({"url": "https://example.com/x", "event_types": ["user.erased"]}, "not emitted"),
     ):
         refused = await tenant.post("/v1/webhooks", json=body)
         assert refused.status_code == 400, refused.text
         assert words in refused.json()["detail"]
 
 
-async def test_erasing_a_user_removes_its_queued_events(
+async def test_erasing_a_user_removes_its_queued_events_but_not_its_user_erased(
     tenant: httpx.AsyncClient, receiver: Receiver, allow_private: None
 ) -> None:
-    hook = await _subscribe(tenant, receiver.url)
+    hook = await subscribe(tenant, receiver.url)
     receiver.status = 500
     user, kept = f"erased-{uuid.uuid4().hex[:8]}", f"kept-{uuid.uuid4().hex[:8]}"
-    for who in (user, user, kept):
-        assert (await tenant.post(_memories(who), json={"content": "queued"})).status_code == 201
+    for who, content in ((user, "secret one"), (user, "secret two"), (kept, "kept one")):
+        created = await tenant.post(memories_path(who), json={"content": content})
+        assert created.status_code == 201, created.text
     deliveries = f"/v1/webhooks/{hook['id']}/deliveries"
     before = (await tenant.get(deliveries)).json()["items"]
     assert sorted(d["user_id"] for d in before) == sorted([user, user, kept])
     erased = await tenant.delete(f"/v1/users/{user}")
     assert erased.status_code == 200, erased.text
     assert erased.json()["postgres"]["webhook_deliveries"] == 2
+    attempted = len(receiver.received)
     after = (await tenant.get(deliveries)).json()["items"]
-    assert [d["user_id"] for d in after] == [kept]
+    # Newest first: the erase's own event, queued after the user's others were deleted.
+    assert [(d["type"], d["user_id"]) for d in after] == [
+        ("user.erased", user),
+        ("memory.created", kept),
+    ]
     receiver.status = 200
-    # Pending or already dead after its three failures: queued again either way.
-    again = await tenant.post(f"{deliveries}/{after[0]['id']}/redeliver")
-    assert again.status_code == 202, again.text
+    # Pending or already dead after their three failures: queued again either way.
+    for delivery in after:
+        again = await tenant.post(f"{deliveries}/{delivery['id']}/redeliver")
+        assert again.status_code == 202, again.text
 
-    async def delivered() -> list[dict[str, Any]]:
-        return receiver.accepted()
+    async def delivered() -> dict[str, dict[str, Any]]:
+        # One of each; one may come twice: delivered while pending, and then again on request.
+        got = {e["type"]: e for e in receiver.accepted()}
+        return got if len(got) >= 2 else {}
 
-    (event,) = await wait_until(delivered)
-    assert event["data"]["user_id"] == kept
+    events = await wait_until(delivered)
+    assert sorted(events) == ["memory.created", "user.erased"]
+    assert events["memory.created"]["data"]["user_id"] == kept
+    gone = events["user.erased"]
+    assert signed_by(gone, hook["secret"])
+    assert gone["data"]["user_id"] == user
+    assert datetime.fromisoformat(gone["data"]["erased_at"]) == datetime.fromisoformat(
+        erased.json()["erased_at"]
+    )
+    assert (gone["data"]["memory_versions"], gone["data"]["messages"]) == (2, 0)
+    # No content: nothing the user wrote travels in the event that reports its erasure.
+    assert b"secret" not in gone["_body"]
+    # The erased user's memories were refused (500) before the erase and never sent after it.
+    assert [r["status"] for r in receiver.received[:attempted]] == [500] * attempted
+    assert all(
+        json.loads(r["body"])["data"]["user_id"] == kept
+        for r in receiver.received[attempted:]
+        if json.loads(r["body"])["type"] == "memory.created"
+    )

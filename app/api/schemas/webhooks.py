@@ -8,7 +8,8 @@ from typing import Annotated, Any
 
 import msgspec
 
-from app.webhooks.events import SUPPORTED_EVENTS
+from app.db.models import WebhookSubscription
+from app.webhooks.events import EVENT_TYPES
 
 
 class WebhookCreate(msgspec.Struct, forbid_unknown_fields=True):
@@ -23,10 +24,9 @@ class WebhookCreate(msgspec.Struct, forbid_unknown_fields=True):
         msgspec.Meta(
             min_length=1,
             max_length=16,
-            description="Event types to deliver, of: "
-            f"{', '.join(SUPPORTED_EVENTS)} (default: all).",
+            description=f"Event types to deliver, of: {', '.join(EVENT_TYPES)} (default: all).",
         ),
-    ] = msgspec.field(default_factory=lambda: list(SUPPORTED_EVENTS))
+    ] = msgspec.field(default_factory=lambda: list(EVENT_TYPES))
 
 
 class WebhookOut(msgspec.Struct):
@@ -39,6 +39,17 @@ class WebhookOut(msgspec.Struct):
         str | None,
         msgspec.Meta(description="The signing secret: shown once, in the creation's answer."),
     ] = None
+
+    @classmethod
+    def of(cls, subscription: WebhookSubscription, *, secret: bool = False) -> WebhookOut:
+        return cls(
+            id=subscription.id,
+            url=subscription.url,
+            event_types=list(subscription.event_types),
+            active=subscription.active,
+            created_at=subscription.created_at,
+            secret=subscription.secret if secret else None,
+        )
 
 
 class WebhookList(msgspec.Struct):

@@ -1341,7 +1341,7 @@ export interface components {
         };
         /** WebhookCreate */
         WebhookCreate: {
-            /** @description Event types to deliver, of: memory.created, memory.updated, memory.deleted (default: all). */
+            /** @description Event types to deliver, of: memory.created, memory.updated, memory.deleted, memory.expired, message.processed, batch_job.done, user.erased (default: all). */
             event_types?: string[];
             /** @description Where events are POSTed (http or https). */
             url: string;
