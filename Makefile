@@ -1,5 +1,5 @@
 # The commands the README names. `make up` serves the API; `make test` runs the suite.
-.PHONY: up up-cluster down status install test test-fast lint typecheck relay reindex backup restore bench-supersedes bench-foundation bench-locomo bench-scale bench-ingest bench-mixed bench-retry bench-hnsw bench-relay bench-filters bench-import bench-migrations check-deploy bench-embedding bench-tenants bench-faults bench-categories bench-llm-gate bench-corrections bench-local-llm bench-llm-updates llm bench-mcp bench-small-users bench-hnsw-history bench-scale-out bench-node-loss bench-japanese bench-tracing
+.PHONY: up up-cluster down status install test test-fast lint typecheck relay reindex backup restore bench-supersedes bench-foundation bench-locomo bench-scale bench-ingest bench-mixed bench-retry bench-hnsw bench-relay bench-filters bench-import bench-migrations check-deploy bench-embedding bench-tenants bench-faults bench-categories bench-llm-gate bench-corrections bench-local-llm bench-llm-updates llm bench-mcp bench-small-users bench-hnsw-history bench-scale-out bench-node-loss bench-japanese bench-tracing bench-webhooks
 
 PY := .venv/bin/python
 TEST_WORKERS ?= 2  # pytest-xdist workers; each has its own database, index and in-process API
@@ -91,6 +91,9 @@ bench-scale-out:  ## reads on the Postgres replica vs the writer under a bulk im
 
 bench-node-loss:  ## kill -9 one node of a 3-node OpenSearch cluster under load: degraded seconds, 5xx, lost
 	$(PY) -m bench.scale_out_opensearch $(BENCH_ARGS)
+
+bench-webhooks:  ## webhooks: latency commit -> receipt, events/s per relay, to a loopback receiver (COGNIS_WEBHOOK_ALLOW_PRIVATE=true make up)
+	$(PY) -m bench.webhooks $(BENCH_ARGS)
 
 bench-ingest:  ## write path: raw model texts/s, batch create, messages/s, time-to-searchable, search under load
 	set -a && . .local/cognis.env && set +a && $(PY) -m bench.ingestion $(BENCH_ARGS)
