@@ -42,7 +42,11 @@ class WebhookReceiver:
             protocol_version = "HTTP/1.1"  # keep-alive, as a receiver behind any proxy
 
             def do_POST(self) -> None:
-                body = self.rfile.read(int(self.headers["content-length"]))
+                length = int(self.headers["content-length"])
+                body = self.rfile.read(length)
+                if len(body) < length:  # the sender went away mid-request: no event, no answer
+                    self.close_connection = True
+                    return
                 record = {
                     "received_at": time.time(),
                     **{name: self.headers.get(name) for name in HEADERS},
