@@ -31,8 +31,8 @@ depends_on: str | Sequence[str] | None = None
 def upgrade() -> None:
     op.execute(
         """
-        CREATE OR REPLACE FUNCTION webhook_deliveries_notify() RETURNS trigger
-        LANGUAGE plpgsql AS $$
+        CREATE OR REPLACE FUNCTION public.webhook_deliveries_notify() RETURNS trigger
+        LANGUAGE plpgsql SET search_path = pg_catalog, public, pg_temp AS $$
         BEGIN
             IF EXISTS (SELECT 1 FROM queued) THEN
                 PERFORM pg_notify('cognis_webhooks', '');
