@@ -13,7 +13,6 @@ from litestar import Litestar
 from litestar.datastructures import State
 from litestar.plugins.prometheus import PrometheusConfig
 from litestar.plugins.sqlalchemy import (
-    AsyncSessionConfig,
     SQLAlchemyAsyncConfig,
     SQLAlchemyPlugin,
     async_autocommit_handler_maker,
@@ -95,7 +94,9 @@ def create_app(settings: Settings | None = None) -> Litestar:
     runtime = Runtime.build(settings, process="api")
     db_config = SQLAlchemyAsyncConfig(
         engine_instance=runtime.engine,
-        session_config=AsyncSessionConfig(expire_on_commit=False),
+        # The runtime's factory (expire_on_commit off, StampedSession: an erase refuses the
+        # writes of requests that began before it, app/memories/user_lock.py).
+        session_maker=runtime.sessionmaker,
         # One session per request, committed by the framework before the response starts;
         # then the index wait a write asked for (?wait_for=indexed).
         before_send_handler=commit_then_wait(async_autocommit_handler_maker()),

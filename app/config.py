@@ -702,11 +702,13 @@ class RelaySettings(BaseModel):
         default=30.0,
         description="how long background relays leave a user erasure to the request that made it",
     )
-    # Longer than any write request can take; the id is free again afterwards.
-    erase_write_block_s: float = Field(
-        default=60.0,
-        description="after an erase, writes of that user are refused (409 `User erased`) this "
-        "long, so none in flight survives it",
+    # Longer than any write can take from its start to its transaction (an import included).
+    erase_tombstone_s: float = Field(
+        default=86400.0,
+        gt=0,
+        description="how long an erase's tombstone is kept: until then a write of that user "
+        "that began before the erase and reaches its transaction only now is refused (409 "
+        "`User erased`); a write that began after the erase is accepted at once",
     )
     # Expired memories are hidden at once by every read; the reaper only frees the space.
     expiry_reap_interval_s: float = Field(

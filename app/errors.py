@@ -44,8 +44,8 @@ class PreconditionFailedError(ConflictError):
 
 
 class UserErasedError(ConflictError):
-    """A write of a user erased moments ago: it was in flight when the erase ran, or came
-    within the erase's window (see UserErasure), and is refused so the erase stays final."""
+    """A write that began before its user's erase (see UserErasure): it was in flight when
+    the erase ran, and is refused so the erase stays final. Sent again, it is accepted."""
 
     title = "User erased"
 

@@ -140,7 +140,7 @@ EXPECTED_DEFAULTS: dict[str, object] = {
     "webhook_timeout_s": 10.0,
     "webhook_backoff_base_s": 2.0,
     "erase_handoff_s": 30.0,
-    "erase_write_block_s": 60.0,
+    "erase_tombstone_s": 86400.0,
     "expiry_reap_interval_s": 60.0,
     "expiry_reap_batch_size": 500,
     "index_wait_max_ms": 5000,

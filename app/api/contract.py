@@ -57,8 +57,8 @@ _WHY = {
     401: "Missing or invalid API key.",
     404: "No such resource for this user.",
     409: "A conflict: the resource is gone or changed meanwhile (e.g. a deleted memory), the "
-    "name is taken, or the user was erased moments ago (retry after "
-    "`writes_refused_until`), or the first request with this Idempotency-Key is still running "
+    "name is taken, or the user was erased after this write began (`erased_at`; sent again, "
+    "the write is accepted), or the first request with this Idempotency-Key is still running "
     "(`code: idempotency_key_in_use`: retry with the same key after Retry-After seconds).",
     412: "If-Match names a version that is no longer the memory's current one: another "
     "writer replaced it (`current_version_id`: the version now current). Nothing was written; "

@@ -72,11 +72,12 @@ class UserController(Controller):
         status_code=200,
         summary="Erase a user, or one agent's or run's part of it: physically remove the rows "
         "and documents",
-        description="Without agent_id or run_id: every row and document of the user, and the "
-        "user's writes are refused (409) until `writes_refused_until`. With agent_id and/or "
-        "run_id: only the memories (every version) and messages of exactly that agent and/or "
-        "run (both: that agent's in that run); the user's shared memories and other agents' "
-        "and runs' stay, and no write is refused.",
+        description="Without agent_id or run_id: every row and document of the user; a "
+        "write of the user that began before the erase and was still in flight is refused "
+        "(409), and every write sent after this response is accepted (the user starts "
+        "anew). With agent_id and/or run_id: only the memories (every version) and messages "
+        "of exactly that agent and/or run (both: that agent's in that run); the user's "
+        "shared memories and other agents' and runs' stay, and no write is refused.",
         responses=problems(*COMMON),
     )
     async def erase_user(
@@ -108,7 +109,7 @@ class UserController(Controller):
             opensearch_deleted=erasure.opensearch_deleted,
             opensearch_pending=erasure.opensearch_deleted is None,
             erased_at=erasure.erased_at,
-            writes_refused_until=erasure.window.writes_refused_until,
+            writes_refused_until=None,
             guarantee=erasure.guarantee,
             agent_id=erasure.agent_id,
             run_id=erasure.run_id,

@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
+import time
 import uuid
+from typing import Any
 
-from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker, create_async_engine
+from sqlalchemy.ext.asyncio import (
+    AsyncEngine,
+    AsyncSession,
+    async_sessionmaker,
+    create_async_engine,
+)
+from sqlalchemy.orm import Session
 
 from app.config import Settings
 from app.db import tenant  # noqa: F401 (its listener sets each transaction's tenant)
@@ -75,5 +83,24 @@ def create_engine(
     return engine
 
 
+_OPENED_AT = "cognis_opened_at"
+
+
+class StampedSession(Session):
+    """A session that knows when it was opened (the process's monotonic clock): for a request,
+    its start, before any model work and before its first statement. An erase refuses the
+    writes that began before it by that instant (app/memories/user_lock.py)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.info[_OPENED_AT] = time.monotonic()
+
+
+def opened_at(session: AsyncSession | Session) -> float | None:
+    """When a StampedSession was opened (time.monotonic()); None for another session."""
+    opened = session.info.get(_OPENED_AT)
+    return opened if isinstance(opened, float) else None
+
+
 def create_sessionmaker(engine: AsyncEngine) -> async_sessionmaker:
-    return async_sessionmaker(engine, expire_on_commit=False)
+    return async_sessionmaker(engine, expire_on_commit=False, sync_session_class=StampedSession)

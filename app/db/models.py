@@ -369,9 +369,11 @@ class OutboxEvent(Base):
 
 
 class UserErasure(Base):
-    """The tombstone an erase leaves: until `writes_refused_until`, every write of the user
-    is refused, so a write in flight when the erase ran cannot bring the user back. Holds
-    only the id and two times; removed once the window has passed."""
+    """The tombstone an erase leaves: a write of the user that began before `erased_at` is
+    refused, so a write in flight when the erase ran cannot bring the user back; one that
+    began after it is accepted. Holds only the id and two times; `writes_refused_until` is
+    when the tombstone goes (COGNIS_ERASE_TOMBSTONE_S after the erase, longer than any write
+    takes to reach its transaction), deleted then by the retention job."""
 
     __tablename__ = "user_erasures"
 

@@ -121,7 +121,7 @@ POLICIES: tuple[Policy, ...] = (
         "expires_at",
         "console_sessions_expires_at_idx",
     ),
-    # A tombstone lives COGNIS_ERASE_WRITE_BLOCK_S (a minute): a handful of rows at any time.
+    # A tombstone lives COGNIS_ERASE_TOMBSTONE_S (a day): a row per user erased that day.
     Policy(
         "user_erasures",
         "writes_refused_until < clock_timestamp()",

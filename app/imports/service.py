@@ -5,6 +5,7 @@ and a rerun skips it by external id)."""
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterable, Callable
 from dataclasses import dataclass, field
 
@@ -84,11 +85,14 @@ class MemoryImporter:
         progress: Callable[[ImportSummary], None] | None = None,
     ) -> ImportSummary:
         """Import every line; bad lines are reported, the good ones still land."""
+        # When this write began, for every batch: a user erased while the import runs is
+        # refused from then on, as any write in flight during an erase is.
+        began = time.monotonic()
         if options.user_id is not None:
             check_user_id(options.user_id)
         if (only_user := _only_user(options)) is not None:
             # Refused as every other write of an erased user is (409), before reading a line.
-            await self._refuse_if_erased(only_user)
+            await self._refuse_if_erased(only_user, began)
         rules = LineRules(
             user_id=options.user_id,
             line_users=options.line_users,
@@ -122,12 +126,12 @@ class MemoryImporter:
                         await writing
                         if progress is not None:
                             progress(summary)
-                    writing = asyncio.create_task(self._write(memories, summary, options))
+                    writing = asyncio.create_task(self._write(memories, summary, options, began))
             if batch:
                 memories = await self._prepare(batch, summary, work)
                 if writing is not None:
                     await writing
-                writing = asyncio.create_task(self._write(memories, summary, options))
+                writing = asyncio.create_task(self._write(memories, summary, options, began))
         finally:
             # Also when reading failed: what was prepared is committed, a rerun skips it.
             if writing is not None:
@@ -143,9 +147,9 @@ class MemoryImporter:
         )
         return summary
 
-    async def _refuse_if_erased(self, user_id: str) -> None:
+    async def _refuse_if_erased(self, user_id: str, began: float) -> None:
         async with self._sessionmaker() as session, session.begin():
-            await hold_for_write(session, user_id)
+            await hold_for_write(session, user_id, began)
 
     async def _prepare(
         self, batch: list[ImportDraft], summary: ImportSummary, work: Work
@@ -189,13 +193,17 @@ class MemoryImporter:
         return [d for d in batch if d.draft.category not in unknown]
 
     async def _write(
-        self, lines: list[tuple[int, Memory]], summary: ImportSummary, options: ImportOptions
+        self,
+        lines: list[tuple[int, Memory]],
+        summary: ImportSummary,
+        options: ImportOptions,
+        began: float,
     ) -> None:
         """One transaction: the memories and their outbox rows."""
         if not lines:
             return
         async with self._sessionmaker() as session, session.begin():
-            memories = await self._writable(session, lines, summary, options)
+            memories = await self._writable(session, lines, summary, options, began)
             inserted = await BulkMemoryWriter(session).insert_new(memories) if memories else []
         summary.imported += len(inserted)
         # Imported by a concurrent run (or an earlier batch of this one) since the check.
@@ -207,14 +215,16 @@ class MemoryImporter:
         lines: list[tuple[int, Memory]],
         summary: ImportSummary,
         options: ImportOptions,
+        began: float,
     ) -> list[Memory]:
         """The memories whose user may be written now (each user's write lock taken, in a
-        fixed order). A user erased moments ago: a one-user import is refused as a whole
-        (UserErasedError, 409); otherwise that user's lines fail, each with its number."""
+        fixed order). A user erased since the import began: a one-user import is refused as
+        a whole (UserErasedError, 409); otherwise that user's lines fail, each with its
+        number."""
         refused: dict[str, str] = {}
         for user_id in sorted({m.user_id for _, m in lines}):
             try:
-                await hold_for_write(session, user_id)
+                await hold_for_write(session, user_id, began)
             except UserErasedError as exc:
                 if _only_user(options) is not None:
                     raise

@@ -16,6 +16,7 @@ seconds. Nothing is written before the final transaction, so a crash leaves the 
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -102,6 +103,9 @@ class IngestWorker:
 
     async def run_once(self) -> bool:
         """Process one claim if something is due; False when nothing was."""
+        # The batch's write began here (before the claim): an erase of its user after this
+        # deleted its tasks, and refuses the batch's transaction (app/memories/user_lock.py).
+        began = time.monotonic()
         claim = await self.claim()
         if claim is None:
             return False
@@ -122,7 +126,7 @@ class IngestWorker:
         async with heartbeat:
             with tenant_scope(claim.tenant_id), batch_span:
                 try:
-                    await self._process(claim)
+                    await self._process(claim, began)
                 except LeaseLost:
                     log.warning("ingest.lease_lost", message_ids=_ids(claim.tasks))
                 except UserErasedError:  # its messages and tasks went with the user
@@ -152,7 +156,7 @@ class IngestWorker:
         fresh = dict(zip((m.id for m in missing), computed, strict=True))
         return embeddings | fresh, fresh
 
-    async def _process(self, claim: Claim) -> None:
+    async def _process(self, claim: Claim, began: float) -> None:
         async with self._sessionmaker() as session:
             messages = await IngestRepository(session).get_messages(
                 claim.user_id, claim.message_ids
@@ -162,8 +166,8 @@ class IngestWorker:
         embeddings, fresh = await self._message_embeddings(claim.user_id, list(messages.values()))
         async with self._sessionmaker() as session, session.begin():
             # The user's write lock first (an erase takes it before the task rows): an erase
-            # that ran meanwhile either removed the tasks or refuses this write.
-            await hold_for_write(session, claim.user_id)
+            # that ran since the claim removed the tasks and refuses this write.
+            await hold_for_write(session, claim.user_id, began)
             repository = IngestRepository(session)
             await repository.lock_user(claim.user_id)
             await repository.store_embeddings(claim.user_id, fresh)

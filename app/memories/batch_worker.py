@@ -24,6 +24,7 @@ from app.db.tenant import tenant_scope
 from app.errors import InvalidInputError, UserErasedError
 from app.memories.batch_jobs import BatchJobRepository, ClaimedJob, drafts_from_json
 from app.memories.service import MemoryService, embed_drafts
+from app.memories.user_lock import hold_for_write
 from app.ml.batching import Work, WorkClass
 from app.ml.categories import CategoryClassifier
 from app.ml.embedder import Embedder
@@ -91,10 +92,12 @@ class BatchJobWorker:
 
     async def run_once(self) -> bool:
         """Run one job if one is due; False when none was."""
+        # The job's write began here (before the claim): an erase of its user after this
+        # deleted the job, and refuses the job's transaction (app/memories/user_lock.py).
+        started = time.monotonic()
         job = await self.claim()
         if job is None:
             return False
-        started = time.monotonic()
         heartbeat = renewing_lease(
             lambda: self._renew_lease(job),
             self._settings.ingest_heartbeat_s,
@@ -106,7 +109,7 @@ class BatchJobWorker:
         async with heartbeat:
             with tenant_scope(job.tenant_id):
                 try:
-                    await self._write(job)
+                    await self._write(job, started)
                 except JobLost:
                     log.warning("batch_job.lost", job_id=str(job.id), user_id=job.user_id)
                 except UserErasedError:  # the erase deleted the job with the user's rows
@@ -124,16 +127,19 @@ class BatchJobWorker:
                     )
         return True
 
-    async def _write(self, job: ClaimedJob) -> None:
+    async def _write(self, job: ClaimedJob, began: float) -> None:
         drafts = job.drafts
         # Bulk work with no deadline: the model's slow part, before any transaction opens.
         work = Work(WorkClass.BULK, job.tenant_id, job.user_id)
         await embed_drafts(drafts, self._embedder, work)
         async with self._sessionmaker() as session, session.begin():
+            # The user's write lock (create takes it again, a no-op): an erase since the claim
+            # deleted the job and refuses this write (409, dropped), and one that comes later
+            # waits for this transaction.
+            await hold_for_write(session, job.user_id, began)
             service = MemoryService(session, self._embedder, self._classifier, self._settings)
             memories = await service.create(job.user_id, drafts, work)
-            # After the user's write lock (taken by create): an erase that ran first deleted
-            # the job, and one that comes later waits for this transaction.
+            # A job taken over by another worker meanwhile: rolled back.
             if not await BatchJobRepository(session).finish(
                 job.id, job.token, [m.id for m in memories]
             ):

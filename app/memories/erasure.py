@@ -41,10 +41,10 @@ class Erasure:
                 "runs' stay; no write is refused: one committed after erased_at is kept"
             )
         return (
-            "every write of this user acknowledged before this response is erased from "
-            "Postgres, and from OpenSearch once opensearch_pending is false; a write that was "
-            "in flight, or that arrives before writes_refused_until, is refused with 409 and "
-            "leaves nothing"
+            "every write of this user that began before erased_at is erased from Postgres, "
+            "and from OpenSearch once opensearch_pending is false, or, if it was still in "
+            "flight, refused with 409 and leaves nothing; a write that began after erased_at, "
+            "so any write sent after this response, is accepted"
         )
 
     @property
@@ -68,7 +68,7 @@ class UserEraser:
         own, committed before OpenSearch is touched; then run that erase event at once."""
         check_user_id(user_id)
         async with self._sessionmaker() as session, session.begin():
-            counts, window = await erase_user(session, user_id, self._settings.erase_write_block_s)
+            counts, window = await erase_user(session, user_id, self._settings.erase_tombstone_s)
             event = outbox.enqueue_erase(session, user_id, hold_s=self._settings.erase_handoff_s)
             await session.flush()
             event_id = event.id
@@ -110,7 +110,7 @@ class UserEraser:
             user_id=user_id,
             postgres=erased.counts,
             opensearch_deleted=deleted,
-            window=ErasedWindow(erased_at=erased.erased_at, writes_refused_until=None),
+            window=ErasedWindow(erased_at=erased.erased_at, tombstone_until=None),
             agent_id=agent_id,
             run_id=run_id,
         )

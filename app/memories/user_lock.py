@@ -1,17 +1,20 @@
-"""The per-user write lock and the erase tombstone: no write that commits after a user's
-erase survives it (docs/architecture.md, "What an erase guarantees under concurrent writes")."""
+"""The per-user write lock and the erase tombstone: no write that began before a user's erase
+survives it, and every write that began after it is accepted (docs/architecture.md, "What an
+erase guarantees under concurrent writes")."""
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import ColumnElement, any_, bindparam, delete, func, or_, select, text
+from sqlalchemy import ColumnElement, DateTime, any_, bindparam, delete, func, or_, select, text
 from sqlalchemy.dialects.postgresql import ARRAY, UUID
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.db.engine import opened_at
 from app.db.models import (
     BatchJob,
     IdempotencyKey,
@@ -47,32 +50,51 @@ def user_lock_key(tenant_id: object, user_id: str) -> str:
 @dataclass(frozen=True, slots=True)
 class ErasedWindow:
     erased_at: datetime
-    # None: no write is refused (a scoped erase leaves no tombstone).
-    writes_refused_until: datetime | None
+    # When the tombstone goes (the retention job deletes it): until then a write that began
+    # before erased_at is refused. None: no tombstone (a scoped erase refuses no write).
+    tombstone_until: datetime | None
 
 
-async def hold_for_write(session: AsyncSession, user_id: str) -> None:
+async def hold_for_write(session: AsyncSession, user_id: str, began: float | None = None) -> None:
     """Before a transaction writes anything of the user: take the user's write lock (shared,
-    until commit) and refuse with UserErasedError while an erase's tombstone blocks writes.
+    until commit) and refuse with UserErasedError a write that began before the user's last
+    erase (its tombstone's erased_at), so nothing in flight when the erase ran outlives it; a
+    write that began after the erase is accepted, however soon.
 
-    The tombstone is read in a statement after the lock is granted, so under READ
-    COMMITTED it sees an erase that committed while this transaction waited for it."""
+    A write began when its session was opened (`began`, time.monotonic(), when the work spans
+    several sessions, as an import does), in Postgres time: its clock read now minus the time
+    elapsed since, taken after the answer, so the estimate is never later than the truth (a
+    write within one round trip of an erase counts as before it). Without a stamped session,
+    its transaction's start. The tombstone is read in a statement after the lock is granted,
+    so under READ COMMITTED it sees an erase that committed while this transaction waited."""
     transaction = session.get_transaction()
     held = session.info.get("write_holds")
     if held is not None and held[0] is transaction and user_id in held[1]:
         return
     await session.execute(_USER_WRITE_LOCK, {"key": _user_lock_key(user_id)})
-    refused_until = await session.scalar(
-        select(UserErasure.writes_refused_until).where(
-            UserErasure.user_id == user_id,
-            UserErasure.writes_refused_until > func.clock_timestamp(),
+    if began is None:
+        began = opened_at(session)
+    erased = select(UserErasure.erased_at).where(UserErasure.user_id == user_id).scalar_subquery()
+    instant = DateTime(timezone=True)
+    row = (
+        await session.execute(
+            select(
+                func.clock_timestamp(type_=instant),
+                func.transaction_timestamp(type_=instant),
+                erased,
+            )
         )
-    )
-    if refused_until is not None:
+    ).one()
+    answered = time.monotonic()
+    now, began_at, erased_at = row.tuple()
+    if began is not None:
+        began_at = min(began_at, now - timedelta(seconds=max(answered - began, 0.0)))
+    if erased_at is not None and erased_at > began_at:
         raise UserErasedError(
-            f"user {user_id} was erased while this write was in flight or moments before; "
-            f"writes to this user id are refused until {refused_until.isoformat()}",
-            writes_refused_until=refused_until.isoformat(),
+            f"user {user_id} was erased at {erased_at.isoformat()}, after this write began: "
+            "it is refused, so nothing in flight when the erase ran outlives it; a write "
+            "sent now is accepted",
+            erased_at=erased_at.isoformat(),
         )
     if held is None or held[0] is not transaction:
         held = (transaction, set[str]())
@@ -81,11 +103,11 @@ async def hold_for_write(session: AsyncSession, user_id: str) -> None:
 
 
 async def erase_user(
-    session: AsyncSession, user_id: str, block_writes_s: float
+    session: AsyncSession, user_id: str, tombstone_s: float
 ) -> tuple[dict[str, int], ErasedWindow]:
     """Physically delete every row of this user (the only path that removes rows), under
-    the user's lock taken exclusively, and leave a tombstone that refuses the user's
-    writes for `block_writes_s` seconds after this transaction."""
+    the user's lock taken exclusively, and leave a tombstone (kept `tombstone_s` seconds)
+    that refuses the user's writes begun before this erase."""
     await session.execute(_USER_ERASE_LOCK, {"key": _user_lock_key(user_id)})
     counts: dict[str, int] = {}
     # Stored idempotent responses go too: they repeat the user's memories and messages.
@@ -106,8 +128,10 @@ async def erase_user(
     for name, model in tables:
         result = await session.execute(delete(model).where(model.user_id == user_id))
         counts[name] = int(result.rowcount or 0)  # type: ignore[attr-defined]
+    # After every delete, under the exclusive lock: a write that began before this instant
+    # either committed before the lock was granted (and is deleted above) or is refused.
     erased_at = func.clock_timestamp()
-    until = erased_at + func.make_interval(0, 0, 0, 0, 0, 0, block_writes_s)
+    until = erased_at + func.make_interval(0, 0, 0, 0, 0, 0, tombstone_s)
     statement = (
         pg_insert(UserErasure)
         .values(user_id=user_id, erased_at=erased_at, writes_refused_until=until)
@@ -118,9 +142,9 @@ async def erase_user(
         .returning(UserErasure.erased_at, UserErasure.writes_refused_until)
     )
     row = (await session.execute(statement)).one()
-    window = ErasedWindow(erased_at=row[0], writes_refused_until=row[1])
+    window = ErasedWindow(erased_at=row[0], tombstone_until=row[1])
     # After the user's deliveries were deleted above: this event is the one that stays.
-    erased = webhook_events.user_erased(user_id, row[0], row[1], counts)
+    erased = webhook_events.user_erased(user_id, row[0], counts)
     await webhook_events.queue(session, [erased])
     return counts, window
 

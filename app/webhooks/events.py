@@ -212,15 +212,12 @@ def batch_job_done(job: BatchJob) -> Event:
     return Event("batch_job.done", job.user_id, data, job.tenant_id)
 
 
-def user_erased(
-    user_id: str, erased_at: datetime, writes_refused_until: datetime | None, counts: dict[str, int]
-) -> Event:
-    """Every row of the user was deleted: times and counts, no content. Queued after the
+def user_erased(user_id: str, erased_at: datetime, counts: dict[str, int]) -> Event:
+    """Every row of the user was deleted: its time and counts, no content. Queued after the
     erase deleted the user's other deliveries, so it is the one left."""
     data = {
         "user_id": user_id,
         "erased_at": _iso(erased_at),
-        "writes_refused_until": _iso(writes_refused_until),
         "memory_versions": counts.get("memories", 0),
         "messages": counts.get("messages", 0),
     }

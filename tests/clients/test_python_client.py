@@ -178,9 +178,12 @@ async def test_async_client_ingests_messages_and_finds_them(api: ApiProcess, use
         assert [m.id for m in walked] == [decision.memory_id]
 
         erased = await cognis.erase_user(user_id)
-        assert erased.postgres["memories"] == 1
+        assert erased.postgres["memories"] == 1 and erased.writes_refused_until is None
         with pytest.raises(NotFoundError):
             await cognis.get_memory(user_id, decision.memory_id)
+        # A new life at once: the next write for the id is accepted.
+        again = await cognis.add_memory(user_id, "Ines started learning Estonian.")
+        assert [m.id async for m in cognis.iter_memories(user_id)] == [again.id]
 
 
 def _counting(client: CognisClient) -> list[int]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import numpy as np
@@ -247,17 +248,46 @@ async def test_a_line_nested_too_deeply_fails_alone(client, db, user_id) -> None
     assert set(await imported_rows(db, user_id)) == {"h-0", "h-1"}
 
 
-async def test_an_import_for_a_user_erased_moments_ago_is_refused(client, db, user_id) -> None:
-    """409 problem+json, as every other write of that user gets, and nothing is written."""
-    await create_memory(client, user_id, "Soon to be forgotten")
-    assert (await client.delete(f"/v1/users/{user_id}")).status_code == 200
-    response = await client.post(
-        f"/v1/users/{user_id}/import", content=jsonl(history(2)), headers=NDJSON
+async def test_an_import_under_way_when_its_user_is_erased_is_refused_and_leaves_nothing(
+    client, db, user_id
+) -> None:
+    """An import that began before the erase: its next batch is refused (409 problem+json, as
+    every write of that user in flight during an erase is) and what it committed before went
+    with the user. An import sent after the erase is accepted at once."""
+    lines = history(6)
+    erased = asyncio.Event()
+
+    async def body():
+        yield jsonl(lines[:2])  # a first batch, written before the erase
+        await erased.wait()
+        yield jsonl(lines[2:])
+
+    under_way = asyncio.create_task(
+        client.post(
+            f"/v1/users/{user_id}/import",
+            content=body(),
+            headers=NDJSON,
+            params={"batch_size": 2},
+        )
     )
+
+    async def first_batch_written() -> bool:
+        return len(await imported_rows(db, user_id)) == 2
+
+    await wait_until(first_batch_written, timeout=60)
+    erase = await client.delete(f"/v1/users/{user_id}")
+    assert erase.status_code == 200, erase.text
+    assert erase.json()["postgres"]["memories"] == 2
+    erased.set()
+    response = await under_way
     assert response.status_code == 409, response.text
     assert response.headers["Content-Type"].startswith("application/problem+json")
-    assert "erased" in response.json()["detail"]
+    assert response.json()["title"] == "User erased"
+    assert "after this write began" in response.json()["detail"]
     assert await imported_rows(db, user_id) == {}
+
+    summary = await post_import(client, user_id, jsonl(lines))
+    assert summary == {"imported": 6, "skipped": 0, "failed": 0, "errors": []}
 
 
 async def test_a_byte_order_mark_is_skipped(client, db, user_id) -> None:

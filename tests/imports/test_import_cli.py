@@ -129,14 +129,17 @@ async def test_defer_index_rebuilds_the_hnsw_indexes(migrated, db, user_id, tmp_
 async def test_cli_reads_as_the_endpoint_does(
     migrated, db, client, user_id, other_user_id, tmp_path
 ) -> None:
-    """A byte-order mark, a record nested too deeply and an erased user, as a file."""
+    """A byte-order mark, a record nested too deeply and a user erased while the import runs,
+    as a file."""
     await create_memory(client, other_user_id, "Soon to be forgotten")
     assert (await client.delete(f"/v1/users/{other_user_id}")).status_code == 200
-    async with db.begin() as connection:  # the window outlasts this slow test's CLI runs
+    async with db.begin() as connection:
+        # The erase dated after every CLI run below begins: as far as each import knows, the
+        # user is erased while it runs (tests/imports/test_import_api.py erases one for real).
         await connection.execute(
             text(
-                "UPDATE user_erasures SET writes_refused_until = now() + interval '1 hour'"
-                " WHERE user_id = :u"
+                "UPDATE user_erasures SET erased_at = now() + interval '1 hour',"
+                " writes_refused_until = now() + interval '2 hours' WHERE user_id = :u"
             ),
             {"u": other_user_id},
         )
@@ -176,7 +179,7 @@ async def test_cli_reads_as_the_endpoint_does(
     assert (summary["imported"], summary["failed"]) == (2, 1)
     assert summary["errors"][0]["line"] == 3
 
-    # Every line for the erased user: refused as a whole, nothing written.
+    # Every line for the user erased while it runs: refused as a whole, nothing written.
     refused = await asyncio.to_thread(
         run_cli, migrated, "app", "import", str(lines), "--user", other_user_id
     )

@@ -22,12 +22,12 @@ class EraseOut(msgspec.Struct):
     ]
     opensearch_pending: bool
     erased_at: datetime
-    # Until then every write of this user is refused (409): nothing in flight survives.
+    # Kept for clients written when an erase refused the user's writes for a minute.
     writes_refused_until: Annotated[
         datetime | None,
         msgspec.Meta(
-            description="Until then every write of this user is refused (409). Null for an "
-            "erase of one agent or run, which refuses no write."
+            description="Deprecated, always null: no write sent after this response is "
+            "refused (only writes that began before `erased_at`, which get 409)."
         ),
     ]
     guarantee: str

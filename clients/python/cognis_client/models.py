@@ -251,8 +251,8 @@ class Erasure(msgspec.Struct, frozen=True):
     opensearch_deleted: int | None
     opensearch_pending: bool
     erased_at: datetime | None = None
-    # Writes to this user id are refused (409) until then, so the erase stays final (None
-    # after an erase of one agent or run, which refuses no write).
+    # Deprecated, always None: a write sent after the erase is accepted (only one that began
+    # before `erased_at` is refused: 409, a ConflictError).
     writes_refused_until: datetime | None = None
     guarantee: str | None = None  # what the receipt promises, in words
     # The agent and/or run a scoped erase removed; both None: the whole user.

@@ -242,7 +242,7 @@ export interface paths {
         post?: never;
         /**
          * Erase a user, or one agent's or run's part of it: physically remove the rows and documents
-         * @description Without agent_id or run_id: every row and document of the user, and the user's writes are refused (409) until `writes_refused_until`. With agent_id and/or run_id: only the memories (every version) and messages of exactly that agent and/or run (both: that agent's in that run); the user's shared memories and other agents' and runs' stay, and no write is refused.
+         * @description Without agent_id or run_id: every row and document of the user; a write of the user that began before the erase and was still in flight is refused (409), and every write sent after this response is accepted (the user starts anew). With agent_id and/or run_id: only the memories (every version) and messages of exactly that agent and/or run (both: that agent's in that run); the user's shared memories and other agents' and runs' stay, and no write is refused.
          */
         delete: operations["V1UsersUserIdEraseUser"];
         options?: never;
@@ -793,7 +793,7 @@ export interface components {
             /** @description The run erased; null: not scoped by run. */
             run_id?: string | null;
             user_id: string;
-            /** @description Until then every write of this user is refused (409). Null for an erase of one agent or run, which refuses no write. */
+            /** @description Deprecated, always null: no write sent after this response is refused (only writes that began before `erased_at`, which get 409). */
             writes_refused_until: string | null;
         };
         /** HistoryOut */
@@ -1623,7 +1623,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description A conflict: the resource is gone or changed meanwhile (e.g. a deleted memory), the name is taken, or the user was erased moments ago (retry after `writes_refused_until`), or the first request with this Idempotency-Key is still running (`code: idempotency_key_in_use`: retry with the same key after Retry-After seconds). */
+            /** @description A conflict: the resource is gone or changed meanwhile (e.g. a deleted memory), the name is taken, or the user was erased after this write began (`erased_at`; sent again, the write is accepted), or the first request with this Idempotency-Key is still running (`code: idempotency_key_in_use`: retry with the same key after Retry-After seconds). */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -1952,7 +1952,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description A conflict: the resource is gone or changed meanwhile (e.g. a deleted memory), the name is taken, or the user was erased moments ago (retry after `writes_refused_until`), or the first request with this Idempotency-Key is still running (`code: idempotency_key_in_use`: retry with the same key after Retry-After seconds). */
+            /** @description A conflict: the resource is gone or changed meanwhile (e.g. a deleted memory), the name is taken, or the user was erased after this write began (`erased_at`; sent again, the write is accepted), or the first request with this Idempotency-Key is still running (`code: idempotency_key_in_use`: retry with the same key after Retry-After seconds). */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -2050,7 +2050,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description A conflict: the resource is gone or changed meanwhile (e.g. a deleted memory), the name is taken, or the user was erased moments ago (retry after `writes_refused_until`), or the first request with this Idempotency-Key is still running (`code: idempotency_key_in_use`: retry with the same key after Retry-After seconds). */
+            /** @description A conflict: the resource is gone or changed meanwhile (e.g. a deleted memory), the name is taken, or the user was erased after this write began (`erased_at`; sent again, the write is accepted), or the first request with this Idempotency-Key is still running (`code: idempotency_key_in_use`: retry with the same key after Retry-After seconds). */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -2148,7 +2148,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description A conflict: the resource is gone or changed meanwhile (e.g. a deleted memory), the name is taken, or the user was erased moments ago (retry after `writes_refused_until`), or the first request with this Idempotency-Key is still running (`code: idempotency_key_in_use`: retry with the same key after Retry-After seconds). */
+            /** @description A conflict: the resource is gone or changed meanwhile (e.g. a deleted memory), the name is taken, or the user was erased after this write began (`erased_at`; sent again, the write is accepted), or the first request with this Idempotency-Key is still running (`code: idempotency_key_in_use`: retry with the same key after Retry-After seconds). */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -2244,7 +2244,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description A conflict: the resource is gone or changed meanwhile (e.g. a deleted memory), the name is taken, or the user was erased moments ago (retry after `writes_refused_until`), or the first request with this Idempotency-Key is still running (`code: idempotency_key_in_use`: retry with the same key after Retry-After seconds). */
+            /** @description A conflict: the resource is gone or changed meanwhile (e.g. a deleted memory), the name is taken, or the user was erased after this write began (`erased_at`; sent again, the write is accepted), or the first request with this Idempotency-Key is still running (`code: idempotency_key_in_use`: retry with the same key after Retry-After seconds). */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -2344,7 +2344,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description A conflict: the resource is gone or changed meanwhile (e.g. a deleted memory), the name is taken, or the user was erased moments ago (retry after `writes_refused_until`), or the first request with this Idempotency-Key is still running (`code: idempotency_key_in_use`: retry with the same key after Retry-After seconds). */
+            /** @description A conflict: the resource is gone or changed meanwhile (e.g. a deleted memory), the name is taken, or the user was erased after this write began (`erased_at`; sent again, the write is accepted), or the first request with this Idempotency-Key is still running (`code: idempotency_key_in_use`: retry with the same key after Retry-After seconds). */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -2440,7 +2440,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description A conflict: the resource is gone or changed meanwhile (e.g. a deleted memory), the name is taken, or the user was erased moments ago (retry after `writes_refused_until`), or the first request with this Idempotency-Key is still running (`code: idempotency_key_in_use`: retry with the same key after Retry-After seconds). */
+            /** @description A conflict: the resource is gone or changed meanwhile (e.g. a deleted memory), the name is taken, or the user was erased after this write began (`erased_at`; sent again, the write is accepted), or the first request with this Idempotency-Key is still running (`code: idempotency_key_in_use`: retry with the same key after Retry-After seconds). */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -2536,7 +2536,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description A conflict: the resource is gone or changed meanwhile (e.g. a deleted memory), the name is taken, or the user was erased moments ago (retry after `writes_refused_until`), or the first request with this Idempotency-Key is still running (`code: idempotency_key_in_use`: retry with the same key after Retry-After seconds). */
+            /** @description A conflict: the resource is gone or changed meanwhile (e.g. a deleted memory), the name is taken, or the user was erased after this write began (`erased_at`; sent again, the write is accepted), or the first request with this Idempotency-Key is still running (`code: idempotency_key_in_use`: retry with the same key after Retry-After seconds). */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -3100,7 +3100,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description A conflict: the resource is gone or changed meanwhile (e.g. a deleted memory), the name is taken, or the user was erased moments ago (retry after `writes_refused_until`), or the first request with this Idempotency-Key is still running (`code: idempotency_key_in_use`: retry with the same key after Retry-After seconds). */
+            /** @description A conflict: the resource is gone or changed meanwhile (e.g. a deleted memory), the name is taken, or the user was erased after this write began (`erased_at`; sent again, the write is accepted), or the first request with this Idempotency-Key is still running (`code: idempotency_key_in_use`: retry with the same key after Retry-After seconds). */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -3366,7 +3366,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description A conflict: the resource is gone or changed meanwhile (e.g. a deleted memory), the name is taken, or the user was erased moments ago (retry after `writes_refused_until`), or the first request with this Idempotency-Key is still running (`code: idempotency_key_in_use`: retry with the same key after Retry-After seconds). */
+            /** @description A conflict: the resource is gone or changed meanwhile (e.g. a deleted memory), the name is taken, or the user was erased after this write began (`erased_at`; sent again, the write is accepted), or the first request with this Idempotency-Key is still running (`code: idempotency_key_in_use`: retry with the same key after Retry-After seconds). */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -3490,7 +3490,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description A conflict: the resource is gone or changed meanwhile (e.g. a deleted memory), the name is taken, or the user was erased moments ago (retry after `writes_refused_until`), or the first request with this Idempotency-Key is still running (`code: idempotency_key_in_use`: retry with the same key after Retry-After seconds). */
+            /** @description A conflict: the resource is gone or changed meanwhile (e.g. a deleted memory), the name is taken, or the user was erased after this write began (`erased_at`; sent again, the write is accepted), or the first request with this Idempotency-Key is still running (`code: idempotency_key_in_use`: retry with the same key after Retry-After seconds). */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -3767,7 +3767,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description A conflict: the resource is gone or changed meanwhile (e.g. a deleted memory), the name is taken, or the user was erased moments ago (retry after `writes_refused_until`), or the first request with this Idempotency-Key is still running (`code: idempotency_key_in_use`: retry with the same key after Retry-After seconds). */
+            /** @description A conflict: the resource is gone or changed meanwhile (e.g. a deleted memory), the name is taken, or the user was erased after this write began (`erased_at`; sent again, the write is accepted), or the first request with this Idempotency-Key is still running (`code: idempotency_key_in_use`: retry with the same key after Retry-After seconds). */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -3887,7 +3887,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description A conflict: the resource is gone or changed meanwhile (e.g. a deleted memory), the name is taken, or the user was erased moments ago (retry after `writes_refused_until`), or the first request with this Idempotency-Key is still running (`code: idempotency_key_in_use`: retry with the same key after Retry-After seconds). */
+            /** @description A conflict: the resource is gone or changed meanwhile (e.g. a deleted memory), the name is taken, or the user was erased after this write began (`erased_at`; sent again, the write is accepted), or the first request with this Idempotency-Key is still running (`code: idempotency_key_in_use`: retry with the same key after Retry-After seconds). */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -4097,7 +4097,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description A conflict: the resource is gone or changed meanwhile (e.g. a deleted memory), the name is taken, or the user was erased moments ago (retry after `writes_refused_until`), or the first request with this Idempotency-Key is still running (`code: idempotency_key_in_use`: retry with the same key after Retry-After seconds). */
+            /** @description A conflict: the resource is gone or changed meanwhile (e.g. a deleted memory), the name is taken, or the user was erased after this write began (`erased_at`; sent again, the write is accepted), or the first request with this Idempotency-Key is still running (`code: idempotency_key_in_use`: retry with the same key after Retry-After seconds). */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -4773,7 +4773,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description A conflict: the resource is gone or changed meanwhile (e.g. a deleted memory), the name is taken, or the user was erased moments ago (retry after `writes_refused_until`), or the first request with this Idempotency-Key is still running (`code: idempotency_key_in_use`: retry with the same key after Retry-After seconds). */
+            /** @description A conflict: the resource is gone or changed meanwhile (e.g. a deleted memory), the name is taken, or the user was erased after this write began (`erased_at`; sent again, the write is accepted), or the first request with this Idempotency-Key is still running (`code: idempotency_key_in_use`: retry with the same key after Retry-After seconds). */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -4871,7 +4871,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description A conflict: the resource is gone or changed meanwhile (e.g. a deleted memory), the name is taken, or the user was erased moments ago (retry after `writes_refused_until`), or the first request with this Idempotency-Key is still running (`code: idempotency_key_in_use`: retry with the same key after Retry-After seconds). */
+            /** @description A conflict: the resource is gone or changed meanwhile (e.g. a deleted memory), the name is taken, or the user was erased after this write began (`erased_at`; sent again, the write is accepted), or the first request with this Idempotency-Key is still running (`code: idempotency_key_in_use`: retry with the same key after Retry-After seconds). */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -4969,7 +4969,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description A conflict: the resource is gone or changed meanwhile (e.g. a deleted memory), the name is taken, or the user was erased moments ago (retry after `writes_refused_until`), or the first request with this Idempotency-Key is still running (`code: idempotency_key_in_use`: retry with the same key after Retry-After seconds). */
+            /** @description A conflict: the resource is gone or changed meanwhile (e.g. a deleted memory), the name is taken, or the user was erased after this write began (`erased_at`; sent again, the write is accepted), or the first request with this Idempotency-Key is still running (`code: idempotency_key_in_use`: retry with the same key after Retry-After seconds). */
             409: {
                 headers: {
                     [name: string]: unknown;

@@ -277,9 +277,12 @@ describe("CognisClient against the API", () => {
     const erased = await cognis.eraseUser(userId);
     expect(erased.user_id).toBe(userId);
     expect(erased.postgres["memories"]).toBe(2);
-    expect(erased.writes_refused_until).toBeTypeOf("string");
+    expect(erased.writes_refused_until).toBeNull();
     expect((await cognis.listMemories(userId)).items).toEqual([]);
     expect((await cognis.listUsers({ prefix: userId })).items).toEqual([]);
+    // A new life at once: the next write for the id is accepted.
+    const again = await cognis.addMemory(userId, { content: "Ines plans the Artemis launch." });
+    expect((await cognis.listMemories(userId)).items.map((m) => m.id)).toEqual([again.id]);
   });
 });
 
