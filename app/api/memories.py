@@ -44,6 +44,7 @@ from app.api.reads import READ_HEADERS, Reads
 from app.api.schemas.memories import (
     BatchJobOut,
     HistoryOut,
+    MemoriesDeletedOut,
     MemoryBatchCreate,
     MemoryBatchOut,
     MemoryCreate,
@@ -51,9 +52,10 @@ from app.api.schemas.memories import (
     MemoryOut,
 )
 from app.db.models import Memory
+from app.errors import InvalidInputError
 from app.memories.domain import MemoryDraft, MemoryUpdate, id_prefix_range, parse_memory_id
-from app.memories.fields import Category, Scope, SessionId
-from app.memories.filters import listing_filter, to_sql
+from app.memories.fields import AgentId, Category, RunId, Scope, SessionId
+from app.memories.filters import deletion_filter, listing_filter, to_sql
 from app.memories.repository import ListFilter
 from app.memories.service import MemoryService
 from app.ml.batching import Work
@@ -218,6 +220,69 @@ class MemoryController(Controller):
             fresh=True,
         )
         return MemoryList(items=[MemoryOut.of(m) for m in page.items], next_cursor=page.next_cursor)
+
+    @delete(
+        "/",
+        status_code=200,
+        summary="Delete every memory a filter keeps: end their current versions (history kept)",
+        description="What a DELETE of each would do, in one transaction: every current memory "
+        "the filters keep has its current version ended (it leaves lists and searches; GET by "
+        "its id reads its last version and `/history` every version). The filters are the "
+        "list's, except `agent_id` and `run_id`: here exactly that agent's or run's memories, "
+        "not the user's shared ones too (a list's `filters` with `agent eq A` shows the same "
+        "set first). Without any filter, `all=true` is required: then every memory of the "
+        "user. Nothing is removed: `DELETE /v1/users/{user_id}` erases.",
+        response_headers=WRITE_WAIT_HEADERS + REPLAY_HEADERS,
+        responses=problems(*COMMON, *KEYED),
+    )
+    async def delete_memories(
+        self,
+        user_id: UserId,
+        service: MemoryService,
+        index_wait: WriteWait,
+        idempotency: IdempotentWrite,
+        memory_scope: Annotated[Scope | None, Parameter(query="scope")] = None,
+        session_id: SessionId | None = None,
+        agent_id: Annotated[
+            AgentId | None,
+            Parameter(description="Only this agent's memories (not the shared ones)."),
+        ] = None,
+        run_id: Annotated[
+            RunId | None,
+            Parameter(description="Only this run's memories (not those of no run)."),
+        ] = None,
+        category: Category | None = None,
+        filters: FiltersQuery = None,
+        every: Annotated[
+            bool,
+            Parameter(
+                query="all",
+                description="Delete every memory of the user: required when no filter is "
+                "given, so that a request whose memory id went missing "
+                "(`DELETE .../memories/`) ends nothing.",
+            ),
+        ] = False,
+    ) -> Response[MemoriesDeletedOut]:
+        kept = deletion_filter(filters, agent_id, run_id)
+        listing = ListFilter(
+            scope=memory_scope,
+            session_id=session_id,
+            category=category,
+            where=to_sql(kept) if kept is not None else None,
+        )
+        if not every and kept is None and (memory_scope, session_id, category) == (None,) * 3:
+            raise InvalidInputError(
+                "give a filter (scope, session_id, agent_id, run_id, category or filters), or "
+                "all=true to delete every memory of the user",
+                field="all",
+            )
+
+        async def delete_all() -> list[Memory]:
+            return await service.delete_all(user_id, listing)
+
+        return await idempotency.respond(
+            delete_all, lambda ended: MemoriesDeletedOut.of(user_id, ended), index_wait
+        )
 
     @get(
         "/{memory_id:str}",

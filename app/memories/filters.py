@@ -326,6 +326,29 @@ def listing_filter(
     )
 
 
+def owned_by(agent_id: str | None, run_id: str | None) -> Filter | None:
+    """The memories of exactly that agent and/or run, as a filter: unlike `visible_to`, not
+    the user's shared ones (no agent, or no run). What a delete of an agent's or a run's
+    memories acts on, as a scoped erase does. Naming neither: None."""
+    parts = tuple(
+        Clause(field, "eq", value)
+        for field, value in (("agent", agent_id), ("run", run_id))
+        if value is not None
+    )
+    return all_of(*parts)
+
+
+def deletion_filter(
+    filters_json: str | None, agent_id: str | None, run_id: str | None
+) -> Filter | None:
+    """What a delete of many memories ends: its `filters` (JSON text) and exactly its agent's
+    and/or run's memories, checked."""
+    return all_of(
+        parse_filter_json(filters_json) if filters_json is not None else None,
+        owned_by(check_scope_id(agent_id, "agent_id"), check_scope_id(run_id, "run_id")),
+    )
+
+
 def all_of(*trees: Filter | None) -> Filter | None:
     """The trees given (None: no condition) that must all hold, as one filter."""
     kept = tuple(tree for tree in trees if tree is not None)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -11,6 +11,7 @@ import numpy as np
 from sqlalchemy import (
     ColumnElement,
     Float,
+    Select,
     Text,
     and_,
     any_,
@@ -265,6 +266,26 @@ async def set_hnsw_scan(
     return where is not None and rare
 
 
+def _listed(user_id: str, filters: ListFilter) -> Select[Memory]:
+    """The user's unexpired memories that a list with `filters` shows (unordered)."""
+    query = select(Memory).where(Memory.user_id == user_id, unexpired())
+    if not filters.include_superseded:
+        query = query.where(Memory.is_current)
+    if filters.scope is not None:
+        query = query.where(Memory.scope == filters.scope)
+    if filters.session_id is not None:
+        query = query.where(Memory.session_id == filters.session_id)
+    if filters.category is not None:
+        query = query.where(Memory.category == filters.category)
+    if filters.where is not None:
+        query = query.where(filters.where)
+    if filters.id_range is not None:
+        # A short id is the start of a memory's id or of one of its versions' ids.
+        low, high = filters.id_range
+        query = query.where(or_(Memory.chain_id.between(low, high), Memory.id.between(low, high)))
+    return query
+
+
 class MemoryRepository:
     def __init__(self, session: AsyncSession, where: ColumnElement[bool] | None = None) -> None:
         """`where`: a search's filter (app/memories/filters.py, compiled): every read that
@@ -399,26 +420,19 @@ class MemoryRepository:
         after: tuple[datetime, uuid.UUID] | None = None,
     ) -> list[Memory]:
         """Newest first; `after` is the (created_at, id) of the last row of the previous page."""
-        query = select(Memory).where(Memory.user_id == user_id, unexpired())
-        if not filters.include_superseded:
-            query = query.where(Memory.is_current)
-        if filters.scope is not None:
-            query = query.where(Memory.scope == filters.scope)
-        if filters.session_id is not None:
-            query = query.where(Memory.session_id == filters.session_id)
-        if filters.category is not None:
-            query = query.where(Memory.category == filters.category)
-        if filters.where is not None:
-            query = query.where(filters.where)
-        if filters.id_range is not None:
-            # A short id is the start of a memory's id or of one of its versions' ids.
-            low, high = filters.id_range
-            query = query.where(
-                or_(Memory.chain_id.between(low, high), Memory.id.between(low, high))
-            )
+        query = _listed(user_id, filters)
         if after is not None:
             query = query.where(tuple_(Memory.created_at, Memory.id) < tuple_(*after))
         query = query.order_by(Memory.created_at.desc(), Memory.id.desc()).limit(limit)
+        return list(await self.session.scalars(query))
+
+    async def current_listed_for_update(
+        self, user_id: str, filters: ListFilter, limit: int
+    ) -> list[Memory]:
+        """Up to `limit` current versions that the list with `filters` shows, locked for a
+        write (FOR UPDATE, in id order: two such writers never deadlock)."""
+        query = _listed(user_id, replace(filters, include_superseded=False))
+        query = query.order_by(Memory.id).limit(limit).with_for_update()
         return list(await self.session.scalars(query))
 
     async def set_earlier_expiry(

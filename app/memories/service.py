@@ -51,6 +51,10 @@ def _language_kept(changes: MemoryUpdate, old: Memory) -> str | None:
     return None
 
 
+# Memories a delete of many locks and ends per statement.
+_DELETE_PAGE = 500
+
+
 @dataclass(frozen=True, slots=True)
 class MemoryPage:
     items: list[Memory]
@@ -188,14 +192,39 @@ class MemoryService:
     async def list_page(
         self, user_id: str, filters: ListFilter, limit: int, cursor: str | None
     ) -> MemoryPage:
-        check_text(filters.session_id, "session_id")
-        if filters.category is not None:
-            given = [(filters.category, "category")]
-            await require_categories(self.repository.session, self._classifier, given)
+        await self._check_listing(filters)
         after = decode_memory_cursor(cursor) if cursor else None
         rows = await self.repository.list_page(check_user_id(user_id), filters, limit + 1, after)
         next_cursor = encode_memory_cursor(rows[limit - 1]) if len(rows) > limit else None
         return MemoryPage(items=rows[:limit], next_cursor=next_cursor)
+
+    async def _check_listing(self, filters: ListFilter) -> None:
+        check_text(filters.session_id, "session_id")
+        if filters.category is not None:
+            given = [(filters.category, "category")]
+            await require_categories(self.repository.session, self._classifier, given)
+
+    async def delete_all(self, user_id: str, filters: ListFilter) -> list[Memory]:
+        """End the current version of every memory of the user that the list with `filters`
+        shows, in this transaction, as `delete` ends one: each keeps its history (rows stay,
+        with superseded_at set) and leaves the index through its outbox event. The ended
+        versions, in id order. Not an erase: nothing is removed (UserEraser does that)."""
+        check_user_id(user_id)
+        await self._check_listing(filters)
+        await hold_for_write(self.repository.session, user_id)
+        now = await self.repository.now()
+        ended: list[Memory] = []
+        # In pages, each locked, ended and flushed: the next page's query no longer sees them.
+        while page := await self.repository.current_listed_for_update(
+            user_id, filters, _DELETE_PAGE
+        ):
+            for memory in page:
+                memory.is_current = False
+                memory.superseded_at = now
+            outbox.enqueue_index(self.repository.session, page)
+            await self.repository.session.flush()
+            ended.extend(page)
+        return ended
 
     async def history(self, user_id: str, memory_id: uuid.UUID) -> list[Memory]:
         """Every version of the memory's chain, oldest first, named by the memory's id or by

@@ -27,6 +27,7 @@ WRITES = {"create": 1, "batch": 2, "update": 2, "delete": 1, "messages": 1}
 KINDS = tuple(WRITES)
 WRITE_ROUTES = {
     ("/v1/users/{user_id}/memories", "post"),
+    ("/v1/users/{user_id}/memories", "delete"),
     ("/v1/users/{user_id}/memories/batch", "post"),
     ("/v1/users/{user_id}/memories/{memory_id}", "patch"),
     ("/v1/users/{user_id}/memories/{memory_id}", "delete"),

@@ -20,6 +20,7 @@ RESPONSES = [
     (models.Memory, memories.MemoryOut),
     (models.MemoryPage, memories.MemoryList),
     (models.History, memories.HistoryOut),
+    (models.MemoriesDeleted, memories.MemoriesDeletedOut),
     (models.StageScore, search.StageScoreOut),
     (models.SearchHit, search.SearchHitOut),
     (models.IndexLag, search.IndexLagOut),

@@ -11,6 +11,7 @@ from cognis_client import (
     CognisClient,
     ConflictError,
     InvalidRequestError,
+    MemoriesDeleted,
     MemoryInput,
     NotFoundError,
     PreconditionFailedError,
@@ -93,6 +94,35 @@ async def test_the_async_client_updates_by_a_lasting_id_with_if_match(
         latest = await cognis.get_memory(user_id, kept.id)
         ended = await cognis.delete_memory(user_id, kept.id, if_match=latest)
         assert (ended.id, ended.version, ended.is_current) == (kept.id, 3, False)
+
+
+def test_delete_memories_ends_an_agents_then_all_keeping_history(
+    cognis: CognisClient, user_id: str
+) -> None:
+    shared = cognis.add_memory(user_id, "Ines likes window seats.")
+    planner = cognis.add_memory(user_id, "Ines booked the Lisbon hotel.", agent_id="planner")
+    with pytest.raises(InvalidRequestError) as unfiltered:
+        cognis.delete_memories(user_id)
+    assert unfiltered.value.problem["field"] == "all"
+    ended = cognis.delete_memories(user_id, agent_id="planner", wait_for="indexed")
+    assert isinstance(ended, MemoriesDeleted)
+    assert (ended.user_id, ended.deleted, ended.ids) == (user_id, 1, [planner.id])
+    assert [m.id for m in cognis.iter_memories(user_id)] == [shared.id]
+    rest = cognis.delete_memories(
+        user_id, filters={"field": "agent", "op": "exists", "value": False}
+    )
+    assert rest.ids == [shared.id]
+    assert cognis.delete_memories(user_id, all=True).deleted == 0
+    assert cognis.get_memory(user_id, planner.id).is_current is False  # history kept
+    assert [v.content for v in cognis.history(user_id, shared.id).versions] == [shared.content]
+
+
+async def test_the_async_client_deletes_memories(api: ApiProcess, user_id: str) -> None:
+    async with AsyncCognisClient(api.url, api_key=API_KEY) as cognis:
+        made = [await cognis.add_memory(user_id, f"Ines visited city {n}.") for n in range(2)]
+        ended = await cognis.delete_memories(user_id, all=True)
+        assert sorted(ended.ids) == sorted(m.id for m in made)
+        assert [m async for m in cognis.iter_memories(user_id)] == []
 
 
 def test_pagination_helper_walks_every_page(cognis: CognisClient, user_id: str) -> None:

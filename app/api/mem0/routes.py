@@ -35,7 +35,7 @@ from app.db.tenant import current_tenant
 from app.errors import InvalidInputError, NotFoundError
 from app.ingest.service import IngestService
 from app.memories.domain import MemoryUpdate, parse_memory_id
-from app.memories.filters import all_of, parse_filter, to_sql, visible_to
+from app.memories.filters import all_of, deletion_filter, parse_filter, to_sql, visible_to
 from app.memories.repository import ListFilter
 from app.memories.service import MemoryService
 from app.ml.batching import Work, WorkClass
@@ -357,23 +357,11 @@ class Mem0Controller(Controller):
                 "run_id narrow it to that agent's or run's memories)",
                 field="user_id",
             )
-        tree = {
-            "and": [
-                {"field": field, "op": "eq", "value": value}
-                for field, value in (("agent", agent_id), ("run", run_id))
-                if value is not None
-            ]
-        }
-        listing = ListFilter(where=to_sql(parse_filter(tree)) if tree["and"] else None)
-        deleted = 0
-        while True:
-            found = await service.list_page(user_id, listing, _LIST_PAGE, None)
-            for memory in found.items:
-                await service.delete(user_id, memory.id)
-                deleted += 1
-            if found.next_cursor is None:
-                break
-        return {"message": "Memories deleted successfully!", "deleted": deleted}
+        # Exactly that agent's or run's memories, as DELETE /v1/users/{u}/memories ends them.
+        owned = deletion_filter(None, agent_id, run_id)
+        listing = ListFilter(where=to_sql(owned) if owned is not None else None)
+        ended = await service.delete_all(user_id, listing)
+        return {"message": "Memories deleted successfully!", "deleted": len(ended)}
 
     @get(
         "/v1/memories/{memory_id:str}/history",

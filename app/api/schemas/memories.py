@@ -148,6 +148,24 @@ class MemoryBatchOut(msgspec.Struct):
     items: list[MemoryOut]
 
 
+class MemoriesDeletedOut(msgspec.Struct):
+    """A delete of many memories: each one's current version ended, its history kept."""
+
+    user_id: str
+    deleted: Annotated[int, msgspec.Meta(description="Memories whose current version ended.")]
+    ids: Annotated[
+        list[UUID],
+        msgspec.Meta(
+            description="Their ids (each memory's lasting `id`): GET .../memories/{id} reads "
+            "its last version, `/history` every version."
+        ),
+    ]
+
+    @classmethod
+    def of(cls, user_id: str, ended: list[Memory]) -> MemoriesDeletedOut:
+        return cls(user_id=user_id, deleted=len(ended), ids=[m.chain_id for m in ended])
+
+
 class BatchJobOut(msgspec.Struct):
     """A batch create answered 202: its job, and once it is done the memories it wrote."""
 

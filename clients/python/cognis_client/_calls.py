@@ -23,6 +23,7 @@ from cognis_client.models import (
     History,
     ImportSummary,
     Job,
+    MemoriesDeleted,
     Memory,
     MemoryChanges,
     MemoryInput,
@@ -263,6 +264,31 @@ def delete_memory(
         Memory,
         idempotency_key=key or new_idempotency_key(),
         headers=if_match(version),
+    )
+
+
+class DeleteFilters(TypedDict, total=False):
+    """Which memories `delete_memories` ends (give one, or `all=True` for every memory)."""
+
+    scope: Scope
+    session_id: str
+    # Exactly this agent's (or run's) memories: not the user's shared ones, unlike a list's.
+    agent_id: str
+    run_id: str
+    category: str
+    # The filter language (docs/api.md, "Filters"), as a plain dict: sent as JSON.
+    filters: dict[str, Any]
+    # Every memory of the user: required when no filter is given.
+    all: bool
+
+
+def delete_memories(user_id: str, filters: DeleteFilters, key: str | None) -> Call[MemoriesDeleted]:
+    return Call(
+        "DELETE",
+        f"{_user(user_id)}/memories",
+        MemoriesDeleted,
+        params=_query_params(filters),
+        idempotency_key=key or new_idempotency_key(),
     )
 
 

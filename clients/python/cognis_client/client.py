@@ -13,6 +13,7 @@ from cognis_client import _calls as calls
 from cognis_client._calls import (
     Call,
     ContextOptions,
+    DeleteFilters,
     ExportOptions,
     ImportFormat,
     ListOptions,
@@ -40,6 +41,7 @@ from cognis_client.models import (
     History,
     ImportSummary,
     Job,
+    MemoriesDeleted,
     Memory,
     MemoryChanges,
     MemoryInput,
@@ -305,6 +307,21 @@ class CognisClient(_Retrying):
         call = calls.delete_memory(user_id, memory_id, idempotency_key, if_match)
         return self._send(waiting(call, wait_for, wait_timeout_ms))
 
+    def delete_memories(
+        self,
+        user_id: str,
+        *,
+        idempotency_key: str | None = None,
+        wait_for: WaitFor | None = None,
+        wait_timeout_ms: int | None = None,
+        **filters: Unpack[DeleteFilters],
+    ) -> MemoriesDeleted:
+        """End every memory the filters keep (`agent_id`/`run_id`: exactly that agent's or
+        run's), as `delete_memory` ends one: each keeps its history. No filter: `all=True`,
+        every memory of the user. Not an erase (`erase_user` removes everything)."""
+        call = calls.delete_memories(user_id, filters, idempotency_key)
+        return self._send(waiting(call, wait_for, wait_timeout_ms))
+
     def history(self, user_id: str, memory_id: Any) -> History:
         """Every version of the memory, oldest first (by its id or any version's)."""
         return self._send(calls.history(user_id, memory_id))
@@ -561,6 +578,21 @@ class AsyncCognisClient(_Retrying):
         """End the memory `memory_id` (its id, or any of its versions'): its current version,
         returned, ends; its history stays. `if_match` as for `update_memory`."""
         call = calls.delete_memory(user_id, memory_id, idempotency_key, if_match)
+        return await self._send(waiting(call, wait_for, wait_timeout_ms))
+
+    async def delete_memories(
+        self,
+        user_id: str,
+        *,
+        idempotency_key: str | None = None,
+        wait_for: WaitFor | None = None,
+        wait_timeout_ms: int | None = None,
+        **filters: Unpack[DeleteFilters],
+    ) -> MemoriesDeleted:
+        """End every memory the filters keep (`agent_id`/`run_id`: exactly that agent's or
+        run's), as `delete_memory` ends one: each keeps its history. No filter: `all=True`,
+        every memory of the user. Not an erase (`erase_user` removes everything)."""
+        call = calls.delete_memories(user_id, filters, idempotency_key)
         return await self._send(waiting(call, wait_for, wait_timeout_ms))
 
     async def history(self, user_id: str, memory_id: Any) -> History:

@@ -56,6 +56,14 @@ class MemoryPage(msgspec.Struct, frozen=True):
     next_cursor: str | None
 
 
+class MemoriesDeleted(msgspec.Struct, frozen=True):
+    """What `delete_memories` ended: each memory's current version, its history kept."""
+
+    user_id: str
+    deleted: int
+    ids: list[UUID]  # the memories' lasting ids
+
+
 class History(msgspec.Struct, frozen=True):
     """Every version of a memory, oldest first. `id`: the memory's (server 0029+; None
     before); `chain_id`: deprecated, the same."""

@@ -33,6 +33,8 @@ export type DryRun = Schemas["DryRunOut"];
 export type UserSummary = Schemas["UserSummaryOut"];
 export type UserPage = Schemas["UserList"];
 export type Erasure = Schemas["EraseOut"];
+/** What `deleteMemories` ended: each memory's current version, its history kept. */
+export type MemoriesDeleted = Schemas["MemoriesDeletedOut"];
 export type ImportSummary = Schemas["ImportSummaryOut"];
 export type Context = Schemas["ContextOut"];
 export type Profile = Schemas["ProfileOut"];
@@ -47,6 +49,12 @@ export type MemoryFilters = Omit<QueryOf<"V1UsersUserIdMemoriesListMemories">, "
   filters?: Filter | undefined;
 };
 export type ListOptions = MemoryFilters & { limit?: number; cursor?: string | null } & CallOptions;
+/** Which memories `deleteMemories` ends: the list's filters, but `agent_id` / `run_id` name
+ * exactly that agent's or run's memories (not the shared ones); no filter needs `all: true`. */
+export type DeleteOptions = Omit<
+  QueryOf<"V1UsersUserIdMemoriesDeleteMemories">,
+  "filters" | "wait_for" | "wait_timeout_ms"
+> & { filters?: Filter | undefined } & WriteOptions;
 /** Options of `profile`: the list's filters, and how many memories of each category. */
 export type ProfileOptions = Omit<QueryOf<"V1UsersUserIdProfileProfile">, "filters"> & {
   filters?: Filter | undefined;
@@ -352,6 +360,19 @@ export class CognisClient {
       query: { ...writeQuery(options), event_end: options.eventEnd },
       idempotencyKey: options.idempotencyKey ?? newIdempotencyKey(),
       headers: ifMatch(options.ifMatch),
+      signal: options.signal,
+    });
+  }
+
+  /** End every memory the filters keep, as `deleteMemory` ends one: each keeps its history.
+   * No filter: `all: true`, every memory of the user. Not an erase (`eraseUser` removes). */
+  async deleteMemories(userId: string, options: DeleteOptions): Promise<MemoriesDeleted> {
+    const { idempotencyKey, waitFor, waitTimeoutMs, ...filters } = options;
+    return this.json<MemoriesDeleted>({
+      method: "DELETE",
+      path: `${user(userId)}/memories`,
+      query: { ...listQuery(filters), ...writeQuery({ waitFor, waitTimeoutMs }) },
+      idempotencyKey: idempotencyKey ?? newIdempotencyKey(),
       signal: options.signal,
     });
   }

@@ -342,7 +342,11 @@ export interface paths {
          * @description Its `id` is the memory's for good: later updates and the delete keep it.
          */
         post: operations["V1UsersUserIdMemoriesCreateMemory"];
-        delete?: never;
+        /**
+         * Delete every memory a filter keeps: end their current versions (history kept)
+         * @description What a DELETE of each would do, in one transaction: every current memory the filters keep has its current version ended (it leaves lists and searches; GET by its id reads its last version and `/history` every version). The filters are the list's, except `agent_id` and `run_id`: here exactly that agent's or run's memories, not the user's shared ones too (a list's `filters` with `agent eq A` shows the same set first). Without any filter, `all=true` is required: then every memory of the user. Nothing is removed: `DELETE /v1/users/{user_id}` erases.
+         */
+        delete: operations["V1UsersUserIdMemoriesDeleteMemories"];
         options?: never;
         head?: never;
         patch?: never;
@@ -920,6 +924,14 @@ export interface components {
             time_mentions?: boolean | null;
             /** @description Fusion weights by query type: a query naming an entity or a number (after the speakers' names are gone) weighs BM25 0.7 and the vector 0.3. */
             typed_weights?: boolean | null;
+        };
+        /** MemoriesDeletedOut */
+        MemoriesDeletedOut: {
+            /** @description Memories whose current version ended. */
+            deleted: number;
+            /** @description Their ids (each memory's lasting `id`): GET .../memories/{id} reads its last version, `/history` every version. */
+            ids: string[];
+            user_id: string;
         };
         /** MemoryBatchCreate */
         MemoryBatchCreate: {
@@ -3404,6 +3416,99 @@ export interface operations {
             };
             /** @description The embedding server gave an unusable answer. */
             502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A store or the embedder is unavailable for now, or a write's deadline passed before it could be done (nothing written): retry after Retry-After seconds. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    V1UsersUserIdMemoriesDeleteMemories: {
+        parameters: {
+            query?: {
+                /** @description `indexed`: respond only once this write is searchable in the BM25 index, or the wait's bound has passed (see the X-Index-State header). */
+                wait_for?: "indexed" | null;
+                /** @description Bound of that wait; default and maximum: COGNIS_INDEX_WAIT_MAX_MS. */
+                wait_timeout_ms?: number | null;
+                scope?: "USER" | "CONTEXT" | null;
+                session_id?: string | null;
+                /** @description Only this agent's memories (not the shared ones). */
+                agent_id?: string | null;
+                /** @description Only this run's memories (not those of no run). */
+                run_id?: string | null;
+                category?: string | null;
+                /** @description A filter as JSON (the search body's `filters`): only memories matching it are included. A filter: a clause {"field", "op", "value"} or {"and": [...]}, {"or": [...]}, {"not": {...}}. Fields: category, scope, session, speaker, agent, run, language, created_at, event_time, valid_from, valid_to, and metadata paths ("metadata.project", "metadata.a.b"). Operators: eq, ne, in, nin, gt, gte, lt, lte, exists, contains. in/nin take a list; exists takes true or false; times are RFC 3339. At most 8 levels of and/or/not and 100 clauses. See README, "Filters". */
+                filters?: string | null;
+                /** @description Delete every memory of the user: required when no filter is given, so that a request whose memory id went missing (`DELETE .../memories/`) ends nothing. */
+                all?: boolean;
+            };
+            header?: {
+                /** @description 1-256 visible ASCII characters, e.g. a random UUID, new for each logical write and the same on each retry of it. A retry with the same key (same user, same request) gets the first response again, with `Idempotency-Replayed: true`, and writes nothing; the same key with another request gets 422; while the first request still runs, a retry waits for it or gets 409 (`code: idempotency_key_in_use`, Retry-After). Kept for COGNIS_IDEMPOTENCY_TTL_S (a day). */
+                "Idempotency-Key"?: string | null;
+            };
+            path: {
+                /** @description 1-128 characters: letters, digits and _ . : @ -, starting with a letter or digit. */
+                user_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Request fulfilled, document follows */
+            200: {
+                headers: {
+                    /** @description `true`: the stored response of the first request with this Idempotency-Key; nothing was written again. */
+                    "Idempotency-Replayed"?: unknown;
+                    /** @description Only with ?wait_for=indexed. `indexed`: this write is in the BM25 index and searchable. `pending`: the wait ran out first; the write is committed and reaches the index later. */
+                    "X-Index-State"?: unknown;
+                    /** @description Only with ?wait_for=indexed: milliseconds spent waiting for the index. */
+                    "X-Index-Wait-Ms"?: unknown;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MemoriesDeletedOut"];
+                };
+            };
+            /** @description Invalid input: the detail says what to change (and `field` names it). */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Missing or invalid API key. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The Idempotency-Key was already used for a different request (`code: idempotency_key_reused`): send a new key for a new request. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Over this key's rate limit: retry after Retry-After seconds. */
+            429: {
                 headers: {
                     [name: string]: unknown;
                 };

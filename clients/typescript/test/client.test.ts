@@ -99,6 +99,24 @@ describe("CognisClient against the API", () => {
     expect([history.id, history.versions.map((v) => v.version)]).toEqual([first.id, [1, 2, 3, 4]]);
   });
 
+  it("deletes every memory a filter keeps, then all of them, keeping their history", async () => {
+    const userId = newUser();
+    const shared = await cognis.addMemory(userId, "Ines likes window seats.");
+    const planner = await cognis.addMemory(userId, { content: "Ines booked the Lisbon hotel.", agent_id: "planner" });
+    const unfiltered = await cognis.deleteMemories(userId, {}).catch((error: unknown) => error);
+    expect(unfiltered).toBeInstanceOf(InvalidRequestError);
+    expect((unfiltered as InvalidRequestError).problem["field"]).toBe("all");
+
+    const ended = await cognis.deleteMemories(userId, { agent_id: "planner", waitFor: "indexed" });
+    expect([ended.user_id, ended.deleted, ended.ids]).toEqual([userId, 1, [planner.id]]);
+    expect((await cognis.listMemories(userId)).items.map((m) => m.id)).toEqual([shared.id]);
+    const rest = await cognis.deleteMemories(userId, { filters: { field: "agent", op: "exists", value: false } });
+    expect(rest.ids).toEqual([shared.id]);
+    expect((await cognis.deleteMemories(userId, { all: true })).deleted).toBe(0);
+    expect((await cognis.getMemory(userId, planner.id)).is_current).toBe(false);
+    expect((await cognis.history(userId, shared.id)).versions.map((v) => v.content)).toEqual([shared.content]);
+  });
+
   it("reads a context block and a profile after an update", async () => {
     const userId = newUser();
     const first = await cognis.addMemory(userId, { content: "Ines lives in Tokyo.", category: "personal_details" });
