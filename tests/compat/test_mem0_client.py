@@ -9,6 +9,7 @@ import os
 # Before mem0 is imported: its telemetry would try the network.
 os.environ["MEM0_TELEMETRY"] = "false"
 
+import asyncio
 import re
 import uuid
 from collections.abc import Iterator
@@ -16,7 +17,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from mem0 import MemoryClient
+from mem0 import AsyncMemoryClient, MemoryClient
 from mem0.exceptions import MemoryNotFoundError, ValidationError
 
 from tests.conftest import ADMIN_KEY, API_KEY, ApiProcess
@@ -226,6 +227,50 @@ def test_another_tenants_key_cannot_reach_a_memory(
             call()
     assert stranger.get_all(filters={"user_id": user_id})["count"] == 0
     assert mem0.get(secret)["memory"] == "Ines's locker code is 4711."
+
+
+async def test_the_async_client_adds_searches_lists_and_changes(
+    api: ApiProcess, user_id: str
+) -> None:
+    """mem0's AsyncMemoryClient: the same routes, awaited. Its constructor pings the key with
+    a blocking request (requests.get), so it is built in a thread, off the event loop."""
+    client = await asyncio.to_thread(AsyncMemoryClient, api_key=API_KEY, host=api.url)
+    assert client.org_id is not None
+    async with client:
+        added = await client.add("Ines keeps bees on the roof.", user_id=user_id, infer=False)
+        (event,) = added["results"]
+        assert (event["event"], event["memory"]) == ("ADD", "Ines keeps bees on the roof.")
+        bees = event["id"]
+        inferred = await client.add(
+            [{"role": "user", "content": "I moved to Porto last spring."}],
+            user_id=user_id,
+            agent_id="travel-bot",
+        )
+        assert [e["event"] for e in inferred["results"]] == ["ADD"]
+        porto = inferred["results"][0]["id"]
+
+        found = await client.search("Who keeps bees?", filters={"user_id": user_id}, top_k=1)
+        assert [r["id"] for r in found["results"]] == [bees]
+        listed = await client.get_all(filters={"user_id": user_id})
+        assert listed["count"] == 2 and {m["id"] for m in listed["results"]} == {bees, porto}
+        of_the_bot = await client.get_all(
+            filters={"AND": [{"user_id": user_id}, {"agent_id": "travel-bot"}]}
+        )
+        assert [m["id"] for m in of_the_bot["results"]] == [porto]
+
+        updated = await client.update(bees, text="Ines keeps bees and hens on the roof.")
+        assert (updated["id"], updated["memory"]) == (bees, "Ines keeps bees and hens on the roof.")
+        assert (await client.get(bees))["memory"] == "Ines keeps bees and hens on the roof."
+        assert [h["event"] for h in await client.history(bees)] == ["ADD", "UPDATE"]
+        await client.delete(porto)
+        with pytest.raises(ValidationError):  # deleted: no current version to change (409)
+            await client.update(porto, text="Ines moved to Braga.")
+        await client.delete_all(user_id=user_id)
+        assert (await client.get_all(filters={"user_id": user_id}))["count"] == 0
+    # Read back through the native API: superseded, history kept.
+    async with httpx.AsyncClient(base_url=api.url, headers={"X-API-Key": API_KEY}) as native:
+        history = (await native.get(f"/v1/users/{user_id}/memories/{bees}/history")).json()
+    assert [v["is_current"] for v in history["versions"]] == [False, False]
 
 
 def test_bad_filters_are_a_400_that_says_what_to_do(mem0: MemoryClient) -> None:

@@ -109,17 +109,6 @@ async def _owner(session: AsyncSession, memory_id: uuid.UUID) -> str:
     return owner
 
 
-async def _current(service: MemoryService, memory_id: uuid.UUID) -> tuple[str, Memory]:
-    """The owner of the memory an id names, and its version now (the current one, or its last
-    once deleted)."""
-    user_id = await _owner(service.repository.session, memory_id)
-    named = await service.get(user_id, memory_id)
-    if named.is_current:
-        return user_id, named
-    current = await service.repository.current_in_chain(user_id, named.chain_id)
-    return user_id, current or named
-
-
 def _convert(raw: dict[str, Any], kind: type[Any]) -> Any:
     try:
         return msgspec.convert(raw, kind)
@@ -139,15 +128,16 @@ async def _update(
     changes = _convert(fields, MemoryUpdate)
     if "expiration_date" in change:
         changes.expires_at = expiration(change["expiration_date"])
-    user_id, current = await _current(service, parse_memory_id(memory_id))
-    if not current.is_current:
-        await service.get(user_id, current.id)  # deleted: the service's 409 below
-    return await service.update(user_id, current.id, changes, work=_work(runtime, user_id))
+    wanted = parse_memory_id(memory_id)
+    user_id = await _owner(service.repository.session, wanted)
+    # The service acts on the memory's current version (MemoryService.current): 409 once the
+    # memory is deleted.
+    return await service.update(user_id, wanted, changes, work=_work(runtime, user_id))
 
 
 async def _delete(service: MemoryService, memory_id: str) -> None:
-    user_id, current = await _current(service, parse_memory_id(memory_id))
-    await service.delete(user_id, current.id)
+    wanted = parse_memory_id(memory_id)
+    await service.delete(await _owner(service.repository.session, wanted), wanted)
 
 
 class Mem0Controller(Controller):
@@ -313,8 +303,11 @@ class Mem0Controller(Controller):
 
     @get("/v1/memories/{memory_id:str}", summary="mem0: one memory", responses=COMMON_PROBLEMS)
     async def get_memory(self, memory_id: str, reads: Reads, runtime: Runtime) -> dict[str, Any]:
+        wanted = parse_memory_id(memory_id)
+
         async def read(session: AsyncSession) -> Memory:
-            return (await _current(memory_service(session, runtime), parse_memory_id(memory_id)))[1]
+            # By the memory's id (mem0's): its current version, its last once deleted.
+            return await memory_service(session, runtime).get(await _owner(session, wanted), wanted)
 
         return mem0_memory(await reads(read, fresh=True))
 
