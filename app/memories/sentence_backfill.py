@@ -17,7 +17,10 @@ an interrupted run keeps what it committed, and picks up the rows whose vectors 
 NULL (a partial index keeps that cheap, migration 0021). A memory of one sentence gets an
 empty array, so it is not read again. A row is only written while still NULL, so two workers
 (or a worker and the command) never overwrite each other; a new version written meanwhile is
-a row of its own.
+a row of its own. Rows are locked only after the model call, and a row a write holds is
+skipped (`SKIP LOCKED`) and left for a later batch: the background never waits behind a
+user's write, nor deadlocks with one that locks several of the user's memories (a delete of
+many).
 """
 
 from __future__ import annotations
@@ -81,6 +84,19 @@ def next_batch(
     return query
 
 
+async def _lock_still_pending(session: AsyncSession, ids: list[uuid.UUID]) -> list[uuid.UUID]:
+    """Of these memories, those still without sentence vectors, locked in id order; a row a
+    write holds is skipped, not waited for (it stays NULL and a later batch takes it), so
+    background work never waits behind, nor deadlocks with, a user's writes."""
+    locked = (
+        select(Memory.id)
+        .where(Memory.id.in_(ids), Memory.sentence_embeddings_768d.is_(None))
+        .order_by(Memory.id)
+        .with_for_update(skip_locked=True)
+    )
+    return list((await session.execute(locked)).scalars())
+
+
 async def embed_missing_sentences(
     sessionmaker: async_sessionmaker[AsyncSession],
     embedder: Embedder,
@@ -107,16 +123,21 @@ async def embed_missing_sentences(
             texts = [sentence_texts(row.content, row.speaker) for row in rows]
             flat = [text for sentences in texts for text in sentences]
             embedded = iter(await embedder.embed(flat, work) if flat else [])
-            for row, sentences in zip(rows, texts, strict=True):
+            vectors = {
+                row.id: [next(embedded).full for _ in sentences]
+                for row, sentences in zip(rows, texts, strict=True)
+            }
+            writable = await _lock_still_pending(session, list(vectors))
+            for memory_id in writable:
                 await session.execute(
                     update(Memory)
-                    .where(Memory.id == row.id, Memory.sentence_embeddings_768d.is_(None))
-                    .values(sentence_embeddings_768d=[next(embedded).full for _ in sentences])
+                    .where(Memory.id == memory_id)
+                    .values(sentence_embeddings_768d=vectors[memory_id])
                 )
             after = rows[-1].id
         batches += 1
-        report.memories += len(rows)
-        report.sentences += len(flat)
+        report.memories += len(writable)
+        report.sentences += sum(len(vectors[memory_id]) for memory_id in writable)
         if progress is not None:
             progress(report)
     return report

@@ -5,6 +5,7 @@ embeds what is pending."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import numpy as np
@@ -95,6 +96,26 @@ async def test_a_new_version_keeps_or_renews_its_sentences_with_its_content(
             ["Ann: I sold my pottery wheel last week.", "Ann: Now I paint landscapes on weekends."],
         ),
     )
+
+
+async def test_a_memory_a_write_holds_is_left_for_a_later_batch_not_waited_for(
+    client, db, inprocess_api, user_id
+) -> None:
+    held = await create_memory(client, user_id, LONG, speaker="Ann")
+    free = await create_memory(client, user_id, LONG, speaker="Bob")
+    async with db.connect() as writer, writer.begin():
+        # A write of the user's (a PATCH, a delete of many) holds the row until it commits.
+        await writer.execute(
+            text("SELECT 1 FROM memories WHERE id = :i FOR UPDATE"), {"i": held["id"]}
+        )
+        # Waiting for the row would outlast this bound by far: the writer never commits
+        # while the backfill runs.
+        await asyncio.wait_for(embed_pending(inprocess_api, user_id), timeout=60)
+        assert await stored_sentences(db, held["id"]) is None
+        assert await stored_sentences(db, free["id"]) is not None
+    await embed_pending(inprocess_api, user_id)
+    expected = await embedded(inprocess_api, LONG_SENTENCES)
+    assert_same_vectors(await stored_sentences(db, held["id"]), expected)
 
 
 async def test_the_worker_embeds_only_while_the_model_is_idle(
