@@ -1,5 +1,5 @@
 # The commands the README names. `make up` serves the API; `make test` runs the suite.
-.PHONY: up up-cluster down status install test test-fast lint typecheck relay reindex backup restore bench-supersedes bench-foundation bench-locomo bench-scale bench-ingest bench-mixed bench-retry bench-hnsw bench-relay bench-filters bench-import bench-migrations check-deploy bench-embedding bench-tenants bench-faults bench-categories bench-llm-gate bench-corrections bench-local-llm bench-llm-updates llm bench-mcp bench-small-users bench-hnsw-history bench-scale-out bench-node-loss bench-japanese bench-tracing bench-webhooks
+.PHONY: up up-cluster down status install test test-fast lint typecheck relay reindex backup restore bench-supersedes bench-foundation bench-locomo bench-scale bench-ingest bench-mixed bench-retry bench-hnsw bench-relay bench-filters bench-import bench-migrations check-deploy bench-embedding bench-tenants bench-faults bench-categories bench-llm-gate bench-corrections bench-local-llm bench-llm-updates llm bench-mcp bench-mcp-listing bench-small-users bench-hnsw-history bench-scale-out bench-node-loss bench-japanese bench-tracing bench-webhooks
 
 PY := .venv/bin/python
 TEST_WORKERS ?= 2  # pytest-xdist workers; each has its own database, index and in-process API
@@ -65,8 +65,11 @@ bench-foundation:  ## outbox lag and search latency against the running service 
 bench-locomo:  ## LoCoMo retrieval benchmark + ablation through the API (make up); report in results/
 	$(PY) -m bench.locomo $(BENCH_ARGS)
 
-bench-mcp:  ## characters per MCP tool result, compact against detail="full" (make up)
+bench-mcp:  ## characters of the MCP tool listing per session (before/after) and per tool result, compact against full (make up)
 	$(PY) -m bench.mcp_results $(BENCH_ARGS)
+
+bench-mcp-listing:  ## characters of the MCP tool listing per session, this tree against the tools issue 41 found (no services)
+	$(PY) -m bench.mcp_results --listing $(BENCH_ARGS)
 
 bench-small-users:  ## users of 5-40 memories from LoCoMo sessions: hit@1/@3 and relevance inversions per size (make up)
 	$(PY) -m bench.small_users $(BENCH_ARGS)

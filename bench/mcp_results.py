@@ -1,13 +1,22 @@
-"""Characters of the MCP tools: their listing, and per result compact (default) against full.
+"""Characters of the MCP tools: their listing per session, and per result compact against full.
 
-An agent pays for every character of a tool's result in its context window. Against a running
-API (`--url`, `--key`), this adds `--memories` memories for a throwaway user through MCP at
-/mcp, counts the characters of tools/list (the tools' schemas, paid by every session), then
-calls search_memories (top_k 3) and list_memories (limit 10) both ways and prints
-the characters of each result (its JSON, as the model reads it) and per memory. The user is
-erased at the end. Prints numbers; asserts nothing. Not a test.
+An agent pays for every character of the tool listing (tools/list: names, descriptions, input
+and output schemas) and of the server's instructions in every session, and for every character
+of a tool's result in its context window.
+
+The listing: this tree's, and that of `--before` (a git revision; default: the tools as issue 41
+found them), each built in a Python process from that revision's `app/` and client and counted
+as tools/list sends it (JSON of the tools, `exclude_none`, json.dumps' default separators).
+`--listing` prints only that, and needs no service.
+
+Against a running API (`--url`, `--key`), it also counts the listing over /mcp, adds
+`--memories` memories for a throwaway user through MCP, then calls search_memories (top_k 3) and
+list_memories (limit 10) compact and with full=true and prints the characters of each result
+(its text, as the model reads it) and per memory. The user is erased at the end. Prints
+numbers; asserts nothing. Not a test.
 
     python -m bench.mcp_results --url http://127.0.0.1:8000 --key cognis-dev-key
+    python -m bench.mcp_results --listing
 """
 
 from __future__ import annotations
@@ -15,13 +24,32 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
+import subprocess
+import sys
+import tempfile
 import uuid
+from pathlib import Path
 from typing import Any
 
 import httpx
 from cognis_client import AsyncCognisClient
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
+
+ROOT = Path(__file__).resolve().parent.parent
+# The tools as issue 41 found them: the commit before its first cut of the listing.
+BEFORE = "db222d1^"
+# Run in a checkout's root: its MCP server's listing and instructions, as JSON on stdout.
+_LISTING_SCRIPT = """
+import asyncio, json
+from app.mcp_server.identity import McpSettings
+from app.mcp_server.tools import build_server
+server = build_server(McpSettings(api_key="k", user_id="u"))
+tools = asyncio.run(server.list_tools())
+print(json.dumps({"tools": [t.model_dump(mode="json", exclude_none=True) for t in tools],
+                  "instructions": server.instructions or ""}))
+"""
 
 FACTS = [
     ("Noor lives in Osaka with her partner.", "personal_details", "2026-03-01T00:00:00+00:00"),
@@ -50,7 +78,74 @@ def _text(result: Any) -> str:
     return "".join(getattr(c, "text", "") for c in result.content)
 
 
-async def measure(url: str, key: str, memories: int) -> dict[str, dict[str, float]]:
+def listing_figures(tools: list[dict[str, Any]], instructions: str) -> dict[str, float]:
+    """What a session pays before any call: the tools as tools/list sends them, and the
+    server's instructions (from initialize)."""
+    listing = len(json.dumps(tools))
+    return {
+        "tools": len(tools),
+        "listing": listing,
+        "per_tool": listing / len(tools),
+        "instructions": len(instructions),
+        "session": listing + len(instructions),
+    }
+
+
+def listing_of(checkout: Path) -> dict[str, float]:
+    """The listing of the MCP server in `checkout` (its app/ and clients/python), built in a
+    process of its own so that two revisions' modules never meet."""
+    env = {**os.environ, "PYTHONPATH": f"{checkout}:{checkout / 'clients' / 'python'}"}
+    printed = subprocess.run(  # noqa: S603 - our own interpreter, our own script
+        [sys.executable, "-c", _LISTING_SCRIPT],
+        cwd=checkout,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    listed = json.loads(printed.splitlines()[-1])
+    return listing_figures(listed["tools"], listed["instructions"])
+
+
+def listing_at(revision: str) -> dict[str, float] | None:
+    """The listing at a git revision of this repository; None (and why, on stderr) where the
+    clone does not have it (a shallow clone)."""
+    with tempfile.TemporaryDirectory(prefix="cognis-mcp-listing-") as checkout:
+        archive = subprocess.run(  # noqa: S603
+            ["git", "archive", revision, "app", "clients/python"],  # noqa: S607
+            cwd=ROOT,
+            capture_output=True,
+            check=False,
+        )
+        if archive.returncode != 0:
+            print(f"no listing for {revision}: {archive.stderr.decode().strip()}", file=sys.stderr)
+            return None
+        subprocess.run(  # noqa: S603
+            ["tar", "-x", "-C", checkout],  # noqa: S607
+            input=archive.stdout,
+            check=True,
+        )
+        return listing_of(Path(checkout))
+
+
+def print_listings(listings: dict[str, dict[str, float] | None]) -> None:
+    print(
+        f"{'MCP listing per session':<36} {'tools':>5} {'tools/list':>10} {'per tool':>8} "
+        f"{'instructions':>12} {'session':>8}"
+    )
+    for name, row in listings.items():
+        if row is None:
+            continue
+        print(
+            f"{name:<36} {row['tools']:>5.0f} {row['listing']:>10,.0f} {row['per_tool']:>8,.0f} "
+            f"{row['instructions']:>12,.0f} {row['session']:>8,.0f}"
+        )
+
+
+async def measure(
+    url: str, key: str, memories: int
+) -> tuple[dict[str, float], dict[str, dict[str, float]]]:
+    """The listing as /mcp sends it, and the characters of each result."""
     user = f"bench-mcp-{uuid.uuid4().hex[:8]}"
     headers = {"X-API-Key": key, "X-Cognis-User": user}
     figures: dict[str, dict[str, float]] = {}
@@ -60,16 +155,12 @@ async def measure(url: str, key: str, memories: int) -> dict[str, dict[str, floa
             streamable_http_client(f"{url}/mcp", http_client=http) as (read, write, _),
             ClientSession(read, write) as session,
         ):
-            await session.initialize()
-            # What every session pays before any call: the tools' names, descriptions and
-            # schemas as tools/list sends them.
+            initialized = await session.initialize()
             tools = (await session.list_tools()).tools
-            listing = len(json.dumps([t.model_dump(exclude_none=True) for t in tools]))
-            figures["tools/list (every session)"] = {
-                "results": len(tools),
-                "chars": listing,
-                "chars_per_result": listing / len(tools),
-            }
+            listing = listing_figures(
+                [t.model_dump(mode="json", exclude_none=True) for t in tools],
+                initialized.instructions or "",
+            )
             for content, category, event_time in (FACTS * (memories // len(FACTS) + 1))[:memories]:
                 arguments: dict[str, Any] = {"content": content, "category": category}
                 if event_time:
@@ -85,7 +176,7 @@ async def measure(url: str, key: str, memories: int) -> dict[str, dict[str, floa
             }
             for name, (tool, arguments, items) in calls.items():
                 for detail in ("compact", "full"):
-                    result = await session.call_tool(tool, {**arguments, "detail": detail})
+                    result = await session.call_tool(tool, {**arguments, "full": detail == "full"})
                     count = len(_payload(result)[items])
                     chars = len(_text(result))
                     figures[f"{name}, {detail}"] = {
@@ -96,7 +187,7 @@ async def measure(url: str, key: str, memories: int) -> dict[str, dict[str, floa
     finally:
         async with AsyncCognisClient(url, api_key=key) as cognis:
             await cognis.erase_user(user)
-    return figures
+    return listing, figures
 
 
 def main() -> None:
@@ -104,8 +195,22 @@ def main() -> None:
     parser.add_argument("--url", default="http://127.0.0.1:8000")
     parser.add_argument("--key", default="cognis-dev-key")
     parser.add_argument("--memories", type=int, default=10)
+    parser.add_argument(
+        "--before",
+        default=BEFORE,
+        help="git revision whose listing to compare (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--listing", action="store_true", help="only the listings, built here: no service needed"
+    )
     args = parser.parse_args()
-    figures = asyncio.run(measure(args.url, args.key, args.memories))
+    listings = {f"before ({args.before})": listing_at(args.before), "this tree": listing_of(ROOT)}
+    if args.listing:
+        print_listings(listings)
+        return
+    over_the_wire, figures = asyncio.run(measure(args.url, args.key, args.memories))
+    print_listings({**listings, "this tree, over /mcp": over_the_wire})
+    print()
     print(f"{'call':<36} {'results':>7} {'chars':>7} {'chars/result':>12}")
     for name, row in figures.items():
         print(

@@ -3,20 +3,20 @@
 A full memory row is about 500 characters, mostly UUIDs, timestamps and nulls, and an agent
 pays for every one in its context window. A compact memory is what the model reads and needs
 to act on it: its content, category, event time and a short id (the first hex digits of its
-id, which every tool taking a memory id accepts). `detail="full"` returns the rows as the
-REST API does. docs/mcp.md has the characters per result of each.
+id, which every tool taking a memory id accepts). `full=true` returns the rows as the REST
+API does. docs/mcp.md has the characters per result of each.
 """
 
 from __future__ import annotations
 
+import json
 import re
 import uuid
-from typing import Annotated, Any, Literal
+from typing import Any
 
 import msgspec
 from cognis_client import Context, History, Job, Memory, MemoryPage, SearchResult
 from mcp.server.fastmcp.exceptions import ToolError
-from pydantic import Field
 
 from app.mcp_server.identity import Caller
 
@@ -29,23 +29,15 @@ MAX_CANDIDATES = 10
 # What the API takes as the start of an id (GET .../memories?id_prefix=).
 _SHORT_ID = re.compile("[0-9a-fA-F]{4,32}")
 
-Detail = Annotated[
-    Literal["compact", "full"],
-    Field(description="compact: short id, content, category, event_time; full: the stored row."),
-]
-MemoryIdParam = Annotated[
-    str,
-    Field(
-        description="The memory's id as a result showed it: its short id (8 hex digits) "
-        "or the full UUID.",
-        min_length=1,
-        max_length=64,
-    ),
-]
-
 
 def plain(value: Any) -> Any:
     return msgspec.to_builtins(value)
+
+
+def result_text(result: dict[str, Any]) -> str:
+    """A tool's answer as the model reads it: JSON without indentation (FastMCP's own
+    rendering of a dict indents it, spaces the agent would pay for in every result)."""
+    return json.dumps(result, ensure_ascii=False, separators=(",", ":"), default=str)
 
 
 def short_id(memory_id: uuid.UUID) -> str:
@@ -70,12 +62,12 @@ def compact_memory(memory: Memory) -> dict[str, Any]:
     return out
 
 
-def memory_result(memory: Memory, detail: str) -> dict[str, Any]:
-    return plain(memory) if detail == "full" else compact_memory(memory)
+def memory_result(memory: Memory, full: bool) -> dict[str, Any]:
+    return plain(memory) if full else compact_memory(memory)
 
 
-def search_result(found: SearchResult, detail: str) -> dict[str, Any]:
-    if detail == "full":
+def search_result(found: SearchResult, full: bool) -> dict[str, Any]:
+    if full:
         return {
             "results": plain(found.results),
             "query_analysis": found.query_analysis,
@@ -95,8 +87,8 @@ def search_result(found: SearchResult, detail: str) -> dict[str, Any]:
     return out
 
 
-def page_result(page: MemoryPage, detail: str) -> dict[str, Any]:
-    if detail == "full":
+def page_result(page: MemoryPage, full: bool) -> dict[str, Any]:
+    if full:
         return plain(page)  # type: ignore[no-any-return]
     out: dict[str, Any] = {"items": [compact_memory(m) for m in page.items]}
     if page.next_cursor is not None:
@@ -114,8 +106,8 @@ def context_result(block: Context) -> dict[str, Any]:
     }
 
 
-def chain_result(memory: Memory, history: History | None, detail: str) -> dict[str, Any]:
-    if detail == "full":
+def chain_result(memory: Memory, history: History | None, full: bool) -> dict[str, Any]:
+    if full:
         return {"memory": plain(memory), "history": plain(history.versions) if history else None}
     out: dict[str, Any] = {"memory": {**compact_memory(memory), "version": memory.version}}
     if history is not None:
@@ -123,8 +115,8 @@ def chain_result(memory: Memory, history: History | None, detail: str) -> dict[s
     return out
 
 
-def job_result(job: Job, detail: str) -> dict[str, Any]:
-    if detail == "full":
+def job_result(job: Job, full: bool) -> dict[str, Any]:
+    if full:
         return plain(job)  # type: ignore[no-any-return]
     decisions = []
     for decision in job.decisions:

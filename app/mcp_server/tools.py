@@ -19,68 +19,48 @@ from app import __version__
 from app.mcp_server.failures import failure_text
 from app.mcp_server.identity import Caller, McpSettings, caller
 from app.mcp_server.results import (
-    Detail,
-    MemoryIdParam,
     chain_result,
     context_result,
     job_result,
     memory_result,
     page_result,
     resolve_memory_id,
+    result_text,
     search_result,
 )
 from app.mcp_server.schemas import compact_tool_schemas
 
 INSTRUCTIONS = (
-    "Long-term memory of the user you are talking to. Search it before answering questions "
-    "about the user; add facts the user tells you (add_messages lets the service decide what "
-    "is new, what updates an older memory and what is already known). Memories are versioned: "
-    "an update keeps the earlier version in the memory's history. Results show each memory "
-    "compactly, with a short id that every tool taking a memory_id accepts; detail='full' "
-    "returns the stored rows."
+    "Long-term memory of the user you talk to. Search it before answering about them; add what "
+    "they tell you (add_messages: the service decides what is new, changed or known). Updates "
+    "and deletes keep old versions as history. memory_id: a result's short id. filters: "
+    '{"field": "category", "op": "eq", "value": "health"}, or "and", "or", "not" of such. '
+    "full=true: stored rows. idempotency_key: only when an error says so."
 )
 
 
 class ChatMessage(BaseModel):
-    content: Annotated[str, Field(description="What was said.")]
+    content: str
     role: Literal["user", "assistant", "system"] = "user"
-    speaker: Annotated[str | None, Field(description="Name of who said it.")] = None
-    timestamp: Annotated[
-        datetime | None, Field(description="When it was said (ISO 8601); default: now.")
-    ] = None
+    speaker: str | None = None  # who said it, by name
+    timestamp: datetime | None = None  # when it was said; default: now
 
 
 def _unset_if_none(**fields: Any) -> dict[str, Any]:
     return {name: value for name, value in fields.items() if value is not None}
 
 
-# Every write tool takes one: the agent passes back the key an earlier call reported, so a
-# retry of a write whose outcome it never learnt is done at most once.
-IdempotencyKey = Annotated[
-    str | None,
-    Field(
-        description="Only to retry a failed write: the idempotency_key its error gave.",
-        max_length=256,
-    ),
-]
-
-
-# The agent (and run) a memory belongs to. On search and list: its memories plus the user's
-# shared ones (no agent); omitted, all of the user's memories.
-AgentIdParam = Annotated[
-    str | None,
-    Field(
-        description="Your agent: writes belong to it, reads see its and shared memories.",
-        max_length=256,
-    ),
-]
-RunIdParam = Annotated[
-    str | None,
-    Field(
-        description="The run (task): writes belong to it, reads see its and run-less ones.",
-        max_length=256,
-    ),
-]
+# Arguments several tools share. The agent and run come from the connection (identity.py); the
+# conventions (short ids, filters, full, idempotency keys) are stated once, in INSTRUCTIONS,
+# rather than in every tool's schema: the agent reads the listing in every session.
+# A write's key: the agent passes back the one an earlier call's error reported, so a retry of
+# a write whose outcome it never learnt is done at most once (the API checks its form).
+IdempotencyKey = str | None
+# The API's rows (ids, times, agent, run, provenance) instead of the compact memories.
+Full = bool
+# The conversation: its messages' session; reads see its session-only memories too.
+SessionId = str | None
+Filters = dict[str, Any] | None
 
 
 def build_server(settings: McpSettings, *, http_path: str = "/mcp") -> FastMCP:
@@ -108,190 +88,133 @@ def build_server(settings: McpSettings, *, http_path: str = "/mcp") -> FastMCP:
         except (CognisError, httpx.TransportError) as exc:
             raise ToolError(failure_text(exc, key)) from exc
 
-    @server.tool()
+    def tool(fn: Any) -> Any:
+        # Text results only: a structured copy (and its output schema in the listing) would
+        # make the agent pay for every result twice.
+        return server.tool(structured_output=False)(fn)
+
+    @tool
     async def add_memory(
         ctx: Context,
-        content: Annotated[str, Field(description="The fact to remember, in one sentence.")],
-        category: Annotated[
-            str | None,
-            Field(
-                description="One of the service's categories, e.g. preferences, health (an "
-                "unknown one is refused with the list); default: classified from the content."
-            ),
+        content: str,
+        category: str | None = None,
+        session_id: Annotated[
+            str | None, Field(description="Keep it for this conversation only.")
         ] = None,
-        scope: Annotated[
-            Literal["USER", "CONTEXT"],
-            Field(description="USER: kept across sessions; CONTEXT: only for session_id."),
-        ] = "USER",
-        session_id: str | None = None,
-        agent_id: AgentIdParam = None,
-        run_id: RunIdParam = None,
-        event_time: Annotated[
-            datetime | None, Field(description="When the fact happened (ISO 8601).")
-        ] = None,
+        event_time: datetime | None = None,
         ttl_s: Annotated[
-            float | None,
-            Field(
-                gt=0,
-                description="Forget it after this many seconds (e.g. 86400: a day); from then "
-                "on it is never returned, and it is deleted. Default: kept until changed.",
-            ),
+            float | None, Field(gt=0, description="Forget it after this many seconds.")
         ] = None,
         idempotency_key: IdempotencyKey = None,
-        detail: Detail = "compact",
-    ) -> dict[str, Any]:
-        """Store one memory as given (no extraction). Returns the new memory."""
-        draft = MemoryInput(
-            **_unset_if_none(
-                content=content,
-                category=category,
-                scope=scope,
-                session_id=session_id,
-                agent_id=agent_id,
-                run_id=run_id,
-                event_time=event_time,
-                ttl_s=ttl_s,
-            )
-        )
+        full: Full = False,
+    ) -> str:
+        """Store one fact as given (default category: classified)."""
         key = idempotency_key or new_idempotency_key()
         async with api(ctx, key) as who:
+            draft = MemoryInput(
+                **_unset_if_none(
+                    content=content,
+                    category=category,
+                    scope="CONTEXT" if session_id else None,
+                    session_id=session_id,
+                    event_time=event_time,
+                    ttl_s=ttl_s,
+                    **who.scope,
+                )
+            )
             memory = await who.client.add_memory(who.user_id, draft, idempotency_key=key)
-        return memory_result(memory, detail)
+        return result_text(memory_result(memory, full))
 
-    @server.tool()
+    @tool
     async def add_messages(
         ctx: Context,
         messages: list[ChatMessage],
-        session_id: str | None = None,
-        agent_id: AgentIdParam = None,
-        run_id: RunIdParam = None,
-        wait: Annotated[
-            bool, Field(description="Wait for the memories to be written (default).")
-        ] = True,
+        session_id: SessionId = None,
+        wait: bool = True,
         idempotency_key: IdempotencyKey = None,
-        detail: Detail = "compact",
-    ) -> dict[str, Any]:
-        """Send conversation messages; the service extracts memories from them and decides for
-        each fact whether it is new (ADD), changes a memory (UPDATE), ends one (DELETE) or is
-        known (NONE). Returns the ingestion job with its decisions."""
-        batch = [
-            Message(
-                **_unset_if_none(
-                    content=m.content,
-                    role=m.role,
-                    speaker=m.speaker,
-                    timestamp=m.timestamp,
-                    session_id=session_id,
-                    agent_id=agent_id,
-                    run_id=run_id,
-                )
-            )
-            for m in messages
-        ]
+        full: Full = False,
+    ) -> str:
+        """Send conversation messages; the service extracts facts and ADDs, UPDATEs or
+        DELETEs memories."""
         key = idempotency_key or new_idempotency_key()
         async with api(ctx, key) as who:
+            batch = [
+                Message(
+                    **_unset_if_none(
+                        content=m.content,
+                        role=m.role,
+                        speaker=m.speaker,
+                        timestamp=m.timestamp,
+                        session_id=session_id,
+                        **who.scope,
+                    )
+                )
+                for m in messages
+            ]
             job = await who.client.add_messages(who.user_id, batch, wait=wait, idempotency_key=key)
-        return job_result(job, detail)
+        return result_text(job_result(job, full))
 
-    @server.tool()
+    @tool
     async def search_memories(
         ctx: Context,
         query: str,
         top_k: Annotated[int, Field(ge=1, le=100)] = 5,
-        session_id: Annotated[
-            str | None, Field(description="Also search this session's CONTEXT memories.")
-        ] = None,
-        agent_id: AgentIdParam = None,
-        run_id: RunIdParam = None,
-        explain: Annotated[
-            bool, Field(description="Add each result's rank and score at every stage.")
-        ] = False,
-        filters: Annotated[
-            dict[str, Any] | None,
-            Field(
-                description='Only memories matching this filter, e.g. {"field": "category", '
-                '"op": "in", "value": ["preferences"]}; clauses combine with "and", "or" '
-                'and "not" (docs/api.md, "Filters").'
-            ),
-        ] = None,
-        min_relevance: Annotated[
-            float | None,
-            Field(
-                ge=0,
-                le=1,
-                description="Leave out results whose relevance (0-1) is below this; none "
-                "left means nothing relevant is remembered.",
-            ),
-        ] = None,
-        detail: Detail = "compact",
-    ) -> dict[str, Any]:
-        """Search the user's memories (hybrid vector + BM25 retrieval, best first). Each
-        result has a `relevance` from 0 to 1 that is comparable across searches."""
+        session_id: SessionId = None,
+        filters: Filters = None,
+        min_relevance: Annotated[float | None, Field(ge=0, le=1)] = None,
+        explain: bool = False,
+        full: Full = False,
+    ) -> str:
+        """Search, best first, with relevance (0-1)."""
         options = _unset_if_none(
             top_k=top_k,
             session_id=session_id,
-            agent_id=agent_id,
-            run_id=run_id,
             explain=explain,
             filters=filters,
             min_relevance=min_relevance,
         )
         async with api(ctx) as who:
             # "indexed": an agent that just added a memory finds it (a bounded wait).
-            found = await who.client.search(who.user_id, query, consistency="indexed", **options)
-        return search_result(found, detail)
+            found = await who.client.search(
+                who.user_id, query, consistency="indexed", **options, **who.scope
+            )
+        return result_text(search_result(found, full))
 
-    @server.tool()
+    @tool
     async def get_context(
         ctx: Context,
-        query: Annotated[
-            str | None, Field(description="What you are about to answer; optional.")
-        ] = None,
+        query: str | None = None,
         max_tokens: Annotated[int, Field(ge=50, le=32_000)] = 1000,
-        session_id: str | None = None,
-        agent_id: AgentIdParam = None,
-        run_id: RunIdParam = None,
-    ) -> dict[str, Any]:
-        """What you know about the user, as a dated block for your prompt: memories relevant
-        to the query, recent changes, stable facts; within max_tokens."""
-        options = _unset_if_none(
-            max_tokens=max_tokens, session_id=session_id, agent_id=agent_id, run_id=run_id
-        )
+        session_id: SessionId = None,
+    ) -> str:
+        """What you know about the user, as a block for your prompt."""
         async with api(ctx) as who:
+            options = _unset_if_none(max_tokens=max_tokens, session_id=session_id, **who.scope)
             block = await who.client.context(who.user_id, query, **options)
-        return context_result(block)
+        return result_text(context_result(block))
 
-    @server.tool()
+    @tool
     async def get_memory(
-        ctx: Context,
-        memory_id: MemoryIdParam,
-        with_history: Annotated[
-            bool, Field(description="Also return every version of its chain, oldest first.")
-        ] = True,
-        detail: Detail = "compact",
-    ) -> dict[str, Any]:
-        """One memory version, and the history of its chain."""
+        ctx: Context, memory_id: str, with_history: bool = True, full: Full = False
+    ) -> str:
+        """A memory and its versions, oldest first."""
         async with api(ctx) as who:
             full_id = await resolve_memory_id(who, memory_id)
             memory = await who.client.get_memory(who.user_id, full_id)
             history = await who.client.history(who.user_id, full_id) if with_history else None
-        return chain_result(memory, history, detail)
+        return result_text(chain_result(memory, history, full))
 
-    @server.tool()
+    @tool
     async def update_memory(
         ctx: Context,
-        memory_id: MemoryIdParam,
+        memory_id: str,
         content: str | None = None,
-        category: Annotated[
-            str | None,
-            Field(description="A new category; default: the memory keeps its category."),
-        ] = None,
+        category: str | None = None,
         event_time: datetime | None = None,
         idempotency_key: IdempotencyKey = None,
-        detail: Detail = "compact",
-    ) -> dict[str, Any]:
-        """Change a current memory: a new version replaces it (the old one stays in history).
-        Only the fields given change; new content keeps the memory's category."""
+        full: Full = False,
+    ) -> str:
+        """Change the fields given; the old version stays in history."""
         changes = _unset_if_none(content=content, category=category, event_time=event_time)
         if not changes:
             raise ToolError("nothing to change: give content, category or event_time")
@@ -301,51 +224,35 @@ def build_server(settings: McpSettings, *, http_path: str = "/mcp") -> FastMCP:
             memory = await who.client.update_memory(
                 who.user_id, full_id, idempotency_key=key, **changes
             )
-        return memory_result(memory, detail)
+        return result_text(memory_result(memory, full))
 
-    @server.tool()
+    @tool
     async def delete_memory(
-        ctx: Context,
-        memory_id: MemoryIdParam,
-        idempotency_key: IdempotencyKey = None,
-        detail: Detail = "compact",
-    ) -> dict[str, Any]:
-        """End a memory: it is no longer returned, but stays in its chain's history."""
+        ctx: Context, memory_id: str, idempotency_key: IdempotencyKey = None, full: Full = False
+    ) -> str:
+        """End a memory; it stays in history."""
         key = idempotency_key or new_idempotency_key()
         async with api(ctx, key) as who:
             full_id = await resolve_memory_id(who, memory_id)
             memory = await who.client.delete_memory(who.user_id, full_id, idempotency_key=key)
-        return memory_result(memory, detail)
+        return result_text(memory_result(memory, full))
 
-    @server.tool()
+    @tool
     async def list_memories(
         ctx: Context,
-        category: str | None = None,
-        scope: Literal["USER", "CONTEXT"] | None = None,
-        session_id: str | None = None,
-        agent_id: AgentIdParam = None,
-        run_id: RunIdParam = None,
+        filters: Filters = None,
         include_superseded: bool = False,
         limit: Annotated[int, Field(ge=1, le=200)] = 20,
-        cursor: Annotated[
-            str | None, Field(description="next_cursor of the previous page.")
-        ] = None,
-        detail: Detail = "compact",
-    ) -> dict[str, Any]:
-        """The user's memories, newest first, a page at a time."""
+        cursor: str | None = None,
+        full: Full = False,
+    ) -> str:
+        """Memories, newest first; cursor: the last page's next_cursor."""
         options = _unset_if_none(
-            category=category,
-            scope=scope,
-            session_id=session_id,
-            agent_id=agent_id,
-            run_id=run_id,
-            include_superseded=include_superseded,
-            limit=limit,
-            cursor=cursor,
+            filters=filters, include_superseded=include_superseded, limit=limit, cursor=cursor
         )
         async with api(ctx) as who:
-            page = await who.client.list_memories(who.user_id, **options)
-        return page_result(page, detail)
+            page = await who.client.list_memories(who.user_id, **options, **who.scope)
+        return result_text(page_result(page, full))
 
     compact_tool_schemas(server)
     return server

@@ -30,7 +30,7 @@ from tests.conftest import API_KEY, ROOT, ApiProcess
 from tests.factories import deployment_category
 
 # The stored rows, as the REST API returns them (tools answer compactly by default).
-FULL = {"detail": "full"}
+FULL = {"full": True}
 TOOLS = {
     "add_memory",
     "add_messages",
@@ -121,12 +121,17 @@ async def test_stdio_tools_act_only_for_the_configured_user(
     async with stdio_session(api, user_id) as mcp:
         tools = (await mcp.list_tools()).tools
         assert {t.name for t in tools} == TOOLS
-        # No tool lets the model name a user.
-        assert all("user_id" not in t.inputSchema.get("properties", {}) for t in tools)
-        # The listing an agent reads every session is compact (app/mcp_server/schemas.py).
+        # No tool lets the model name a user, an agent or a run: the connection does.
+        for tool in tools:
+            named = {"user_id", "agent_id", "run_id"} & set(tool.inputSchema["properties"])
+            assert not named, (tool.name, named)
+        # The listing an agent reads every session is compact (app/mcp_server/schemas.py):
+        # no titles, null variants or references, no output schemas (results are text).
         listing = json.dumps([t.model_dump(exclude_none=True) for t in tools])
         assert '"title"' not in listing and '{"type": "null"}' not in listing
+        assert "$ref" not in listing and "$defs" not in listing
         assert all("\n" not in (t.description or "") for t in tools)
+        assert all(t.outputSchema is None for t in tools)
 
         tokyo = payload(
             await mcp.call_tool(
@@ -404,69 +409,107 @@ async def test_get_context_gives_a_block_within_its_budget(
         )
         await mcp.call_tool("add_memory", {"content": "I am vegetarian."})
         found = payload(await mcp.call_tool("get_context", {"max_tokens": 100}))
-        shared = payload(await mcp.call_tool("get_context", {"query": "x", "agent_id": "none"}))
+    # An agent with no memories of its own: the shared ones (no agent) are every agent's.
+    async with http_session(api.url, {**headers, "X-Cognis-Agent": "none"}) as mcp:
+        shared = payload(await mcp.call_tool("get_context", {"query": "x"}))
     assert "I live in Nantes. (changed from: I live in Lyon.)" in found["block"]
     assert "I am vegetarian." in found["block"]
     assert len(found["memory_ids"]) == 2 and found["tokens"] <= 100
     assert not found["truncated"]
     listed = (await client.get(f"/v1/users/{user_id}/memories")).json()["items"]
     assert {m["id"][:8] for m in listed} == set(found["memory_ids"])
-    assert shared["memory_ids"] != []  # the shared memories (no agent) are every agent's
+    assert set(shared["memory_ids"]) == set(found["memory_ids"])
 
 
-async def test_tools_take_an_agent_and_a_run(api: ApiProcess, user_id: str) -> None:
-    """Writes belong to the agent and run given; a search or list naming an agent sees its
-    memories and the shared ones, never another agent's."""
+async def test_the_connection_names_the_agent_and_the_run(
+    api: ApiProcess, client: httpx.AsyncClient, user_id: str
+) -> None:
+    """Writes belong to the agent and run the connection names (HTTP headers, or the stdio
+    server's settings), whatever the arguments say; reads see that agent's memories and the
+    shared ones, never another agent's. A connection naming none sees them all."""
     headers = {"X-API-Key": API_KEY, "X-Cognis-User": user_id}
+    planner_headers = {**headers, "X-Cognis-Agent": "planner", "X-Cognis-Run": "r1"}
+    async with http_session(api.url, planner_headers) as mcp:
+        # An agent id in the arguments is not the model's to choose: ignored.
+        trains = {"content": "Noor books trains for trips.", "agent_id": "coach", **FULL}
+        planner = payload(await mcp.call_tool("add_memory", trains))
+    assert (planner["agent_id"], planner["run_id"]) == ("planner", "r1")
     async with http_session(api.url, headers) as mcp:
-        planner = payload(
-            await mcp.call_tool(
-                "add_memory",
-                {
-                    "content": "Noor books trains for trips.",
-                    "agent_id": "planner",
-                    "run_id": "r1",
-                    **FULL,
-                },
-            )
-        )
-        assert (planner["agent_id"], planner["run_id"]) == ("planner", "r1")
-        coach = payload(
+        shared = payload(
             await mcp.call_tool("add_memory", {"content": "Noor trains for a marathon.", **FULL})
         )
-        assert coach["agent_id"] is None
+    assert (shared["agent_id"], shared["run_id"]) == (None, None)
+    async with http_session(api.url, {**headers, "X-Cognis-Agent": "coach"}) as mcp:
         job = payload(
             await mcp.call_tool(
                 "add_messages",
-                {
-                    "messages": [{"content": "I train with a running club."}],
-                    "agent_id": "coach",
-                    **FULL,
-                },
+                {"messages": [{"content": "I train with a running club."}], **FULL},
             )
         )
         (decision,) = [d for m in job["messages"] for d in m["decisions"]]
         assert decision["operation"] == "ADD", decision
-        club = decision["memory_id"]
+        found = payload(await mcp.call_tool("search_memories", {"query": "Noor trains", **FULL}))
+    club = (await client.get(f"/v1/users/{user_id}/memories/{decision['memory_id']}")).json()
+    assert (club["agent_id"], club["run_id"]) == ("coach", None)
+    ids = {r["memory"]["id"] for r in found["results"]}
+    assert shared["id"] in ids and club["id"] in ids and planner["id"] not in ids
 
-        found = payload(
+    # Over stdio the server's settings name them.
+    async with stdio_session(
+        api, user_id, COGNIS_MCP_AGENT_ID="planner", COGNIS_MCP_RUN_ID="r1"
+    ) as mcp:
+        listed = payload(await mcp.call_tool("list_memories", FULL))
+        added = payload(
+            await mcp.call_tool("add_memory", {"content": "Noor flies rarely.", **FULL})
+        )
+    assert {m["id"] for m in listed["items"]} == {planner["id"], shared["id"]}
+    stored = (await client.get(f"/v1/users/{user_id}/memories/{added['id']}")).json()
+    assert (stored["agent_id"], stored["run_id"]) == ("planner", "r1")
+    async with http_session(api.url, headers) as mcp:
+        everything = payload(await mcp.call_tool("list_memories", {}))
+    assert {m["id"] for m in everything["items"]} == {
+        m["id"].replace("-", "")[:8] for m in (planner, shared, club, stored)
+    }
+
+
+async def test_a_memory_kept_for_one_conversation(
+    api: ApiProcess, client: httpx.AsyncClient, user_id: str
+) -> None:
+    """add_memory with a session_id keeps it for that conversation only: a search sees it when
+    it names the session, a filter on scope or session lists it."""
+    headers = {"X-API-Key": API_KEY, "X-Cognis-User": user_id}
+    async with http_session(api.url, headers) as mcp:
+        aside = payload(
             await mcp.call_tool(
-                "search_memories", {"query": "Noor trains", "agent_id": "coach", **FULL}
+                "add_memory", {"content": "Noor's train leaves at 9.", "session_id": "s1", **FULL}
             )
         )
-        ids = {r["memory"]["id"] for r in found["results"]}
-        assert coach["id"] in ids and club in ids and planner["id"] not in ids
-        listed = payload(
-            await mcp.call_tool("list_memories", {"agent_id": "planner", "run_id": "r1", **FULL})
+        lasting = payload(await mcp.call_tool("add_memory", {"content": "Noor likes trains."}))
+        query = {"query": "When does Noor's train leave?"}
+        outside = payload(await mcp.call_tool("search_memories", query))
+        inside = payload(await mcp.call_tool("search_memories", {**query, "session_id": "s1"}))
+        in_context = {"field": "scope", "op": "eq", "value": "CONTEXT"}
+        listed = payload(await mcp.call_tool("list_memories", {"filters": in_context}))
+        of_s1 = {"field": "session", "op": "eq", "value": "s1"}
+        listed_s1 = payload(await mcp.call_tool("list_memories", {"filters": of_s1}))
+        bad = await mcp.call_tool(
+            "list_memories", {"filters": {"field": "scope", "op": "like", "value": "USER"}}
         )
-        assert {m["id"] for m in listed["items"]} == {planner["id"], coach["id"]}
-        everything = payload(await mcp.call_tool("list_memories", FULL))
-        assert {m["id"] for m in everything["items"]} == {planner["id"], coach["id"], club}
+    stored = (await client.get(f"/v1/users/{user_id}/memories/{aside['id']}")).json()
+    assert (stored["scope"], stored["session_id"]) == ("CONTEXT", "s1")
+    short = aside["id"][:8]
+    # Without the session, the conversation's memory is not searched; with it, it is found.
+    assert short not in {r["id"] for r in outside["results"]}
+    assert short in {r["id"] for r in inside["results"]}
+    assert lasting["id"] != short
+    assert [m["id"] for m in listed["items"]] == [m["id"] for m in listed_s1["items"]] == [short]
+    assert "Fix the argument" in error_text(bad) and "like" in error_text(bad)
 
 
 async def test_results_are_compact_unless_asked_in_full(api: ApiProcess, user_id: str) -> None:
     """By default a memory is its short id, content, category and event time (and a search
-    hit its relevance); detail="full" is the stored row."""
+    hit its relevance); full=true is the stored row. Either is JSON text without indentation,
+    once (no structured copy)."""
     headers = {"X-API-Key": API_KEY, "X-Cognis-User": user_id}
     async with http_session(api.url, headers) as mcp:
         added = payload(
@@ -482,7 +525,12 @@ async def test_results_are_compact_unless_asked_in_full(api: ApiProcess, user_id
         assert set(added) == {"id", "content", "category", "event_time"}
         assert re.fullmatch("[0-9a-f]{8}", added["id"])
         query = {"query": "When does Noor swim?", "top_k": 3}
-        compact = payload(await mcp.call_tool("search_memories", query))
+        answer = await mcp.call_tool("search_memories", query)
+        assert answer.structuredContent is None
+        (text_content,) = answer.content
+        compact = payload(answer)
+        unindented = json.dumps(compact, ensure_ascii=False, separators=(",", ":"))
+        assert text_content.text == unindented  # type: ignore[union-attr]
         full = payload(await mcp.call_tool("search_memories", {**query, **FULL}))
         (hit,) = compact["results"]
         (row,) = full["results"]
