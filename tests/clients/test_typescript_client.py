@@ -8,7 +8,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -17,6 +16,7 @@ import httpx
 import pytest
 
 from tests.conftest import API_KEY, ROOT, ApiProcess
+from tests.doc_blocks import one_run_by
 
 TS = ROOT / "clients" / "typescript"
 BIN = TS / "node_modules" / ".bin"
@@ -139,7 +139,4 @@ def test_npm_pack_installs_and_the_readme_example_runs(
 
 
 def readme_typescript_example() -> str:
-    text = (ROOT / "docs" / "clients.md").read_text()
-    blocks = re.findall(r"```ts\n(.*?)```", text, re.S)
-    (example,) = [b for b in blocks if 'from "cognis-client"' in b]
-    return example
+    return one_run_by(__file__, "docs/clients.md", 'from "cognis-client"')
