@@ -1,4 +1,5 @@
-"""The fenced code blocks of the README and docs/, each with the class its page gives it.
+"""The fenced code blocks of the READMEs (the project's, its clients', terraform/ and the Helm
+chart's) and docs/, each with the class its page gives it.
 
 Every block is preceded, on the line right above its opening fence, by one HTML comment that
 says what happens to it (docs/development.md, "Examples in the docs"):
@@ -23,7 +24,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+PAGES = [
+    ROOT / "README.md",
+    *sorted((ROOT / "docs").rglob("*.md")),
+    ROOT / "clients" / "python" / "README.md",
+    ROOT / "clients" / "typescript" / "README.md",
+    ROOT / "terraform" / "README.md",
+    ROOT / "charts" / "cognis-memory" / "README.md",
+]
 
 FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})(?P<info>.*)$")
 COMMENT = re.compile(r"^\s*<!--\s*(?P<text>.*?)\s*-->\s*$")

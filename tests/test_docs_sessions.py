@@ -68,6 +68,7 @@ EXPECTED: dict[str, list[str]] = {
     # The smoke test: ready, a write, the search's first hit (printed by jq).
     "docs/deployment.md": ['"status":"ready"', '"user_id":"{smoke}"', '"I live in Tokyo"\n'],
     "docs/scale-out.md": ["failed=0", "queued 1 memory versions in all"],
+    "clients/python/README.md": ["1 I live in Tokyo"],
 }
 
 
