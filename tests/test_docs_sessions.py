@@ -45,7 +45,13 @@ FAILING_CURL = "curl -sS --fail-with-body"
 
 # What each page's session must print (after the names are swapped: {alice} is this run's).
 EXPECTED: dict[str, list[str]] = {
-    "docs/api.md": ['"user_id":"{alice}"', "I moved to Osaka", "I booked a new dentist"],
+    "docs/api.md": [
+        '"user_id":"{alice}"',
+        "I moved to Osaka",
+        '"current_version_id":',  # the stale If-Match: 412
+        "\n412\n",
+        "I booked a new dentist",
+    ],
     "docs/ingestion.md": ['"user_id":"{alice}"', "I moved to Osaka", '"decisions":'],
     "docs/clients.md": ['"user_id":"{alice}"', "I moved to Osaka", '"operation":"ADD"'],
     "docs/context.md": [
