@@ -24,8 +24,11 @@ def problems(block: Block) -> list[str]:
         test = ROOT / block.argument
         if not test.is_file():
             return [f"{block.where}: {block.argument} does not exist"]
-        if "run_by(__file__" not in test.read_text():
+        source = test.read_text()
+        if "run_by(__file__" not in source:
             return [f"{block.where}: {block.argument} never asks for its blocks (run_by)"]
+        if block.page.name not in source:
+            return [f"{block.where}: {block.argument} never names {block.page.name}"]
     if block.kind == "not-run" and len(block.argument.split()) < 3:
         return [f"{block.where}: say why it is not run, in words ({block.argument!r})"]
     return []
