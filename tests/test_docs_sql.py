@@ -1,5 +1,8 @@
-"""Docs that are executed: every SQL block of docs/analysts.md and docs/deployment.md runs
-against the migrated database, holding data, as the role the docs say it runs as.
+"""Docs that are executed: every SQL block of the docs runs against the migrated database,
+holding data, as the role the docs say it runs as (`<!-- sql-role: ... -->`, tests/doc_blocks.py).
+docs/analysts.md and docs/deployment.md together make and use the analysts' roles; the other
+pages' blocks run as the owner in a transaction rolled back after them (an example such as a
+new category must not change the other tests' database).
 
 Each block is preceded by `<!-- sql-role: owner|analyst -->`. The owner's blocks of
 deployment.md make an analyst login role and an auditor; the analyst's blocks of analysts.md run
@@ -8,31 +11,35 @@ so their documented names get a suffix of this run's own; nothing else is change
 
 from __future__ import annotations
 
-import re
 import uuid
 from datetime import UTC, datetime
 from pathlib import Path
 
+import pytest
 from sqlalchemy import text
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from app.db.sqlscript import split_statements
 from tests.db.test_row_security import VECTOR_768, _new_tenant, _seed
+from tests.doc_blocks import blocks as doc_blocks
+from tests.doc_blocks import of_kind
 
 ROOT = Path(__file__).resolve().parents[1]
-BLOCK = re.compile(r"<!-- sql-role: (\w+) -->\n```sql\n(.*?)```", re.S)
+ROLE_PAGES = {"docs/analysts.md", "docs/deployment.md"}
+OTHER_PAGES = sorted(
+    {b.page.relative_to(ROOT).as_posix() for b in of_kind("sql-role")} - ROLE_PAGES
+)
 DOCUMENTED_PASSWORD = "change-me"
 ROLES = ("acme_bi", "audit_jane")
 CHAIN_ID = "5a0c8d3e-1f7b-4c5e-9a55-0f0d2a9b7c11"  # the chain the analysts' examples name
 
 
 def blocks(doc: str) -> list[tuple[str, str]]:
-    body = (ROOT / "docs" / doc).read_text()
-    found = [(m[1], m[2]) for m in BLOCK.finditer(body)]
-    # Every SQL block says who runs it: one without a marker would go untested.
-    assert len(found) == body.count("```sql"), doc
-    return found
+    """The page's `sql-role` blocks, as (role, code); tests/test_docs_inventory.py sees to it
+    that every other SQL block says why it is not run."""
+    found = doc_blocks(ROOT / "docs" / doc)
+    return [(block.argument, block.code) for block in found if block.kind == "sql-role"]
 
 
 async def _alice(owner: AsyncEngine) -> None:
@@ -171,3 +178,23 @@ async def test_every_documented_sql_block_runs_as_its_role(
             {"n": [names[role] for role in ROLES]},
         )
         assert left == 0
+
+
+@pytest.mark.parametrize("page", OTHER_PAGES)
+async def test_a_pages_sql_runs_as_the_owner(
+    migrated: dict[str, str], owner: AsyncEngine, page: str
+) -> None:
+    found = blocks(page.removeprefix("docs/"))
+    assert found and {role for role, _ in found} == {"owner"}, page
+    async with owner.connect() as connection:
+        transaction = await connection.begin()
+        try:
+            for _, block in found:
+                for statement in split_statements(block):
+                    await connection.exec_driver_sql(statement)
+        finally:
+            await transaction.rollback()
+
+
+def test_the_pages_have_sql_of_both_kinds() -> None:
+    assert "docs/ingestion.md" in OTHER_PAGES

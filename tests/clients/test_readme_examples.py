@@ -15,19 +15,16 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import API_KEY, ApiProcess
+from tests.doc_blocks import one_run_by
 
 ROOT = Path(__file__).resolve().parents[2]
-README = ROOT / "README.md"
-CLIENTS = ROOT / "docs" / "clients.md"
+README = "README.md"
+CLIENTS = "docs/clients.md"
 
 
-def blocks(page: Path, language: str) -> list[str]:
-    return re.findall(rf"```{language}\n(.*?)```", page.read_text(), re.S)
-
-
-def example(page: Path, language: str, marker: str) -> str:
-    (code,) = [block for block in blocks(page, language) if marker in block]
-    return code
+def example(page: str, contains: str) -> str:
+    """The one block of `page` marked `<!-- run by ... -->` for this file that holds it."""
+    return one_run_by(__file__, page, contains)
 
 
 def as_written(code: str, api: ApiProcess, users: dict[str, str]) -> str:
@@ -55,16 +52,16 @@ def fresh_users() -> dict[str, str]:
 
 
 def test_the_readme_stays_one_screen_and_names_its_examples() -> None:
-    assert len(README.read_text().splitlines()) <= 150
-    assert example(README, "bash", "curl")
-    assert example(README, "python", "CognisClient(")
-    assert example(CLIENTS, "python", "CognisStore(")
+    assert len((ROOT / README).read_text().splitlines()) <= 150
+    assert example(README, "curl")
+    assert example(README, "CognisClient(")
+    assert example(CLIENTS, "CognisStore(")
 
 
 def test_the_readme_session_in_curl_runs_as_written(api: ApiProcess) -> None:
     """It sets every variable it uses: run by bash with `set -u`, an unset one fails it."""
     users = fresh_users()
-    script = as_written(example(README, "bash", "curl"), api, users)
+    script = as_written(example(README, "curl"), api, users)
     printed = run(["bash", "-euo", "pipefail", "-c", script], api)
     # The id kept from the create still names the memory after its update: its history.
     assert '["I live in Tokyo","I moved to Osaka"]' in printed
@@ -74,7 +71,7 @@ def test_the_readme_session_in_curl_runs_as_written(api: ApiProcess) -> None:
 def test_the_readme_python_example_runs_as_written(api: ApiProcess) -> None:
     users = fresh_users()
     printed = run(
-        [sys.executable, "-c", as_written(example(README, "python", "CognisClient("), api, users)],
+        [sys.executable, "-c", as_written(example(README, "CognisClient("), api, users)],
         api,
     )
     decisions, first_hit, *block = printed.splitlines()
@@ -86,7 +83,7 @@ def test_the_readme_python_example_runs_as_written(api: ApiProcess) -> None:
 def test_the_readme_mem0_example_runs_as_written(api: ApiProcess, monkeypatch) -> None:
     """mem0's own client (the `mem0ai` package), pointed at this service."""
     monkeypatch.setenv("MEM0_TELEMETRY", "false")
-    code = as_written(example(README, "python", "MemoryClient("), api, fresh_users())
+    code = as_written(example(README, "MemoryClient("), api, fresh_users())
     printed = run([sys.executable, "-c", code], api)
     # The id the add returned still names the memory the update changed.
     assert printed.splitlines()[-1] == "I moved to Porto last spring."
@@ -95,7 +92,7 @@ def test_the_readme_mem0_example_runs_as_written(api: ApiProcess, monkeypatch) -
 @pytest.mark.parametrize("client", ["CognisClient(", "CognisStore("])
 def test_a_clients_page_example_runs_as_written(api: ApiProcess, client: str) -> None:
     users = fresh_users()
-    code = as_written(example(CLIENTS, "python", client), api, users)
+    code = as_written(example(CLIENTS, client), api, users)
     printed = run([sys.executable, "-c", code], api)
     if client == "CognisClient(":
         # The history it prints, and the 404 for another user's memory.

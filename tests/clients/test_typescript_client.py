@@ -8,15 +8,16 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 import shutil
 import subprocess
+import uuid
 from pathlib import Path
 
 import httpx
 import pytest
 
 from tests.conftest import API_KEY, ROOT, ApiProcess
+from tests.doc_blocks import one_run_by, run_by
 
 TS = ROOT / "clients" / "typescript"
 BIN = TS / "node_modules" / ".bin"
@@ -117,6 +118,34 @@ def test_npm_pack_installs_and_the_readme_example_runs(
 
     example = readme_typescript_example()
     (project / "example.ts").write_text(example)
+    type_checked(project / "example.ts", node_modules)
+    # The example is TypeScript without annotations: Node runs the same text as a module.
+    (project / "example.mjs").write_text(example)
+    ran = checked(
+        "node", "example.mjs", cwd=project, env={"COGNIS_URL": api.url, "COGNIS_API_KEY": API_KEY}
+    )
+    assert "[ 'I live in Tokyo', 'I moved to Osaka' ]" in ran.stdout, ran.stdout
+    assert "404" in ran.stdout and "ADD" in ran.stdout, ran.stdout
+
+    # The package README's example, and its error handling after it, type-checked and run too.
+    user = f"alice-{uuid.uuid4().hex[:8]}"
+    readme = package_readme_example().replace("http://127.0.0.1:8000", api.url)
+    readme = readme.replace("cognis-dev-key", API_KEY).replace('"alice"', f'"{user}"')
+    (project / "readme.ts").write_text(readme)
+    type_checked(project / "readme.ts", node_modules)
+    (project / "readme.mjs").write_text(readme)
+    ran = checked("node", "readme.mjs", cwd=project)
+    # Every version the export streams: the first and the update.
+    assert ran.stdout.split("\n")[:2] == ["I live in Tokyo", "I moved to Osaka"], ran.stdout
+    listed = httpx.get(
+        f"{api.url}/v1/users/{user}/memories", headers={"X-API-Key": API_KEY}, timeout=60
+    )
+    contents = {m["content"] for m in listed.json()["items"]}
+    assert contents == {"I moved to Osaka", "Prefers aisle seats"}, contents
+
+
+def type_checked(module: Path, node_modules: Path) -> None:
+    """`tsc --strict` on one module of the consumer project, against the installed package."""
     checked(
         BIN / "tsc",
         "--noEmit",
@@ -126,20 +155,16 @@ def test_npm_pack_installs_and_the_readme_example_runs(
         "--moduleResolution", "nodenext",
         "--typeRoots", node_modules / "@types",
         "--types", "node",
-        "example.ts",
-        cwd=project,
+        module.name,
+        cwd=module.parent,
     )  # fmt: skip
-    # The example is TypeScript without annotations: Node runs the same text as a module.
-    (project / "example.mjs").write_text(example)
-    ran = checked(
-        "node", "example.mjs", cwd=project, env={"COGNIS_URL": api.url, "COGNIS_API_KEY": API_KEY}
-    )
-    assert "[ 'I live in Tokyo', 'I moved to Osaka' ]" in ran.stdout, ran.stdout
-    assert "404" in ran.stdout and "ADD" in ran.stdout, ran.stdout
 
 
 def readme_typescript_example() -> str:
-    text = (ROOT / "docs" / "clients.md").read_text()
-    blocks = re.findall(r"```ts\n(.*?)```", text, re.S)
-    (example,) = [b for b in blocks if 'from "cognis-client"' in b]
-    return example
+    return one_run_by(__file__, "docs/clients.md", 'from "cognis-client"')
+
+
+def package_readme_example() -> str:
+    """The TypeScript blocks of clients/typescript/README.md, in order, as one module."""
+    page = ROOT / "clients" / "typescript" / "README.md"
+    return "\n".join(b.code for b in run_by(__file__) if b.page == page and b.language == "ts")

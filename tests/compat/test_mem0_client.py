@@ -10,10 +10,8 @@ import os
 os.environ["MEM0_TELEMETRY"] = "false"
 
 import asyncio
-import re
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 
 import httpx
 import pytest
@@ -21,6 +19,7 @@ from mem0 import AsyncMemoryClient, MemoryClient
 from mem0.exceptions import MemoryNotFoundError, ValidationError
 
 from tests.conftest import ADMIN_KEY, API_KEY, ApiProcess
+from tests.doc_blocks import one_run_by
 
 
 @pytest.fixture
@@ -283,12 +282,12 @@ def test_bad_filters_are_a_400_that_says_what_to_do(mem0: MemoryClient) -> None:
 def test_the_snippet_of_docs_mem0_runs_as_written(
     api: ApiProcess, native: httpx.Client, user_id: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    page = Path(__file__).resolve().parents[2] / "docs" / "mem0.md"
-    (snippet,) = re.findall(r"```python\n(.*?)```", page.read_text(), re.S)
+    page = "docs/mem0.md"
+    snippet = one_run_by(__file__, page, "MemoryClient(")
     monkeypatch.setenv("COGNIS_API_KEY", API_KEY)
     code = snippet.replace("http://localhost:8000", api.url).replace('"alice"', repr(user_id))
     names: dict[str, object] = {}
-    exec(compile(code, str(page), "exec"), names)  # noqa: S102
+    exec(compile(code, page, "exec"), names)  # noqa: S102
     memory_id = names["memory_id"]
     listed = native.get(f"/v1/users/{user_id}/memories").json()["items"]
     assert ("Alice lives in Porto.", 2) in [
