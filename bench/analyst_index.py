@@ -81,7 +81,7 @@ async def explain(engine: AsyncEngine, sql: str, runs: int) -> tuple[float, int,
     plan: dict[str, Any] = {}
     async with engine.connect() as connection:
         for _ in range(runs + 1):
-            raw = (
+            raw: Any = (
                 await connection.execute(text(f"EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) {sql}"))
             ).scalar_one()
             plan = (json.loads(raw) if isinstance(raw, str) else raw)[0]

@@ -14,8 +14,9 @@ import contextlib
 import os
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable, Coroutine
 from pathlib import Path
+from typing import Any
 
 from pydantic import SecretStr
 from sqlalchemy import text
@@ -107,7 +108,7 @@ def settings_on(base: Settings, urls: dict[str, str]) -> Settings:
 def measure_in_scratch_database(
     base: Settings,
     name: str,
-    measure: Callable[[Settings, dict[str, str]], Awaitable[None]],
+    measure: Callable[[Settings, dict[str, str]], Coroutine[Any, Any, None]],
     keep: bool = False,
     revision: str = "head",
 ) -> int:

@@ -154,7 +154,7 @@ async def fk_cost(owner: AsyncEngine, messages: int) -> dict[str, float]:
             if drop:
                 await connection.execute(text("DROP INDEX memories_source_message_id_idx"))
             await connection.execute(text(delete), {"u": "user-3", "n": 1})
-            plan = (
+            plan: Any = (
                 await connection.execute(
                     text(f"EXPLAIN (ANALYZE, FORMAT JSON) {delete}"), {"u": "user-2", "n": messages}
                 )
@@ -185,7 +185,7 @@ async def measure(settings: Settings, args: argparse.Namespace) -> None:
         )
         await fill(owner, groups, vectors="zero", progress=lambda s: print(s, flush=True))
         async with owner.connect() as connection:
-            size = (
+            size: str = (
                 await connection.execute(
                     text("SELECT pg_size_pretty(pg_total_relation_size('memories'))")
                 )

@@ -79,7 +79,9 @@ async def replay(connection: AsyncConnection, fillfactor: int, users: int, tasks
             await connection.execute(statement, params)
     updates1, hot1 = await stats(connection)
     updates, hot = updates1 - updates0, hot1 - hot0
-    size = (await connection.execute(text("SELECT pg_relation_size('ingest_tasks')"))).scalar_one()
+    size: int = (
+        await connection.execute(text("SELECT pg_relation_size('ingest_tasks')"))
+    ).scalar_one()
     could = updates - 2 * users * tasks  # every task's claim and finish cannot be HOT
     return (
         f"| {fillfactor} | {updates:,} | {hot:,} | {100 * hot / updates:.1f} %"
