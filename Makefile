@@ -1,5 +1,5 @@
 # The commands the README names. `make up` serves the API; `make test` runs the suite.
-.PHONY: up up-cluster down status install test test-fast lint typecheck relay reindex backup restore bench-supersedes bench-foundation bench-locomo bench-scale bench-ingest bench-mixed bench-retry bench-hnsw bench-relay bench-filters bench-import bench-migrations check-deploy bench-embedding bench-tenants bench-faults bench-categories bench-llm-gate bench-corrections bench-local-llm bench-llm-updates llm bench-mcp bench-mcp-listing bench-small-users bench-hnsw-history bench-scale-out bench-node-loss bench-japanese bench-tracing bench-webhooks
+.PHONY: up up-cluster down status install test test-fast lint typecheck relay reindex backup restore bench-supersedes bench-foundation bench-locomo bench-scale bench-ingest bench-mixed bench-retry bench-hnsw bench-relay bench-filters bench-import bench-migrations check-deploy bench-embedding bench-tenants bench-faults bench-categories bench-llm-gate bench-corrections bench-local-llm bench-llm-updates llm bench-mcp bench-mcp-listing bench-small-users bench-hnsw-history bench-scale-out bench-node-loss bench-japanese bench-tracing bench-webhooks bench-erase bench-backup bench-analyst bench-task-fillfactor
 
 PY := .venv/bin/python
 TEST_WORKERS ?= 2  # pytest-xdist workers; each has its own database, index and in-process API
@@ -79,6 +79,18 @@ bench-japanese:  ## Japanese and mixed users: hit@1/@3 default vs paper, multili
 
 bench-hnsw-history:  ## the 256D HNSW graph over every version against current versions only: size, recall
 	set -a && . .local/cognis.env && set +a && $(PY) -m bench.hnsw_history $(BENCH_ARGS)
+
+bench-erase:  ## erasing a user of 10k messages among 1M memory versions: time, user's lock held (scratch db)
+	set -a && . .local/cognis.env && set +a && $(PY) -m bench.erase $(BENCH_ARGS)
+
+bench-backup:  ## `make backup` and `make restore` of 100k memories: time, bytes, rows checked (scratch db)
+	set -a && . .local/cognis.env && set +a && $(PY) -m bench.backup_restore $(BENCH_ARGS)
+
+bench-analyst:  ## analysts' queries as bound analyst roles, before and after 0037's tenant indexes (scratch db)
+	set -a && . .local/cognis.env && set +a && $(PY) -m bench.analyst_index $(BENCH_ARGS)
+
+bench-task-fillfactor:  ## ingest_tasks: HOT updates of a replay of the worker's updates per fillfactor (scratch db)
+	set -a && . .local/cognis.env && set +a && $(PY) -m bench.task_fillfactor $(BENCH_ARGS)
 
 bench-relevance:  ## the relevance floor on LoCoMo: recall cost and "nothing relevant" on category 5 (make up)
 	$(PY) -m bench.relevance $(BENCH_ARGS)

@@ -14,9 +14,11 @@ import contextlib
 import os
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Coroutine
 from pathlib import Path
+from typing import Any
 
+from pydantic import SecretStr
 from sqlalchemy import text
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, create_async_engine
@@ -82,27 +84,61 @@ async def scratch_database(url: str, name: str, create: bool) -> None:
         await admin.dispose()
 
 
-def in_scratch_database(
-    base: Settings, name: str, work: Callable[[dict[str, str]], None], keep: bool = False
+def migrate(urls: dict[str, str], revision: str = "head") -> bool:
+    """`alembic upgrade revision` on the database of `urls` (`urls_on`'s fields); False, with
+    its error printed, when it failed."""
+    migrated = subprocess.run(  # noqa: S603 - our own interpreter and Alembic
+        [sys.executable, "-m", "alembic", "upgrade", revision],
+        cwd=ROOT,
+        env={**os.environ, **environment(urls)},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if migrated.returncode != 0:
+        print(migrated.stderr[-3000:], file=sys.stderr)
+    return migrated.returncode == 0
+
+
+def settings_on(base: Settings, urls: dict[str, str]) -> Settings:
+    """`base` with its database URLs moved to `urls` (`urls_on`'s fields)."""
+    return base.model_copy(update={field: SecretStr(url) for field, url in urls.items()})
+
+
+def measure_in_scratch_database(
+    base: Settings,
+    name: str,
+    measure: Callable[[Settings, dict[str, str]], Coroutine[Any, Any, None]],
+    keep: bool = False,
+    revision: str = "head",
 ) -> int:
-    """Create the database `name` on the owner's server (unless it exists), migrate it to head
-    with Alembic, run `work(urls)` (`urls_on`'s fields for it), and drop it, whatever happens,
-    unless `keep` (a benchmark's loaded data kept for its next run). 1 when the migration
-    failed (its error printed), else 0."""
+    """`in_scratch_database` running the coroutine `measure(settings, urls)`: the settings
+    and the URLs of the scratch database."""
+    return in_scratch_database(
+        base,
+        name,
+        lambda urls: asyncio.run(measure(settings_on(base, urls), urls)),
+        keep=keep,
+        revision=revision,
+    )
+
+
+def in_scratch_database(
+    base: Settings,
+    name: str,
+    work: Callable[[dict[str, str]], None],
+    keep: bool = False,
+    revision: str = "head",
+) -> int:
+    """Create the database `name` on the owner's server (unless it exists), migrate it to
+    `revision` (head) with Alembic, run `work(urls)` (`urls_on`'s fields for it), and drop
+    it, whatever happens, unless `keep` (a benchmark's loaded data kept for its next run).
+    1 when the migration failed (its error printed), else 0."""
     admin_url = owner_url(base)
     scratch_urls = urls_on(base, name)
     asyncio.run(scratch_database(admin_url, name, create=True))
     try:
-        migrated = subprocess.run(
-            [sys.executable, "-m", "alembic", "upgrade", "head"],
-            cwd=ROOT,
-            env={**os.environ, **environment(scratch_urls)},
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        if migrated.returncode != 0:
-            print(migrated.stderr[-3000:], file=sys.stderr)
+        if not migrate(scratch_urls, revision):
             return 1
         work(scratch_urls)
     finally:

@@ -23,13 +23,11 @@ OpenSearch applies a column clause exactly, in the query, and ranks only what ma
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
 import time
 import uuid
 
 import numpy as np
-from pydantic import SecretStr
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -40,7 +38,7 @@ from app.db.vector_indexes import build_hnsw_indexes, drop_hnsw_indexes
 from app.logging import configure_logging
 from app.memories.filters import parse_filter, to_sql
 from app.memories.repository import MemoryRepository
-from bench.database import in_scratch_database, owner_url
+from bench.database import measure_in_scratch_database, owner_url
 from bench.foundation import percentile
 from bench.scale import (
     LocomoMemories,
@@ -263,14 +261,10 @@ def main() -> int:
     base = Settings()
     configure_logging("WARNING", False)
 
-    def work(scratch_urls: dict[str, str]) -> None:
-        settings = base.model_copy(
-            update={field: SecretStr(url) for field, url in scratch_urls.items()}
-        )
-        asyncio.run(measure(settings, args))
-
     name = args.keep or f"cognis_bench_filters_{uuid.uuid4().hex[:8]}"
-    return in_scratch_database(base, name, work, keep=bool(args.keep))
+    return measure_in_scratch_database(
+        base, name, lambda settings, _: measure(settings, args), keep=bool(args.keep)
+    )
 
 
 if __name__ == "__main__":

@@ -46,6 +46,12 @@ EXPECTED_INDEXES = {
         "(version = 1)",
     ),
     "messages_user_idempotency_key_idx": ("UNIQUE", "(tenant_id, user_id, idempotency_key)"),
+    # 0037: an analyst's whole-tenant queries read its tenant's rows only.
+    "memories_tenant_id_user_id_created_at_idx": ("btree", "(tenant_id, user_id, created_at)"),
+    "ingest_decisions_tenant_id_user_id_created_at_idx": (
+        "btree",
+        "(tenant_id, user_id, created_at)",
+    ),
 }
 
 

@@ -299,6 +299,9 @@ class Memory(Base):
             "run_id",
             postgresql_where=text("run_id IS NOT NULL"),
         ),
+        # An analyst's policy keeps one tenant (an InitPlan): its queries over the whole
+        # tenant read that tenant's entries only, and of one user that user's (0037).
+        Index(None, "tenant_id", "user_id", "created_at"),
         # The key's ON DELETE SET NULL: a deleted message finds its memories here (0024).
         Index(
             "memories_source_message_id_idx",
@@ -539,6 +542,8 @@ class IngestDecision(Base):
         Index(None, "message_id"),
         Index(None, "job_id"),
         Index(None, "user_id", "created_at"),
+        # An analyst's queries over its whole tenant, per day, or of one user (0037).
+        Index(None, "tenant_id", "user_id", "created_at"),
     )
 
 
