@@ -8,17 +8,20 @@ background work (relay, workers): the seeded memories are indexed by `python -m 
 --once` before the searches.
 
 One user with LoCoMo turns; each question is asked of both APIs, in alternating order, so
-the machine's noise (other processes, the model service) falls on both alike. Prints p50/p95
-of the HTTP round trip and of the server's own `duration_ms` per API, their ratios on/off,
-and the spans received. Asserts nothing; a 2-core machine shared with other work is noisy:
-compare runs, and read the p50 ratio before the p95's.
+the machine's noise (other processes, the model service) falls on both alike, and the whole
+set of questions is asked again in each of `--rounds` rounds. Prints, per round and over all,
+p50/p95 of the HTTP round trip and of the server's own `duration_ms` per API, their ratios
+on/off, the median of each question's paired ratio, each API's CPU per search, and the spans
+received. Asserts nothing; a 2-core machine shared with other work is noisy: read the p50 and
+paired ratios before the p95's, and the spread of the rounds.
 
-    make bench-tracing BENCH_ARGS="--memories 300 --queries 200"
+    make bench-tracing BENCH_ARGS="--memories 300 --queries 200 --rounds 3"
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import statistics
 import subprocess
@@ -105,12 +108,25 @@ def search(client: httpx.Client, user: str, question: str, timings: Timings) -> 
     timings.server_ms.append(response.json()["duration_ms"])
 
 
+def variants(specs: list[str], traced_env: list[str]) -> dict[str, dict[str, str]]:
+    """The traced APIs to run beside the untraced one, by label: `on` (every span, with
+    `--traced-env`) unless `--variant LABEL:NAME=VALUE;NAME=VALUE` names others."""
+    if not specs:
+        return {"on": dict(pair.split("=", 1) for pair in traced_env)}
+    found = {}
+    for spec in specs:
+        label, _, pairs = spec.partition(":")
+        found[label] = dict(pair.split("=", 1) for pair in pairs.split(";") if pair)
+    return found
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--key", default=os.environ.get("COGNIS_API_KEY", "cognis-dev-key"))
     parser.add_argument("--memories", type=int, default=300)
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--warmup", type=int, default=20, help="questions asked first, not timed")
+    parser.add_argument("--rounds", type=int, default=3, help="times the questions are asked")
     parser.add_argument(
         "--traced-env",
         action="append",
@@ -118,6 +134,15 @@ def main() -> int:
         metavar="NAME=VALUE",
         help="more environment for the traced API, e.g. "
         "OTEL_PYTHON_DISABLED_INSTRUMENTATIONS=sqlalchemy (what each part costs)",
+    )
+    parser.add_argument(
+        "--variant",
+        action="append",
+        default=[],
+        metavar="LABEL:NAME=VALUE;...",
+        help="a traced API of its own, with this environment added (repeatable; each is "
+        "asked every question beside the others), e.g. "
+        "'no-sql:OTEL_PYTHON_DISABLED_INSTRUMENTATIONS=sqlalchemy'; default: one, `on`",
     )
     args = parser.parse_args()
 
@@ -128,22 +153,31 @@ def main() -> int:
         "COGNIS_INGEST_WORKER_IN_API": "false",
         "COGNIS_LOG_LEVEL": "WARNING",
     }
-    traced = {
-        **quiet,
-        "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.url,
-        "OTEL_SERVICE_NAME": "cognis-bench-traced",
-        **dict(pair.split("=", 1) for pair in args.traced_env),
-    }
+    envs = {"off": quiet}
+    for label, extra in variants(args.variant, args.traced_env).items():
+        envs[label] = {
+            **quiet,
+            "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.url,
+            "OTEL_SERVICE_NAME": f"cognis-bench-{label}",
+            **extra,
+        }
+    names = list(envs)
     user = f"bench-tracing-{uuid.uuid4().hex[:8]}"
     turns, questions = locomo_turns_and_questions(args.memories)
     asked = questions[: args.warmup + args.queries]
     print(f"{len(turns)} memories for {user}, {args.queries} questions after {args.warmup} warm-up")
-    with (
-        api_process("off", quiet) as off_api,
-        api_process("on", traced) as on_api,
-        httpx.Client(base_url=off_api.url, headers={"X-API-Key": args.key}, timeout=120) as off,
-        httpx.Client(base_url=on_api.url, headers={"X-API-Key": args.key}, timeout=120) as on,
-    ):
+    for label, env in envs.items():
+        otel = {k: v for k, v in env.items() if k.startswith("OTEL_") and "ENDPOINT" not in k}
+        print(f"  API {label}: {otel or 'no OTEL_* variable'}")
+    with contextlib.ExitStack() as stack:
+        apis = {name: stack.enter_context(api_process(name, env)) for name, env in envs.items()}
+        clients = {
+            name: stack.enter_context(
+                httpx.Client(base_url=api.url, headers={"X-API-Key": args.key}, timeout=120)
+            )
+            for name, api in apis.items()
+        }
+        off = clients["off"]
         try:
             for offset in range(0, len(turns), 100):
                 batch = [{"content": t} for t in turns[offset : offset + 100]]
@@ -157,44 +191,68 @@ def main() -> int:
                 check=False,
             )
             print(f"indexed: {relay.stdout.strip() or relay.stderr.strip()[-300:]}")
-            timings = {"off": Timings(), "on": Timings()}
-            clients = {"off": off, "on": on}
-            pids = {"off": off_api.pid, "on": on_api.pid}
-            for i, question in enumerate(asked):
-                if i == args.warmup:
-                    cpu_at = {name: cpu_s(pid) for name, pid in pids.items()}
-                order = ("on", "off") if i % 2 else ("off", "on")
-                for name in order:
-                    target = timings[name] if i >= args.warmup else Timings()
-                    search(clients[name], user, question, target)
-            for name, pid in pids.items():
-                timings[name].cpu_s = cpu_s(pid) - cpu_at[name]
+            for question in asked[: args.warmup]:
+                for name in names:
+                    search(clients[name], user, question, Timings())
+            timed = asked[args.warmup :]
+            rounds = []
+            for n in range(args.rounds):
+                timings = {name: Timings() for name in names}
+                cpu_at = {name: cpu_s(api.pid) for name, api in apis.items()}
+                for i, question in enumerate(timed):
+                    # Each API first, second, ... in turn: no place in the order is one's own.
+                    shift = (i + n) % len(names)
+                    for name in names[shift:] + names[:shift]:
+                        search(clients[name], user, question, timings[name])
+                for name, api in apis.items():
+                    timings[name].cpu_s = cpu_s(api.pid) - cpu_at[name]
+                report(f"round {n + 1}", timings)
+                rounds.append(timings)
         finally:
             erased = off.delete(f"/v1/users/{user}")
             print(f"erased bench user: {erased.status_code}")
-    # The traced API flushed its last spans as it stopped.
+    # The traced APIs flushed their last spans as they stopped.
     received = receiver.received
     receiver.close()
 
-    print(f"tracing off: {timings['off'].line()}")
-    print(f"tracing on:  {timings['on'].line()}")
-    on_t, off_t = timings["on"], timings["off"]
+    report(f"all {args.rounds} rounds", {name: merged(rounds, name) for name in names})
+    load = os.getloadavg()
+    print(f"load average at the end: {load[0]:.1f} (5 min {load[1]:.1f}) on {os.cpu_count()} cores")
+    searches = (len(asked) - args.warmup) * args.rounds + args.warmup
+    traced_apis = len(names) - 1
     print(
-        f"ratio on/off: HTTP p50 {_ratio(on_t.http_ms, off_t.http_ms, 50)}, "
-        f"p95 {_ratio(on_t.http_ms, off_t.http_ms, 95)}; server p50 "
-        f"{_ratio(on_t.server_ms, off_t.server_ms, 50)}, "
-        f"p95 {_ratio(on_t.server_ms, off_t.server_ms, 95)}; CPU a search "
-        f"{on_t.cpu_ms_per_search() / off_t.cpu_ms_per_search():.3f}"
+        f"spans received: {received} ({received / searches / traced_apis:.1f} per search of a "
+        "traced API, warm-up included)"
     )
-    print(
-        f"paired (median of each question's on/off): HTTP {_paired(on_t.http_ms, off_t.http_ms)}, "
-        f"server {_paired(on_t.server_ms, off_t.server_ms)}"
-    )
-    load = os.getloadavg()[0]
-    print(f"load average at the end: {load:.1f} on {os.cpu_count()} cores")
-    searches = len(asked)
-    print(f"spans received: {received} ({received / searches:.1f} per search, warm-up included)")
     return 0
+
+
+def merged(rounds: list[dict[str, Timings]], name: str) -> Timings:
+    return Timings(
+        http_ms=[ms for r in rounds for ms in r[name].http_ms],
+        server_ms=[ms for r in rounds for ms in r[name].server_ms],
+        cpu_s=sum(r[name].cpu_s for r in rounds),
+    )
+
+
+def report(label: str, timings: dict[str, Timings]) -> None:
+    off_t = timings["off"]
+    print(f"{label}:")
+    for name, t in timings.items():
+        print(f"  {name:>12}: {t.line()}")
+    for name, on_t in timings.items():
+        if name == "off":
+            continue
+        print(
+            f"  {name}/off: HTTP p50 {_ratio(on_t.http_ms, off_t.http_ms, 50)}, "
+            f"p95 {_ratio(on_t.http_ms, off_t.http_ms, 95)}; server p50 "
+            f"{_ratio(on_t.server_ms, off_t.server_ms, 50)}, "
+            f"p95 {_ratio(on_t.server_ms, off_t.server_ms, 95)}; CPU a search "
+            f"{on_t.cpu_ms_per_search() / off_t.cpu_ms_per_search():.3f}; paired (median of "
+            f"each question's ratio) HTTP {_paired(on_t.http_ms, off_t.http_ms)}, server "
+            f"{_paired(on_t.server_ms, off_t.server_ms)}",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

@@ -18,6 +18,17 @@ The receiver is on 127.0.0.1, so the API must allow it:
   backlog: runs with 1 user and with several. `make up` runs one relay, in the API process
   (COGNIS_RELAY_IN_API).
 
+- write-path cost (`--write-rounds`): batch creates (`POST .../memories/batch`, LoCoMo turns)
+  timed with a subscription to `memory.created` and without one, alternating in every round
+  (with first in even rounds, without first in odd ones) on one user, so that the machine's
+  swings and the user's growing history fall on both alike; texts/s of each and the ratio
+  with/without, per round and over all. Between writes the bench waits for the events (with)
+  and lets the relay index the batch, so that no delivery runs during a timed write. Then the
+  event-queuing statement itself (the fan-out INSERT ... SELECT of app/webhooks/events.py),
+  for a batch's events, run in Postgres with and without a subscription, alternating:
+  `EXPLAIN ANALYZE` in a transaction rolled back, its execution and trigger time (needs the
+  owner's `COGNIS_MIGRATION_DATABASE_URL` of the API's database).
+
 Each measure subscribes the receiver for its own events only; its users and subscription are
 deleted after it. Prints numbers; asserts nothing.
 """
@@ -25,9 +36,11 @@ deleted after it. Prints numbers; asserts nothing.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
 import json
 import os
+import statistics
 import sys
 import time
 import uuid
@@ -39,7 +52,8 @@ from typing import Any
 import httpx
 
 from bench import as_client
-from bench.foundation import summary
+from bench.foundation import locomo_turns_and_questions, summary
+from bench.ports import free_port
 from bench.webhook_receiver import WebhookReceiver
 
 
@@ -165,6 +179,113 @@ def measure_backlog(
             api.delete(f"/v1/users/{name}")
 
 
+def measure_write_cost(
+    api: httpx.Client, receiver: WebhookReceiver, rounds: int, batch: int, settle_s: float
+) -> None:
+    """Batch create texts/s with a subscription and without, alternating in each round."""
+    user = f"bench-hooks-write-{uuid.uuid4().hex[:8]}"
+    turns, _ = locomo_turns_and_questions(batch * (2 * rounds + 1))
+    written = 0
+    seconds: dict[str, list[float]] = {"with": [], "without": []}
+
+    def timed_batch() -> float:
+        nonlocal written
+        memories = [{"content": t} for t in turns[written : written + batch]]
+        written += batch
+        started = time.perf_counter()
+        created = api.post(f"/v1/users/{user}/memories/batch", json={"memories": memories})
+        elapsed = time.perf_counter() - started
+        if created.status_code != 201:
+            raise RuntimeError(f"batch create answered {created.status_code}: {created.text}")
+        return elapsed
+
+    try:
+        timed_batch()  # warm-up: the user's first write, the model's first batch
+        time.sleep(settle_s)
+        for n in range(rounds):
+            for setting in ("with", "without") if n % 2 == 0 else ("without", "with"):
+                if setting == "with":
+                    before = len(receiver.records)
+                    with subscribed(api, receiver, "memory.created"):
+                        seconds["with"].append(timed_batch())
+                        if not _wait_for(receiver, before + batch, 120):
+                            print(f"  round {n}: events not received in 120 s", file=sys.stderr)
+                else:
+                    seconds["without"].append(timed_batch())
+                time.sleep(settle_s)  # the relay indexes the batch before the next write
+            ratio = seconds["without"][-1] / seconds["with"][-1]
+            print(
+                f"  round {n + 1}: with {batch / seconds['with'][-1]:.2f} texts/s, without "
+                f"{batch / seconds['without'][-1]:.2f} texts/s, with/without {ratio:.3f}",
+                flush=True,
+            )
+        with_rate = batch * rounds / sum(seconds["with"])
+        without_rate = batch * rounds / sum(seconds["without"])
+        paired = statistics.median(
+            w / o for w, o in zip(seconds["without"], seconds["with"], strict=True)
+        )
+        print(
+            f"write-path cost, {rounds} rounds of {batch} texts: with a subscription "
+            f"{with_rate:.2f} texts/s, without {without_rate:.2f} texts/s; with/without "
+            f"{with_rate / without_rate:.3f} (median of the rounds' ratios {paired:.3f})"
+        )
+    finally:
+        api.delete(f"/v1/users/{user}")
+
+
+async def _fan_out_ms(owner_url: str, batch: int, samples: int) -> dict[str, list[float]]:
+    """The fan-out statement's execution time (its trigger's included) in Postgres for `batch`
+    events of a scratch tenant, with one subscription to their type and with none,
+    alternating; each run in a transaction rolled back (nothing is queued or delivered)."""
+    from sqlalchemy import text
+    from sqlalchemy.ext.asyncio import create_async_engine
+
+    from app.webhooks.events import FAN_OUT, Event, fan_out_parameters
+
+    engine = create_async_engine(owner_url)
+    tenant = uuid.uuid4()
+    payload = {"content": "x" * 120, "metadata": {}, "category": "personal"}
+    events = [Event("memory.created", "bench-fan-out", payload, tenant) for _ in range(batch)]
+    explain = text(f"EXPLAIN (ANALYZE, FORMAT JSON) {FAN_OUT.text}")
+    times: dict[str, list[float]] = {"with": [], "without": []}
+    try:
+        for n in range(2 * samples):
+            setting = ("with", "without")[(n + n // 2) % 2]
+            async with engine.connect() as connection:
+                transaction = await connection.begin()
+                await connection.execute(
+                    text("INSERT INTO tenants (id, name) VALUES (:t, :n)"),
+                    {"t": tenant, "n": f"bench-fan-out-{tenant.hex[:8]}"},
+                )
+                if setting == "with":
+                    await connection.execute(
+                        text(
+                            "INSERT INTO webhook_subscriptions (tenant_id, url, secret, "
+                            "event_types) VALUES (:t, 'https://receiver.example/hook', "
+                            "'whsec_bench', ARRAY['memory.created'])"
+                        ),
+                        {"t": tenant},
+                    )
+                explained = (
+                    await connection.execute(explain, fan_out_parameters(events))
+                ).scalar_one()
+                await transaction.rollback()
+            plan = (json.loads(explained) if isinstance(explained, str) else explained)[0]
+            # The execution time includes the triggers' (the NOTIFY of a queued delivery).
+            times[setting].append(plan["Execution Time"])
+    finally:
+        await engine.dispose()
+    return times
+
+
+def measure_fan_out(owner_url: str, batch: int, samples: int) -> None:
+    times = asyncio.run(_fan_out_ms(owner_url, batch, samples))
+    print(
+        f"event-queuing statement for {batch} events, in Postgres: with a subscription "
+        f"{summary(times['with'])}; without {summary(times['without'])}"
+    )
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--api", default=os.environ.get("COGNIS_API", "http://127.0.0.1:8000"))
@@ -175,16 +296,41 @@ def main() -> int:
         default="1x200,10x50,40x25",
         help="comma-separated USERSxEVENTS runs of the throughput measure",
     )
+    parser.add_argument(
+        "--write-rounds",
+        type=int,
+        default=0,
+        help="rounds of the write-path cost measure (batch creates with and without a "
+        "subscription); 0: not run",
+    )
+    parser.add_argument("--write-batch", type=int, default=50, help="texts per batch create")
+    parser.add_argument(
+        "--settle-s", type=float, default=2.0, help="pause after each timed batch create"
+    )
+    parser.add_argument(
+        "--only-write-cost",
+        action="store_true",
+        help="skip the latency and backlog measures",
+    )
     args = parser.parse_args()
 
     api = httpx.Client(base_url=args.api, headers={"X-API-Key": args.key}, timeout=300)
-    receiver = WebhookReceiver().start()
+    receiver = WebhookReceiver(port=free_port()).start()
     try:
-        measure_latency(api, receiver, args.latency_samples)
-        for run in args.backlogs.split(","):
-            users, per_user = (int(part) for part in run.split("x"))
-            measure_backlog(api, receiver, users, per_user)
+        if not args.only_write_cost:
+            measure_latency(api, receiver, args.latency_samples)
+            for run in args.backlogs.split(","):
+                users, per_user = (int(part) for part in run.split("x"))
+                measure_backlog(api, receiver, users, per_user)
+        if args.write_rounds:
+            measure_write_cost(api, receiver, args.write_rounds, args.write_batch, args.settle_s)
+            owner_url = os.environ.get("COGNIS_MIGRATION_DATABASE_URL")
+            if owner_url:
+                measure_fan_out(owner_url, args.write_batch, samples=20)
+            else:
+                print("no COGNIS_MIGRATION_DATABASE_URL: the statement's own time not measured")
         print(f"{as_client.RETRIES.describe()} while writing the memories")
+        print(f"load average at the end: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     except LoopbackRefused as exc:
         print(
             "the API refuses a receiver on loopback: start it with "

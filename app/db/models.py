@@ -623,6 +623,9 @@ class BatchJob(Base):
         DateTime(timezone=True), nullable=False, server_default=func.now()
     )
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    # The W3C traceparent of the request that queued the job, when it was traced: the
+    # worker's spans continue that trace (0038_batch_job_traceparent).
+    traceparent: Mapped[str | None] = mapped_column(Text)
 
     __table_args__ = (
         CheckConstraint(_in_list("status", BATCH_JOB_STATES), name="status"),

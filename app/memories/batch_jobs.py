@@ -14,6 +14,7 @@ from typing import Any
 from sqlalchemy import and_, func, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app import tracing
 from app.db.models import BatchJob, Memory
 from app.memories.domain import MemoryDraft
 from app.webhooks import events as webhook_events
@@ -73,6 +74,9 @@ class ClaimedJob:
     drafts: list[MemoryDraft]
     attempts: int
     token: uuid.UUID
+    # The W3C traceparent of the request that queued it (when traced): the job's spans
+    # continue that trace.
+    traceparent: str | None = None
 
 
 class BatchJobRepository:
@@ -81,7 +85,8 @@ class BatchJobRepository:
 
     # A request's side, in its tenant.
     async def queue(self, user_id: str, drafts: list[MemoryDraft], queue: str) -> BatchJob:
-        """A new queued job of these validated drafts on `queue`, in the caller's transaction."""
+        """A new queued job of these validated drafts on `queue`, in the caller's transaction,
+        with the request's trace context (tracing on) for the worker to continue."""
         job = BatchJob(
             id=uuid.uuid4(),
             user_id=user_id,
@@ -90,6 +95,7 @@ class BatchJobRepository:
             memories=len(drafts),
             status="queued",
             attempts=0,
+            traceparent=tracing.traceparent(),
         )
         self.session.add(job)
         await self.session.flush()

@@ -19,6 +19,7 @@ from datetime import timedelta
 import structlog
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from app import tracing
 from app.config import Settings
 from app.db.tenant import tenant_scope
 from app.errors import InvalidInputError, UserErasedError
@@ -83,6 +84,7 @@ class BatchJobWorker:
                         drafts=drafts_from_json(job.batch),
                         attempts=job.attempts,
                         token=job.lease_token,
+                        traceparent=job.traceparent,
                     )
                 error = job.error or "the process running it stopped"
                 await repository.give_up(
@@ -104,10 +106,21 @@ class BatchJobWorker:
             "batch_job",
             job_id=str(job.id),
         )
+        # While tracing, the job's span, in the trace of the request that queued it (its
+        # embedding and its write below it), seconds or minutes after that request's answer.
+        job_span = tracing.queued_work_span(
+            "batch_job.run",
+            {
+                "cognis.batch_job.id": str(job.id),
+                "cognis.batch_job.memories": len(job.drafts),
+                "cognis.batch_job.attempt": job.attempts,
+            },
+            [job.traceparent],
+        )
         # The heartbeat renews across tenants, as the claim; the job is written as its
         # tenant's, so every read and write stays there.
         async with heartbeat:
-            with tenant_scope(job.tenant_id):
+            with tenant_scope(job.tenant_id), job_span:
                 try:
                     await self._write(job, started)
                 except JobLost:
@@ -132,18 +145,19 @@ class BatchJobWorker:
         # Bulk work with no deadline: the model's slow part, before any transaction opens.
         work = Work(WorkClass.BULK, job.tenant_id, job.user_id)
         await embed_drafts(drafts, self._embedder, work)
-        async with self._sessionmaker() as session, session.begin():
-            # The user's write lock (create takes it again, a no-op): an erase since the claim
-            # deleted the job and refuses this write (409, dropped), and one that comes later
-            # waits for this transaction.
-            await hold_for_write(session, job.user_id, began)
-            service = MemoryService(session, self._embedder, self._classifier, self._settings)
-            memories = await service.create(job.user_id, drafts, work)
-            # A job taken over by another worker meanwhile: rolled back.
-            if not await BatchJobRepository(session).finish(
-                job.id, job.token, [m.id for m in memories]
-            ):
-                raise JobLost
+        with tracing.span("batch_job.write"):
+            async with self._sessionmaker() as session, session.begin():
+                # The user's write lock (create takes it again, a no-op): an erase since the
+                # claim deleted the job and refuses this write (409, dropped), and one that
+                # comes later waits for this transaction.
+                await hold_for_write(session, job.user_id, began)
+                service = MemoryService(session, self._embedder, self._classifier, self._settings)
+                memories = await service.create(job.user_id, drafts, work)
+                # A job taken over by another worker meanwhile: rolled back.
+                if not await BatchJobRepository(session).finish(
+                    job.id, job.token, [m.id for m in memories]
+                ):
+                    raise JobLost
 
     async def _renew_lease(self, job: ClaimedJob) -> bool:
         async with self._sessionmaker() as session, session.begin():

@@ -25,6 +25,7 @@ from app.search_index.documents import (
 )
 from app.search_index.layout import node_urls, reconcile_layout, wanted_replicas
 from app.search_index.text_query import proximity_match, text_match
+from app.tracing.setup import opensearch_transport_class
 
 log = structlog.get_logger(__name__)
 
@@ -142,6 +143,8 @@ class MemoryIndex:
         # them (ensure_index finds out), whose CJK queries then search `content` as they did.
         self.language_fields = True
         hosts = node_urls(settings.opensearch_url)
+        # While tracing: a span per request made below a recorded span.
+        traced = opensearch_transport_class()
         self.client = AsyncOpenSearch(
             hosts=hosts,
             http_auth=auth,
@@ -151,6 +154,7 @@ class MemoryIndex:
             # retried: the caller's time is spent (the BM25 leg reports itself missing).
             max_retries=len(hosts) - 1,
             retry_on_timeout=False,
+            **({"transport_class": traced} if traced is not None else {}),
         )
 
     async def close(self) -> None:

@@ -8,16 +8,17 @@ OTLP/HTTP with protobuf bodies and reads its own variables (endpoint, headers, t
 compression); `OTEL_SERVICE_NAME` and `OTEL_RESOURCE_ATTRIBUTES` name the process (default
 `cognis-<process>`: cognis-api, cognis-worker, cognis-relay, cognis-model, ...);
 `OTEL_BSP_*` tune the batch processor, `OTEL_TRACES_SAMPLER` (+ `_ARG`) the sampling of new
-traces, `OTEL_PYTHON_DISABLED_INSTRUMENTATIONS` leaves out instrumentations by name
-(`sqlalchemy`, `httpx`, `aiohttp-client`).
+traces, `OTEL_PYTHON_DISABLED_INSTRUMENTATIONS` leaves out client spans by name (`sqlalchemy`,
+`httpx`, `opensearch`; `aiohttp-client`, the name of OpenSearch's before, still works).
 
 A trace starts at a request or at a unit of work (an ingestion claim), never at a lone client
 call: the background loops poll Postgres, OpenSearch and the model service all day, and those
-polls make no traces (the sampler drops a root CLIENT span). Below a traced span everything
-is recorded: each SQL statement (SQLAlchemy's engine events; statements carry bind
-placeholders, never values), each OpenSearch request (aiohttp, the async client's transport;
-its URL without the query string), each request to the model service and the LLM (httpx,
-which carries the W3C `traceparent` header there).
+polls make no traces (the client spans are made below a recorded span only). Below a traced
+span everything is recorded: each SQL statement (SQLAlchemy's engine events,
+app/tracing/statements.py; statements carry bind placeholders, never values), each OpenSearch
+request (the async client's transport; its path without the query string), each request to
+the model service and the LLM (httpx's transport, which carries the W3C `traceparent` header
+there; app/tracing/clients.py).
 """
 
 from __future__ import annotations
@@ -37,6 +38,8 @@ if TYPE_CHECKING:
     from opentelemetry.sdk.trace.export import SpanExporter
     from sqlalchemy.ext.asyncio import AsyncEngine
 
+    from app.tracing.statements import StatementSpans
+
 log = structlog.get_logger(__name__)
 
 EXPORTERS = ("otlp", "console")
@@ -44,9 +47,11 @@ PROTOCOL = "http/protobuf"
 TRUE = ("true", "1", "yes", "on")
 
 _provider: TracerProvider | None = None
-# OTEL_PYTHON_DISABLED_INSTRUMENTATIONS, as this process read it at start: the names of
-# instrumentations (sqlalchemy, httpx, aiohttp-client) not to install.
+# OTEL_PYTHON_DISABLED_INSTRUMENTATIONS, as this process read it at start: the client spans
+# (sqlalchemy, httpx, opensearch or aiohttp-client) not to make.
 _disabled: frozenset[str] = frozenset()
+# The SQL statement listeners of each engine traced (removed when tracing stops).
+_statement_spans: list[StatementSpans] = []
 
 
 def disabled_instrumentations(environ: Mapping[str, str]) -> frozenset[str]:
@@ -130,8 +135,6 @@ def start_tracing(
     _provider = provider
     _disabled = disabled_instrumentations(environ)
     tracing.activate(provider.get_tracer(tracing.SCOPE), settings.trace_content)
-    if "aiohttp-client" not in _disabled:
-        _trace_opensearch(provider)
     log.info(
         "tracing.started",
         process=process,
@@ -147,12 +150,9 @@ def stop_tracing() -> None:
     global _provider, _disabled
     if _provider is None:
         return
-    from opentelemetry.instrumentation.aiohttp_client import AioHttpClientInstrumentor
-    from opentelemetry.instrumentation.sqlalchemy.engine import EngineTracer
-
     tracing.deactivate()
-    AioHttpClientInstrumentor().uninstrument()
-    EngineTracer.remove_all_event_listeners()
+    while _statement_spans:
+        _statement_spans.pop().remove()
     _provider.shutdown()
     _provider = None
     _disabled = frozenset()
@@ -164,71 +164,37 @@ def tracer_provider() -> TracerProvider | None:
 
 
 def trace_engine(engine: AsyncEngine) -> None:
-    """Spans for the engine's SQL statements, under whatever span runs them (no-op while off)."""
+    """Spans for the engine's SQL statements, under whatever span runs them (no-op while off;
+    app/tracing/statements.py)."""
     if _provider is None or "sqlalchemy" in _disabled:
         return
-    from opentelemetry.instrumentation.sqlalchemy.engine import EngineTracer
-    from opentelemetry.metrics import NoOpMeterProvider
+    from app.tracing.statements import StatementSpans
 
-    meter = NoOpMeterProvider().get_meter(tracing.SCOPE)
-    EngineTracer(
-        _provider.get_tracer("opentelemetry.instrumentation.sqlalchemy"),
-        engine.sync_engine,
-        meter.create_up_down_counter("db.client.connections.usage"),
+    _statement_spans.append(
+        StatementSpans(_provider.get_tracer(tracing.SCOPE + ".sql"), engine.sync_engine)
     )
 
 
 def trace_http_client(client: httpx.Client | httpx.AsyncClient) -> None:
-    """Spans for the client's requests, named `<METHOD> <path>`, with the W3C trace context in
-    their headers (no-op while off): the model service and the LLM continue the trace."""
+    """Spans for the client's requests below a recorded span, named `<METHOD> <path>`, with the
+    W3C trace context in their headers (no-op while off; app/tracing/clients.py): the model
+    service and the LLM continue the trace."""
     if _provider is None or "httpx" in _disabled:
         return
-    from opentelemetry.instrumentation.httpx import HTTPXClientInstrumentor
-    from opentelemetry.metrics import NoOpMeterProvider
+    from app.tracing.clients import trace_transport
 
-    HTTPXClientInstrumentor.instrument_client(
-        client,
-        tracer_provider=_provider,
-        meter_provider=NoOpMeterProvider(),
-        request_hook=_name_http_span,
-    )
+    trace_transport(client, _provider.get_tracer(tracing.SCOPE + ".http"))
 
 
-def _name_http_span(span: Any, request: Any) -> None:
-    method = request.method.decode() if isinstance(request.method, bytes) else request.method
-    span.update_name(f"{method} {request.url.path}")
+def opensearch_transport_class() -> type | None:
+    """The transport class of the service's OpenSearch client: one that makes a span per
+    request below a recorded span (`opensearch _search`, ...) while tracing, else None (the
+    client's default)."""
+    if _provider is None or {"opensearch", "aiohttp-client"} & _disabled:
+        return None
+    from app.tracing.clients import opensearch_transport
 
-
-def _trace_opensearch(provider: TracerProvider) -> None:
-    """The async OpenSearch client talks aiohttp (the only aiohttp user in this service):
-    every session made from now on is traced, its URLs without their query string."""
-    from opentelemetry.instrumentation.aiohttp_client import AioHttpClientInstrumentor
-    from opentelemetry.metrics import NoOpMeterProvider
-
-    AioHttpClientInstrumentor().instrument(
-        tracer_provider=provider,
-        meter_provider=NoOpMeterProvider(),
-        url_filter=_without_query,
-        request_hook=_name_opensearch_span,
-    )
-
-
-def _without_query(url: Any) -> str:
-    return str(url.with_query(None))
-
-
-def _name_opensearch_span(span: Any, params: Any) -> None:
-    """`opensearch <operation>` (`_search`, `_bulk`, `_count`, ...: the path's last `_`
-    part, or the method): a name per kind of call, not per document."""
-    if not span.is_recording():
-        return
-    operation = next(
-        (part for part in reversed(params.url.path.split("/")) if part.startswith("_")),
-        params.method,
-    )
-    span.update_name(f"opensearch {operation}")
-    span.set_attribute("db.system.name", "opensearch")
-    span.set_attribute("db.operation.name", operation)
+    return opensearch_transport(_provider.get_tracer(tracing.SCOPE + ".opensearch"))
 
 
 def _exporter(name: str, environ: Mapping[str, str]) -> SpanExporter:

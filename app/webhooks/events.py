@@ -40,7 +40,7 @@ _PENDING = "cognis_webhook_events"
 
 # The event's tenant when it names one (work across tenants, on the background role, binds
 # none), else the transaction's: an event never reaches another tenant's subscriptions.
-_FAN_OUT = text(
+FAN_OUT = text(
     """
     INSERT INTO webhook_deliveries (tenant_id, subscription_id, event_id, user_id, type, payload)
     SELECT s.tenant_id, s.id, e.event_id, e.user_id, e.type, e.payload
@@ -63,7 +63,7 @@ class Event:
     tenant_id: uuid.UUID | None = None
 
 
-def _fan_out_parameters(events: Sequence[Event]) -> dict[str, str]:
+def fan_out_parameters(events: Sequence[Event]) -> dict[str, str]:
     rows = [
         {
             "event_id": str(uuid.uuid4()),
@@ -129,7 +129,7 @@ def _queue_staged(session: Session, flush_context: UOWTransaction) -> None:
     pending = session.info.pop(_PENDING, None)
     if pending:
         # After the flush: the versions are written, so the deliveries follow them.
-        session.connection().execute(_FAN_OUT, _fan_out_parameters(pending))
+        session.connection().execute(FAN_OUT, fan_out_parameters(pending))
 
 
 @event.listens_for(Session, "after_rollback")
@@ -147,7 +147,7 @@ async def queue(session: AsyncSession, events: Sequence[Event]) -> None:
         return
     await session.flush()
     staged: list[Event] = session.sync_session.info.pop(_PENDING, [])  # a flush that was clean
-    await session.execute(_FAN_OUT, _fan_out_parameters([*staged, *events]))
+    await session.execute(FAN_OUT, fan_out_parameters([*staged, *events]))
 
 
 def memory_expired(

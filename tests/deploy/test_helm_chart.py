@@ -7,6 +7,7 @@ either they skip and say so.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import subprocess
@@ -261,6 +262,52 @@ def test_the_docs_link_the_chart() -> None:
     assert "helm install cognis charts/cognis-memory -f my-values.yaml" in readme
     for operator in ("CloudNativePG", "OpenSearch Kubernetes Operator"):
         assert operator in readme
+
+
+def test_the_readme_install_against_external_services_renders(tmp_path: Path) -> None:
+    """The README's worked `helm install` (an external PostgreSQL with a replica, an external
+    OpenSearch), its values file as printed with only the key-hash placeholders filled in:
+    it passes the schema and renders; the chart runs no database, every process reaches the
+    services the file names, and the Service the README port-forwards exists."""
+    install = (CHART / "README.md").read_text().split("## Install", 1)[1]
+    printed = install.split("<<'YAML'\n", 1)[1].split("\nYAML\n", 1)[0]
+    key_hash = hashlib.sha256(b"a key").hexdigest()
+    values = printed.replace("<sha256 hex of each API key, comma-separated>", key_hash)
+    values = values.replace("<sha256 hex of the admin key>", key_hash)
+    assert "<" not in values, "a placeholder of the README's values is not filled in here"
+    (tmp_path / "my-values.yaml").write_text(values)
+    command = [helm(), "template", "cognis", str(CHART), "--namespace", "memory"]
+    out = subprocess.run(
+        [*command, "-f", str(tmp_path / "my-values.yaml")],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    ).stdout
+    docs = tuple(doc for doc in yaml.safe_load_all(out) if doc)
+    given = yaml.safe_load(values)
+
+    assert not [d for d in docs if d["kind"] in ("StatefulSet", "PersistentVolumeClaim")]
+    assert {c["image"] for c in containers(docs)} == {"registry.example/cognis-memory:0.1.0"}
+    secret = find(docs, "Secret", "-cognis-memory")["stringData"]
+    for key, value in (
+        ("database-url", "databaseUrl"),
+        ("worker-database-url", "workerDatabaseUrl"),
+        ("migration-database-url", "migrationDatabaseUrl"),
+        ("read-database-url", "readDatabaseUrl"),
+        ("api-key-hashes", "apiKeyHashes"),
+    ):
+        assert secret[key] == given["secrets"][value], key
+    reaching = set()
+    for container in containers(docs):
+        env = {e["name"]: e.get("value") for e in container.get("env", [])}
+        if "COGNIS_OPENSEARCH_URL" in env:
+            assert env["COGNIS_OPENSEARCH_URL"] == given["opensearch"]["url"]
+            assert env["COGNIS_OPENSEARCH_USERNAME"] == given["opensearch"]["username"]
+            reaching.add(container["name"])
+    assert {"api", "relay", "worker"} <= reaching, reaching
+    assert "svc/cognis-cognis-memory-api 8000:8000" in install
+    assert find(docs, "Service", "-api")["metadata"]["name"] == "cognis-cognis-memory-api"
 
 
 def test_chart_files_are_where_ci_expects_them() -> None:

@@ -24,6 +24,8 @@ import httpx
 import pytest
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from sqlalchemy import text as sa_text
+from sqlalchemy.exc import DBAPIError
 
 from app import tracing
 from app.asgi import create_app
@@ -46,6 +48,7 @@ pytestmark = pytest.mark.xdist_group("tracing")
 
 SEARCH_ROUTE = "POST /v1/users/{user_id}/search"
 MESSAGES_ROUTE = "POST /v1/users/{user_id}/messages"
+BATCH_ROUTE = "POST /v1/users/{user_id}/memories/batch"
 
 
 @dataclass(frozen=True)
@@ -90,6 +93,13 @@ def _root(spans: Iterable[Span], name: str) -> Span:
     found = [s for s in spans if s.name == name and s.kind == "SERVER"]
     assert len(found) == 1, sorted({s.name for s in spans})
     return found[0]
+
+
+def _request_trace(spans: list[Span], route: str) -> tuple[Span, list[Span], dict[str, Span]]:
+    """The request span of `route`, every span of its trace, and those by id."""
+    request = _root(spans, route)
+    trace = [s for s in spans if s.trace_id == request.trace_id]
+    return request, trace, {s.span_id: s for s in trace}
 
 
 def _ancestors(span: Span, by_id: dict[str, Span]) -> list[str]:
@@ -324,9 +334,7 @@ async def test_an_ingestion_task_continues_the_trace_that_queued_it(
         job = await client.get(f"/v1/users/{user_id}/jobs/{job_id}")
         assert job.json()["state"] == "done", job.text
     spans = traced_api.spans()
-    request = _root(spans, MESSAGES_ROUTE)
-    trace = [s for s in spans if s.trace_id == request.trace_id]
-    by_id = {s.span_id: s for s in trace}
+    request, trace, by_id = _request_trace(spans, MESSAGES_ROUTE)
     (save,) = [s for s in trace if s.name == "ingest.save"]
     assert save.parent_id == request.span_id
     (batch,) = [s for s in trace if s.name == "ingest.batch"]
@@ -339,6 +347,97 @@ async def test_an_ingestion_task_continues_the_trace_that_queued_it(
         assert "ingest.message" in _ancestors(found, by_id)
     embeds = [s for s in trace if s.name == "embedding.embed"]
     assert any("ingest.batch" in _ancestors(s, by_id) for s in embeds)
+    assert marker not in _values(spans)
+
+
+async def test_a_statement_is_traced_only_inside_a_recorded_span_and_fails_by_its_type(
+    traced_api: TracedApi,
+) -> None:
+    """A statement below a recorded span is a CLIENT span with its placeholders; one outside
+    any span (a background loop's poll) makes none; a failed one is marked by its error's
+    type, never by Postgres' message, which quotes the value at fault."""
+    engine = traced_api.app.state.runtime.engine
+    secret = f"not-a-uuid-{uuid.uuid4().hex[:8]}"
+    traced_api.exporter.clear()
+    async with engine.connect() as connection:
+        await connection.execute(sa_text("SELECT 1 AS untraced"))
+        with tracing.span("probe"):
+            await connection.execute(sa_text("SELECT CAST(:n AS int) AS traced"), {"n": 7})
+            with pytest.raises(DBAPIError) as caught:
+                await connection.execute(sa_text("SELECT CAST(:v AS uuid)"), {"v": secret})
+    finished = traced_api.exporter.get_finished_spans()
+    statements = {
+        str((s.attributes or {}).get("db.statement")): s
+        for s in finished
+        if s.kind.name == "CLIENT"
+    }
+    assert not [st for st in statements if "untraced" in st]
+    (probe,) = [s for s in finished if s.name == "probe"]
+    (traced,) = [s for st, s in statements.items() if st.endswith("AS traced")]
+    assert traced.name == "SELECT" and traced.parent == probe.context
+    assert traced.attributes is not None and "$1" in str(traced.attributes["db.statement"])
+    assert traced.attributes["db.system"] == "postgresql"
+    assert traced.status.status_code.name == "UNSET"
+    (failed,) = [s for st, s in statements.items() if "AS uuid" in st]
+    assert failed.status.status_code.name == "ERROR"
+    assert failed.attributes is not None
+    error = type(caught.value.orig)
+    assert failed.attributes["error.type"] == error.__qualname__
+    assert failed.status.description == error.__name__
+    # What Postgres (or the driver) said quotes the value; the span does not.
+    assert secret in str(caught.value.orig)
+    assert secret not in f"{failed.status.description} {failed.attributes!r}"
+
+
+async def test_a_batch_job_continues_the_trace_that_queued_it(
+    traced_api: TracedApi, user_id: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A batch create answered 202 stores its request's trace context with the job; the worker
+    that writes the job, later, continues that trace: the job's span below the request's,
+    its embedding and its write (with their statements) below the job's."""
+    marker = f"okapi{uuid.uuid4().hex[:8]}"
+    runtime = traced_api.app.state.runtime
+    # The model service says the request's texts need more model time than its deadline (as
+    # a busy one would of a big batch); the job's work, which has no deadline, goes through.
+    embed = runtime.embedder.embed
+
+    async def refused_within_a_deadline(texts: list[str], work: Any) -> Any:
+        if work.deadline is not None:
+            raise work.deadline.too_much(600.0, len(texts))
+        return await embed(texts, work)
+
+    monkeypatch.setattr(runtime.embedder, "embed", refused_within_a_deadline)
+    memories = [{"content": f"The {marker} in pen {i} eats leaves at dawn"} for i in range(6)]
+    async with traced_api.client() as client:
+        traced_api.exporter.clear()
+        accepted = await client.post(
+            f"/v1/users/{user_id}/memories/batch", json={"memories": memories}
+        )
+        assert accepted.status_code == 202, accepted.text
+        # This API's own worker, on its own queue, takes the job.
+        assert await runtime.batch_worker.run_once()
+        job = await client.get(accepted.headers["location"])
+        assert job.json()["status"] == "done", job.text
+    spans = traced_api.spans()
+    request, trace, by_id = _request_trace(spans, BATCH_ROUTE)
+    (run,) = [s for s in trace if s.name == "batch_job.run"]
+    assert run.parent_id == request.span_id  # the worker continued the request's trace
+    assert run.attributes["cognis.batch_job.id"] == accepted.json()["job_id"]
+    assert run.attributes["cognis.batch_job.memories"] == len(memories)
+    (write,) = [s for s in trace if s.name == "batch_job.write"]
+    assert write.parent_id == run.span_id
+    embeds = [s for s in trace if s.name == "embedding.embed" and s.parent_id == run.span_id]
+    assert [
+        (e.attributes["cognis.embedding.texts"], e.attributes["cognis.embedding.work_class"])
+        for e in embeds
+    ] == [(len(memories), "bulk")]
+    inserts = [
+        s
+        for s in trace
+        if s.kind == "CLIENT" and s.name.startswith("INSERT") and s.parent_id == write.span_id
+    ]
+    assert inserts, sorted(s.name for s in trace if s.parent_id == write.span_id)
+    assert all("batch_job.run" in _ancestors(s, by_id) for s in (write, *embeds, *inserts))
     assert marker not in _values(spans)
 
 
