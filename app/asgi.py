@@ -97,11 +97,16 @@ def create_app(settings: Settings | None = None) -> Litestar:
         # The runtime's factory (expire_on_commit off, StampedSession: an erase refuses the
         # writes of requests that began before it, app/memories/user_lock.py).
         session_maker=runtime.sessionmaker,
-        # One session per request, committed by the framework before the response starts;
-        # then the index wait a write asked for (?wait_for=indexed).
-        before_send_handler=commit_then_wait(async_autocommit_handler_maker()),
         create_all=False,
         set_default_exception_handler=False,
+    )
+    # One session per request, committed by the framework before the response starts; then
+    # the index wait a write asked for (?wait_for=indexed). The commit reads the session under
+    # this config's own scope key: a second app in one process gets a suffixed key (the
+    # plugin keeps keys unique per process), and a handler on the default key would find no
+    # session there, so that app's writes would answer 2xx and never commit.
+    db_config.before_send_handler = commit_then_wait(
+        async_autocommit_handler_maker(session_scope_key=db_config.session_scope_key)
     )
     mcp, mcp_lifespan = mcp_endpoint(guards=[require_api_key])
     return Litestar(
