@@ -110,7 +110,7 @@ async def test_category_is_chosen_when_omitted(client, user_id) -> None:
 @pytest.mark.parametrize(
     ("method", "path", "allowed", "not_allowed"),
     [
-        ("DELETE", "memories", {"GET", "POST"}, "DELETE"),
+        ("PUT", "memories", {"GET", "POST", "DELETE"}, "PUT"),
         ("PUT", "memories/{id}", {"GET", "PATCH", "DELETE"}, "PUT"),
         ("GET", "search", {"POST"}, "GET"),
     ],
