@@ -41,12 +41,13 @@ async def test_a_whole_tenant_query_of_an_analyst_reads_its_tenant_by_an_index(
                 scans = [n for n in _nodes(plan) if n.get("Relation Name") == table]
                 assert len(scans) == 1, plan
                 # An index scan of the table, or a bitmap heap scan over bitmap index scans
-                # (the plan once the table holds other tenants' rows).
+                # (the plan once the table holds other tenants' rows; it may scan the index
+                # once for each of the policies' tenant conditions).
                 by_index = [n for n in _nodes(scans[0]) if "Index Name" in n]
-                assert [n["Index Name"] for n in by_index] == [
+                assert {n["Index Name"] for n in by_index} == {
                     f"{table}_tenant_id_user_id_created_at_idx"
-                ], scans
-                assert "tenant_id =" in by_index[0]["Index Cond"], scans
+                }, scans
+                assert any("tenant_id =" in n.get("Index Cond", "") for n in by_index), scans
                 # Its rows are its tenant's: one a table here, tenant B's two are not counted.
                 days = (await connection.execute(text(sql))).all()
                 assert sum(count for _, count in days) == 1, (table, days)
