@@ -8,14 +8,8 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-PAGES = [
-    ROOT / "README.md",
-    *sorted((ROOT / "docs").rglob("*.md")),
-    ROOT / "clients" / "python" / "README.md",
-    ROOT / "clients" / "typescript" / "README.md",
-    ROOT / "terraform" / "README.md",
-]
+from tests.doc_blocks import PAGES, ROOT
+
 LINK = re.compile(r"\]\(([^)\s]+)\)")
 
 

@@ -9,7 +9,7 @@ import argparse
 import asyncio
 import json
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 import msgspec
@@ -68,8 +68,14 @@ def _admin(args: argparse.Namespace) -> int:
         "key-rotate": lambda a: _rotate(a, args.prefix, args.grace_s),
         "key-revoke": lambda a: _revoke(a, args.prefix),
     }
+    return run_and_print(_in_transaction(actions[args.admin_command]))
+
+
+def run_and_print(work: Coroutine[Any, Any, Any]) -> int:
+    """An admin command's outcome: its result (or each item of a list) as a JSON line on
+    stdout and 0, or the refusal's title and detail on stderr and 1."""
     try:
-        result = asyncio.run(_in_transaction(actions[args.admin_command]))
+        result = asyncio.run(work)
     except CognisError as exc:
         print(f"{exc.title}: {exc.detail}", file=sys.stderr)
         return 1

@@ -8,21 +8,18 @@ subscription's secret is printed once."""
 from __future__ import annotations
 
 import argparse
-import asyncio
-import json
-import sys
 import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-import msgspec
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.api.schemas.webhooks import WebhookOut
+from app.cli.admin import run_and_print
 from app.config import get_settings
 from app.db.engine import create_engine, create_sessionmaker
 from app.db.tenant import DEFAULT_TENANT_ID, tenant_scope
-from app.errors import CognisError, NotFoundError
+from app.errors import NotFoundError
 from app.tenants.service import TenantAdmin
 from app.webhooks import subscriptions
 from app.webhooks.events import EVENT_TYPES
@@ -69,14 +66,7 @@ def _webhooks(args: argparse.Namespace) -> int:
         "list": _list,
         "delete": lambda s: _delete(s, args.webhook_id),
     }
-    try:
-        result = asyncio.run(_in_tenant(args.tenant, actions[args.webhooks_command]))
-    except CognisError as exc:
-        print(f"{exc.title}: {exc.detail}", file=sys.stderr)
-        return 1
-    for item in result if isinstance(result, list) else [result]:
-        print(json.dumps(msgspec.to_builtins(item)))
-    return 0
+    return run_and_print(_in_tenant(args.tenant, actions[args.webhooks_command]))
 
 
 def add_webhook_commands(commands: Any) -> None:
