@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
+import numpy as np
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app import tracing
@@ -29,7 +30,7 @@ from app.ingest.supersedes import (
     find_superseded,
     memory_scores,
     message_sentences,
-    shipped_model,
+    model_for,
     vet_llm_updates,
 )
 from app.llm.client import ChatClient
@@ -195,11 +196,16 @@ class IngestPipeline:
         if judged is None:
             return None
         views, projections, model = judged
+        threshold = (
+            self._settings.ingest_supersedes_threshold_ja
+            if model.language == "ja"
+            else self._settings.ingest_supersedes_threshold
+        )
         return find_superseded(
             views,
             candidates,
             projections,
-            self._settings.ingest_supersedes_threshold,
+            threshold,
             model,
             context.speaker,
         )
@@ -238,18 +244,26 @@ class IngestPipeline:
         """What the learned supersedes model judges a user message by: its sentences' cosines
         to the memories shown, and the memories' projections on the model's direction. None
         where it cannot judge (not a user's message, no memory shown, too many sentences, or
-        another embedder than the model's). A message of one sentence costs one query; one of
-        several embeds its sentences and scores each in 768D."""
+        another embedder than the model's). The message's language picks the model
+        (`model_for`): the English one reads the 768D vectors (a message of one sentence costs
+        one query; one of several embeds its sentences and scores each in 768D), the Japanese
+        one the multilingual vectors (its sentences embedded, memories.embedding_ml scored)."""
         if context.role != "user" or not candidates:
             return None
-        model = shipped_model()
-        if model.embedding_model != Path(self._settings.embedding_model).name:
-            return None  # its cosines and direction belong to another embedder
         said = message_sentences(context.content)
         if not said or len(said) > MAX_SENTENCES:
             return None
+        model = model_for(context.content)
         repository = MemoryRepository(session)
         ids = [c.memory_id for c in candidates]
+        multilingual = self._embedder.multilingual
+        if multilingual is not None and model.embedding_model == multilingual.model_name:
+            vectors = await multilingual.encode(said)
+            cosines = [await repository.exact_ml_scores(context.user_id, ids, v) for v in vectors]
+            projections = await repository.exact_ml_scores(context.user_id, ids, model.direction)
+            return _views(said, cosines, vectors, model), projections, model
+        if model.embedding_model != Path(self._settings.embedding_model).name:
+            return None  # its cosines and direction belong to another embedder
         if len(said) == 1:
             vectors = [embedding.full]
             cosines = [{c.memory_id: c.similarity for c in candidates}]
@@ -257,11 +271,7 @@ class IngestPipeline:
             vectors = [e.full for e in await self.embed(said, context.user_id)]
             cosines = [await repository.exact_768d_scores(context.user_id, ids, v) for v in vectors]
         projections = await repository.exact_768d_scores(context.user_id, ids, model.direction)
-        views = [
-            SentenceView(text, scored, float(vector @ model.direction))
-            for text, scored, vector in zip(said, cosines, vectors, strict=True)
-        ]
-        return views, projections, model
+        return _views(said, cosines, vectors, model), projections, model
 
     async def _drop_repeated_adds(
         self,
@@ -305,6 +315,19 @@ class IngestPipeline:
             IngestRepository(session).add_decisions(rows)
             await session.flush()
             return rows
+
+
+def _views(
+    said: list[str],
+    cosines: list[dict[uuid.UUID, float]],
+    vectors: list[np.ndarray],
+    model: SupersedesModel,
+) -> list[SentenceView]:
+    """Each sentence with its cosines to the memories and its projection on the direction."""
+    return [
+        SentenceView(text, scored, float(vector @ model.direction))
+        for text, scored, vector in zip(said, cosines, vectors, strict=True)
+    ]
 
 
 def _event_time(op: Operation, context: MessageContext) -> datetime:

@@ -46,6 +46,7 @@ from app.ingest import supersedes_ja
 from app.ingest.corrections import normalise
 from app.ingest.domain import Candidate, Operation
 from app.memories.sentences import split_sentences
+from app.ml.language import detect_language
 
 MODEL_PATH = Path(__file__).with_name("supersedes_model.json")
 # One model per language it reads: its file; a message in another language is not judged.
@@ -54,13 +55,7 @@ MODEL_PATHS = {"en": MODEL_PATH, "ja": Path(__file__).with_name("supersedes_mode
 _JAPANESE = re.compile(r"[\u3041-\u30ff\u3400-\u4dbf\u4e00-\u9fff]")
 
 FEATURES = (
-    "cosine",
-    "margin",
-    "closest",
-    "memory_repeated",
-    "new_words",
-    "new_value",
-    "old_value",
+    *supersedes_ja.SHARED_FEATURES,
     "change_verb",
     "now_word",
     "ending",
@@ -279,7 +274,8 @@ def pair_features(
     ]
 
 
-Featurize = Callable[[str, str, float, float | None, float], list[float]]
+# A pair's features, or None for a pair the language's model does not judge.
+Featurize = Callable[[str, str, float, float | None, float], list[float] | None]
 # Per language the model reads: its features' names and the function that computes them.
 FEATURE_SETS: dict[str, tuple[tuple[str, ...], Featurize]] = {
     "en": (FEATURES, pair_features),
@@ -363,6 +359,13 @@ def shipped_model(language: str = "en") -> SupersedesModel:
     return SupersedesModel.from_json(json.loads(path.read_text(encoding="utf-8")))
 
 
+def model_for(content: str) -> SupersedesModel:
+    """The model that judges a message: the Japanese one for a Japanese message (kana, or what
+    the language detector reads as Japanese), else the English one, as before there was a
+    second."""
+    return shipped_model("ja" if detect_language(content) == "ja" else "en")
+
+
 @dataclass(frozen=True, slots=True)
 class Supersession:
     """The memory a sentence of the message supersedes, and the message's other sentences."""
@@ -438,12 +441,12 @@ def candidate_pairs(
                 continue
             others = [v for k, v in sentence.cosines.items() if k != candidate.memory_id]
             shift = sentence.projection - projection
-            rows.append(
-                featurize(
-                    candidate.content, sentence.text, cosine, max(others, default=None), shift
-                )
+            row = featurize(
+                candidate.content, sentence.text, cosine, max(others, default=None), shift
             )
-            pairs.append((index, candidate))
+            if row is not None:
+                rows.append(row)
+                pairs.append((index, candidate))
     return rows, pairs
 
 

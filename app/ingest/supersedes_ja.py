@@ -22,7 +22,11 @@ import math
 import re
 import unicodedata
 
-FEATURES = (
+from app.memories.sentences import join_short
+
+# The features of a pair whatever its language (how near, how much shared), named as the
+# English model (app/ingest/supersedes.py) names them; each model adds its cues after them.
+SHARED_FEATURES = (
     "cosine",
     "margin",
     "closest",
@@ -30,6 +34,9 @@ FEATURES = (
     "new_words",
     "new_value",
     "old_value",
+)
+FEATURES = (
+    *SHARED_FEATURES,
     "change_cue",
     "now_cue",
     "ending_cue",
@@ -45,6 +52,8 @@ FEATURES = (
     "change_direction",
     "cosine_x_change",
     "cosine_x_additive",
+    "margin_x_additive",
+    "margin_x_other_person",
 )
 
 
@@ -217,23 +226,8 @@ def normalise(text: str) -> str:
 def split_sentences(text: str) -> list[str]:
     """Japanese sentences ending at 。, ! or ? (also full width); a short piece joins the
     next (the last the one before). A text without those marks is one sentence."""
-    merged: list[str] = []
-    carry = ""
-    for piece in _SENTENCE_END.split(text.strip()):
-        sentence = carry + piece.strip()
-        if not sentence:
-            continue
-        if len(sentence) < MIN_SENTENCE_CHARS:
-            carry = sentence
-            continue
-        merged.append(sentence)
-        carry = ""
-    if carry:
-        if merged:
-            merged[-1] += carry
-        else:
-            merged.append(carry)
-    return merged
+    pieces = [p for p in _SENTENCE_END.split(text.strip()) if p]
+    return join_short(pieces, lambda s: len(s) < MIN_SENTENCE_CHARS, separator="")
 
 
 def content_units(text: str) -> set[str]:
@@ -254,18 +248,40 @@ def values(text: str) -> set[str]:
     return found
 
 
+def _leading_word(text: str) -> str:
+    """The run of kanji, katakana or Latin letters a text starts with."""
+    found = re.match(r"[\u3400-\u4dbf\u4e00-\u9fff々\u30a0-\u30ffーa-z0-9]+", text)
+    return found.group() if found else ""
+
+
+def about_someone_else(memory: str, sentence: str) -> bool:
+    """Whether the sentence tells another person's fact: a person word the memory does not
+    have as its topic or subject (同僚が…引っ越した, 夫は…, 妻も…). Such a sentence never
+    supersedes the user's memory, however close its topic (precision first)."""
+    memory_people = set(PERSON.findall(normalise(memory)))
+    sentence_n = normalise(sentence)
+    return any(
+        m.group() not in memory_people and sentence_n[m.end() : m.end() + 1] in ("は", "が", "も")
+        for m in PERSON.finditer(sentence_n)
+    )
+
+
 def memory_roles(memory_units: set[str], sentence: str) -> tuple[float, float]:
     """Whether a word of the memory is what the sentence changes (its topic or object, a
-    change cue after it in the clause) and how often one owns another thing (〜の)."""
+    change cue after it in the clause) and how often one owns another thing (〜の followed
+    by a word the memory does not have)."""
     changed = owned = 0.0
     for match in _MARKED.finditer(sentence):
         if not content_units(match.group(1)) & memory_units:
             continue
         if match.group(2) == "の":
-            owned += 1
+            # 自転車のタイヤ: a part of it; 整体の予約, the memory's own phrase, is not.
+            owned += not content_units(_leading_word(sentence[match.end() :])) & memory_units
             continue
         clause = re.split(r"[。!?]", sentence[match.end() : match.end() + CHANGE_REACH])[0]
-        if CHANGE.search(clause) or ENDING.search(clause):
+        change = CHANGE.search(clause) or ENDING.search(clause)
+        # もう一匹飼い始めた, 〜も始めた: one more of it, not a change of it.
+        if change and not ADDITIVE.search(clause[: change.start()]):
             changed = 1.0
     return changed, owned
 
@@ -274,14 +290,18 @@ def matched_cues(sentence: str) -> list[str]:
     """The change, now and ending cues a sentence contains, as said (the decision's reason)."""
     text = normalise(sentence)
     found = [m.group() for pattern in (CHANGE, NOW, ENDING) for m in pattern.finditer(text)]
-    return list(dict.fromkeys(found))
+    unique = list(dict.fromkeys(found))
+    return [cue for cue in unique if not any(cue != other and cue in other for other in unique)]
 
 
 def pair_features(
     memory: str, sentence: str, cosine: float, next_cosine: float | None, shift: float
-) -> list[float]:
+) -> list[float] | None:
     """The features of one (memory, sentence) pair, in the order of FEATURES (the arguments
-    as app.ingest.supersedes.pair_features takes them, over multilingual vectors)."""
+    as app.ingest.supersedes.pair_features takes them, over multilingual vectors); None for a
+    pair the model does not judge (another person's fact: `about_someone_else`)."""
+    if about_someone_else(memory, sentence):
+        return None
     memory_n, sentence_n = normalise(memory), normalise(sentence)
     memory_units, sentence_units = content_units(memory_n), content_units(sentence_n)
     memory_values, sentence_values = values(memory_n), values(sentence_n)
@@ -290,6 +310,7 @@ def pair_features(
     memory_people = set(PERSON.findall(memory_n))
     margin = cosine - next_cosine if next_cosine is not None else cosine
     changed, owned = memory_roles(memory_units, sentence_n)
+    other_person = any(p not in memory_people for p in PERSON.findall(sentence_n))
     return [
         cosine,
         margin,
@@ -304,7 +325,7 @@ def pair_features(
         float(additive),
         float(len(EPISODE.findall(sentence_n))),
         float(QUESTION.search(sentence_n) is not None),
-        float(any(p not in memory_people for p in PERSON.findall(sentence_n))),
+        float(other_person),
         float(len(PAST.findall(sentence_n))),
         float(len(ONGOING.findall(sentence_n))),
         float(bool(NEGATIVE.search(sentence_n)) != bool(NEGATIVE.search(memory_n))),
@@ -313,4 +334,7 @@ def pair_features(
         shift,
         cosine * min(change, 2),
         cosine * min(additive, 2),
+        # The nearer the topic, the more "one more" or "someone else" says it is not a change.
+        max(margin, 0.0) * min(additive, 2),
+        max(margin, 0.0) * other_person,
     ]
