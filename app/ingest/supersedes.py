@@ -417,6 +417,13 @@ class SentenceView:
     projection: float
 
 
+def judgeable(candidates: Sequence[Candidate], speaker: str | None) -> list[Candidate]:
+    """The memories a model may supersede: of one sentence, said by the message's speaker."""
+    return [
+        c for c in candidates if c.speaker == speaker and len(message_sentences(c.content)) == 1
+    ]
+
+
 def candidate_pairs(
     sentences: Sequence[SentenceView],
     candidates: Sequence[Candidate],
@@ -428,9 +435,7 @@ def candidate_pairs(
     the model's language's). Only a memory of one sentence, said by the message's speaker, can
     be superseded (an UPDATE would drop a memory's other facts, and "I" in another speaker's
     memory is someone else)."""
-    eligible = [
-        c for c in candidates if c.speaker == speaker and len(message_sentences(c.content)) == 1
-    ]
+    eligible = judgeable(candidates, speaker)
     rows: list[list[float]] = []
     pairs: list[tuple[int, Candidate]] = []
     for index, sentence in enumerate(sentences):
@@ -493,13 +498,20 @@ def memory_scores(
     rows, pairs = candidate_pairs(
         sentences, candidates, memory_projections, speaker, model.featurize
     )
-    if not rows:
-        return {}
     best: dict[UUID, float] = {}
-    for (_, candidate), score in zip(
-        pairs, model.scores(np.asarray(rows, dtype=np.float64)), strict=True
-    ):
-        best[candidate.memory_id] = max(best.get(candidate.memory_id, 0.0), float(score))
+    if rows:
+        for (_, candidate), score in zip(
+            pairs, model.scores(np.asarray(rows, dtype=np.float64)), strict=True
+        ):
+            best[candidate.memory_id] = max(best.get(candidate.memory_id, 0.0), float(score))
+    # A memory judged but every pair ruled out (another person's fact, Japanese): the message
+    # does not replace it, so it scores 0.
+    for candidate in judgeable(candidates, speaker):
+        judged = candidate.memory_id in memory_projections and any(
+            candidate.memory_id in s.cosines for s in sentences
+        )
+        if judged and candidate.memory_id not in best:
+            best[candidate.memory_id] = 0.0
     return best
 
 

@@ -3,18 +3,26 @@
 Japanese held-out split, computed here from the data and the shipped weights with the service's
 own multilingual encoder; and through the real HTTP API (no LLM configured): a Japanese update
 of each of six kinds becomes a new version of the fact it replaces, Japanese additions that look
-like updates stay ADDs, and a Japanese message of two facts updates one and keeps the other."""
+like updates stay ADDs, a Japanese message of two facts updates one and keeps the other, the
+memory a message changes is judged even where the 768D search does not show it, and with an LLM
+(the scripted server) an UPDATE of someone else's fact is made an ADD beside the memory."""
 
 from __future__ import annotations
 
 import re
+from datetime import UTC, datetime
 
 import httpx
 import pytest
 
 from app.config import IngestSettings
+from app.ingest.candidates import similar_memories
+from app.ingest.domain import MessageContext
+from app.ingest.pipeline import IngestPipeline
 from app.ingest.supersedes import message_sentences, model_for, shipped_model
 from app.ingest.supersedes_ja import matched_cues
+from app.memories.repository import MemoryRepository
+from bench.scripted_llm import Reply, ScriptedLLM
 from bench.supersedes import heldout_scores, multilingual_embed
 from tests.conftest import InProcessApi
 from tests.ingest.helpers import current_memories, decisions, ingest, message
@@ -142,3 +150,68 @@ async def test_a_japanese_message_of_two_facts_updates_one_and_keeps_the_other(
             "好きな食べ物はうどんです",
         ]
     )
+
+
+async def test_a_japanese_update_finds_its_memory_beyond_the_768d_candidates(
+    inprocess_api: InProcessApi, client: httpx.AsyncClient, user_id: str
+) -> None:
+    """The 768D search reads English: among Japanese memories it may not show the one a
+    message changes. The Japanese model also judges each sentence's nearest memories by
+    multilingual cosine, so the update still finds it."""
+    runtime = inprocess_api.app.state.runtime
+    # The first two share characters with the message (図書, 書): all-mpnet-base-v2 puts them
+    # nearer it than the memory it changes; the multilingual vectors do not.
+    for text in (
+        "図書券を集めています",
+        "市の書道教室に通っています",
+        "市立図書館で司書をしています",
+    ):
+        await ingest(client, user_id, message(text))
+    settings = runtime.settings.model_copy(update={"ingest_candidates": 2})
+    pipeline = IngestPipeline(
+        runtime.background_sessionmaker, runtime.embedder, runtime.classifier, settings, None
+    )
+    context = MessageContext(
+        user_id=user_id,
+        message_id=None,
+        content="図書館を辞めて、今は本屋の店長をしています",
+        role="user",
+        speaker=None,
+        session_id=None,
+        sent_at=datetime.now(UTC),
+        scope=None,
+        windows=[],
+    )
+    (embedding,) = await pipeline.embed([context.content], user_id)
+    async with runtime.background_sessionmaker() as session:
+        shown = await similar_memories(MemoryRepository(session), context, embedding, settings)
+    assert "市立図書館で司書をしています" not in [c.content for c in shown], "768D found it"
+    decided = await pipeline.decide_alone(context)
+    (update,) = [op for op in decided.extraction.operations if op.op == "UPDATE"]
+    assert update.target is not None and update.target.content == "市立図書館で司書をしています"
+    assert update.target.ref == "m3"
+
+
+async def test_an_llm_update_of_someone_elses_japanese_fact_is_added_beside_the_memory(
+    llm: ScriptedLLM, llm_client: httpx.AsyncClient, user_id: str
+) -> None:
+    """With an LLM: its prompt asks for memories in the message's language, and its UPDATE of
+    the user's home by a colleague's move (the Japanese model rules that pair out) is made an
+    ADD beside it, the home kept current (precision first)."""
+    colleague = "同僚が高松から岡山に引っ越しました"
+    llm.script(
+        "高松に住んでいます",
+        Reply.ops({"op": "ADD", "content": "高松に住んでいます", "category": "personal_details"}),
+    )
+    llm.script(
+        colleague, Reply.ops({"op": "UPDATE", "target": "m1", "content": "岡山に住んでいます"})
+    )
+    await ingest(llm_client, user_id, message("高松に住んでいます"))
+    (kept,) = decisions(await ingest(llm_client, user_id, message(colleague)))
+    assert kept["operation"] == "ADD" and kept["extractor"] == "llm", kept
+    assert kept["target_memory_id"] is None
+    assert "UPDATE of m1 made an ADD beside it: supersedes score 0.000" in kept["reason"]
+    (prompt,) = llm.requests_for(colleague)
+    assert "in the language of the message" in prompt.text
+    contents = sorted(m["content"] for m in await current_memories(llm_client, user_id))
+    assert contents == sorted(["高松に住んでいます", "岡山に住んでいます"])
