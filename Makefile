@@ -159,7 +159,7 @@ bench-llm-gate:  ## LLM gate: share of LoCoMo turns decided without a call, upda
 bench-corrections:  ## corrections without an LLM: precision and recall of the detector, threshold sweep
 	$(PY) -m bench.corrections $(BENCH_ARGS)
 
-bench-supersedes:  ## updates without an LLM: the supersedes model on its held-out split (BENCH_ARGS=train retrains it)
+bench-supersedes:  ## updates without an LLM: the supersedes model on its held-out split (BENCH_ARGS=train retrains it; add --language ja for the Japanese model)
 	$(PY) -m bench.supersedes $(if $(BENCH_ARGS),$(BENCH_ARGS),evaluate)
 
 bench-local-llm:  ## local LLM (xllamacpp + GGUF): start-up, tokens/s, seconds per decision by threads

@@ -900,6 +900,15 @@ class IngestSettings(BaseModel):
         description="least supersedes score for an UPDATE: the threshold shipped with the model "
         "(cross-validated precision >= 0.95); higher is surer, lower finds more updates",
     )
+    # Trained and chosen in docs/benchmarks/supersedes.md, "Japanese" (--language ja).
+    ingest_supersedes_threshold_ja: float = Field(
+        default=0.72,
+        ge=0.0,
+        le=1.0,
+        description="the same for a Japanese message, judged by the Japanese supersedes model over "
+        "the multilingual vectors (needs COGNIS_MULTILINGUAL_EMBEDDER): the threshold shipped with "
+        "that model (cross-validated precision >= 0.95)",
+    )
     ingest_llm_update_floor: float = Field(
         default=0.25,
         ge=0.0,

@@ -2,13 +2,16 @@
 
     python -m bench.supersedes train      # cross-validate, choose the threshold, write the model
     python -m bench.supersedes evaluate   # the shipped model on the held-out split
+    python -m bench.supersedes train --language ja   # the Japanese model, multilingual vectors
 
 Data (written for this project, from no benchmark): bench/data/supersedes/train.jsonl and
 heldout.jsonl, written separately (the held-out split after the training one, with other
-people, values and phrasings). Each case is a user's current memories, a new user message and
-the index of the memory it supersedes (`target`), or null when the message adds a fact and
-nothing should change. Besides its own memories, every case is shown FILLERS memories of other
-cases of its split (a user has more than the ones a case names), drawn with a fixed seed.
+people, values and phrasings); for Japanese ja_train.jsonl and ja_heldout.jsonl, written the
+same way, judged over the multilingual vectors (app/ml/multilingual.py) with Japanese cues.
+Each case is a user's current memories, a new user message and the index of the memory it
+supersedes (`target`), or null when the message adds a fact and nothing should change. Besides
+its own memories, every case is shown FILLERS memories of other cases of its split (a user has
+more than the ones a case names), drawn with a fixed seed.
 
 A case's decision is what ingestion does: the best-scoring (sentence, memory) pair at or above
 the threshold is an UPDATE of that memory, else the message is added. Precision: right UPDATEs
@@ -33,8 +36,8 @@ import numpy as np
 
 from app.ingest.domain import Candidate
 from app.ingest.supersedes import (
-    FEATURES,
-    MODEL_PATH,
+    FEATURE_SETS,
+    MODEL_PATHS,
     SentenceView,
     SupersedesModel,
     candidate_pairs,
@@ -43,12 +46,18 @@ from app.ingest.supersedes import (
 )
 from app.ml.batching import Work, WorkClass
 from app.ml.embedder import Embedder
+from app.ml.multilingual import MultilingualEncoder
 from app.ml.offline import user_cache_dir
 from bench.corrections import shown_candidate
 
 DATA = Path(__file__).parent / "data" / "supersedes"
 TRAIN_PATH = DATA / "train.jsonl"
 HELDOUT_PATH = DATA / "heldout.jsonl"
+# Per language: its training and held-out splits.
+SPLITS = {
+    "en": (TRAIN_PATH, HELDOUT_PATH),
+    "ja": (DATA / "ja_train.jsonl", DATA / "ja_heldout.jsonl"),
+}
 SEED = 39
 FILLERS = 4
 FOLDS = 5
@@ -191,29 +200,37 @@ def change_direction(cases: Sequence[Shown]) -> np.ndarray:
     return (direction / np.linalg.norm(direction)).astype(np.float32)
 
 
-def training_rows(cases: Sequence[Shown], direction: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def training_rows(
+    cases: Sequence[Shown], direction: np.ndarray, language: str = "en"
+) -> tuple[np.ndarray, np.ndarray]:
     """Every pair's features, labelled 1 where the memory is the one the case supersedes."""
     rows: list[list[float]] = []
     labels: list[float] = []
+    featurize = FEATURE_SETS[language][1]
     for shown in cases:
         views, projections = shown.views(direction)
-        features, pairs = candidate_pairs(views, shown.candidates, projections)
+        features, pairs = candidate_pairs(views, shown.candidates, projections, None, featurize)
         rows.extend(features)
         labels.extend(float(c.memory_id == shown.target_id) for _, c in pairs)
     return np.asarray(rows, dtype=np.float64), np.asarray(labels, dtype=np.float64)
 
 
 def train_model(
-    cases: Sequence[Shown], embedding_model: str, threshold: float = 0.5
+    cases: Sequence[Shown], embedding_model: str, threshold: float = 0.5, language: str = "en"
 ) -> SupersedesModel:
     """The change direction, then the logistic regression over every pair's features."""
     direction = change_direction(cases)
-    x, y = training_rows(cases, direction)
-    return fit(x, y, direction, embedding_model, threshold)
+    x, y = training_rows(cases, direction, language)
+    return fit(x, y, direction, embedding_model, threshold, language)
 
 
 def fit(
-    x: np.ndarray, y: np.ndarray, direction: np.ndarray, embedding_model: str, threshold: float
+    x: np.ndarray,
+    y: np.ndarray,
+    direction: np.ndarray,
+    embedding_model: str,
+    threshold: float,
+    language: str = "en",
 ) -> SupersedesModel:
     """L2-regularised logistic regression on standardised features, by Newton's method
     (deterministic: no random start, no sampling)."""
@@ -232,7 +249,15 @@ def fit(
         if np.abs(step).max() < 1e-8:
             break
     return SupersedesModel(
-        FEATURES, mean, scale, w[:-1], float(w[-1]), threshold, direction, embedding_model
+        FEATURE_SETS[language][0],
+        mean,
+        scale,
+        w[:-1],
+        float(w[-1]),
+        threshold,
+        direction,
+        embedding_model,
+        language,
     )
 
 
@@ -260,14 +285,17 @@ def score(cases: Sequence[Shown], decided: Sequence[tuple[float, bool]], t: floa
     return Scores(t, made, right, wrong_target, expected, len(cases))
 
 
-def cross_validated(cases: Sequence[Shown], embedding_model: str) -> list[tuple[float, bool]]:
+def cross_validated(
+    cases: Sequence[Shown], embedding_model: str, language: str = "en"
+) -> list[tuple[float, bool]]:
     """Out-of-fold decisions: FOLDS folds of cases, each judged by a model trained on the rest."""
     order = np.random.default_rng(SEED).permutation(len(cases))
     folds = np.array_split(order, FOLDS)
     decided: list[tuple[float, bool]] = [(0.0, False)] * len(cases)
     for fold in folds:
         held = set(fold.tolist())
-        model = train_model([c for i, c in enumerate(cases) if i not in held], embedding_model)
+        rest = [c for i, c in enumerate(cases) if i not in held]
+        model = train_model(rest, embedding_model, language=language)
         for i, outcome in zip(fold, decisions([cases[i] for i in fold], model), strict=True):
             decided[int(i)] = outcome
     return decided
@@ -294,12 +322,30 @@ def model_embed(model_path: str, threads: int) -> Embed:
     return embed
 
 
+def multilingual_embed(encoder: MultilingualEncoder | None = None) -> Embed:
+    """The multilingual vectors the Japanese model reads (the service's encoder, or a new one)."""
+    model = encoder or MultilingualEncoder()
+
+    async def embed(texts: list[str]) -> dict[str, np.ndarray]:
+        return dict(zip(texts, await model.encode(texts), strict=True))
+
+    return embed
+
+
+def language_embed(args: argparse.Namespace) -> tuple[Embed, str]:
+    """The embedder a language's model reads, and its name as the model records it."""
+    if args.language == "ja":
+        return multilingual_embed(), MultilingualEncoder.model_name
+    return model_embed(args.model, args.threads), Path(args.model).name
+
+
 async def train(args: argparse.Namespace) -> None:
-    embed = model_embed(args.model, args.threads)
-    cases = load_cases(TRAIN_PATH)
+    language = args.language
+    embed, embedding_model = language_embed(args)
+    train_path = SPLITS[language][0]
+    cases = load_cases(train_path)
     shown = await shown_cases(cases, embed)
-    embedding_model = Path(args.model).name
-    decided = cross_validated(shown, embedding_model)
+    decided = cross_validated(shown, embedding_model, language)
     threshold = choose_threshold(shown, decided)
     print(
         f"train: {len(cases)} cases, {pair_count(cases)} hand-written pairs "
@@ -311,11 +357,14 @@ async def train(args: argparse.Namespace) -> None:
         print(f"| {t:.2f} | {s.made} | {s.right} | {s.precision:.3f} | {s.recall:.3f} |")
     cv = score(shown, decided, threshold)
     print(f"\n{FOLDS}-fold cross-validation: {cv.line()}")
-    model = train_model(shown, embedding_model, threshold)
+    model = train_model(shown, embedding_model, threshold, language)
+    trained_by = "python -m bench.supersedes train" + (
+        f" --language {language}" if language != "en" else ""
+    )
     payload = {
         "version": 1,
-        "trained_by": "python -m bench.supersedes train",
-        "data": str(TRAIN_PATH.relative_to(Path(__file__).parents[1])),
+        "trained_by": trained_by,
+        "data": str(train_path.relative_to(Path(__file__).parents[1])),
         "cases": len(cases),
         "seed": SEED,
         "l2": L2,
@@ -326,24 +375,27 @@ async def train(args: argparse.Namespace) -> None:
         },
         **model.to_json(),
     }
-    MODEL_PATH.write_text(json.dumps(payload, indent=1) + "\n", encoding="utf-8")
-    print(f"wrote {MODEL_PATH}")
-    for name, weight in sorted(zip(FEATURES, model.weights, strict=True), key=lambda p: -abs(p[1])):
+    path = MODEL_PATHS[language]
+    path.write_text(json.dumps(payload, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    print(f"wrote {path}")
+    pairs = zip(model.features, model.weights, strict=True)
+    for name, weight in sorted(pairs, key=lambda p: -abs(p[1])):
         print(f"  {name:>18} {weight:+.3f}")
 
 
 async def heldout_scores(embed: Embed, model: SupersedesModel) -> tuple[list[Shown], Scores]:
-    """The shipped model at its threshold on the held-out split (also tests/ingest's check)."""
-    shown = await shown_cases(load_cases(HELDOUT_PATH), embed)
+    """The shipped model at its threshold on its language's held-out split (also tests/ingest's
+    check)."""
+    shown = await shown_cases(load_cases(SPLITS[model.language][1]), embed)
     return shown, score(shown, decisions(shown, model), model.threshold)
 
 
 async def evaluate(args: argparse.Namespace) -> None:
     from app.ingest.supersedes import shipped_model
 
-    model = shipped_model()
-    embed = model_embed(args.model, args.threads)
-    cases = load_cases(HELDOUT_PATH)
+    model = shipped_model(args.language)
+    embed, _ = language_embed(args)
+    cases = load_cases(SPLITS[args.language][1])
     shown, s = await heldout_scores(embed, model)
     print(
         f"held-out: {len(cases)} cases, {pair_count(cases)} hand-written pairs "
@@ -388,6 +440,12 @@ def main() -> None:
         ),
     )
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument(
+        "--language",
+        choices=sorted(SPLITS),
+        default="en",
+        help="the model's language: en (the English embedder) or ja (multilingual vectors)",
+    )
     parser.add_argument("--repeat", type=int, default=20, help="timing repetitions (evaluate)")
     parser.add_argument("--errors", action="store_true", help="list the cases it gets wrong")
     args = parser.parse_args()

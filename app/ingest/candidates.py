@@ -4,6 +4,10 @@ The same two-stage search as retrieval's stage 2 (MemoryRepository.nearest_curre
 
 from __future__ import annotations
 
+import uuid
+
+import numpy as np
+
 from app.config import Settings
 from app.db.models import Memory
 from app.ingest.domain import Candidate, MessageContext
@@ -36,6 +40,41 @@ async def similar_memories(
     return [
         _candidate(f"m{i}", rows[memory_id], similarity)
         for i, (memory_id, similarity) in enumerate(scored, start=1)
+    ]
+
+
+async def multilingual_nearest(
+    repository: MemoryRepository,
+    context: MessageContext,
+    vectors: list[np.ndarray],
+    shown: list[Candidate],
+    settings: Settings,
+) -> list[Candidate]:
+    """The memories shown, then each sentence's nearest current memories by multilingual
+    cosine that are not among them (m<N+1>, ...; `similarity` their multilingual cosine). For a
+    message the multilingual vectors judge (Japanese): the 768D search that found the others
+    reads English, so among many Japanese memories it may miss the one a sentence changes."""
+    limit = settings.ingest_candidates
+    exact = await repository.scan_choice(
+        context.user_id, max(HNSW_MIN_EF_SEARCH, limit), settings.exact_search_max_memories, limit
+    )
+    known = {c.memory_id for c in shown}
+    found: list[tuple[uuid.UUID, float]] = []
+    for vector in vectors:
+        nearest = await repository.multilingual_candidates(
+            context.user_id, vector, context.session_id, limit, exact, other_languages_only=False
+        )
+        for memory_id, similarity in nearest:
+            if memory_id not in known:
+                known.add(memory_id)
+                found.append((memory_id, similarity))
+    if not found:
+        return shown
+    rows = await repository.get_many(context.user_id, [memory_id for memory_id, _ in found])
+    added = [(memory_id, s) for memory_id, s in found if memory_id in rows]
+    return shown + [
+        _candidate(f"m{i}", rows[memory_id], similarity)
+        for i, (memory_id, similarity) in enumerate(added, start=len(shown) + 1)
     ]
 
 

@@ -9,13 +9,14 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
+import numpy as np
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app import tracing
 from app.config import Settings
 from app.db.models import IngestDecision
 from app.ingest.apply import apply_operation, audit_rows
-from app.ingest.candidates import similar_memories
+from app.ingest.candidates import multilingual_nearest, similar_memories
 from app.ingest.corrections import Correction, detect_intent, find_target
 from app.ingest.deterministic import extract_deterministic
 from app.ingest.domain import Candidate, Extraction, MessageContext, Operation
@@ -29,7 +30,7 @@ from app.ingest.supersedes import (
     find_superseded,
     memory_scores,
     message_sentences,
-    shipped_model,
+    model_for,
     vet_llm_updates,
 )
 from app.llm.client import ChatClient
@@ -194,12 +195,17 @@ class IngestPipeline:
         judged = await self._judged_sentences(session, context, candidates, embedding)
         if judged is None:
             return None
-        views, projections, model = judged
+        views, projections, model, candidates = judged
+        threshold = (
+            self._settings.ingest_supersedes_threshold_ja
+            if model.language == "ja"
+            else self._settings.ingest_supersedes_threshold
+        )
         return find_superseded(
             views,
             candidates,
             projections,
-            self._settings.ingest_supersedes_threshold,
+            threshold,
             model,
             context.speaker,
         )
@@ -222,8 +228,8 @@ class IngestPipeline:
         judged = await self._judged_sentences(session, context, candidates, embedding)
         if judged is None:
             return
-        views, projections, model = judged
-        scores = memory_scores(views, candidates, projections, model, context.speaker)
+        views, projections, model, judged_candidates = judged
+        scores = memory_scores(views, judged_candidates, projections, model, context.speaker)
         vetoed = vet_llm_updates(extraction.operations, scores, floor)
         if vetoed:
             LLM_UPDATES_VETOED.inc(vetoed)
@@ -234,22 +240,41 @@ class IngestPipeline:
         context: MessageContext,
         candidates: list[Candidate],
         embedding: Embedding,
-    ) -> tuple[list[SentenceView], dict[uuid.UUID, float], SupersedesModel] | None:
+    ) -> tuple[list[SentenceView], dict[uuid.UUID, float], SupersedesModel, list[Candidate]] | None:
         """What the learned supersedes model judges a user message by: its sentences' cosines
         to the memories shown, and the memories' projections on the model's direction. None
         where it cannot judge (not a user's message, no memory shown, too many sentences, or
-        another embedder than the model's). A message of one sentence costs one query; one of
-        several embeds its sentences and scores each in 768D."""
+        another embedder than the model's). The message's language picks the model
+        (`model_for`): the English one reads the 768D vectors (a message of one sentence costs
+        one query; one of several embeds its sentences and scores each in 768D), the Japanese
+        one the multilingual vectors (its sentences embedded, memories.embedding_ml scored, and
+        the memories shown widened by each sentence's nearest by multilingual cosine). The
+        candidates it judges come last."""
         if context.role != "user" or not candidates:
             return None
-        model = shipped_model()
-        if model.embedding_model != Path(self._settings.embedding_model).name:
-            return None  # its cosines and direction belong to another embedder
         said = message_sentences(context.content)
         if not said or len(said) > MAX_SENTENCES:
             return None
+        model = model_for(context.content)
         repository = MemoryRepository(session)
         ids = [c.memory_id for c in candidates]
+        multilingual = self._embedder.multilingual
+        if multilingual is not None and model.embedding_model == multilingual.model_name:
+            vectors = await multilingual.encode(said)
+            scoped = visible_to(context.agent_id, context.run_id)
+            candidates = await multilingual_nearest(
+                MemoryRepository(session, to_sql(scoped) if scoped else None),
+                context,
+                vectors,
+                candidates,
+                self._settings,
+            )
+            ids = [c.memory_id for c in candidates]
+            cosines = [await repository.exact_ml_scores(context.user_id, ids, v) for v in vectors]
+            projections = await repository.exact_ml_scores(context.user_id, ids, model.direction)
+            return _views(said, cosines, vectors, model), projections, model, candidates
+        if model.embedding_model != Path(self._settings.embedding_model).name:
+            return None  # its cosines and direction belong to another embedder
         if len(said) == 1:
             vectors = [embedding.full]
             cosines = [{c.memory_id: c.similarity for c in candidates}]
@@ -257,11 +282,7 @@ class IngestPipeline:
             vectors = [e.full for e in await self.embed(said, context.user_id)]
             cosines = [await repository.exact_768d_scores(context.user_id, ids, v) for v in vectors]
         projections = await repository.exact_768d_scores(context.user_id, ids, model.direction)
-        views = [
-            SentenceView(text, scored, float(vector @ model.direction))
-            for text, scored, vector in zip(said, cosines, vectors, strict=True)
-        ]
-        return views, projections, model
+        return _views(said, cosines, vectors, model), projections, model, candidates
 
     async def _drop_repeated_adds(
         self,
@@ -305,6 +326,19 @@ class IngestPipeline:
             IngestRepository(session).add_decisions(rows)
             await session.flush()
             return rows
+
+
+def _views(
+    said: list[str],
+    cosines: list[dict[uuid.UUID, float]],
+    vectors: list[np.ndarray],
+    model: SupersedesModel,
+) -> list[SentenceView]:
+    """Each sentence with its cosines to the memories and its projection on the direction."""
+    return [
+        SentenceView(text, scored, float(vector @ model.direction))
+        for text, scored, vector in zip(said, cosines, vectors, strict=True)
+    ]
 
 
 def _event_time(op: Operation, context: MessageContext) -> datetime:

@@ -23,15 +23,17 @@ The model is a logistic regression over a few features of the pair (`pair_featur
 
 Precision comes first (a wrong UPDATE hides a true fact; a missed one leaves the old fact beside
 the new one), so the threshold is the lowest at which cross-validated precision on the training
-split stays >= 0.95 (docs/benchmarks/supersedes.md). English only: the cue words are English,
-and the default embedder (all-mpnet-base-v2) is an English model.
+split stays >= 0.95 (docs/benchmarks/supersedes.md). The cue words are English and the
+default embedder (all-mpnet-base-v2) is an English model, so a Japanese message is judged by a
+model of its own (`language` "ja"): the same logistic regression and change direction, trained
+on Japanese pairs over the multilingual vectors, with Japanese cues (app/ingest/supersedes_ja.py).
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -40,20 +42,20 @@ from uuid import UUID
 
 import numpy as np
 
+from app.ingest import supersedes_ja
 from app.ingest.corrections import normalise
 from app.ingest.domain import Candidate, Operation
 from app.memories.sentences import split_sentences
+from app.ml.language import detect_language
 
 MODEL_PATH = Path(__file__).with_name("supersedes_model.json")
+# One model per language it reads: its file; a message in another language is not judged.
+MODEL_PATHS = {"en": MODEL_PATH, "ja": Path(__file__).with_name("supersedes_model_ja.json")}
+# Japanese text: kana or kanji (a sentence of it ends at 。, not at ". " before a capital).
+_JAPANESE = re.compile(r"[\u3041-\u30ff\u3400-\u4dbf\u4e00-\u9fff]")
 
 FEATURES = (
-    "cosine",
-    "margin",
-    "closest",
-    "memory_repeated",
-    "new_words",
-    "new_value",
-    "old_value",
+    *supersedes_ja.SHARED_FEATURES,
     "change_verb",
     "now_word",
     "ending",
@@ -272,11 +274,21 @@ def pair_features(
     ]
 
 
+# A pair's features, or None for a pair the language's model does not judge.
+Featurize = Callable[[str, str, float, float | None, float], list[float] | None]
+# Per language the model reads: its features' names and the function that computes them.
+FEATURE_SETS: dict[str, tuple[tuple[str, ...], Featurize]] = {
+    "en": (FEATURES, pair_features),
+    "ja": (supersedes_ja.FEATURES, supersedes_ja.pair_features),
+}
+
+
 @dataclass(frozen=True, slots=True)
 class SupersedesModel:
     """Standardised features, one weight each, a bias; `threshold` is the shipped default.
-    `direction`: a unit 768D vector of the embedder `embedding_model`, from the mean difference
-    (sentence - memory) of superseding pairs to that of pairs that only add."""
+    `direction`: a unit vector of the embedder `embedding_model` (768D English, 512D
+    multilingual), from the mean difference (sentence - memory) of superseding pairs to that of
+    pairs that only add. `language`: the messages it judges, which picks its features."""
 
     features: tuple[str, ...]
     mean: np.ndarray
@@ -286,6 +298,16 @@ class SupersedesModel:
     threshold: float
     direction: np.ndarray
     embedding_model: str
+    language: str = "en"
+
+    @property
+    def featurize(self) -> Featurize:
+        return FEATURE_SETS[self.language][1]
+
+    def cues(self, sentence: str) -> list[str]:
+        """The cue words the sentence matched, for the reason (Japanese: no word boundaries
+        to show them by in the features' names)."""
+        return supersedes_ja.matched_cues(sentence) if self.language == "ja" else []
 
     def scores(self, features: np.ndarray) -> np.ndarray:
         """The probability that each row's memory is superseded by its sentence."""
@@ -307,13 +329,15 @@ class SupersedesModel:
             "bias": round(self.bias, 6),
             "threshold": round(self.threshold, 4),
             "embedding_model": self.embedding_model,
+            "language": self.language,
             "direction": [round(float(v), 6) for v in self.direction],
         }
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> SupersedesModel:
+        language = str(data.get("language", "en"))
         features = tuple(data["features"])
-        if features != FEATURES:
+        if language not in FEATURE_SETS or features != FEATURE_SETS[language][0]:
             raise ValueError("supersedes model was trained on other features: retrain it")
         return cls(
             features=features,
@@ -324,13 +348,22 @@ class SupersedesModel:
             threshold=float(data["threshold"]),
             direction=np.asarray(data["direction"], dtype=np.float32),
             embedding_model=str(data["embedding_model"]),
+            language=language,
         )
 
 
 @cache
-def shipped_model() -> SupersedesModel:
-    """The model trained by `python -m bench.supersedes train`, read once."""
-    return SupersedesModel.from_json(json.loads(MODEL_PATH.read_text(encoding="utf-8")))
+def shipped_model(language: str = "en") -> SupersedesModel:
+    """The model of one language trained by `python -m bench.supersedes train`, read once."""
+    path = MODEL_PATHS[language]
+    return SupersedesModel.from_json(json.loads(path.read_text(encoding="utf-8")))
+
+
+def model_for(content: str) -> SupersedesModel:
+    """The model that judges a message: the Japanese one for a Japanese message (kana, or what
+    the language detector reads as Japanese), else the English one, as before there was a
+    second."""
+    return shipped_model("ja" if detect_language(content) == "ja" else "en")
 
 
 @dataclass(frozen=True, slots=True)
@@ -343,18 +376,35 @@ class Supersession:
     score: float
     threshold: float
     evidence: list[tuple[str, float]]
+    cues: tuple[str, ...] = ()
 
     @property
     def reason(self) -> str:
         matched = ", ".join(f"{name} {value:.2f}" for name, value in self.evidence)
+        cues = f"; cues {', '.join(self.cues)}" if self.cues else ""
         return f"supersedes without an LLM: score {self.score:.3f} >= {self.threshold:.3f}" + (
-            f" ({matched})" if matched else ""
+            f" ({matched}{cues})" if matched or cues else ""
         )
 
 
 def message_sentences(content: str) -> list[str]:
-    """The sentences a message is judged by, as the store splits a memory into sentences."""
-    return split_sentences(content)
+    """The sentences a message is judged by, as the store splits a memory into sentences;
+    Japanese also at 。 and full-width ! ? (supersedes_ja.split_sentences), which English
+    never contains."""
+    return [
+        piece
+        for sentence in split_sentences(content)
+        for piece in (
+            supersedes_ja.split_sentences(sentence) if _JAPANESE.search(sentence) else [sentence]
+        )
+    ]
+
+
+def _joined(sentences: Sequence[str]) -> str | None:
+    """The message's other sentences as one text (Japanese ones without spaces)."""
+    if not sentences:
+        return None
+    return ("" if all(_JAPANESE.search(s) for s in sentences) else " ").join(sentences)
 
 
 @dataclass(frozen=True, slots=True)
@@ -367,18 +417,25 @@ class SentenceView:
     projection: float
 
 
+def judgeable(candidates: Sequence[Candidate], speaker: str | None) -> list[Candidate]:
+    """The memories a model may supersede: of one sentence, said by the message's speaker."""
+    return [
+        c for c in candidates if c.speaker == speaker and len(message_sentences(c.content)) == 1
+    ]
+
+
 def candidate_pairs(
     sentences: Sequence[SentenceView],
     candidates: Sequence[Candidate],
     memory_projections: Mapping[UUID, float],
     speaker: str | None = None,
+    featurize: Featurize = pair_features,
 ) -> tuple[list[list[float]], list[tuple[int, Candidate]]]:
-    """Each (sentence index, memory) pair the model judges, with its features. Only a memory of
-    one sentence, said by the message's speaker, can be superseded (an UPDATE would drop a
-    memory's other facts, and "I" in another speaker's memory is someone else)."""
-    eligible = [
-        c for c in candidates if c.speaker == speaker and len(split_sentences(c.content)) == 1
-    ]
+    """Each (sentence index, memory) pair the model judges, with its features (`featurize`:
+    the model's language's). Only a memory of one sentence, said by the message's speaker, can
+    be superseded (an UPDATE would drop a memory's other facts, and "I" in another speaker's
+    memory is someone else)."""
+    eligible = judgeable(candidates, speaker)
     rows: list[list[float]] = []
     pairs: list[tuple[int, Candidate]] = []
     for index, sentence in enumerate(sentences):
@@ -389,12 +446,12 @@ def candidate_pairs(
                 continue
             others = [v for k, v in sentence.cosines.items() if k != candidate.memory_id]
             shift = sentence.projection - projection
-            rows.append(
-                pair_features(
-                    candidate.content, sentence.text, cosine, max(others, default=None), shift
-                )
+            row = featurize(
+                candidate.content, sentence.text, cosine, max(others, default=None), shift
             )
-            pairs.append((index, candidate))
+            if row is not None:
+                rows.append(row)
+                pairs.append((index, candidate))
     return rows, pairs
 
 
@@ -408,7 +465,9 @@ def find_superseded(
 ) -> Supersession | None:
     """The best (sentence, memory) pair at or above `threshold`, else None.
     `memory_projections`: each memory's 768D embedding projected on the model's direction."""
-    rows, pairs = candidate_pairs(sentences, candidates, memory_projections, speaker)
+    rows, pairs = candidate_pairs(
+        sentences, candidates, memory_projections, speaker, model.featurize
+    )
     if not rows:
         return None
     scores = model.scores(np.asarray(rows, dtype=np.float64))
@@ -416,14 +475,14 @@ def find_superseded(
     if scores[best] < threshold:
         return None
     index, target = pairs[best]
-    rest = " ".join(s.text for i, s in enumerate(sentences) if i != index) or None
     return Supersession(
         target=target,
         sentence=sentences[index].text,
-        rest=rest,
+        rest=_joined([s.text for i, s in enumerate(sentences) if i != index]),
         score=float(scores[best]),
         threshold=threshold,
         evidence=model.top_features(rows[best]),
+        cues=tuple(model.cues(sentences[index].text)),
     )
 
 
@@ -436,14 +495,23 @@ def memory_scores(
 ) -> dict[UUID, float]:
     """Each memory the model can judge, with its best score over the message's sentences (the
     probability that the message supersedes it)."""
-    rows, pairs = candidate_pairs(sentences, candidates, memory_projections, speaker)
-    if not rows:
-        return {}
+    rows, pairs = candidate_pairs(
+        sentences, candidates, memory_projections, speaker, model.featurize
+    )
     best: dict[UUID, float] = {}
-    for (_, candidate), score in zip(
-        pairs, model.scores(np.asarray(rows, dtype=np.float64)), strict=True
-    ):
-        best[candidate.memory_id] = max(best.get(candidate.memory_id, 0.0), float(score))
+    if rows:
+        for (_, candidate), score in zip(
+            pairs, model.scores(np.asarray(rows, dtype=np.float64)), strict=True
+        ):
+            best[candidate.memory_id] = max(best.get(candidate.memory_id, 0.0), float(score))
+    # A memory judged but every pair ruled out (another person's fact, Japanese): the message
+    # does not replace it, so it scores 0.
+    for candidate in judgeable(candidates, speaker):
+        judged = candidate.memory_id in memory_projections and any(
+            candidate.memory_id in s.cosines for s in sentences
+        )
+        if judged and candidate.memory_id not in best:
+            best[candidate.memory_id] = 0.0
     return best
 
 

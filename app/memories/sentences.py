@@ -17,6 +17,7 @@ long memory costs the write path a bounded number of embeddings.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Iterable
 
 from app.memories.context import turn_line
 
@@ -27,18 +28,25 @@ MAX_SENTENCES = 12
 
 def split_sentences(text: str) -> list[str]:
     """The text's sentences, short pieces joined to the next (the last to the one before)."""
+    return join_short(SENTENCE_END.split(text.strip()), lambda s: len(s.split()) < MIN_WORDS)
+
+
+def join_short(
+    pieces: Iterable[str], too_short: Callable[[str], bool], separator: str = " "
+) -> list[str]:
+    """The pieces, each one `too_short` joined to the next (the last to the one before)."""
     merged: list[str] = []
     carry = ""
-    for piece in SENTENCE_END.split(text.strip()):
-        sentence = f"{carry} {piece}".strip() if carry else piece.strip()
-        if len(sentence.split()) < MIN_WORDS:
+    for piece in pieces:
+        sentence = f"{carry}{separator}{piece}".strip() if carry else piece.strip()
+        if too_short(sentence):
             carry = sentence
             continue
         merged.append(sentence)
         carry = ""
     if carry:
         if merged:
-            merged[-1] = f"{merged[-1]} {carry}"
+            merged[-1] = f"{merged[-1]}{separator}{carry}"
         else:
             merged.append(carry)
     return merged
