@@ -110,3 +110,34 @@ async def test_no_result_of_the_head_stands_above_a_much_more_relevant_one_unbac
     # Switched off, the fused order is shown as it is (the paper profile has no guard).
     plain = await search(client, user_id, QUESTIONS[0], top_k=8, profile="paper")
     assert "relevance_guard" not in plain["stages"]
+
+
+async def test_a_question_naming_a_speaker_keeps_the_memory_that_answers_it(
+    client, opensearch, index_name, user_id
+) -> None:
+    # Measured with the name-free text ("What physical change did make?"), the answer's
+    # relevance fell under the floor and the search left it out; the question as asked
+    # ("...did Mia make?") keeps it near the top.
+    talk = [
+        ("Leo", "Hi Mia! The rain finally stopped here, the garden looks gorgeous."),
+        ("Mia", "It did here too! Wish I had a trip planned, but my thesis eats every evening."),
+        ("Leo", "Theses are tough. Keep me posted on how it goes, alright?"),
+        ("Mia", "Guess what I did? I cut my hair really short - come and see!"),
+        ("Leo", "No way! I bet it suits you."),
+        ("Mia", "It feels so light. My sister says I look ten years younger."),
+        ("Leo", "Send me a photo when you can."),
+        ("Mia", "Will do, right after my seminar tomorrow."),
+    ]
+    await _load(
+        client,
+        opensearch,
+        index_name,
+        user_id,
+        [{"content": f"{s}: {t}", "speaker": s, "session_id": "rain"} for s, t in talk],
+    )
+    found = await search(client, user_id, "What physical change did Mia make?", top_k=5)
+    shown = [r["memory"]["content"] for r in found["results"]]
+    answer = "Mia: Guess what I did? I cut my hair really short - come and see!"
+    assert answer in shown[:3], shown
+    floor = Settings.model_fields["min_relevance"].default
+    assert _by_content(found)[answer]["relevance"] >= floor
