@@ -284,7 +284,11 @@ def _settled(
         settings.relevance_order_margin,
         backed,
     )
-    for position, candidate in enumerate(ranked[: context.request.top_k], start=1):
+    shown = ranked[: context.request.top_k]
+    # Each takes the score of the place it took, so scores still fall with the order.
+    for candidate, score in zip(shown, sorted((c.score for c in shown), reverse=True), strict=True):
+        candidate.score = score
+    for position, candidate in enumerate(shown, start=1):
         candidate.record(stage, position, candidate.relevance)
     return ranked, f"moved {moved}"
 

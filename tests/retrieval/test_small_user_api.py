@@ -103,6 +103,9 @@ async def test_no_result_of_the_head_stands_above_a_much_more_relevant_one_unbac
                 bm25_low = low["explanation"].get("bm25", {}).get("rank")
                 assert bm25_high is not None, (question, high["memory"]["content"])
                 assert bm25_low is None or bm25_high < bm25_low, question
+        # Scores still fall with the order (a moved result takes its place's score).
+        scores = [r["score"] for r in results]
+        assert scores == sorted(scores, reverse=True), question
         # The guard's explanation stage is the final order's, for the results shown.
         assert [r["explanation"]["relevance_guard"]["rank"] for r in results] == list(
             range(1, len(results) + 1)
