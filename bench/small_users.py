@@ -138,11 +138,35 @@ def _label(bucket: tuple[int, int]) -> str:
     return f"{bucket[0]}-{bucket[1]}"
 
 
+def stored_whole(api: httpx.Client, prefix: str) -> dict[str, int]:
+    """Each stored user's count of current memories, by user id, for the ids with `prefix`."""
+    counts: dict[str, int] = {}
+    cursor = None
+    while True:
+        params: dict[str, Any] = {"prefix": prefix, "limit": 200}
+        if cursor:
+            params["cursor"] = cursor
+        page = api.get("/v1/users", params=params).json()
+        counts.update({u["user_id"]: u["memories"] for u in page["items"]})
+        if not (cursor := page.get("next_cursor")):
+            return counts
+
+
 def run(args: argparse.Namespace) -> int:
     run_id = args.reuse or uuid.uuid4().hex[:6]
     api = httpx.Client(base_url=args.api, headers={"X-API-Key": args.key}, timeout=900)
     users = small_users(load_conversations(args.conversations), args.per_bucket, args.seed)
     names = {user.name: f"small-{run_id}-{user.name}" for user in users}
+    if args.reuse:  # an earlier run may have stopped mid-ingest: ask the users stored whole
+        counts = stored_whole(api, f"small-{run_id}-")
+        whole = [u for u in users if counts.get(names[u.name]) == len(u.turns)]
+        if len(whole) < len(users):
+            print(
+                f"[reuse] {len(users) - len(whole)} of {len(users)} users not stored whole: "
+                "left out",
+                flush=True,
+            )
+        users = whole
     tallies: dict[tuple[str, tuple[int, int]], Tally] = defaultdict(Tally)
     latency: list[float] = []
     try:

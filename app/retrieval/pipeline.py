@@ -5,7 +5,7 @@ small user, else HNSW → exact 768D [→ feedback]) · 3 BM25 [+ proximity] [bo
 each part of a multi-part question, beside them] · 4 weighted RRF [balanced or typed weights]
 [+ the parts' rankings] · load and visibility · [speaker · entities · neighbours · time
 mentions · specificity] · 5 temporal boost · [sessions] · 6 de-duplication · 7 cross-encoder
-· relevance · [part slots] · 8 history.
+· relevance · [relevance order · relevance guard] · [part slots] · 8 history.
 The bracketed steps and the legs' options are levers, each declared beside its step; the
 profiles (app/retrieval/profiles.py) are recipes of them: `paper` runs SPEC's 8 stages
 exactly, `default` the levers that earned their place. Every stage can be switched off per
@@ -122,6 +122,7 @@ class RetrievalPipeline:
             multilingual_query_vector=hits.multilingual.query_vector,
             english_query=hits.multilingual.english_query,
             parts=parts if found else (),
+            searched_text=query.text if query.text != request.query else None,
         )
         results = await run_steps(RANKING_STEPS, ranked, context, timer, status)
 

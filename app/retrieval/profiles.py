@@ -41,6 +41,7 @@ RECIPES: dict[str, frozenset[Lever]] = {
             legs.SPEAKER_QUERY,
             ranking.TIME_MENTIONS,
             ranking.SPECIFICITY,
+            ranking.RELEVANCE_GUARD,
             fusion.BALANCED_LEGS,
             # Japanese and other languages the English model cannot read (docs/languages.md);
             # it does not run for an English question of a user who writes English only.

@@ -1,19 +1,22 @@
 """After fusion: the steps that load, re-score and cut the candidates, in the order they run.
 
 Load and visibility · [speaker · entities · neighbours · time mentions · specificity] · 5
-temporal boost ·
-[sessions] · 6 de-duplication · 7 cross-encoder · relevance and its floor · [part slots] ·
-final cut · 8 history. The bracketed steps are levers (part slots: query_parts and
-event_order, app/retrieval/parts.py); each step reads its own numbers from the plan's
-settings.
+temporal boost · [sessions] · 6 de-duplication · 7 cross-encoder · relevance and its floor ·
+[relevance order · relevance guard] · [part slots] · final cut · 8 history. The bracketed
+steps are levers (part slots: query_parts and event_order, app/retrieval/parts.py); each
+step reads its own numbers from the plan's settings.
 """
 
 from __future__ import annotations
 
+import math
 import uuid
 from collections.abc import Callable
 
+import numpy as np
+
 from app.db.tenant import current_tenant
+from app.errors import EmbedderUnavailableError
 from app.retrieval.candidates import Candidate
 from app.retrieval.dedup import dedup_head
 from app.retrieval.entities import boost_shared_entities
@@ -59,6 +62,12 @@ RELEVANCE_ORDER = Lever(
     "The first results are settled by relevance: none stands above a result of the top k "
     "more relevant by more than COGNIS_RELEVANCE_ORDER_MARGIN (the fused order breaks the "
     "closer calls).",
+)
+RELEVANCE_GUARD = Lever(
+    "relevance_guard",
+    "The fused order stands in the first results only where the evidence backs it: none "
+    "stands above a result of the top k more relevant by more than "
+    "COGNIS_RELEVANCE_ORDER_MARGIN unless BM25 ranks it above that one too.",
 )
 TIME_MENTIONS = Lever(
     "time_mentions",
@@ -166,16 +175,35 @@ async def cross_encode(ranked: Ranked, context: SearchContext) -> tuple[Ranked, 
     return ranked, "applied"
 
 
-def _exact_cosines(context: SearchContext) -> ExactCosines:
-    query_vector, user_id = context.query_vector, context.request.user_id
-    assert query_vector is not None  # set by the pipeline once the legs have run
+def _exact_cosines(context: SearchContext, query_vector: np.ndarray | None = None) -> ExactCosines:
+    """Postgres's exact 768D cosines (content or context, whichever is closer) to
+    `query_vector`, by default the legs' own."""
+    vector = query_vector if query_vector is not None else context.query_vector
+    user_id = context.request.user_id
+    assert vector is not None  # set by the pipeline once the legs have run
 
     async def exact(memory_ids: list[uuid.UUID]) -> dict[uuid.UUID, float]:
-        return await context.repository.exact_768d_scores_with_context(
-            user_id, memory_ids, query_vector
-        )
+        return await context.repository.exact_768d_scores_with_context(user_id, memory_ids, vector)
 
     return exact
+
+
+async def _question_vector(context: SearchContext) -> np.ndarray | None:
+    """The vector of the question as asked, where the legs searched another text (lever
+    `speaker_query` took the speakers' names out): "What did Ann research?" is about Ann's
+    research, and a turn of Bob's about research answers it less, which the name-free text
+    cannot tell. None where the legs searched the question itself, or the model cannot
+    answer now (relevance then keeps the legs' vector)."""
+    if context.searched_text is None:
+        return None
+    request = context.request
+    try:
+        embedding = await context.embedder.embed_query(
+            request.query, current_tenant(), request.user_id
+        )
+    except EmbedderUnavailableError:
+        return None
+    return embedding.full
 
 
 def _known_cosine(context: SearchContext) -> Callable[[Candidate], float | None]:
@@ -218,7 +246,13 @@ def without_query_vector(_: Ranked, context: SearchContext) -> str | None:
 async def relevance(ranked: Ranked, context: SearchContext) -> tuple[Ranked, str]:
     """Each candidate's relevance on a fixed scale; those below the floor leave, before the
     cut (so one further down that reaches it can take a dropped one's place)."""
-    await score_relevance(ranked, _exact_cosines(context), _known_cosine(context))
+    question = await _question_vector(context)
+    if question is None:
+        await score_relevance(ranked, _exact_cosines(context), _known_cosine(context))
+    else:
+        for candidate in ranked:
+            candidate.relevance = None  # the legs' vector's: the question's replaces it
+        await score_relevance(ranked, _exact_cosines(context, question))
     multilingual = await _multilingual_relevance(ranked, context)
     floor = context.request.min_relevance
     if floor is None:
@@ -234,17 +268,48 @@ async def relevance(ranked: Ranked, context: SearchContext) -> tuple[Ranked, str
     return kept, f"floor {floor:g}: dropped {len(ranked) - len(kept)}"
 
 
-async def relevance_order(ranked: Ranked, context: SearchContext) -> tuple[Ranked, str]:
+def _settled(
+    ranked: Ranked,
+    context: SearchContext,
+    stage: str,
+    backed: Callable[[Candidate, Candidate], bool] = lambda _above, _below: False,
+) -> tuple[Ranked, str]:
+    """The head settled by relevance (app/retrieval/relevance.py, settle_head), the order
+    left recorded at `stage` for the results that can be shown."""
     settings = context.plan.settings
     ranked, moved = settle_head(
         ranked,
         settings.relevance_order_head,
         context.request.top_k,
         settings.relevance_order_margin,
+        backed,
     )
-    for position, candidate in enumerate(ranked[: context.request.top_k], start=1):
-        candidate.record("relevance_order", position, candidate.relevance)
+    shown = ranked[: context.request.top_k]
+    # Each takes the score of the place it took, so scores still fall with the order.
+    for candidate, score in zip(shown, sorted((c.score for c in shown), reverse=True), strict=True):
+        candidate.score = score
+    for position, candidate in enumerate(shown, start=1):
+        candidate.record(stage, position, candidate.relevance)
     return ranked, f"moved {moved}"
+
+
+async def relevance_order(ranked: Ranked, context: SearchContext) -> tuple[Ranked, str]:
+    return _settled(ranked, context, "relevance_order")
+
+
+def lexically_above(above: Candidate, below: Candidate) -> bool:
+    """Whether BM25 ranked `above` over `below` (a candidate BM25 did not find ranks last):
+    the question's own words back the fused order where the cosine disagrees."""
+    return _bm25_rank(above) < _bm25_rank(below)
+
+
+def _bm25_rank(candidate: Candidate) -> float:
+    found = candidate.stages.get("bm25")
+    return found.rank if found is not None and found.rank is not None else math.inf
+
+
+async def relevance_guard(ranked: Ranked, context: SearchContext) -> tuple[Ranked, str]:
+    return _settled(ranked, context, "relevance_guard", lexically_above)
 
 
 async def final(ranked: Ranked, context: SearchContext) -> tuple[Ranked, None]:
@@ -265,7 +330,8 @@ async def history(results: Ranked, context: SearchContext) -> tuple[Ranked, str]
     )
     results = with_history(results, earlier, context.plan.settings.history_max_versions)
     if context.query_vector is not None:
-        await score_relevance(results, _exact_cosines(context))  # the earlier versions'
+        question = await _question_vector(context)  # as the current results' (cached)
+        await score_relevance(results, _exact_cosines(context, question))  # earlier versions'
     return results, "applied"
 
 
@@ -327,6 +393,14 @@ RANKING_STEPS: tuple[Step[Ranked], ...] = (
         lever=RELEVANCE_ORDER,
         skip=without_query_vector,
         explains="relevance_order",
+    ),
+    Step(
+        "relevance_guard",
+        relevance_guard,
+        timer="relevance_guard_ms",
+        lever=RELEVANCE_GUARD,
+        skip=without_query_vector,
+        explains="relevance_guard",
     ),
     Step("part_slots", part_slots, timer="part_slots_ms", serves=PART_LEVERS, skip=without_parts),
     Step("final", final, explains="final"),

@@ -69,23 +69,38 @@ def above_floor(
 
 
 def settle_head(
-    candidates: Sequence[Candidate], head: int, pool: int, margin: float
+    candidates: Sequence[Candidate],
+    head: int,
+    pool: int,
+    margin: float,
+    backed: Callable[[Candidate, Candidate], bool] = lambda _above, _below: False,
 ) -> tuple[list[Candidate], int]:
     """The candidates with their first `head` places settled by relevance: each place takes
-    the best-ranked of the first `pool` left whose relevance is within `margin` of the most
-    relevant left, so no result of the head stands above one of the pool more relevant by
-    more than `margin`. Only the order within the pool changes (what the top `pool` holds
-    stays); candidates without a relevance are never moved past. Also: how many places took
-    another candidate than the fused order's."""
+    the best-ranked of the first `pool` left that no other candidate left is more relevant
+    than by more than `margin`, unless `backed(it, that one)` (other evidence for the order:
+    lever `relevance_guard`). Without `backed`, no result of the head stands above one of
+    the pool more relevant by more than `margin`. Only the order within the pool changes
+    (what the top `pool` holds stays); candidates without a relevance are never moved past.
+    Also: how many places took another candidate than the fused order's."""
     window, rest = list(candidates[:pool]), list(candidates[pool:])
     settled: list[Candidate] = []
     moved = 0
+
+    def stands(candidate: Candidate) -> bool:
+        if candidate.relevance is None:
+            return True
+        return all(
+            other.relevance is None
+            or other.relevance - candidate.relevance <= margin
+            or backed(candidate, other)
+            for other in window
+            if other is not candidate
+        )
+
     while window and len(settled) < head:
-        known = [c.relevance for c in window if c.relevance is not None]
-        if not known:
+        if all(c.relevance is None for c in window):
             break
-        best = max(known)
-        pick = next(c for c in window if c.relevance is None or c.relevance >= best - margin)
+        pick = next(c for c in window if stands(c))  # the most relevant always stands
         moved += pick is not window[0]
         window.remove(pick)
         settled.append(pick)

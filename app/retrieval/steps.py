@@ -43,6 +43,9 @@ class SearchContext:
     word_rarity: WordRarityCache
     # The unit 768D vector of the text the legs searched (set once the legs have run).
     query_vector: np.ndarray | None = None
+    # The text the legs searched, where it is not the question as asked (lever
+    # `speaker_query` took the speakers' names out): relevance embeds the question itself.
+    searched_text: str | None = None
     # The multilingual leg's query vector (None: the leg did not run), and whether the query
     # is English (app/retrieval/multilingual_leg.py): which results' relevance it gives.
     multilingual_query_vector: np.ndarray | None = None

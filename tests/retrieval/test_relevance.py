@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from app.retrieval.candidates import Candidate
+from app.retrieval.ranking import lexically_above
 from app.retrieval.relevance import above_floor, on_scale, score_relevance, settle_head
 from tests.factories import search
 from tests.retrieval.test_pipeline_api import _load
@@ -159,4 +160,56 @@ def test_no_head_result_stands_above_a_much_more_relevant_one_of_the_pool() -> N
         for above in range(min(3, len(order))):
             for below in range(above + 1, min(10, len(order))):
                 assert order[below].relevance <= order[above].relevance + 0.1 + 1e-9
+        assert moved <= 3
+
+
+def guarded(relevances: list[float], bm25: list[int | None]) -> list[int]:
+    """The fused order's positions (0-based) after the relevance guard (settle_head backed
+    by BM25's order, margin 0.1, head 3); `bm25` gives each candidate's BM25 rank (None: BM25
+    did not find it)."""
+    made = with_bm25(relevances, bm25)
+    order, _ = settle_head(made, 3, 10, 0.1, lexically_above)
+    return [made.index(c) for c in order]
+
+
+def with_bm25(relevances: list[float], bm25: list[int | None]) -> list[Candidate]:
+    """Candidates with these relevances, each with its BM25 rank recorded (None: not found)."""
+    made = []
+    for relevance, rank in zip(relevances, bm25, strict=True):
+        made.append(Candidate(memory_id=row().id, relevance=relevance))
+        if rank is not None:
+            made[-1].record("bm25", rank, None)
+    return made
+
+
+def test_the_guard_keeps_a_fused_order_that_bm25_backs_and_settles_the_rest() -> None:
+    # BM25 ranks the first above the more relevant second: the question's words back it.
+    assert guarded([0.20, 0.45, 0.10], [1, 2, None]) == [0, 1, 2]
+    # Nothing backs it (BM25 ranks the more relevant one higher, or found neither): the more
+    # relevant one comes first, as relevance_order would put it.
+    assert guarded([0.20, 0.45, 0.10], [2, 1, None]) == [1, 0, 2]
+    assert guarded([0.20, 0.45, 0.10], [None, None, None]) == [1, 0, 2]
+    # A candidate BM25 found ranks above one it did not find.
+    assert guarded([0.20, 0.45, 0.10], [5, None, None]) == [0, 1, 2]
+    # Within the margin the fused order stands whatever BM25 says.
+    assert guarded([0.40, 0.45, 0.10], [None, 1, None]) == [0, 1, 2]
+
+
+def test_every_inversion_the_guard_leaves_in_the_head_is_backed_by_bm25() -> None:
+    import random
+
+    rng = random.Random(5)
+    for _ in range(300):
+        size = rng.randint(1, 12)
+        relevances = [round(rng.random(), 3) for _ in range(size)]
+        ranks = rng.sample(range(1, 20), size)
+        bm25 = [rank if rng.random() < 0.7 else None for rank in ranks]
+        made = with_bm25(relevances, bm25)
+        order, moved = settle_head(made, 3, 10, 0.1, lexically_above)
+        assert sorted(map(id, order)) == sorted(map(id, made))
+        assert {id(c) for c in order[:10]} == {id(c) for c in made[:10]}
+        for above in range(min(3, len(order))):
+            for below in range(above + 1, min(10, len(order))):
+                if order[below].relevance > order[above].relevance + 0.1 + 1e-9:
+                    assert lexically_above(order[above], order[below])
         assert moved <= 3

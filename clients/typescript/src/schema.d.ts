@@ -906,6 +906,8 @@ export interface components {
             neighbours?: boolean | null;
             /** @description A question whose syntax joins several parts ("X and Y", "between X and Y", "before/after X", "X or Y", comparisons) searches each part too, and keeps places in the top k for each (COGNIS_PART_SLOTS). */
             query_parts?: boolean | null;
+            /** @description The fused order stands in the first results only where the evidence backs it: none stands above a result of the top k more relevant by more than COGNIS_RELEVANCE_ORDER_MARGIN unless BM25 ranks it above that one too. */
+            relevance_guard?: boolean | null;
             /** @description The first results are settled by relevance: none stands above a result of the top k more relevant by more than COGNIS_RELEVANCE_ORDER_MARGIN (the fused order breaks the closer calls). */
             relevance_order?: boolean | null;
             /** @description Fusion by min-max normalised scores instead of RRF ranks. */
@@ -1239,7 +1241,7 @@ export interface components {
             /** @description Results whose `relevance` is below this are left out, before the top_k cut: fewer results, or none when nothing is relevant. Null: COGNIS_MIN_RELEVANCE; 0: none left out. Needs the vector stage (relevance is measured with its query vector): with `stages.vector` false it is a 400, and the setting's default does not apply. */
             min_relevance?: number | null;
             /**
-             * @description "paper": SPEC's 8 stages exactly; "default": SPEC's 8 stages plus the levers speaker_query, context_vector, sentence_vector, context_bm25, multilingual_vector, balanced_legs, speaker, time_mentions, specificity. Null: COGNIS_RETRIEVAL_PROFILE.
+             * @description "paper": SPEC's 8 stages exactly; "default": SPEC's 8 stages plus the levers speaker_query, context_vector, sentence_vector, context_bm25, multilingual_vector, balanced_legs, speaker, time_mentions, specificity, relevance_guard. Null: COGNIS_RETRIEVAL_PROFILE.
              * @enum {null|string}
              */
             profile?: "paper" | "default" | null;
