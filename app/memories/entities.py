@@ -11,9 +11,10 @@ skipped (SKIP LOCKED) and left for a later batch, as the sentence worker does.
 
 Aliases (`resolve`): a form of a name is the same thing as an entity of the same user and
 type when it is that entity's name or one of its aliases (case-insensitively), or, for people,
-when one is a single word that begins the other's first word and no other person of the user
-fits: "Mel" and "Melanie", "Marie" and "Marie Curie" (`short_form_of`). The entity keeps the longest form as
-its name and the others as aliases. A short form that fits two people ("Dan": "Daniel",
+when one is a single word that is the other's first word or a clipped beginning of it (at most
+60 % of its letters) and no other person of the user fits: "Mel" and "Melanie", "Marie" and
+"Marie Curie", not "Daniel" and "Danielle" (`short_form_of`). The entity keeps the longest form
+as its name and the others as aliases. A short form that fits two people ("Dan": "Daniel",
 "Danielle") joins neither.
 """
 
@@ -174,7 +175,7 @@ async def _store(
             )
             ids[id(entity)] = entity.id
             continue
-        statement = pg_insert(Entity).values(
+        inserted = pg_insert(Entity).values(
             tenant_id=tenant_id,
             user_id=user_id,
             type=entity.type,
@@ -182,11 +183,11 @@ async def _store(
             last_seen=last,
             **values,
         )
-        statement = statement.on_conflict_do_update(
+        statement = inserted.on_conflict_do_update(
             index_elements=[Entity.tenant_id, Entity.user_id, Entity.type, Entity.key],
             set_={
-                "first_seen": func.least(Entity.first_seen, statement.excluded.first_seen),
-                "last_seen": func.greatest(Entity.last_seen, statement.excluded.last_seen),
+                "first_seen": func.least(Entity.first_seen, inserted.excluded.first_seen),
+                "last_seen": func.greatest(Entity.last_seen, inserted.excluded.last_seen),
             },
         ).returning(Entity.id)
         entity.id = (await session.execute(statement)).scalar_one()
@@ -322,9 +323,9 @@ class EntityRow:
 def _memory_conditions(
     user_id: str, session_id: str | None, where: ColumnElement[bool] | None
 ) -> list[ColumnElement[bool]]:
-    conditions = [
+    conditions: list[ColumnElement[bool]] = [
         Memory.user_id == user_id,
-        Memory.is_current,
+        Memory.__table__.c.is_current,
         unexpired(),
         visible_in_session(session_id),
     ]
