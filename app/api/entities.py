@@ -121,13 +121,15 @@ class EntityController(Controller):
             repository = EntityRepository(session, where)
             entity = await repository.get(user_id, entity_id)
             if entity is None:
-                return None, []
-            return entity, await repository.memories_of(user_id, [entity_id], limit, session_id)
+                return None, 0, []
+            count = await repository.count_memories(user_id, entity_id, session_id)
+            found = await repository.memories_of(user_id, [entity_id], limit, session_id)
+            return entity, count, found
 
-        entity, memories = await reads(read, fresh=True)
+        entity, count, memories = await reads(read, fresh=True)
         if entity is None:
             raise NotFoundError(f"entity {entity_id} not found for user {user_id}")
         return EntityMemoriesOut(
-            entity=_out(entity, len(memories)),
+            entity=_out(entity, count),
             memories=[MemoryOut.of(m) for m in memories],
         )

@@ -394,6 +394,20 @@ class EntityRepository:
         )
         return list(rows)
 
+    async def count_memories(
+        self, user_id: str, entity_id: uuid.UUID, session_id: str | None = None
+    ) -> int:
+        """How many visible current memories name the entity."""
+        linked = select(MemoryEntity.memory_id).where(
+            MemoryEntity.user_id == user_id, MemoryEntity.entity_id == entity_id
+        )
+        counted = await self.session.scalar(
+            select(func.count())
+            .select_from(Memory)
+            .where(Memory.id.in_(linked), *_memory_conditions(user_id, session_id, self.where))
+        )
+        return int(counted or 0)
+
     async def named(
         self, user_id: str, names: Sequence[str], max_memories: int | None = None
     ) -> list[uuid.UUID]:

@@ -96,6 +96,12 @@ async def test_an_entitys_memories_and_no_one_elses(client, user_id, other_user_
     assert response.status_code == 200, response.text
     contents = {m["content"] for m in response.json()["memories"]}
     assert contents == {MEMORIES[0]["content"], MEMORIES[1]["content"]}
+    assert response.json()["entity"]["memories"] == 2
+    one = await client.get(
+        f"/v1/users/{user_id}/entities/{melanie['id']}/memories", params={"limit": 1}
+    )
+    assert len(one.json()["memories"]) == 1
+    assert one.json()["entity"]["memories"] == 2  # the count, not the page
     # Another user's path to this entity, and an id nobody has: the same 404.
     for owner, entity_id in ((other_user_id, melanie["id"]), (user_id, str(uuid.uuid4()))):
         missing = await client.get(f"/v1/users/{owner}/entities/{entity_id}/memories")
