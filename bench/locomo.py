@@ -266,7 +266,8 @@ def run(args: argparse.Namespace) -> int:
                 f"{len(conversation.turns)} turns ({time.perf_counter() - started:.0f} s)",
                 flush=True,
             )
-        wait_for_outbox(api)
+        if not args.no_wait:
+            wait_for_outbox(api)
         ingest_s = max(time.perf_counter() - started, 1e-9)
         asked = 0
         started = time.perf_counter()
@@ -463,6 +464,12 @@ def main() -> int:
     parser.add_argument("--keep", action="store_true", help="keep the ingested users afterwards")
     parser.add_argument(
         "--reuse", metavar="RUN_ID", help="ask against a kept run's users (they stay kept)"
+    )
+    parser.add_argument(
+        "--no-wait",
+        action="store_true",
+        help="with --reuse: ask at once, without waiting for the outbox and the background "
+        "workers (sentence vectors, entities) of the whole service",
     )
     parser.add_argument(
         "--workers",
