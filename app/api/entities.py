@@ -16,7 +16,7 @@ from app.db.models import Entity
 from app.errors import NotFoundError
 from app.memories.cursors import decode_cursor, encode_cursor, invalid_cursor
 from app.memories.entities import EntityRepository
-from app.memories.fields import SessionId, check_user_id
+from app.memories.fields import SessionId, check_text, check_user_id
 from app.memories.filters import listing_filter, to_sql
 
 
@@ -79,6 +79,7 @@ class EntityController(Controller):
         ] = None,
     ) -> EntityList:
         check_user_id(user_id)
+        check_text(name, "name")
         after = _after(cursor) if cursor else None
         matching = listing_filter(filters, agent_id, run_id)
         where = to_sql(matching) if matching is not None else None

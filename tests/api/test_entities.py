@@ -88,6 +88,8 @@ async def test_pages_follow_the_cursor_and_a_bad_cursor_is_a_400(client, user_id
     assert bad.headers["content-type"].startswith("application/problem+json")
     wrong_type = await client.get(f"/v1/users/{user_id}/entities", params={"type": "planet"})
     assert wrong_type.status_code == 400
+    nul = await client.get(f"/v1/users/{user_id}/entities", params={"name": "Me\x00l"})
+    assert nul.status_code == 400 and "NUL" in nul.json()["detail"]
 
 
 async def test_an_entitys_memories_and_no_one_elses(client, user_id, other_user_id, loaded):
