@@ -146,6 +146,14 @@ bench-faults:  ## kill -9 OpenSearch, the API, Postgres (a throwaway stack) unde
 bench-embedding:  ## embedding backends (torch threads, ONNX, ONNX int8): latency, throughput, quality
 	$(PY) -m bench.embedding $(BENCH_ARGS)
 
+.PHONY: bench-ner
+bench-ner:  ## NER on 50 chat sentences (bench/data/ner_chat.tsv): precision, recall, texts/s, model vs heuristic
+	$(PY) -m bench.ner $(BENCH_ARGS)
+
+.PHONY: bench-entities
+bench-entities:  ## the NER model's cost on the write path: embedding texts/s alone and beside a busy entity worker
+	set -a && . .local/cognis.env && set +a && $(PY) -m bench.entities $(BENCH_ARGS)
+
 .PHONY: bench-language
 bench-language:  ## language detection on short chat turns (bench/data/language_turns.tsv): accuracy per language
 	$(PY) -m bench.language_detection $(BENCH_ARGS)

@@ -491,6 +491,12 @@ class RetrievalSettings(BaseModel):
         description="previous turns of a session stored (and embedded) as a memory's context, "
         "on write (lever `context_vector`); 0 stores none",
     )
+    entities: bool = Field(
+        default=True,
+        description="beside the ingestion workers, find the named things of new memories "
+        "with the NER model while the embedding model is idle (docs/entities.md); false: "
+        "none (`python -m app extract-entities` finds them)",
+    )
     sentence_vectors: bool = Field(
         default=True,
         description="beside the ingestion workers, embed the sentences of new memories of "
@@ -532,6 +538,32 @@ class RetrievalSettings(BaseModel):
         ge=0.0,
         le=10.0,
         description="how far the query vector moves towards them (lever `feedback`)",
+    )
+    entity_hop_top_n: int = Field(
+        default=5,
+        ge=1,
+        le=100,
+        description="the hits whose entities the entity hop follows (lever `entity_hop`)",
+    )
+    entity_hop_limit: int = Field(
+        default=10,
+        ge=0,
+        le=100,
+        description="memories the entity hop may bring in at most (lever `entity_hop`)",
+    )
+    entity_hop_decay: float = Field(
+        default=0.5,
+        ge=0.0,
+        le=1.0,
+        description="share of the linking hit's score a memory brought in by the entity hop "
+        "gets (lever `entity_hop`)",
+    )
+    entity_hop_max_memories: int = Field(
+        default=30,
+        ge=1,
+        le=10_000,
+        description="an entity named by more of the user's memories links nothing in the "
+        "entity hop (a name on every page is no link; lever `entity_hop`)",
     )
     entity_boost: float = Field(
         default=0.2,

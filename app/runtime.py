@@ -27,12 +27,14 @@ from app.ingest.worker import IngestWorker
 from app.llm.categories import llm_category_judge
 from app.llm.client import ChatClient
 from app.memories.batch_worker import BatchJobWorker
+from app.memories.entities import EntityWorker
 from app.memories.expiry import ExpiryReaper
 from app.memories.sentence_backfill import SentenceWorker
 from app.ml.categories import CategoryClassifier
 from app.ml.cross_encoder import CrossEncoderScorer
 from app.ml.embedder import Embedder, build_embedder
 from app.ml.language import warm_up as warm_up_language_detector
+from app.ml.ner import EntityRecognizer
 from app.ml.observer import EmbeddingObserver
 from app.ml.offline import user_cache_dir
 from app.retrieval.pipeline import RetrievalPipeline
@@ -222,6 +224,15 @@ class Runtime:
         )
 
     @cached_property
+    def entity_worker(self) -> EntityWorker:
+        """Entities of new memories while the model is idle: on the background role."""
+        return EntityWorker(
+            self.background_sessionmaker,
+            EntityRecognizer(),
+            watched=(self.embedder, self.query_embedder),
+        )
+
+    @cached_property
     def importer(self) -> MemoryImporter:
         return MemoryImporter(self.sessionmaker, self.embedder, self.classifier, self.settings)
 
@@ -252,6 +263,8 @@ class Runtime:
             loops.append(self.batch_worker.run_forever(stop))
             if self.settings.sentence_vectors:
                 loops.append(self.sentence_worker.run_forever(stop))
+            if self.settings.entities:
+                loops.append(self.entity_worker.run_forever(stop))
         await asyncio.gather(*loops)
 
     @contextlib.asynccontextmanager

@@ -69,3 +69,15 @@ MAX_IDEMPOTENCY_KEY_CHARS = 256
 # Instants outside these years are typos (year 1, year 9999), not facts: they overflow date
 # arithmetic (relative phrases, time windows) long before they mean anything.
 EARLIEST_YEAR, LATEST_YEAR = 1000, 2999
+
+# The types of the named things memories are about (issue 43, app/ml/ner.py, 0039's CHECK).
+ENTITY_TYPES = (
+    "person",
+    "place",
+    "organisation",
+    "product",
+    "title",
+    "event",
+    "group",
+    "language",
+)

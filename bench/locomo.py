@@ -77,6 +77,7 @@ CONFIGS: dict[str, dict[str, Any]] = {
     "+ speaker-free query": {**PAPER, "levers": {"speaker_query": True}},
     "+ balanced legs": {**PAPER, "levers": {"balanced_legs": True}},
     "+ entities": {**PAPER, "levers": {"entities": True}},
+    "+ entity hop": {**PAPER, "levers": {"entity_hop": True}},
     "+ feedback": {**PAPER, "levers": {"feedback": True}},
     "+ BM25 proximity": {**PAPER, "levers": {"bm25_proximity": True}},
     "+ typed weights": {**PAPER, "levers": {"typed_weights": True}},
@@ -95,6 +96,7 @@ CONFIGS: dict[str, dict[str, Any]] = {
     "default - speaker-free query": {"profile": "default", "levers": {"speaker_query": False}},
     "default - balanced legs": {"profile": "default", "levers": {"balanced_legs": False}},
     "default + entities": {"profile": "default", "levers": {"entities": True}},
+    "default + entity hop": {"profile": "default", "levers": {"entity_hop": True}},
     "default + feedback": {"profile": "default", "levers": {"feedback": True}},
     "default + BM25 proximity": {"profile": "default", "levers": {"bm25_proximity": True}},
     "default + typed weights": {"profile": "default", "levers": {"typed_weights": True}},
@@ -212,21 +214,24 @@ def write_batch(api: httpx.Client, user: str, batch: list[dict[str, Any]]) -> No
 
 
 def wait_for_outbox(api: httpx.Client, timeout_s: float = 3600) -> None:
-    """Until every memory is in the index and has its sentence vectors (the sentence worker
-    embeds them once the writes are done: lever sentence_vector reads them)."""
+    """Until every memory is in the index and has its sentence vectors and its entities (the
+    sentence and entity workers read them once the writes are done: levers sentence_vector
+    and entity_hop read what they stored)."""
     deadline = time.monotonic() + timeout_s
     shown = None
     while time.monotonic() < deadline:
         ready = api.get("/ready").json()
         sentences = ready.get("sentences_pending", 0)
+        # The entity hop reads what the entity worker found (absent: COGNIS_ENTITIES off).
+        sentences += ready.get("entities_pending", 0)
         if ready.get("outbox_pending") == 0 and sentences == 0:
             time.sleep(1.0)  # one refresh interval, so the last documents are searchable
             return
         if sentences and sentences // 500 != shown:
             shown = sentences // 500
-            print(f"[ingest] {sentences} memories wait for their sentence vectors", flush=True)
+            print(f"[ingest] {sentences} memories wait for sentences or entities", flush=True)
         time.sleep(0.5)
-    raise RuntimeError("the outbox or the sentence worker did not finish in time")
+    raise RuntimeError("the outbox, the sentence or the entity worker did not finish in time")
 
 
 def release_users(api: httpx.Client, users: Iterable[str], *, keep: bool, run_id: str) -> None:
@@ -261,7 +266,8 @@ def run(args: argparse.Namespace) -> int:
                 f"{len(conversation.turns)} turns ({time.perf_counter() - started:.0f} s)",
                 flush=True,
             )
-        wait_for_outbox(api)
+        if not args.no_wait:
+            wait_for_outbox(api)
         ingest_s = max(time.perf_counter() - started, 1e-9)
         asked = 0
         started = time.perf_counter()
@@ -458,6 +464,12 @@ def main() -> int:
     parser.add_argument("--keep", action="store_true", help="keep the ingested users afterwards")
     parser.add_argument(
         "--reuse", metavar="RUN_ID", help="ask against a kept run's users (they stay kept)"
+    )
+    parser.add_argument(
+        "--no-wait",
+        action="store_true",
+        help="with --reuse: ask at once, without waiting for the outbox and the background "
+        "workers (sentence vectors, entities) of the whole service",
     )
     parser.add_argument(
         "--workers",

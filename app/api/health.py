@@ -15,6 +15,7 @@ from app import metrics
 from app.api.auth import require_metrics_key
 from app.db.retention import overdue_seconds
 from app.memories.batch_jobs import BatchJobRepository
+from app.memories.entities import pending_entities
 from app.memories.sentence_backfill import pending_sentences
 from app.runtime import Runtime
 from app.search_index.coverage import readiness as index_readiness
@@ -75,6 +76,10 @@ async def ready(state: State) -> Response[dict[str, Any]]:
         ) = await _backlogs(runtime, sentences=True)
         async with runtime.background_sessionmaker() as session:
             checks["batch_jobs_open"] = await BatchJobRepository(session).open_count()
+            # Current memories the entity worker has not read yet (docs/entities.md); not
+            # shown where no worker reads them (COGNIS_ENTITIES=false).
+            if runtime.settings.entities:
+                checks["entities_pending"] = await pending_entities(session)
         checks["postgres"] = "up"
     except Exception as exc:
         checks["postgres"] = f"down: {type(exc).__name__}"

@@ -14,6 +14,7 @@ from app.api.admin import TenantAdminController
 from app.api.auth import require_admin_key, require_api_key
 from app.api.context import ContextController
 from app.api.dependencies import provide_runtime
+from app.api.entities import EntityController
 from app.api.exports import ExportController
 from app.api.health import health, metrics_endpoint, ready
 from app.api.imports import ImportController
@@ -38,6 +39,7 @@ def api_route_handlers() -> list[ControllerRouterHandler]:
             MessageController,
             SearchController,
             ContextController,
+            EntityController,
             UserController,
             UserListController,
             WebhookController,

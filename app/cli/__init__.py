@@ -1,5 +1,6 @@
-"""Command line: serve, relay, worker, reindex, embed-sentences, embed-multilingual, retention,
-import, export, backup, restore, admin, webhooks, migrate, embed-serve, mcp."""
+"""Command line: serve, relay, worker, reindex, embed-sentences, extract-entities,
+embed-multilingual, retention, import, export, backup, restore, admin, webhooks, migrate,
+embed-serve, mcp."""
 
 # Every command and its flags are declared here; what each does lives beside: processes.py (the
 # long-running ones), maintenance.py (the stores), admin.py (tenants and their keys),
@@ -53,6 +54,14 @@ def main(argv: list[str] | None = None) -> int:
     sentences.add_argument("--user", help="only this user's memories (with --tenant)")
     sentences.add_argument("--batch-size", type=_positive, default=200, help="memories a batch")
     sentences.set_defaults(func=maintenance.embed_sentences)
+    entities = commands.add_parser(
+        "extract-entities",
+        help="find the named things of current memories not yet read for them (rerunnable)",
+    )
+    entities.add_argument("--tenant", help="only this tenant's memories (id or name)")
+    entities.add_argument("--user", help="only this user's memories (with --tenant)")
+    entities.add_argument("--batch-size", type=_positive, default=200, help="memories a batch")
+    entities.set_defaults(func=maintenance.extract_entities)
     multilingual = commands.add_parser(
         "embed-multilingual",
         help="give current memories written without it their multilingual vector (rerunnable)",

@@ -86,6 +86,31 @@ def embed_sentences(args: argparse.Namespace) -> int:
     return with_runtime(body, "embed-sentences")
 
 
+def extract_entities(args: argparse.Namespace) -> int:
+    """Entities of current memories not yet read for them (app.memories.entities)."""
+    from app.db.tenant import act_as
+    from app.memories.entities import ExtractionReport, extract_missing_entities
+    from app.ml.ner import EntityRecognizer
+
+    def show(report: ExtractionReport) -> None:
+        print(f"{report.memories} memories read, {report.links} links", flush=True)
+
+    async def body(runtime: Runtime) -> int:
+        if args.tenant is not None:  # only its rows: the background role, bound to it
+            act_as(await tenant_id_of(runtime, args.tenant))
+        report = await extract_missing_entities(
+            runtime.background_sessionmaker,
+            EntityRecognizer(),
+            user_id=args.user,
+            batch_size=args.batch_size,
+            progress=show,
+        )
+        print(f"done: {report.memories} memories, {report.links} entity links", flush=True)
+        return 0
+
+    return with_runtime(body, "extract-entities")
+
+
 def embed_multilingual(args: argparse.Namespace) -> int:
     """Multilingual vectors for current memories written without them
     (app.memories.multilingual_backfill)."""

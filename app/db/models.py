@@ -21,13 +21,21 @@ from sqlalchemy import (
     MetaData,
     SmallInteger,
     Text,
+    UniqueConstraint,
     func,
     text,
 )
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB, UUID
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-from app.vocabulary import COARSE_DIM, EMBEDDING_DIM, MULTILINGUAL_DIM, OPERATIONS, SCOPES
+from app.vocabulary import (
+    COARSE_DIM,
+    EMBEDDING_DIM,
+    ENTITY_TYPES,
+    MULTILINGUAL_DIM,
+    OPERATIONS,
+    SCOPES,
+)
 
 NAMING_CONVENTION = {
     "ix": "%(table_name)s_%(column_0_N_name)s_idx",
@@ -196,6 +204,9 @@ class Memory(Base):
     # English model's for queries or users that are not English. NULL: written while
     # COGNIS_MULTILINGUAL_EMBEDDER was off, or before 0034 (`python -m app embed-multilingual`).
     embedding_ml: Mapped[Any | None] = mapped_column(Vector(MULTILINGUAL_DIM))
+    # When the entity worker read this version for the entities it names (0039,
+    # app/memories/entities.py). NULL: not yet.
+    entities_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
 
     __table_args__ = (
         CheckConstraint(_in_list("scope", SCOPES), name="scope"),
@@ -279,6 +290,12 @@ class Memory(Base):
             "memories_sentences_pending_idx",
             "id",
             postgresql_where=text("is_current AND sentence_embeddings_768d IS NULL"),
+        ),
+        # The entity worker's queue (0039): current memories not yet read for entities.
+        Index(
+            "memories_entities_pending_idx",
+            "id",
+            postgresql_where=text("is_current AND entities_at IS NULL"),
         ),
         # The reaper's scan, oldest expiry first: only memories that expire at all.
         Index(
@@ -643,6 +660,60 @@ class BatchJob(Base):
             postgresql_where=text(_in_list("status", ("done", "failed"))),
         ),
     )
+
+
+class Entity(Base):
+    """A named thing of a user's memories (0039, docs/entities.md): a person, place,
+    organisation, product, title, event, group or language, with the other forms of its name
+    that are the same thing. Deleted with the user by an erase."""
+
+    __tablename__ = "entities"
+
+    tenant_id: Mapped[uuid.UUID] = tenant_column()
+
+    id: Mapped[uuid.UUID] = mapped_column(
+        UUID(as_uuid=True), primary_key=True, server_default=text("gen_random_uuid()")
+    )
+    user_id: Mapped[str] = mapped_column(Text, nullable=False)
+    # The longest form seen; `key` is its lower case, unique per user and type.
+    name: Mapped[str] = mapped_column(Text, nullable=False)
+    type: Mapped[str] = mapped_column(Text, nullable=False)
+    key: Mapped[str] = mapped_column(Text, nullable=False)
+    aliases: Mapped[list[str]] = mapped_column(
+        ARRAY(Text), nullable=False, server_default=text("'{}'")
+    )
+    first_seen: Mapped[datetime] = mapped_column(
+        DateTime(timezone=True), nullable=False, server_default=func.now()
+    )
+    last_seen: Mapped[datetime] = mapped_column(
+        DateTime(timezone=True), nullable=False, server_default=func.now()
+    )
+
+    __table_args__ = (
+        CheckConstraint(_in_list("type", ENTITY_TYPES), name="type"),
+        UniqueConstraint("tenant_id", "user_id", "type", "key"),
+        Index(None, "user_id"),
+    )
+
+
+class MemoryEntity(Base):
+    """A memory version names an entity (0039): deleted with the version or the entity."""
+
+    __tablename__ = "memory_entities"
+
+    tenant_id: Mapped[uuid.UUID] = tenant_column()
+
+    memory_id: Mapped[uuid.UUID] = mapped_column(
+        UUID(as_uuid=True), ForeignKey("memories.id", ondelete="CASCADE"), primary_key=True
+    )
+    entity_id: Mapped[uuid.UUID] = mapped_column(
+        UUID(as_uuid=True),
+        ForeignKey("entities.id", ondelete="CASCADE"),
+        primary_key=True,
+        index=True,
+    )
+    user_id: Mapped[str] = mapped_column(Text, nullable=False, index=True)
+    mention: Mapped[str] = mapped_column(Text, nullable=False)
 
 
 class ConsoleSession(Base):

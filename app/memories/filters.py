@@ -33,16 +33,28 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
-from sqlalchemy import ColumnElement, Text, and_, cast, false, func, literal, not_, or_
+from sqlalchemy import (
+    ColumnElement,
+    Text,
+    and_,
+    any_,
+    cast,
+    false,
+    func,
+    literal,
+    not_,
+    or_,
+    select,
+)
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB
 
-from app.db.models import Memory
+from app.db.models import Entity, Memory, MemoryEntity
 from app.errors import InvalidInputError
 from app.memories.fields import check_instant, check_scope_id, check_text
 from app.search_index.documents import MAX_INDEXED_METADATA_CHARS
 from app.vocabulary import MAX_METADATA_DEPTH, SCOPES
 
-Kind = Literal["text", "scope", "time"]
+Kind = Literal["text", "scope", "time", "entity"]
 OPERATORS = ("eq", "ne", "in", "nin", "gt", "gte", "lt", "lte", "exists", "contains")
 ORDER_OPERATORS = ("gt", "gte", "lt", "lte")
 MAX_LIST = 1000  # values of one in/nin
@@ -81,6 +93,9 @@ FIELDS: dict[str, FieldSpec] = {
     # while current), as the analysts' `memory_versions.valid_from` / `valid_to`.
     "valid_from": FieldSpec("time", "created_at", "created_at", False, _TIME_OPS),
     "valid_to": FieldSpec("time", "superseded_at", "superseded_at", True, _TIME_OPS),
+    # A named thing the memory names (0039, docs/entities.md): an entity's name or alias, any
+    # case, or its id. Postgres only (memory_entities): the index matches everything there.
+    "entity": FieldSpec("entity", "id", "", False, ("eq", "ne", "in", "nin")),
 }
 
 
@@ -386,6 +401,8 @@ def _sql(tree: Filter, columns: Any) -> ColumnElement[bool]:
     if path is not None:
         return _two_valued(_metadata_sql(tree, _at(columns, path)))
     spec = FIELDS[tree.field]
+    if spec.kind == "entity":
+        return _entity_sql(tree, columns["id"])
     condition = _column_sql(tree, columns[spec.column])
     return _two_valued(condition) if spec.nullable else condition
 
@@ -411,6 +428,28 @@ def _column_sql(clause: Clause, column: Any) -> ColumnElement[bool]:
     if op == "contains":
         return func.strpos(column, literal(value)) > 0
     return _ORDER[op](column, value)
+
+
+def _entity_sql(clause: Clause, memory_id: Any) -> ColumnElement[bool]:
+    """The memory version names one of the clause's entities (by name, alias or id)."""
+    values = clause.value if clause.op in ("in", "nin") else (clause.value,)
+    names = sorted({v.lower() for v in values})
+    given = literal(names, type_=_TEXT_ARRAY)
+    aliases = cast(func.lower(cast(Entity.aliases, Text)), _TEXT_ARRAY)
+    named = (
+        select(MemoryEntity.memory_id)
+        .join(Entity, Entity.id == MemoryEntity.entity_id)
+        .where(
+            MemoryEntity.memory_id == memory_id,
+            or_(
+                Entity.key == any_(given),
+                aliases.op("&&")(given),
+                cast(Entity.id, Text) == any_(given),
+            ),
+        )
+        .exists()
+    )
+    return not_(named) if clause.op in ("ne", "nin") else named
 
 
 _ORDER = {
@@ -493,7 +532,7 @@ def _os_exact(clause: Clause) -> bool:
     column field does. A metadata clause does not: flat_object keeps the text of every leaf
     (2 and "2" look alike, an array matches each of its elements, a JSON null is absent, a
     long string is not indexed), so it is at best a superset there."""
-    return clause.metadata_path is None
+    return clause.metadata_path is None and FIELDS[clause.field].kind != "entity"
 
 
 def _os_clause(clause: Clause) -> dict[str, Any] | None:
@@ -506,6 +545,8 @@ def _os_clause(clause: Clause) -> dict[str, Any] | None:
         if not pushable:
             return None
         return {"terms": {clause.field: list(values)}}
+    if FIELDS[clause.field].kind == "entity":
+        return None  # memory_entities is in Postgres only: it re-checks every candidate
     document = FIELDS[clause.field].document
     exists = {"exists": {"field": document}}
     if op == "exists":

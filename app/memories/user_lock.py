@@ -17,6 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.db.engine import opened_at
 from app.db.models import (
     BatchJob,
+    Entity,
     IdempotencyKey,
     IngestDecision,
     IngestTask,
@@ -124,6 +125,8 @@ async def erase_user(
         # Webhook events of the user not yet delivered (and the log of those that were); the
         # user.erased event is queued after this.
         ("webhook_deliveries", WebhookDelivery),
+        # The named things of the user's memories (their links go with the memories).
+        ("entities", Entity),
     )
     for name, model in tables:
         result = await session.execute(delete(model).where(model.user_id == user_id))

@@ -17,11 +17,15 @@ prefers memories that mention both, then either.
 from __future__ import annotations
 
 import re
+import uuid
 from collections.abc import Iterable
 
-from app.retrieval.candidates import Candidate, boost_scores
+from app.memories.entities import EntityRepository
+from app.retrieval.candidates import Candidate, boost_scores, rank_by_score
 from app.retrieval.function_words import FUNCTION_WORDS
+from app.retrieval.plan import Lever
 from app.retrieval.speakers import name_pattern, named_speakers
+from app.retrieval.steps import SearchContext
 
 # Lower-case words allowed inside a run of capitalised ones: "The Name of the Wind".
 JOINERS = frozenset({"of", "the", "de", "la", "van", "von"})
@@ -105,3 +109,64 @@ def boost_shared_entities(
         return 1.0 + boost * shared / len(entities)
 
     return boost_scores(ranked, factor, "entities"), entities
+
+
+# --- The entity hop (lever `entity_hop`) ---------------------------------------------------
+#
+# Memories that name an entity (0039, app/memories/entities.py) the query names or one of the
+# first `top_n` hits names join the candidates: one hop, at most `limit` of them, those naming
+# the most of these entities first. A joined memory scores `decay` times the best score of a
+# hit that shares an entity with it (the first hit's, for an entity the query names), so it
+# enters below what led to it. An entity named by more than `max_memories` of the user's
+# memories links nothing (the user's own name, a home town on every page).
+
+ENTITY_HOP = Lever(
+    "entity_hop",
+    "Memories that name an entity (people, places, organisations, ...: docs/entities.md) "
+    "that the query or one of the top hits names join the candidates, one hop, at most "
+    "COGNIS_ENTITY_HOP_LIMIT, with a decayed share of the linking hit's score.",
+)
+
+
+def seed_scores(
+    head: list[Candidate],
+    hit_entities: dict[uuid.UUID, list[uuid.UUID]],
+    query_entity_ids: Iterable[uuid.UUID],
+) -> dict[uuid.UUID, float]:
+    """Each entity to follow, with the best score of a hit that names it (the first hit's
+    for an entity the query names)."""
+    seeds: dict[uuid.UUID, float] = {}
+    top = head[0].score if head else 0.0
+    for entity_id in query_entity_ids:
+        seeds[entity_id] = top
+    for hit in head:
+        for entity_id in hit_entities.get(hit.memory_id, []):
+            seeds[entity_id] = max(seeds.get(entity_id, 0.0), hit.score)
+    return seeds
+
+
+async def entity_hop(
+    ranked: list[Candidate], context: SearchContext
+) -> tuple[list[Candidate], str]:
+    settings, request = context.plan.settings, context.request
+    store = EntityRepository(context.repository.session, context.repository.where)
+    head = ranked[: settings.entity_hop_top_n]
+    names = query_entities(request.query, {c.speaker for c in ranked if c.speaker})
+    limit = settings.entity_hop_max_memories
+    query_ids = await store.named(request.user_id, names, limit) if names else []
+    hit_entities = await store.entities_of(request.user_id, [c.memory_id for c in head], limit)
+    seeds = seed_scores(head, hit_entities, query_ids)
+    if not seeds:
+        return ranked, "no entity to follow"
+    joined = await store.linked(
+        request.user_id,
+        list(seeds),
+        request.session_id,
+        exclude=[c.memory_id for c in ranked],
+        limit=settings.entity_hop_limit,
+    )
+    decay = settings.entity_hop_decay
+    for memory, entity_ids in joined:
+        score = decay * max(seeds[e] for e in entity_ids)
+        ranked.append(Candidate(memory_id=memory.id, score=score).load(memory))
+    return rank_by_score(ranked, "entity_hop"), f"{len(joined)} joined via {len(seeds)} entities"

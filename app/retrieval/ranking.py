@@ -19,7 +19,7 @@ from app.db.tenant import current_tenant
 from app.errors import EmbedderUnavailableError
 from app.retrieval.candidates import Candidate
 from app.retrieval.dedup import dedup_head
-from app.retrieval.entities import boost_shared_entities
+from app.retrieval.entities import ENTITY_HOP, boost_shared_entities, entity_hop
 from app.retrieval.history import with_history
 from app.retrieval.legs import CONTEXT_VECTOR, SENTENCE_VECTOR
 from app.retrieval.neighbours import links, spread_to_neighbours
@@ -340,6 +340,7 @@ RANKING_STEPS: tuple[Step[Ranked], ...] = (
     Step("speaker", speaker, timer="speaker_ms", lever=SPEAKER, explains="speaker"),
     Step("entities", entities, timer="entities_ms", lever=ENTITIES, explains="entities"),
     Step("neighbours", neighbours, timer="neighbours_ms", lever=NEIGHBOURS, explains="neighbours"),
+    Step("entity_hop", entity_hop, timer="entity_hop_ms", lever=ENTITY_HOP, explains="entity_hop"),
     Step(
         "time_mentions",
         time_mentions,

@@ -69,7 +69,8 @@ class TestPlan:
     def test_the_explanation_stages_follow_the_steps(self) -> None:
         assert (
             *("256d", "768d", "feedback", "multilingual", "bm25", "rrf", "speaker", "entities"),
-            *("neighbours", "time_mention", "specificity", "temporal", "sessions", "rerank"),
+            *("neighbours", "entity_hop", "time_mention", "specificity", "temporal", "sessions"),
+            "rerank",
             "relevance",
             "relevance_order",
             "relevance_guard",

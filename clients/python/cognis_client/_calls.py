@@ -19,6 +19,8 @@ from cognis_client.models import (
     Consistency,
     Context,
     DryRun,
+    EntityMemories,
+    EntityPage,
     Erasure,
     History,
     ImportSummary,
@@ -332,6 +334,44 @@ class ProfileOptions(TypedDict, total=False):
 
 def profile(user_id: str, options: ProfileOptions) -> Call[Profile]:
     return Call("GET", f"{_user(user_id)}/profile", Profile, params=_query_params(options))
+
+
+class EntityOptions(TypedDict, total=False):
+    """Which entities `entities` lists (all optional): a type ("person", "place", ...), a
+    name or alias, the memories counted (as the list's filters), and the page."""
+
+    type: str
+    name: str
+    agent_id: str
+    run_id: str
+    filters: dict[str, Any]
+    limit: int
+    cursor: str
+
+
+def entities(user_id: str, options: EntityOptions) -> Call[EntityPage]:
+    return Call("GET", f"{_user(user_id)}/entities", EntityPage, params=_query_params(options))
+
+
+class EntityMemoryOptions(TypedDict, total=False):
+    """Which of an entity's memories `entity_memories` gives (all optional)."""
+
+    session_id: str
+    agent_id: str
+    run_id: str
+    filters: dict[str, Any]
+    limit: int
+
+
+def entity_memories(
+    user_id: str, entity_id: uuid.UUID | str, options: EntityMemoryOptions
+) -> Call[EntityMemories]:
+    return Call(
+        "GET",
+        f"{_user(user_id)}/entities/{entity_id}/memories",
+        EntityMemories,
+        params=_query_params(options),
+    )
 
 
 class SearchOptions(TypedDict, total=False):

@@ -14,6 +14,8 @@ from cognis_client._calls import (
     Call,
     ContextOptions,
     DeleteFilters,
+    EntityMemoryOptions,
+    EntityOptions,
     ExportOptions,
     ImportFormat,
     ListOptions,
@@ -37,6 +39,8 @@ from cognis_client.models import (
     BatchJob,
     Context,
     DryRun,
+    EntityMemories,
+    EntityPage,
     Erasure,
     History,
     ImportSummary,
@@ -341,6 +345,16 @@ class CognisClient(_Retrying):
         """The user's current memories by category, newest first, each with what it replaced."""
         return self._send(calls.profile(user_id, options))
 
+    def entities(self, user_id: str, **options: Unpack[EntityOptions]) -> EntityPage:
+        """A page of the named things of the user's memories, by name (docs/entities.md)."""
+        return self._send(calls.entities(user_id, options))
+
+    def entity_memories(
+        self, user_id: str, entity_id: Any, **options: Unpack[EntityMemoryOptions]
+    ) -> EntityMemories:
+        """An entity and the current memories that name it, newest first."""
+        return self._send(calls.entity_memories(user_id, entity_id, options))
+
     def add_messages(
         self,
         user_id: str,
@@ -615,6 +629,16 @@ class AsyncCognisClient(_Retrying):
     async def profile(self, user_id: str, **options: Unpack[ProfileOptions]) -> Profile:
         """The user's current memories by category, newest first, each with what it replaced."""
         return await self._send(calls.profile(user_id, options))
+
+    async def entities(self, user_id: str, **options: Unpack[EntityOptions]) -> EntityPage:
+        """A page of the named things of the user's memories, by name (docs/entities.md)."""
+        return await self._send(calls.entities(user_id, options))
+
+    async def entity_memories(
+        self, user_id: str, entity_id: Any, **options: Unpack[EntityMemoryOptions]
+    ) -> EntityMemories:
+        """An entity and the current memories that name it, newest first."""
+        return await self._send(calls.entity_memories(user_id, entity_id, options))
 
     async def add_messages(
         self,

@@ -385,3 +385,29 @@ class Profile(msgspec.Struct, frozen=True):
     categories: list[ProfileCategory]
     total: int
     last_changed_at: datetime | None
+
+
+class Entity(msgspec.Struct, frozen=True):
+    """A named thing of the user's memories (docs/entities.md): a person, place,
+    organisation, product, title, event, group or language, with the other forms of its name
+    that are the same thing, and how many current memories visible to the request name it."""
+
+    id: UUID
+    name: str
+    type: str
+    aliases: list[str]
+    first_seen: datetime
+    last_seen: datetime
+    memories: int
+
+
+class EntityPage(msgspec.Struct, frozen=True):
+    items: list[Entity]
+    next_cursor: str | None
+
+
+class EntityMemories(msgspec.Struct, frozen=True):
+    """An entity and the current memories that name it, newest first."""
+
+    entity: Entity
+    memories: list[Memory]

@@ -38,6 +38,9 @@ export type MemoriesDeleted = Schemas["MemoriesDeletedOut"];
 export type ImportSummary = Schemas["ImportSummaryOut"];
 export type Context = Schemas["ContextOut"];
 export type Profile = Schemas["ProfileOut"];
+export type Entity = Schemas["EntityOut"];
+export type EntityPage = Schemas["EntityList"];
+export type EntityMemories = Schemas["EntityMemoriesOut"];
 /** The filter language (docs/api.md, "Filters"): a clause `{ field, op, value }` or
  * `{ and: [...] }`, `{ or: [...] }`, `{ not: {...} }`. */
 export type Filter = Record<string, unknown>;
@@ -59,6 +62,16 @@ export type DeleteOptions = Omit<
 export type ProfileOptions = Omit<QueryOf<"V1UsersUserIdProfileProfile">, "filters"> & {
   filters?: Filter | undefined;
 } & CallOptions;
+/** Options of `entities`: a type, a name or alias, the memories counted (the list's
+ * filters), and the page. */
+export type EntityOptions = Omit<QueryOf<"V1UsersUserIdEntitiesListEntities">, "filters"> & {
+  filters?: Filter | undefined;
+} & CallOptions;
+/** Options of `entityMemories`: which of the entity's memories, and how many. */
+export type EntityMemoryOptions = Omit<
+  QueryOf<"V1UsersUserIdEntitiesEntityIdMemoriesEntityMemories">,
+  "filters"
+> & { filters?: Filter | undefined } & CallOptions;
 /** Options of `exportMemories`: as the list's, and which versions, and vectors. */
 export type ExportOptions = Omit<QueryOf<"V1UsersUserIdExportExportMemories">, "filters"> & {
   filters?: Filter | undefined;
@@ -412,6 +425,30 @@ export class CognisClient {
     return this.json<Profile>({
       method: "GET",
       path: `${user(userId)}/profile`,
+      query: listQuery(options),
+      signal: options.signal,
+    });
+  }
+
+  /** The named things of the user's memories (people, places, ...), by name: a page. */
+  async entities(userId: string, options: EntityOptions = {}): Promise<EntityPage> {
+    return this.json<EntityPage>({
+      method: "GET",
+      path: `${user(userId)}/entities`,
+      query: listQuery(options),
+      signal: options.signal,
+    });
+  }
+
+  /** An entity and the current memories that name it, newest first. */
+  async entityMemories(
+    userId: string,
+    entityId: string,
+    options: EntityMemoryOptions = {},
+  ): Promise<EntityMemories> {
+    return this.json<EntityMemories>({
+      method: "GET",
+      path: `${user(userId)}/entities/${encodeURIComponent(entityId)}/memories`,
       query: listQuery(options),
       signal: options.signal,
     });

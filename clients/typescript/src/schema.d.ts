@@ -270,6 +270,43 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/users/{user_id}/entities": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The named things of the user's memories: people, places, organisations, ...
+         * @description Entities found in the user's current memories by the NER model (found in the background, a moment after a write; docs/entities.md), by name, each with its aliases and how many current memories visible to this request name it. Only entities that some such memory names are listed.
+         */
+        get: operations["V1UsersUserIdEntitiesListEntities"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/users/{user_id}/entities/{entity_id}/memories": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The user's current memories that name an entity, newest first */
+        get: operations["V1UsersUserIdEntitiesEntityIdMemoriesEntityMemories"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/users/{user_id}/export": {
         parameters: {
             query?: never;
@@ -683,7 +720,7 @@ export interface components {
             agent_id?: string | null;
             /** @description The query's reference time (as in search); default: now. */
             as_of?: string | null;
-            /** @description Only memories matching this filter are cited. A filter: a clause {"field", "op", "value"} or {"and": [...]}, {"or": [...]}, {"not": {...}}. Fields: category, scope, session, speaker, agent, run, language, created_at, event_time, valid_from, valid_to, and metadata paths ("metadata.project", "metadata.a.b"). Operators: eq, ne, in, nin, gt, gte, lt, lte, exists, contains. in/nin take a list; exists takes true or false; times are RFC 3339. At most 8 levels of and/or/not and 100 clauses. See README, "Filters". */
+            /** @description Only memories matching this filter are cited. A filter: a clause {"field", "op", "value"} or {"and": [...]}, {"or": [...]}, {"not": {...}}. Fields: category, scope, session, speaker, agent, run, language, created_at, event_time, valid_from, valid_to, entity, and metadata paths ("metadata.project", "metadata.a.b"). Operators: eq, ne, in, nin, gt, gte, lt, lte, exists, contains. in/nin take a list; exists takes true or false; times are RFC 3339. At most 8 levels of and/or/not and 100 clauses. See README, "Filters". */
             filters?: {
                 [key: string]: unknown;
             } | null;
@@ -779,6 +816,44 @@ export interface components {
         DryRunOut: {
             dry_run: boolean;
             messages: components["schemas"]["DryRunMessageOut"][];
+        };
+        /** EntityList */
+        EntityList: {
+            items: components["schemas"]["EntityOut"][];
+            /** @description Pass as `cursor` for the next page; null: the last page. */
+            next_cursor: string | null;
+        };
+        /** EntityMemoriesOut */
+        EntityMemoriesOut: {
+            entity: components["schemas"]["EntityOut"];
+            /** @description Current memories that name the entity, newest first. */
+            memories: components["schemas"]["MemoryOut"][];
+        };
+        /** EntityOut */
+        EntityOut: {
+            /** @description Other forms of the name that are the same thing ("Mel"). */
+            aliases: string[];
+            /**
+             * Format: date-time
+             * @description When the first memory naming it was written.
+             */
+            first_seen: string;
+            /**
+             * Format: uuid
+             * @description The entity's id (for its memories).
+             */
+            id: string;
+            /**
+             * Format: date-time
+             * @description When the latest memory naming it was written.
+             */
+            last_seen: string;
+            /** @description Current memories that name it, visible to this request. */
+            memories: number;
+            /** @description The longest form of its name seen. */
+            name: string;
+            /** @enum {string} */
+            type: "person" | "place" | "organisation" | "product" | "title" | "event" | "group" | "language";
         };
         /** EraseOut */
         EraseOut: {
@@ -896,6 +971,8 @@ export interface components {
             context_vector?: boolean | null;
             /** @description Memories that mention the entities the query names rank higher (COGNIS_ENTITY_BOOST). */
             entities?: boolean | null;
+            /** @description Memories that name an entity (people, places, organisations, ...: docs/entities.md) that the query or one of the top hits names join the candidates, one hop, at most COGNIS_ENTITY_HOP_LIMIT, with a decayed share of the linking hit's score. */
+            entity_hop?: boolean | null;
             /** @description Time-ordering questions ("which came first", "how long between", "how many weeks after") search each event on its own, as query_parts does, so that every event's memories reach the top k; each result's memory carries its event_time to order them by. */
             event_order?: boolean | null;
             /** @description Vector leg: pseudo-relevance feedback (Rocchio) from the best hits. */
@@ -1208,7 +1285,7 @@ export interface components {
             /** @default false */
             explain?: boolean;
             /**
-             * @description Only memories matching this filter are searched: both legs apply it before ranking. A filter: a clause {"field", "op", "value"} or {"and": [...]}, {"or": [...]}, {"not": {...}}. Fields: category, scope, session, speaker, agent, run, language, created_at, event_time, valid_from, valid_to, and metadata paths ("metadata.project", "metadata.a.b"). Operators: eq, ne, in, nin, gt, gte, lt, lte, exists, contains. in/nin take a list; exists takes true or false; times are RFC 3339. At most 8 levels of and/or/not and 100 clauses. See README, "Filters".
+             * @description Only memories matching this filter are searched: both legs apply it before ranking. A filter: a clause {"field", "op", "value"} or {"and": [...]}, {"or": [...]}, {"not": {...}}. Fields: category, scope, session, speaker, agent, run, language, created_at, event_time, valid_from, valid_to, entity, and metadata paths ("metadata.project", "metadata.a.b"). Operators: eq, ne, in, nin, gt, gte, lt, lte, exists, contains. in/nin take a list; exists takes true or false; times are RFC 3339. At most 8 levels of and/or/not and 100 clauses. See README, "Filters".
              * @example {
              *       "and": [
              *         {
@@ -2874,6 +2951,169 @@ export interface operations {
             };
         };
     };
+    V1UsersUserIdEntitiesListEntities: {
+        parameters: {
+            query?: {
+                /** @description Only entities of this type. */
+                type?: "person" | "place" | "organisation" | "product" | "title" | "event" | "group" | "language" | null;
+                /** @description Only the entity with this name or alias (any case). */
+                name?: string | null;
+                /** @description The agent's memories and the user's shared ones (no agent). Omitted: every memory of the user, whatever its agent. */
+                agent_id?: string | null;
+                /** @description The run's memories and those of no run. Omitted: every memory of the user, whatever its run. */
+                run_id?: string | null;
+                /** @description A filter as JSON (the search body's `filters`): only memories matching it are included. A filter: a clause {"field", "op", "value"} or {"and": [...]}, {"or": [...]}, {"not": {...}}. Fields: category, scope, session, speaker, agent, run, language, created_at, event_time, valid_from, valid_to, entity, and metadata paths ("metadata.project", "metadata.a.b"). Operators: eq, ne, in, nin, gt, gte, lt, lte, exists, contains. in/nin take a list; exists takes true or false; times are RFC 3339. At most 8 levels of and/or/not and 100 clauses. See README, "Filters". */
+                filters?: string | null;
+                limit?: number;
+                /** @description `next_cursor` of the previous page, unchanged. */
+                cursor?: string | null;
+            };
+            header?: never;
+            path: {
+                /** @description 1-128 characters: letters, digits and _ . : @ -, starting with a letter or digit. */
+                user_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Request fulfilled, document follows */
+            200: {
+                headers: {
+                    /** @description Only when the writer served a read meant for the replica, why: `replica_behind` (it had not replayed this read's writes within COGNIS_REPLICA_WAIT_MAX_MS), `replica_unavailable` (it did not answer), `replica_position_unknown` (it reports no replay position). */
+                    "X-Read-Fallback"?: unknown;
+                    /** @description Only with a read replica (COGNIS_READ_DATABASE_URL): `replica` or `writer`, the database this read ran on. */
+                    "X-Read-From"?: unknown;
+                    /** @description Only with a read replica: milliseconds this read waited for the replica to replay the writes committed before it. */
+                    "X-Replica-Wait-Ms"?: unknown;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["EntityList"];
+                };
+            };
+            /** @description Invalid input: the detail says what to change (and `field` names it). */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Missing or invalid API key. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Over this key's rate limit: retry after Retry-After seconds. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A store or the embedder is unavailable for now, or a write's deadline passed before it could be done (nothing written): retry after Retry-After seconds. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    V1UsersUserIdEntitiesEntityIdMemoriesEntityMemories: {
+        parameters: {
+            query?: {
+                session_id?: string | null;
+                /** @description The agent's memories and the user's shared ones (no agent). Omitted: every memory of the user, whatever its agent. */
+                agent_id?: string | null;
+                /** @description The run's memories and those of no run. Omitted: every memory of the user, whatever its run. */
+                run_id?: string | null;
+                /** @description A filter as JSON (the search body's `filters`): only memories matching it are included. A filter: a clause {"field", "op", "value"} or {"and": [...]}, {"or": [...]}, {"not": {...}}. Fields: category, scope, session, speaker, agent, run, language, created_at, event_time, valid_from, valid_to, entity, and metadata paths ("metadata.project", "metadata.a.b"). Operators: eq, ne, in, nin, gt, gte, lt, lte, exists, contains. in/nin take a list; exists takes true or false; times are RFC 3339. At most 8 levels of and/or/not and 100 clauses. See README, "Filters". */
+                filters?: string | null;
+                limit?: number;
+            };
+            header?: never;
+            path: {
+                /** @description 1-128 characters: letters, digits and _ . : @ -, starting with a letter or digit. */
+                user_id: string;
+                entity_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Request fulfilled, document follows */
+            200: {
+                headers: {
+                    /** @description Only when the writer served a read meant for the replica, why: `replica_behind` (it had not replayed this read's writes within COGNIS_REPLICA_WAIT_MAX_MS), `replica_unavailable` (it did not answer), `replica_position_unknown` (it reports no replay position). */
+                    "X-Read-Fallback"?: unknown;
+                    /** @description Only with a read replica (COGNIS_READ_DATABASE_URL): `replica` or `writer`, the database this read ran on. */
+                    "X-Read-From"?: unknown;
+                    /** @description Only with a read replica: milliseconds this read waited for the replica to replay the writes committed before it. */
+                    "X-Replica-Wait-Ms"?: unknown;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["EntityMemoriesOut"];
+                };
+            };
+            /** @description Invalid input: the detail says what to change (and `field` names it). */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Missing or invalid API key. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description No such resource for this user. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Over this key's rate limit: retry after Retry-After seconds. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A store or the embedder is unavailable for now, or a write's deadline passed before it could be done (nothing written): retry after Retry-After seconds. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
     V1UsersUserIdExportExportMemories: {
         parameters: {
             query?: {
@@ -2885,7 +3125,7 @@ export interface operations {
                 agent_id?: string | null;
                 /** @description The run's memories and those of no run. Omitted: every memory of the user, whatever its run. */
                 run_id?: string | null;
-                /** @description A filter as JSON (the search body's `filters`): only memories matching it are included. A filter: a clause {"field", "op", "value"} or {"and": [...]}, {"or": [...]}, {"not": {...}}. Fields: category, scope, session, speaker, agent, run, language, created_at, event_time, valid_from, valid_to, and metadata paths ("metadata.project", "metadata.a.b"). Operators: eq, ne, in, nin, gt, gte, lt, lte, exists, contains. in/nin take a list; exists takes true or false; times are RFC 3339. At most 8 levels of and/or/not and 100 clauses. See README, "Filters". */
+                /** @description A filter as JSON (the search body's `filters`): only memories matching it are included. A filter: a clause {"field", "op", "value"} or {"and": [...]}, {"or": [...]}, {"not": {...}}. Fields: category, scope, session, speaker, agent, run, language, created_at, event_time, valid_from, valid_to, entity, and metadata paths ("metadata.project", "metadata.a.b"). Operators: eq, ne, in, nin, gt, gte, lt, lte, exists, contains. in/nin take a list; exists takes true or false; times are RFC 3339. At most 8 levels of and/or/not and 100 clauses. See README, "Filters". */
                 filters?: string | null;
             };
             header?: never;
@@ -3252,7 +3492,7 @@ export interface operations {
                 include_superseded?: boolean;
                 limit?: number;
                 cursor?: string | null;
-                /** @description A filter as JSON (the search body's `filters`): only memories matching it are included. A filter: a clause {"field", "op", "value"} or {"and": [...]}, {"or": [...]}, {"not": {...}}. Fields: category, scope, session, speaker, agent, run, language, created_at, event_time, valid_from, valid_to, and metadata paths ("metadata.project", "metadata.a.b"). Operators: eq, ne, in, nin, gt, gte, lt, lte, exists, contains. in/nin take a list; exists takes true or false; times are RFC 3339. At most 8 levels of and/or/not and 100 clauses. See README, "Filters". */
+                /** @description A filter as JSON (the search body's `filters`): only memories matching it are included. A filter: a clause {"field", "op", "value"} or {"and": [...]}, {"or": [...]}, {"not": {...}}. Fields: category, scope, session, speaker, agent, run, language, created_at, event_time, valid_from, valid_to, entity, and metadata paths ("metadata.project", "metadata.a.b"). Operators: eq, ne, in, nin, gt, gte, lt, lte, exists, contains. in/nin take a list; exists takes true or false; times are RFC 3339. At most 8 levels of and/or/not and 100 clauses. See README, "Filters". */
                 filters?: string | null;
                 /** @description Only memories whose id starts with these hex digits (4 to 32, dashes ignored): finds the memory a short id names, e.g. `3fa85f64`. */
                 id_prefix?: string | null;
@@ -3450,7 +3690,7 @@ export interface operations {
                 /** @description Only this run's memories (not those of no run). */
                 run_id?: string | null;
                 category?: string | null;
-                /** @description A filter as JSON (the search body's `filters`): only memories matching it are included. A filter: a clause {"field", "op", "value"} or {"and": [...]}, {"or": [...]}, {"not": {...}}. Fields: category, scope, session, speaker, agent, run, language, created_at, event_time, valid_from, valid_to, and metadata paths ("metadata.project", "metadata.a.b"). Operators: eq, ne, in, nin, gt, gte, lt, lte, exists, contains. in/nin take a list; exists takes true or false; times are RFC 3339. At most 8 levels of and/or/not and 100 clauses. See README, "Filters". */
+                /** @description A filter as JSON (the search body's `filters`): only memories matching it are included. A filter: a clause {"field", "op", "value"} or {"and": [...]}, {"or": [...]}, {"not": {...}}. Fields: category, scope, session, speaker, agent, run, language, created_at, event_time, valid_from, valid_to, entity, and metadata paths ("metadata.project", "metadata.a.b"). Operators: eq, ne, in, nin, gt, gte, lt, lte, exists, contains. in/nin take a list; exists takes true or false; times are RFC 3339. At most 8 levels of and/or/not and 100 clauses. See README, "Filters". */
                 filters?: string | null;
                 /** @description Delete every memory of the user: required when no filter is given, so that a request whose memory id went missing (`DELETE .../memories/`) ends nothing. */
                 all?: boolean;
@@ -4270,7 +4510,7 @@ export interface operations {
                 /** @description The run's memories and those of no run. Omitted: every memory of the user, whatever its run. */
                 run_id?: string | null;
                 category?: string | null;
-                /** @description A filter as JSON (the search body's `filters`): only memories matching it are included. A filter: a clause {"field", "op", "value"} or {"and": [...]}, {"or": [...]}, {"not": {...}}. Fields: category, scope, session, speaker, agent, run, language, created_at, event_time, valid_from, valid_to, and metadata paths ("metadata.project", "metadata.a.b"). Operators: eq, ne, in, nin, gt, gte, lt, lte, exists, contains. in/nin take a list; exists takes true or false; times are RFC 3339. At most 8 levels of and/or/not and 100 clauses. See README, "Filters". */
+                /** @description A filter as JSON (the search body's `filters`): only memories matching it are included. A filter: a clause {"field", "op", "value"} or {"and": [...]}, {"or": [...]}, {"not": {...}}. Fields: category, scope, session, speaker, agent, run, language, created_at, event_time, valid_from, valid_to, entity, and metadata paths ("metadata.project", "metadata.a.b"). Operators: eq, ne, in, nin, gt, gte, lt, lte, exists, contains. in/nin take a list; exists takes true or false; times are RFC 3339. At most 8 levels of and/or/not and 100 clauses. See README, "Filters". */
                 filters?: string | null;
                 per_category?: number;
             };

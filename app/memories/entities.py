@@ -1,0 +1,505 @@
+"""Entities: the named things a user's memories are about, found off the write path and
+stored per user (0039, docs/entities.md).
+
+A write stores its memory with `entities_at` NULL. `EntityWorker`, beside the ingestion
+workers (COGNIS_ENTITIES), takes the next current versions still NULL once the embedding
+model has been idle for a moment (the write path keeps the cores), runs the NER model over
+them (app/ml/ner.py) in a thread, and in one transaction per batch links each version to its
+entities, creating or extending the user's entities; `python -m app extract-entities` does
+the same at once. Rows are locked only after the model ran, and a row a write holds is
+skipped (SKIP LOCKED) and left for a later batch, as the sentence worker does.
+
+Aliases (`resolve`): a form of a name is the same thing as an entity of the same user and
+type when it is that entity's name or one of its aliases (case-insensitively), or, for people,
+when one is a single word that is the other's first word or a clipped beginning of it (at most
+60 % of its letters) and no other person of the user fits: "Mel" and "Melanie", "Marie" and
+"Marie Curie", not "Daniel" and "Danielle" (`short_form_of`). The entity keeps the longest form
+as its name and the others as aliases. A short form that fits two people ("Dan": "Daniel",
+"Danielle") joins neither.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import anyio
+import structlog
+from sqlalchemy import (
+    ColumnElement,
+    Text,
+    any_,
+    bindparam,
+    cast,
+    func,
+    literal,
+    or_,
+    select,
+    tuple_,
+    update,
+)
+from sqlalchemy.dialects.postgresql import ARRAY
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from app.db.models import Entity, Memory, MemoryEntity
+from app.memories.expiry import unexpired
+from app.memories.repository import NO_VECTORS, one_of, visible_in_session
+from app.ml.embedder import Embedder
+from app.ml.ner import EntityRecognizer, Mention
+from app.wakeup import sleep_until_woken
+
+log = structlog.get_logger(__name__)
+
+IDLE_S = 1.0
+WORKER_BATCH = 32
+POLL_S = 2.0
+# A short form joins a longer name only from this many letters ("Al" stays apart).
+MIN_SHORT_FORM = 3
+SHORT_FORM_SHARE = 0.6
+
+_PENDING = (Memory.is_current, Memory.entities_at.is_(None))
+
+
+@dataclass(slots=True)
+class Known:
+    """An entity of the user as the resolver sees it (new ones have no id until written)."""
+
+    name: str
+    type: str
+    aliases: list[str] = field(default_factory=list)
+    id: uuid.UUID | None = None
+    renamed_from: str | None = None  # the stored key, when a longer form took its name
+
+    def forms(self) -> set[str]:
+        return {self.name.lower(), *(a.lower() for a in self.aliases)}
+
+
+def short_form_of(short: str, long: str) -> bool:
+    """Whether `short` is a single word that is the first word of `long` (another name), or
+    a clipped form of it: a beginning of at most SHORT_FORM_SHARE of its letters ("Mel" of
+    "Melanie", not "Daniel" of "Danielle" nor "Carol" of "Caroline")."""
+    if " " in short or len(short) < MIN_SHORT_FORM or short.lower() == long.lower():
+        return False
+    first = long.split()[0].lower()
+    if first == short.lower():
+        return True
+    return first.startswith(short.lower()) and len(short) <= SHORT_FORM_SHARE * len(first)
+
+
+def resolve(known: list[Known], mention: Mention) -> Known:
+    """The entity `mention` names among `known` (the user's), extended or added in place."""
+    form = mention.name.lower()
+    same_type = [k for k in known if k.type == mention.type]
+    for entity in same_type:
+        if form in entity.forms():
+            return entity
+    if mention.type == "person":
+        longer = [k for k in same_type if short_form_of(mention.name, k.name)]
+        if len(longer) == 1:
+            longer[0].aliases.append(mention.name)
+            return longer[0]
+        shorter = [k for k in same_type if short_form_of(k.name, mention.name)]
+        if len(shorter) == 1 and not any(
+            short_form_of(shorter[0].name, k.name) for k in same_type if k is not shorter[0]
+        ):
+            entity = shorter[0]
+            if entity.renamed_from is None and entity.id is not None:
+                entity.renamed_from = entity.name.lower()
+            entity.aliases.append(entity.name)
+            entity.name = mention.name
+            return entity
+    entity = Known(name=mention.name, type=mention.type)
+    known.append(entity)
+    return entity
+
+
+@dataclass(slots=True)
+class ExtractionReport:
+    memories: int = 0  # versions read
+    links: int = 0  # memory_entities rows written
+
+
+async def pending_entities(session: AsyncSession, cap: int = 10_000) -> int:
+    """How many current memories still wait for the entity worker (at most `cap`)."""
+    waiting = select(literal(1)).where(*_PENDING).limit(cap).subquery()
+    return int((await session.execute(select(func.count()).select_from(waiting))).scalar_one())
+
+
+async def _known(session: AsyncSession, tenant_id: uuid.UUID, user_id: str) -> list[Known]:
+    rows = await session.execute(
+        select(Entity.id, Entity.name, Entity.type, Entity.aliases).where(
+            Entity.tenant_id == tenant_id, Entity.user_id == user_id
+        )
+    )
+    return [Known(name=r.name, type=r.type, aliases=list(r.aliases), id=r.id) for r in rows]
+
+
+async def _store(
+    session: AsyncSession,
+    tenant_id: uuid.UUID,
+    user_id: str,
+    found: list[tuple[Any, list[Mention]]],
+) -> int:
+    """Resolve and write one user's mentions (rows with their mentions); returns links made."""
+    known = await _known(session, tenant_id, user_id)
+    links: list[tuple[Any, Known, str]] = []
+    for row, mentions in found:
+        for mention in mentions:
+            links.append((row, resolve(known, mention), mention.name))
+    seen: dict[int, tuple[datetime, datetime]] = {}
+    for row, entity, _ in links:
+        first, last = seen.get(id(entity), (row.created_at, row.created_at))
+        seen[id(entity)] = (min(first, row.created_at), max(last, row.created_at))
+    ids: dict[int, uuid.UUID] = {}
+    for entity in {id(e): e for _, e, _ in links}.values():
+        first, last = seen[id(entity)]
+        values = {
+            "name": entity.name,
+            "key": entity.name.lower(),
+            "aliases": sorted(set(entity.aliases), key=str.lower),
+        }
+        if entity.id is not None:
+            await session.execute(
+                update(Entity)
+                .where(Entity.id == entity.id)
+                .values(
+                    **values,
+                    first_seen=func.least(Entity.first_seen, first),
+                    last_seen=func.greatest(Entity.last_seen, last),
+                )
+            )
+            ids[id(entity)] = entity.id
+            continue
+        inserted = pg_insert(Entity).values(
+            tenant_id=tenant_id,
+            user_id=user_id,
+            type=entity.type,
+            first_seen=first,
+            last_seen=last,
+            **values,
+        )
+        statement = inserted.on_conflict_do_update(
+            index_elements=[Entity.tenant_id, Entity.user_id, Entity.type, Entity.key],
+            set_={
+                "first_seen": func.least(Entity.first_seen, inserted.excluded.first_seen),
+                "last_seen": func.greatest(Entity.last_seen, inserted.excluded.last_seen),
+            },
+        ).returning(Entity.id)
+        entity.id = (await session.execute(statement)).scalar_one()
+        ids[id(entity)] = entity.id
+    rows = {
+        (row.id, ids[id(entity)]): {
+            "tenant_id": tenant_id,
+            "memory_id": row.id,
+            "entity_id": ids[id(entity)],
+            "user_id": user_id,
+            "mention": mention,
+        }
+        for row, entity, mention in links
+    }
+    if rows:
+        await session.execute(
+            pg_insert(MemoryEntity).values(list(rows.values())).on_conflict_do_nothing()
+        )
+    return len(rows)
+
+
+async def extract_missing_entities(
+    sessionmaker: async_sessionmaker[AsyncSession],
+    recognizer: EntityRecognizer,
+    user_id: str | None = None,
+    batch_size: int = 200,
+    progress: Callable[[ExtractionReport], None] | None = None,
+    max_batches: int | None = None,
+) -> ExtractionReport:
+    """Read the current memories (of one user, or all) not yet read for entities,
+    `batch_size` at a time, for at most `max_batches` batches (None: until none is left)."""
+    report = ExtractionReport()
+    after: uuid.UUID | None = None
+    batches = 0
+    while max_batches is None or batches < max_batches:
+        async with sessionmaker() as session, session.begin():
+            query = (
+                select(
+                    Memory.id, Memory.tenant_id, Memory.user_id, Memory.content, Memory.created_at
+                )
+                .where(*_PENDING)
+                .order_by(Memory.id)
+                .limit(batch_size)
+            )
+            if user_id is not None:
+                query = query.where(Memory.user_id == user_id)
+            if after is not None:
+                query = query.where(Memory.id > after)
+            rows = (await session.execute(query)).all()
+            if not rows:
+                break
+            texts = [row.content for row in rows]
+            mentions = await anyio.to_thread.run_sync(recognizer.extract, texts)
+            locked = set(
+                (
+                    await session.execute(
+                        select(Memory.id)
+                        .where(Memory.id.in_([r.id for r in rows]), Memory.entities_at.is_(None))
+                        .order_by(Memory.id)
+                        .with_for_update(skip_locked=True)
+                    )
+                ).scalars()
+            )
+            by_user: dict[tuple[uuid.UUID, str], list[tuple[Any, list[Mention]]]] = {}
+            for row, found in zip(rows, mentions, strict=True):
+                if row.id in locked:
+                    by_user.setdefault((row.tenant_id, row.user_id), []).append((row, found))
+            for (tenant_id, owner), found_rows in sorted(by_user.items(), key=lambda i: i[0]):
+                report.links += await _store(session, tenant_id, owner, found_rows)
+            if locked:
+                await session.execute(
+                    update(Memory).where(Memory.id.in_(locked)).values(entities_at=func.now())
+                )
+            after = rows[-1].id
+        batches += 1
+        report.memories += len(locked)
+        if progress is not None:
+            progress(report)
+    return report
+
+
+class EntityWorker:
+    """Finds the entities of new memories while the model is idle (module docstring)."""
+
+    def __init__(
+        self,
+        sessionmaker: async_sessionmaker[AsyncSession],
+        recognizer: EntityRecognizer,
+        watched: Sequence[Embedder] = (),
+        idle_s: float = IDLE_S,
+        batch_size: int = WORKER_BATCH,
+    ) -> None:
+        self._sessionmaker = sessionmaker
+        self._recognizer = recognizer
+        self._watched = tuple(watched)
+        self._idle_s = idle_s
+        self._batch_size = batch_size
+        self._wake = asyncio.Event()
+
+    def model_idle(self) -> bool:
+        return all(e.idle_s() >= self._idle_s for e in self._watched)
+
+    async def run_once(self) -> ExtractionReport:
+        if not self.model_idle():
+            return ExtractionReport()
+        return await extract_missing_entities(
+            self._sessionmaker, self._recognizer, batch_size=self._batch_size, max_batches=1
+        )
+
+    async def run_forever(self, stop: asyncio.Event) -> None:
+        log.info("entities.worker_started", idle_s=self._idle_s)
+        while not stop.is_set():
+            try:
+                done = await self.run_once()
+            except Exception as exc:  # a store outage: try again after the pause
+                log.warning("entities.worker_failed", error=str(exc))
+                done = ExtractionReport()
+            if done.memories:
+                continue
+            await sleep_until_woken(self._wake, stop, POLL_S)
+        log.info("entities.worker_stopped")
+
+
+# Reads: every one bound to a user; memories only current, unexpired and visible.
+
+
+@dataclass(frozen=True, slots=True)
+class EntityRow:
+    entity: Entity
+    memories: int  # current memories that name it (visible to the reader)
+
+
+def _memory_conditions(
+    user_id: str, session_id: str | None, where: ColumnElement[bool] | None
+) -> list[ColumnElement[bool]]:
+    conditions: list[ColumnElement[bool]] = [
+        Memory.user_id == user_id,
+        Memory.__table__.c.is_current,
+        unexpired(),
+        visible_in_session(session_id),
+    ]
+    return conditions if where is None else [*conditions, where]
+
+
+class EntityRepository:
+    def __init__(self, session: AsyncSession, where: ColumnElement[bool] | None = None) -> None:
+        """`where`: a compiled filter (app/memories/filters.py) over the memories counted."""
+        self.session = session
+        self.where = where
+
+    async def page(
+        self,
+        user_id: str,
+        entity_type: str | None,
+        limit: int,
+        after: tuple[str, uuid.UUID] | None,
+        name: str | None = None,
+    ) -> list[EntityRow]:
+        """The user's entities that name at least one visible current memory, by name, after
+        the cursor's (key, id)."""
+        counted = (
+            select(MemoryEntity.entity_id, func.count().label("memories"))
+            .join(Memory, Memory.id == MemoryEntity.memory_id)
+            .where(MemoryEntity.user_id == user_id, *_memory_conditions(user_id, None, self.where))
+            .group_by(MemoryEntity.entity_id)
+            .subquery()
+        )
+        query = (
+            select(Entity, counted.c.memories)
+            .join(counted, counted.c.entity_id == Entity.id)
+            .where(Entity.user_id == user_id)
+            .order_by(Entity.key, Entity.id)
+            .limit(limit)
+        )
+        if entity_type is not None:
+            query = query.where(Entity.type == entity_type)
+        if name is not None:
+            query = query.where(named_as(name))
+        if after is not None:
+            query = query.where(tuple_(Entity.key, Entity.id) > tuple_(*after))
+        rows = await self.session.execute(query)
+        return [EntityRow(entity, count) for entity, count in rows.tuples()]
+
+    async def get(self, user_id: str, entity_id: uuid.UUID) -> Entity | None:
+        return await self.session.scalar(
+            select(Entity).where(Entity.user_id == user_id, Entity.id == entity_id)
+        )
+
+    async def memories_of(
+        self, user_id: str, entity_ids: Sequence[uuid.UUID], limit: int, session_id: str | None
+    ) -> list[Memory]:
+        """The visible current memories that name any of the entities, newest first."""
+        if not entity_ids:
+            return []
+        linked = select(MemoryEntity.memory_id).where(
+            MemoryEntity.user_id == user_id, MemoryEntity.entity_id == one_of(list(entity_ids))
+        )
+        rows = await self.session.scalars(
+            select(Memory)
+            .where(Memory.id.in_(linked), *_memory_conditions(user_id, session_id, self.where))
+            .options(*NO_VECTORS)
+            .order_by(Memory.created_at.desc(), Memory.id.desc())
+            .limit(limit)
+        )
+        return list(rows)
+
+    async def count_memories(
+        self, user_id: str, entity_id: uuid.UUID, session_id: str | None = None
+    ) -> int:
+        """How many visible current memories name the entity."""
+        linked = select(MemoryEntity.memory_id).where(
+            MemoryEntity.user_id == user_id, MemoryEntity.entity_id == entity_id
+        )
+        counted = await self.session.scalar(
+            select(func.count())
+            .select_from(Memory)
+            .where(Memory.id.in_(linked), *_memory_conditions(user_id, session_id, self.where))
+        )
+        return int(counted or 0)
+
+    async def named(
+        self, user_id: str, names: Sequence[str], max_memories: int | None = None
+    ) -> list[uuid.UUID]:
+        """The user's entities any of `names` names (its name or an alias, any case); with
+        `max_memories`, only those named by at most that many of the user's links."""
+        if not names:
+            return []
+        query = select(Entity.id).where(Entity.user_id == user_id, _any_named(names))
+        if max_memories is not None:
+            query = query.where(_links(user_id, Entity.id) <= max_memories)
+        return list(await self.session.scalars(query))
+
+    async def entities_of(
+        self, user_id: str, memory_ids: Sequence[uuid.UUID], max_memories: int
+    ) -> dict[uuid.UUID, list[uuid.UUID]]:
+        """The entities each memory version names, leaving out those named by more than
+        `max_memories` of the user's links (a name on every page links nothing)."""
+        if not memory_ids:
+            return {}
+        degree = (
+            select(MemoryEntity.entity_id, func.count().label("links"))
+            .where(MemoryEntity.user_id == user_id)
+            .group_by(MemoryEntity.entity_id)
+            .subquery()
+        )
+        rows = await self.session.execute(
+            select(MemoryEntity.memory_id, MemoryEntity.entity_id)
+            .join(degree, degree.c.entity_id == MemoryEntity.entity_id)
+            .where(
+                MemoryEntity.user_id == user_id,
+                MemoryEntity.memory_id == one_of(list(memory_ids)),
+                degree.c.links <= max_memories,
+            )
+        )
+        found: dict[uuid.UUID, list[uuid.UUID]] = {}
+        for memory_id, entity_id in rows.tuples():
+            found.setdefault(memory_id, []).append(entity_id)
+        return found
+
+    async def linked(
+        self,
+        user_id: str,
+        entity_ids: Sequence[uuid.UUID],
+        session_id: str | None,
+        exclude: Sequence[uuid.UUID],
+        limit: int,
+    ) -> list[tuple[Memory, list[uuid.UUID]]]:
+        """Visible current memories that name any of the entities and are not in `exclude`,
+        those naming the most of them first, then the newest; with the entities each names."""
+        if not entity_ids:
+            return []
+        links = await self.session.execute(
+            select(MemoryEntity.memory_id, MemoryEntity.entity_id).where(
+                MemoryEntity.user_id == user_id,
+                MemoryEntity.entity_id == one_of(list(entity_ids)),
+            )
+        )
+        named: dict[uuid.UUID, list[uuid.UUID]] = {}
+        excluded = set(exclude)
+        for memory_id, entity_id in links.tuples():
+            if memory_id not in excluded:
+                named.setdefault(memory_id, []).append(entity_id)
+        if not named:
+            return []
+        rows = await self.session.scalars(
+            select(Memory)
+            .where(
+                Memory.id == one_of(list(named)),
+                *_memory_conditions(user_id, session_id, self.where),
+            )
+            .options(*NO_VECTORS)
+        )
+        memories = sorted(rows, key=lambda m: (-len(named[m.id]), -m.created_at.timestamp()))
+        return [(m, named[m.id]) for m in memories[:limit]]
+
+
+def _links(user_id: str, entity_id: Any) -> Any:
+    """SQL: how many memory versions of the user name the entity."""
+    return (
+        select(func.count())
+        .where(MemoryEntity.user_id == user_id, MemoryEntity.entity_id == entity_id)
+        .scalar_subquery()
+    )
+
+
+def _any_named(names: Sequence[str]) -> ColumnElement[bool]:
+    lowered = sorted({n.lower() for n in names})
+    given = bindparam(None, lowered, type_=ARRAY(Text))
+    aliases = cast(func.lower(cast(Entity.aliases, Text)), ARRAY(Text))
+    return or_(Entity.key == any_(given), aliases.op("&&")(given))
+
+
+def named_as(name: str) -> ColumnElement[bool]:
+    """SQL: the entity is called `name` (its name or an alias, any case)."""
+    return _any_named([name])
