@@ -19,6 +19,8 @@ from app.retrieval.dedup import dedup_head
 from app.retrieval.entities import boost_shared_entities
 from app.retrieval.history import with_history
 from app.retrieval.legs import CONTEXT_VECTOR, SENTENCE_VECTOR
+from app.retrieval.multilingual_leg import LANGUAGE_LEGS as LANGUAGE_LEGS
+from app.retrieval.multilingual_leg import multilingual_judges
 from app.retrieval.neighbours import links, spread_to_neighbours
 from app.retrieval.parts import LEVERS as PART_LEVERS
 from app.retrieval.parts import part_slots, without_parts
@@ -247,6 +249,18 @@ async def relevance_order(ranked: Ranked, context: SearchContext) -> tuple[Ranke
     return ranked, f"moved {moved}"
 
 
+def english_reads_query(_: Ranked, context: SearchContext) -> str | None:
+    """Lever language_legs' order applies where the multilingual model judges every result,
+    and lever relevance_order does not settle the head already."""
+    if context.plan.on(RELEVANCE_ORDER):
+        return "relevance_order settles the head"
+    if context.query_vector is None:
+        return "skipped: the vector stage is off (no query vector)"
+    if not multilingual_judges(context.english_query, context.multilingual_query_vector):
+        return "the English model reads the query"
+    return None
+
+
 async def final(ranked: Ranked, context: SearchContext) -> tuple[Ranked, None]:
     results = ranked[: context.request.top_k]
     for position, candidate in enumerate(results, start=1):
@@ -327,6 +341,14 @@ RANKING_STEPS: tuple[Step[Ranked], ...] = (
         lever=RELEVANCE_ORDER,
         skip=without_query_vector,
         explains="relevance_order",
+    ),
+    # The same settling, by the multilingual relevance, for a query in another script.
+    Step(
+        "language_order",
+        relevance_order,
+        timer="relevance_order_ms",
+        lever=LANGUAGE_LEGS,
+        skip=english_reads_query,
     ),
     Step("part_slots", part_slots, timer="part_slots_ms", serves=PART_LEVERS, skip=without_parts),
     Step("final", final, explains="final"),
