@@ -600,13 +600,14 @@ class RetrievalSettings(BaseModel):
         le=1.0,
         description="a result of the first `relevance_order_head` may stand above a more "
         "relevant one of the top k only when their relevance differs by at most this "
-        "(lever `relevance_order`)",
+        "(levers `relevance_order` and `language_legs`)",
     )
     relevance_order_head: int = Field(
         default=3,
         ge=1,
         le=100,
-        description="the first results whose places relevance settles (lever `relevance_order`)",
+        description="the first results whose places relevance settles (levers `relevance_order` "
+        "and `language_legs`)",
     )
     specificity_prior: float = Field(
         default=50.0,

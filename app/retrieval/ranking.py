@@ -251,9 +251,12 @@ async def relevance_order(ranked: Ranked, context: SearchContext) -> tuple[Ranke
 
 def english_reads_query(_: Ranked, context: SearchContext) -> str | None:
     """Lever language_legs' order applies where the multilingual model judges every result,
-    and lever relevance_order does not settle the head already."""
+    lever relevance_order does not settle the head already, and no time window ordered it
+    (the temporal boost orders a question like 昨日は何をした by time, not by its words)."""
     if context.plan.on(RELEVANCE_ORDER):
         return "relevance_order settles the head"
+    if context.analysis.window is not None:
+        return "a time window orders the results"
     if context.query_vector is None:
         return "skipped: the vector stage is off (no query vector)"
     if not multilingual_judges(context.english_query, context.multilingual_query_vector):

@@ -200,3 +200,62 @@ async def test_every_write_stores_the_multilingual_vector(
     )
     assert done == 1 and seen == [1]
     assert await vector_of(changed.json()["version_id"]) == second
+
+
+# A question that shares a word (ペット) with a memory about something else: BM25 ranks that
+# memory first, and without lever language_legs its BM25 rank out-votes the multilingual
+# model, which reads the question and puts the rabbit clearly ahead (docs/languages.md).
+WORD_SHARING = [
+    "ウサギを一匹飼っています",
+    "ペット用品の会社で経理をしています",
+    "好きな映画監督は黒澤明です",
+    "毎朝緑茶を飲みます",
+]
+LANGUAGE_LEGS_OFF = {"levers": {"language_legs": False}}
+
+
+async def test_the_multilingual_model_judges_a_japanese_query_over_a_shared_word(
+    client, opensearch, index_name, user_id
+) -> None:
+    ids = await _load(client, opensearch, index_name, user_id, WORD_SHARING)
+    found = await search(client, user_id, "ペットはいる？", top_k=2)
+    first, second = found["results"]
+    assert first["memory"]["id"] == ids["ウサギを一匹飼っています"]
+    assert second["memory"]["id"] == ids["ペット用品の会社で経理をしています"]
+    # Settled by the multilingual relevance: the rabbit is the more relevant by over the margin.
+    assert first["relevance"] > second["relevance"] + 0.1
+    assert found["stages"]["language_order"] == "moved 1"
+
+    # Without the lever, the fused order stands: the shared word's BM25 rank wins.
+    off = await search(client, user_id, "ペットはいる？", top_k=2, **LANGUAGE_LEGS_OFF)
+    assert off["results"][0]["memory"]["id"] == ids["ペット用品の会社で経理をしています"]
+    assert "language_order" not in off["stages"]
+
+
+async def test_language_legs_leave_english_and_mixed_users_as_they_were(
+    client, opensearch, index_name, user_id, other_user_id
+) -> None:
+    english = [
+        "I have a rabbit called Clover",
+        "I work in accounting at a pet supplies company",
+        "My favourite director is Akira Kurosawa",
+    ]
+    await _load(client, opensearch, index_name, other_user_id, english)
+    for question in ("Do you have pets?", "Who is your favourite film maker?"):
+        on = await search(client, other_user_id, question, top_k=3)
+        off = await search(client, other_user_id, question, top_k=3, **LANGUAGE_LEGS_OFF)
+        assert on["stages"]["language_order"] == "the English model reads the query"
+        assert [(r["memory"]["id"], r["score"]) for r in on["results"]] == [
+            (r["memory"]["id"], r["score"]) for r in off["results"]
+        ]
+
+    # A mixed user: a Japanese question is judged by the multilingual model over memories in
+    # both languages; an English one keeps the fused order (the English model reads it).
+    ids = await _load(
+        client, opensearch, index_name, user_id, [*WORD_SHARING, "My sister is a pharmacist"]
+    )
+    found = await search(client, user_id, "ペットはいる？", top_k=3)
+    assert found["results"][0]["memory"]["id"] == ids["ウサギを一匹飼っています"]
+    asked = await search(client, user_id, "What does your sister do?", top_k=3)
+    assert asked["results"][0]["memory"]["id"] == ids["My sister is a pharmacist"]
+    assert asked["stages"]["language_order"] == "the English model reads the query"
