@@ -20,7 +20,7 @@ from app.retrieval.entities import boost_shared_entities
 from app.retrieval.history import with_history
 from app.retrieval.legs import CONTEXT_VECTOR, SENTENCE_VECTOR
 from app.retrieval.multilingual_leg import LANGUAGE_LEGS as LANGUAGE_LEGS
-from app.retrieval.multilingual_leg import multilingual_judges
+from app.retrieval.multilingual_leg import dated_in_window, multilingual_judges
 from app.retrieval.neighbours import links, spread_to_neighbours
 from app.retrieval.parts import LEVERS as PART_LEVERS
 from app.retrieval.parts import part_slots, without_parts
@@ -229,6 +229,10 @@ async def relevance(ranked: Ranked, context: SearchContext) -> tuple[Ranked, str
     else:
         multilingual_floor = floor
     kept = above_floor(ranked, floor, multilingual, multilingual_floor)
+    if context.plan.on(LANGUAGE_LEGS):  # what the time window dates is relevant by its date
+        dated = dated_in_window(ranked, context.analysis.window, multilingual)
+        dated |= {c.memory_id for c in kept}
+        kept = [c for c in ranked if c.memory_id in dated]
     for position, candidate in enumerate(kept, start=1):
         candidate.record("relevance", position, candidate.relevance)
     if not floor:

@@ -259,3 +259,27 @@ async def test_language_legs_leave_english_and_mixed_users_as_they_were(
     asked = await search(client, user_id, "What does your sister do?", top_k=3)
     assert asked["results"][0]["memory"]["id"] == ids["My sister is a pharmacist"]
     assert asked["stages"]["language_order"] == "the English model reads the query"
+
+
+async def test_a_japanese_time_question_keeps_what_its_window_dates(
+    client, opensearch, index_name, user_id
+) -> None:
+    """昨日は何をしていた names only a time: its multilingual cosine to what happened that day is
+    far below the floor, so without language_legs every answer was dropped."""
+    days = {
+        "水族館でイルカのショーを見ました": "2026-11-19T10:00:00Z",
+        "美容院で髪を短く切りました": "2026-11-12T10:00:00Z",
+        "箱根の温泉旅館に一泊しました": "2026-10-14T10:00:00Z",
+    }
+    items = [{"content": c, "event_time": t} for c, t in days.items()]
+    created = await load_indexed(client, opensearch, index_name, user_id, items)
+    ids = {m["content"]: m["id"] for m in created}
+    asked = {"as_of": "2026-11-20T12:00:00Z"}
+    found = await search(client, user_id, "昨日は何をしていた？", top_k=3, **asked)
+    assert found["results"][0]["memory"]["id"] == ids["水族館でイルカのショーを見ました"]
+    assert found["stages"]["language_order"] == "a time window orders the results"
+    off = await search(
+        client, user_id, "昨日は何をしていた？", top_k=3, **asked, **LANGUAGE_LEGS_OFF
+    )
+    yesterday = ids["水族館でイルカのショーを見ました"]
+    assert yesterday not in {r["memory"]["id"] for r in off["results"]}
