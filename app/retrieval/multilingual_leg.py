@@ -28,9 +28,10 @@ decides between any two neighbours of the multilingual ranking, and a paraphrase
 shares few words with its answer, so a word it shares with another memory puts that one
 first. With the lever the first results are settled by the multilingual relevance, as lever
 `relevance_order` settles them by the English one: none stands above a result of the top k
-more relevant by more than `relevance_order_margin` (BM25 and the fused order still break the
-closer calls). And a question with a time window keeps the memories dated inside it past the
-multilingual floor (a question that names only a time shares no meaning with its answer).
+more relevant by more than `multilingual_order_margin` (0.05; BM25 and the fused order
+still break the closer calls). And a question with a time window keeps the memories dated
+inside it past the multilingual floor (a question that names only a time shares no meaning
+with its answer).
 English questions of English users never get here: the leg does not run.
 """
 
@@ -55,8 +56,8 @@ LANGUAGE_LEGS = Lever(
     "language_legs",
     "For a query the English model cannot read (letters outside the Latin script), the "
     "multilingual model judges: the first results are settled by the multilingual relevance "
-    "(as lever relevance_order does, at COGNIS_RELEVANCE_ORDER_MARGIN). Needs "
-    "multilingual_vector.",
+    "(as lever relevance_order does, at COGNIS_MULTILINGUAL_ORDER_MARGIN), and those dated "
+    "in the question's time window stay past its floor. Needs multilingual_vector.",
 )
 
 

@@ -240,17 +240,21 @@ async def relevance(ranked: Ranked, context: SearchContext) -> tuple[Ranked, str
     return kept, f"floor {floor:g}: dropped {len(ranked) - len(kept)}"
 
 
-async def relevance_order(ranked: Ranked, context: SearchContext) -> tuple[Ranked, str]:
-    settings = context.plan.settings
+def _settled(ranked: Ranked, context: SearchContext, margin: float) -> tuple[Ranked, str]:
     ranked, moved = settle_head(
-        ranked,
-        settings.relevance_order_head,
-        context.request.top_k,
-        settings.relevance_order_margin,
+        ranked, context.plan.settings.relevance_order_head, context.request.top_k, margin
     )
     for position, candidate in enumerate(ranked[: context.request.top_k], start=1):
         candidate.record("relevance_order", position, candidate.relevance)
     return ranked, f"moved {moved}"
+
+
+async def relevance_order(ranked: Ranked, context: SearchContext) -> tuple[Ranked, str]:
+    return _settled(ranked, context, context.plan.settings.relevance_order_margin)
+
+
+async def language_order(ranked: Ranked, context: SearchContext) -> tuple[Ranked, str]:
+    return _settled(ranked, context, context.plan.settings.multilingual_order_margin)
 
 
 def english_reads_query(_: Ranked, context: SearchContext) -> str | None:
@@ -352,7 +356,7 @@ RANKING_STEPS: tuple[Step[Ranked], ...] = (
     # The same settling, by the multilingual relevance, for a query in another script.
     Step(
         "language_order",
-        relevance_order,
+        language_order,
         timer="relevance_order_ms",
         lever=LANGUAGE_LEGS,
         skip=english_reads_query,
