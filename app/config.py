@@ -477,6 +477,14 @@ class RetrievalSettings(BaseModel):
         "query or a memory that is not English): calibrated on the project's Japanese and "
         "English facts (docs/languages.md); a request's `min_relevance` replaces it too",
     )
+    multilingual_order_margin: float = Field(
+        default=0.05,
+        ge=0.0,
+        le=1.0,
+        description="lever `language_legs`: for a query not in the Latin script, a result of "
+        "the first `relevance_order_head` may stand above one of the top k more relevant by "
+        "the multilingual cosine only when they differ by at most this (docs/languages.md)",
+    )
     cross_encoder_model: str | None = Field(
         default=None, description="CrossEncoder name or local path; unset skips re-ranking"
     )
@@ -639,7 +647,7 @@ class RetrievalSettings(BaseModel):
         ge=1,
         le=100,
         description="the first results whose places relevance settles (levers "
-        "`relevance_order` and `relevance_guard`)",
+        "`relevance_order`, `relevance_guard` and `language_legs`)",
     )
     specificity_prior: float = Field(
         default=50.0,

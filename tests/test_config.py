@@ -100,6 +100,7 @@ EXPECTED_DEFAULTS: dict[str, object] = {
     "dedup_threshold": 0.99,
     "min_relevance": 0.15,
     "multilingual_min_relevance": 0.15,
+    "multilingual_order_margin": 0.05,
     "cross_encoder_model": None,
     "rerank_top_n": 20,
     "history_max_versions": 20,

@@ -20,11 +20,26 @@ Relevance (app/retrieval/ranking.py) follows the same choice: a result whose rel
 English model cannot judge (a non-English query, or a memory that is not English) takes its
 multilingual cosine instead, against the floor calibrated for that model
 (`multilingual_min_relevance`, docs/languages.md).
+
+Lever `language_legs`: for a query the English model cannot read, the multilingual model is
+the one judge of meaning, so what was built on English does not out-vote it. Measured on
+`make bench-japanese` (docs/benchmarks/japanese.md): with equal RRF weights, BM25's rank
+decides between any two neighbours of the multilingual ranking, and a paraphrased question
+shares few words with its answer, so a word it shares with another memory puts that one
+first. With the lever the first results are settled by the multilingual relevance, as lever
+`relevance_order` settles them by the English one: none stands above a result of the top k
+more relevant by more than `multilingual_order_margin` (0.05; BM25 and the fused order
+still break the closer calls). And a question with a time window keeps the memories dated
+inside it past the multilingual floor (a question that names only a time shares no meaning
+with its answer).
+English questions of English users never get here: the leg does not run.
 """
 
 from __future__ import annotations
 
 import unicodedata
+import uuid
+from collections.abc import Sequence, Set
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -32,9 +47,18 @@ import numpy as np
 from app.memories.repository import MemoryRepository
 from app.ml.multilingual import MultilingualEncoder
 from app.retrieval.candidates import Candidate
+from app.retrieval.plan import Lever
 from app.retrieval.timing import StageTimer
+from app.time_expressions import TimeWindow
 
 STAGE = "multilingual"
+LANGUAGE_LEGS = Lever(
+    "language_legs",
+    "For a query the English model cannot read (letters outside the Latin script), the "
+    "multilingual model judges: the first results are settled by the multilingual relevance "
+    "(as lever relevance_order does, at COGNIS_MULTILINGUAL_ORDER_MARGIN), and those dated "
+    "in the question's time window stay past its floor. Needs multilingual_vector.",
+)
 
 
 def query_is_english(query: str) -> bool:
@@ -101,3 +125,25 @@ def vector_list(vector: list[Candidate], multilingual: MultilingualHits) -> list
         candidate.stages.update(hit.stages)
         candidate.score = hit.stages[STAGE].score or 0.0
     return sorted(by_id.values(), key=lambda c: -c.score)
+
+
+def multilingual_judges(english_query: bool, multilingual_vector: np.ndarray | None) -> bool:
+    """Whether every result's relevance is the multilingual model's: the leg ran for a query
+    not in the Latin script (app/retrieval/ranking.py, `_multilingual_relevance`)."""
+    return multilingual_vector is not None and not english_query
+
+
+def dated_in_window(
+    ranked: Sequence[Candidate], window: TimeWindow | None, judged: Set[uuid.UUID]
+) -> set[uuid.UUID]:
+    """Lever language_legs: of the results the multilingual model judged, those dated inside
+    the question's time window, which its floor must not drop. 昨日は何をしていた asks by
+    date, not by words: its multilingual cosine to what happened that day is ~0.05, far below
+    the floor, and without this every answer was dropped (`make bench-japanese`, time users)."""
+    if window is None:
+        return set()
+    return {
+        c.memory_id
+        for c in ranked
+        if c.memory_id in judged and c.when is not None and window.start <= c.when < window.end
+    }

@@ -46,6 +46,7 @@ RECIPES: dict[str, frozenset[Lever]] = {
             # Japanese and other languages the English model cannot read (docs/languages.md);
             # it does not run for an English question of a user who writes English only.
             legs.MULTILINGUAL_VECTOR,
+            ranking.LANGUAGE_LEGS,
         }
     ),
 }

@@ -22,6 +22,8 @@ from app.retrieval.dedup import dedup_head
 from app.retrieval.entities import ENTITY_HOP, boost_shared_entities, entity_hop
 from app.retrieval.history import with_history
 from app.retrieval.legs import CONTEXT_VECTOR, SENTENCE_VECTOR
+from app.retrieval.multilingual_leg import LANGUAGE_LEGS as LANGUAGE_LEGS
+from app.retrieval.multilingual_leg import dated_in_window, multilingual_judges
 from app.retrieval.neighbours import links, spread_to_neighbours
 from app.retrieval.parts import LEVERS as PART_LEVERS
 from app.retrieval.parts import part_slots, without_parts
@@ -261,6 +263,10 @@ async def relevance(ranked: Ranked, context: SearchContext) -> tuple[Ranked, str
     else:
         multilingual_floor = floor
     kept = above_floor(ranked, floor, multilingual, multilingual_floor)
+    if context.plan.on(LANGUAGE_LEGS):  # what the time window dates is relevant by its date
+        dated = dated_in_window(ranked, context.analysis.window, multilingual)
+        dated |= {c.memory_id for c in kept}
+        kept = [c for c in ranked if c.memory_id in dated]
     for position, candidate in enumerate(kept, start=1):
         candidate.record("relevance", position, candidate.relevance)
     if not floor:
@@ -272,16 +278,16 @@ def _settled(
     ranked: Ranked,
     context: SearchContext,
     stage: str,
+    margin: float,
     backed: Callable[[Candidate, Candidate], bool] = lambda _above, _below: False,
 ) -> tuple[Ranked, str]:
     """The head settled by relevance (app/retrieval/relevance.py, settle_head), the order
     left recorded at `stage` for the results that can be shown."""
-    settings = context.plan.settings
     ranked, moved = settle_head(
         ranked,
-        settings.relevance_order_head,
+        context.plan.settings.relevance_order_head,
         context.request.top_k,
-        settings.relevance_order_margin,
+        margin,
         backed,
     )
     shown = ranked[: context.request.top_k]
@@ -294,7 +300,8 @@ def _settled(
 
 
 async def relevance_order(ranked: Ranked, context: SearchContext) -> tuple[Ranked, str]:
-    return _settled(ranked, context, "relevance_order")
+    margin = context.plan.settings.relevance_order_margin
+    return _settled(ranked, context, "relevance_order", margin)
 
 
 def lexically_above(above: Candidate, below: Candidate) -> bool:
@@ -309,7 +316,28 @@ def _bm25_rank(candidate: Candidate) -> float:
 
 
 async def relevance_guard(ranked: Ranked, context: SearchContext) -> tuple[Ranked, str]:
-    return _settled(ranked, context, "relevance_guard", lexically_above)
+    margin = context.plan.settings.relevance_order_margin
+    return _settled(ranked, context, "relevance_guard", margin, lexically_above)
+
+
+async def language_order(ranked: Ranked, context: SearchContext) -> tuple[Ranked, str]:
+    margin = context.plan.settings.multilingual_order_margin
+    return _settled(ranked, context, "language_order", margin)
+
+
+def english_reads_query(_: Ranked, context: SearchContext) -> str | None:
+    """Lever language_legs' order applies where the multilingual model judges every result,
+    lever relevance_order does not settle the head already, and no time window ordered it
+    (the temporal boost orders a question like 昨日は何をした by time, not by its words)."""
+    if context.plan.on(RELEVANCE_ORDER):
+        return "relevance_order settles the head"
+    if context.analysis.window is not None:
+        return "a time window orders the results"
+    if context.query_vector is None:
+        return "skipped: the vector stage is off (no query vector)"
+    if not multilingual_judges(context.english_query, context.multilingual_query_vector):
+        return "the English model reads the query"
+    return None
 
 
 async def final(ranked: Ranked, context: SearchContext) -> tuple[Ranked, None]:
@@ -402,6 +430,16 @@ RANKING_STEPS: tuple[Step[Ranked], ...] = (
         lever=RELEVANCE_GUARD,
         skip=without_query_vector,
         explains="relevance_guard",
+    ),
+    # The same settling, by the multilingual relevance, for a query in another script: after
+    # the guard, since BM25's word matches are what misorder such a query's head.
+    Step(
+        "language_order",
+        language_order,
+        timer="relevance_order_ms",
+        lever=LANGUAGE_LEGS,
+        skip=english_reads_query,
+        explains="language_order",
     ),
     Step("part_slots", part_slots, timer="part_slots_ms", serves=PART_LEVERS, skip=without_parts),
     Step("final", final, explains="final"),

@@ -200,3 +200,86 @@ async def test_every_write_stores_the_multilingual_vector(
     )
     assert done == 1 and seen == [1]
     assert await vector_of(changed.json()["version_id"]) == second
+
+
+# A question that shares a word (ペット) with a memory about something else: BM25 ranks that
+# memory first, and without lever language_legs its BM25 rank out-votes the multilingual
+# model, which reads the question and puts the rabbit clearly ahead (docs/languages.md).
+WORD_SHARING = [
+    "ウサギを一匹飼っています",
+    "ペット用品の会社で経理をしています",
+    "好きな映画監督は黒澤明です",
+    "毎朝緑茶を飲みます",
+]
+LANGUAGE_LEGS_OFF = {"levers": {"language_legs": False}}
+
+
+async def test_the_multilingual_model_judges_a_japanese_query_over_a_shared_word(
+    client, opensearch, index_name, user_id
+) -> None:
+    ids = await _load(client, opensearch, index_name, user_id, WORD_SHARING)
+    found = await search(client, user_id, "ペットはいる？", top_k=2)
+    first, second = found["results"]
+    assert first["memory"]["id"] == ids["ウサギを一匹飼っています"]
+    assert second["memory"]["id"] == ids["ペット用品の会社で経理をしています"]
+    # Settled by the multilingual relevance: the rabbit is the more relevant by over the margin.
+    assert first["relevance"] > second["relevance"] + 0.1
+    assert found["stages"]["language_order"] == "moved 1"
+
+    # Without the lever, the fused order stands: the shared word's BM25 rank wins.
+    off = await search(client, user_id, "ペットはいる？", top_k=2, **LANGUAGE_LEGS_OFF)
+    assert off["results"][0]["memory"]["id"] == ids["ペット用品の会社で経理をしています"]
+    assert "language_order" not in off["stages"]
+
+
+async def test_language_legs_leave_english_and_mixed_users_as_they_were(
+    client, opensearch, index_name, user_id, other_user_id
+) -> None:
+    english = [
+        "I have a rabbit called Clover",
+        "I work in accounting at a pet supplies company",
+        "My favourite director is Akira Kurosawa",
+    ]
+    await _load(client, opensearch, index_name, other_user_id, english)
+    for question in ("Do you have pets?", "Who is your favourite film maker?"):
+        on = await search(client, other_user_id, question, top_k=3)
+        off = await search(client, other_user_id, question, top_k=3, **LANGUAGE_LEGS_OFF)
+        assert on["stages"]["language_order"] == "the English model reads the query"
+        assert [(r["memory"]["id"], r["score"]) for r in on["results"]] == [
+            (r["memory"]["id"], r["score"]) for r in off["results"]
+        ]
+
+    # A mixed user: a Japanese question is judged by the multilingual model over memories in
+    # both languages; an English one keeps the fused order (the English model reads it).
+    ids = await _load(
+        client, opensearch, index_name, user_id, [*WORD_SHARING, "My sister is a pharmacist"]
+    )
+    found = await search(client, user_id, "ペットはいる？", top_k=3)
+    assert found["results"][0]["memory"]["id"] == ids["ウサギを一匹飼っています"]
+    asked = await search(client, user_id, "What does your sister do?", top_k=3)
+    assert asked["results"][0]["memory"]["id"] == ids["My sister is a pharmacist"]
+    assert asked["stages"]["language_order"] == "the English model reads the query"
+
+
+async def test_a_japanese_time_question_keeps_what_its_window_dates(
+    client, opensearch, index_name, user_id
+) -> None:
+    """昨日は何をしていた names only a time: its multilingual cosine to what happened that day is
+    far below the floor, so without language_legs every answer was dropped."""
+    days = {
+        "水族館でイルカのショーを見ました": "2026-11-19T10:00:00Z",
+        "美容院で髪を短く切りました": "2026-11-12T10:00:00Z",
+        "箱根の温泉旅館に一泊しました": "2026-10-14T10:00:00Z",
+    }
+    items = [{"content": c, "event_time": t} for c, t in days.items()]
+    created = await load_indexed(client, opensearch, index_name, user_id, items)
+    ids = {m["content"]: m["id"] for m in created}
+    asked = {"as_of": "2026-11-20T12:00:00Z"}
+    found = await search(client, user_id, "昨日は何をしていた？", top_k=3, **asked)
+    assert found["results"][0]["memory"]["id"] == ids["水族館でイルカのショーを見ました"]
+    assert found["stages"]["language_order"] == "a time window orders the results"
+    off = await search(
+        client, user_id, "昨日は何をしていた？", top_k=3, **asked, **LANGUAGE_LEGS_OFF
+    )
+    yesterday = ids["水族館でイルカのショーを見ました"]
+    assert yesterday not in {r["memory"]["id"] for r in off["results"]}
