@@ -47,7 +47,8 @@ from app.db.models import Message
 from app.db.tenant import DEFAULT_TENANT_ID, tenant_scope
 from app.errors import UserErasedError
 from app.logging import configure_logging
-from app.memories.user_lock import erase_user, hold_for_write
+from app.memories.erasure import erase_user
+from app.memories.user_lock import hold_for_write
 from app.search_index import outbox
 from bench.database import measure_in_scratch_database, owner_engine
 from bench.synthetic import Users, fill

@@ -22,7 +22,7 @@ from app.ingest.repository import IngestRepository
 from app.ingest.worker import IngestWorker
 from app.memories.fields import check_user_id
 from app.memories.service import interactive_write
-from app.ml.batching import Work
+from app.ml.scheduling.work import Work
 
 WAIT_POLL_S = 0.05
 

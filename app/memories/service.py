@@ -29,10 +29,10 @@ from app.memories.expiry import resolve_expiry
 from app.memories.fields import check_text, check_user_id
 from app.memories.repository import ListFilter, MemoryRepository
 from app.memories.user_lock import hold_for_write
-from app.ml.batching import Work, WorkClass
 from app.ml.categories import CategoryClassifier
 from app.ml.embedder import Embedder, Embedding
 from app.ml.language import detect_language
+from app.ml.scheduling.work import Work, WorkClass
 from app.search_index import outbox
 
 
@@ -103,7 +103,7 @@ class MemoryService:
         """A batch create: its memories stored now, as `create` does, or, when they need more
         model time than the work's whole deadline (TooMuchWorkError, before any model work),
         kept validated as a queued job in this transaction, which a worker writes later
-        (app/memories/batch_worker.py): a batch within the published maximum is never refused
+        (app/ingest/batch_worker.py): a batch within the published maximum is never refused
         for its size."""
         await self._check_new(user_id, drafts)
         accepted = [replace(d) for d in drafts]  # as given: the write derives links in place
