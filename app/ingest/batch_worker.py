@@ -26,7 +26,8 @@ from app.db.tenant import tenant_scope
 from app.errors import UserErasedError
 from app.ingest.worker import PERMANENT_ERRORS, RETRY_BACKOFF_MAX_S
 from app.memories.batch_jobs import BatchJobRepository, ClaimedJob, drafts_from_json
-from app.memories.service import MemoryService, embed_drafts
+from app.memories.drafts import embed_drafts
+from app.memories.service import MemoryService
 from app.memories.user_lock import hold_for_write
 from app.ml.categories import CategoryClassifier
 from app.ml.embedder import Embedder

@@ -14,6 +14,6 @@ Four modules, one job each, lowest first:
   runs it in a worker thread, and reports what it did (`QueueObserver`, `BatchStats`).
 
 The measurements behind the call budget and the speed estimate are in
-docs/benchmarks/ingestion.md ("Mixed traffic"). What a refusal tells an HTTP client (Retry-After,
-X-Cognis-Deadline-Ms, the import endpoint) is worded by the API (app/api/deadlines.py), not here.
+docs/benchmarks/ingestion.md ("Mixed traffic"). The refusals here say what happened and what
+would fit; what an HTTP client does about them is worded by the API (app/api/deadlines.py).
 """
