@@ -294,7 +294,10 @@ def test_background_loops_live_where_the_layering_says() -> None:
         if isinstance(node, ast.AsyncFunctionDef) and node.name == "run_forever"
     )
     stores = [m for m in loops if placement(m) is not None and placement(m)[1] == "app.memories"]
-    assert stores == ["app.memories.expiry_reaper"], stores
+    assert stores == ["app.memories.expiry_reaper"], (
+        f"loops in the store: {stores}; a worker that embeds or writes through the service runs "
+        "beside the ingestion workers (app/ingest/, as sentence_worker.py)"
+    )
     assert {"app.ingest.worker", "app.ingest.batch_worker", "app.ingest.sentence_worker"} <= set(
         loops
     )
