@@ -21,6 +21,7 @@ from litestar.plugins.sqlalchemy import (
 from app.api.auth import require_api_key
 from app.api.consistency import commit_then_wait
 from app.api.contract import StrictRequest, refuse_unstorable_parameters
+from app.api.deadlines import DEADLINE_HANDLERS
 from app.api.problems import EXCEPTION_HANDLERS
 from app.api.routes import api_route_handlers, openapi_config
 from app.config import DEV_API_KEY, Settings, get_settings
@@ -113,7 +114,7 @@ def create_app(settings: Settings | None = None) -> Litestar:
         route_handlers=[*api_route_handlers(), mcp, ConsoleLogin, ConsolePages],
         # A span per request (Litestar's OpenTelemetry plugin) while tracing is on.
         plugins=[SQLAlchemyPlugin(config=db_config), *request_tracing(UNOBSERVED_PATHS)],
-        exception_handlers=EXCEPTION_HANDLERS,
+        exception_handlers={**EXCEPTION_HANDLERS, **DEADLINE_HANDLERS},
         request_class=StrictRequest,
         # Every route's query and path parameters (no layer below sets its own hook).
         before_request=refuse_unstorable_parameters,

@@ -168,7 +168,7 @@ class EmbeddingSettings(BaseModel):
         "small fast option (384D, zero-padded to 768: cosine is unchanged)",
     )
     embedding_device: str = Field(default="cpu", description="torch device")
-    # Micro-batching (app/ml/batching.py): texts of concurrent callers share one model call.
+    # Micro-batching (app/ml/scheduling/): texts of concurrent callers share one model call.
     embedding_batch_size: int = Field(
         default=32, description="most texts in one model call (micro-batch)"
     )

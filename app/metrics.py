@@ -61,7 +61,7 @@ EMBEDDING_BATCH_SECONDS = Histogram(
 )
 
 
-# Model work waits in three scheduling classes (app/ml/batching.py): queries, interactive
+# Model work waits in three scheduling classes (app/ml/scheduling/): queries, interactive
 # writes, bulk work. Waits run far beyond a search's, up to a write's deadline.
 WAIT_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 EMBEDDING_QUEUE_TEXTS = Gauge(

@@ -22,14 +22,14 @@ from app.db.engine import application_name, create_engine, create_sessionmaker
 from app.db.reads import ReadRouter
 from app.db.retention import RetentionJob
 from app.imports.service import MemoryImporter
+from app.ingest.batch_worker import BatchJobWorker
+from app.ingest.entity_worker import EntityWorker
 from app.ingest.pipeline import IngestPipeline
+from app.ingest.sentence_worker import SentenceWorker
 from app.ingest.worker import IngestWorker
 from app.llm.categories import llm_category_judge
 from app.llm.client import ChatClient
-from app.memories.batch_worker import BatchJobWorker
-from app.memories.entities import EntityWorker
-from app.memories.expiry import ExpiryReaper
-from app.memories.sentence_backfill import SentenceWorker
+from app.memories.expiry_reaper import ExpiryReaper
 from app.ml.categories import CategoryClassifier
 from app.ml.cross_encoder import CrossEncoderScorer
 from app.ml.embedder import Embedder, build_embedder

@@ -20,10 +20,10 @@ from pathlib import Path
 
 import numpy as np
 
-from app.ml.batching import Work, WorkClass
 from app.ml.categories import CategoryClassifier, builtin_definitions, load_bank, training_set
 from app.ml.embedder import Embedder
 from app.ml.offline import user_cache_dir
+from app.ml.scheduling.work import Work, WorkClass
 from app.vocabulary import SEED_CATEGORIES
 
 BENCH = Work(WorkClass.BULK)  # offline measurements: no tenant, no deadline

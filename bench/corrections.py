@@ -31,9 +31,9 @@ import numpy as np
 from app.config import IngestSettings
 from app.ingest.corrections import Intent, detect_intent, find_target
 from app.ingest.domain import Candidate
-from app.ml.batching import Work, WorkClass
 from app.ml.embedder import Embedder
 from app.ml.offline import user_cache_dir
+from app.ml.scheduling.work import Work, WorkClass
 
 BENCH = Work(WorkClass.BULK)  # offline measurements: no tenant, no deadline
 CASES_PATH = Path(__file__).parent / "data" / "corrections.jsonl"

@@ -12,7 +12,7 @@ most versions superseded, as a year of updates leaves them):
 - other users of the default tenant (500 versions, 250 messages each) up to --versions
   memory versions in all.
 
-Then the service's erase transaction (app/memories/user_lock.py erase_user and the queued
+Then the service's erase transaction (app/memories/erasure.py erase_user and the queued
 OpenSearch erase, as UserEraser.erase runs them, as the request role) erases the user, while
 two probes run: a write of the same user that begins 0.2 s into the erase (it waits for the
 user's lock and is then refused: it began before erased_at) and a writer of another user that
@@ -47,7 +47,8 @@ from app.db.models import Message
 from app.db.tenant import DEFAULT_TENANT_ID, tenant_scope
 from app.errors import UserErasedError
 from app.logging import configure_logging
-from app.memories.user_lock import erase_user, hold_for_write
+from app.memories.erasure import erase_user
+from app.memories.user_lock import hold_for_write
 from app.search_index import outbox
 from bench.database import measure_in_scratch_database, owner_engine
 from bench.synthetic import Users, fill

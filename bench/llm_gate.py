@@ -28,9 +28,9 @@ from pathlib import Path
 
 import numpy as np
 
-from app.ml.batching import Work, WorkClass
 from app.ml.embedder import Embedder
 from app.ml.offline import user_cache_dir
+from app.ml.scheduling.work import Work, WorkClass
 from bench.foundation import LOCOMO
 
 BENCH = Work(WorkClass.BULK)  # offline measurements: no tenant, no deadline

@@ -44,10 +44,10 @@ from app.ingest.supersedes import (
     find_superseded,
     message_sentences,
 )
-from app.ml.batching import Work, WorkClass
 from app.ml.embedder import Embedder
 from app.ml.multilingual import MultilingualEncoder
 from app.ml.offline import user_cache_dir
+from app.ml.scheduling.work import Work, WorkClass
 from bench.corrections import shown_candidate
 
 DATA = Path(__file__).parent / "data" / "supersedes"

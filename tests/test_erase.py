@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from sqlalchemy import text
 
-from app.ml.batching import WorkClass
+from app.ml.scheduling.work import WorkClass
 from tests.api.test_deadlines import busy_model
 from tests.conftest import wait_until
 from tests.factories import (

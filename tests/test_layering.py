@@ -43,8 +43,8 @@ LAYERS = (
     ),
     Layer(
         "infrastructure adapters",
-        # app.idempotency: a table of stored responses, purged by the relay's housekeeping
-        # like the outbox's delivered rows.
+        # app.idempotency: a table of stored responses; the retention job (app/db/retention.py)
+        # purges expired ones, like the outbox's delivered rows, never the relay.
         (
             "app.db",
             "app.ml",
@@ -189,6 +189,121 @@ def test_allowance_is_still_needed() -> None:
     graph = import_graph()
     stale = sorted((a, b) for a, b in ALLOWED_UPWARD if b not in graph.get(a, set()))
     assert not stale, f"no longer imported, remove from ALLOWED_UPWARD: {stale}"
+
+
+# Seams inside a layer (docs/architecture.md, "Layers and composition"): which module may import
+# which, where one package's modules do different jobs.
+SCHEDULER = "app.ml.scheduling"
+# The scheduler's modules, each with the ones it may import: the vocabulary below everything,
+# fair queuing and the speed model beside each other, the dispatcher over all three.
+SCHEDULER_SEAMS = {
+    f"{SCHEDULER}.work": set[str](),
+    f"{SCHEDULER}.fair_queue": {f"{SCHEDULER}.work"},
+    f"{SCHEDULER}.speed": {f"{SCHEDULER}.work"},
+    f"{SCHEDULER}.dispatcher": {
+        f"{SCHEDULER}.work",
+        f"{SCHEDULER}.fair_queue",
+        f"{SCHEDULER}.speed",
+    },
+}
+# What a refusal tells an HTTP client is the API's wording (app/api/deadlines.py).
+HTTP_WORDING = ("Retry-After", "X-Cognis-", "/v1/", "HTTP")
+
+
+def _string_literals(path: Path) -> list[str]:
+    """The string constants of a module that are not docstrings."""
+    tree = ast.parse(path.read_text(), str(path))
+    docstrings = {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+        and isinstance(node.body[0].value, ast.Constant)
+    }
+    return [
+        node.value
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant)
+        and isinstance(node.value, str)
+        and id(node) not in docstrings
+    ]
+
+
+def test_the_scheduler_modules_keep_their_jobs_apart() -> None:
+    graph = import_graph()
+    scheduler = {m for m in graph if m.startswith(SCHEDULER + ".")}
+    assert scheduler == set(SCHEDULER_SEAMS), "a scheduler module without its place in the seams"
+    wrong = {
+        module: sorted(graph[module] & scheduler - allowed)
+        for module, allowed in SCHEDULER_SEAMS.items()
+        if graph[module] & scheduler - allowed
+    }
+    assert not wrong, f"scheduler modules importing across their seams: {wrong}"
+
+
+def test_only_the_embedders_drive_the_dispatcher() -> None:
+    """Callers outside app/ml/ speak the scheduler's vocabulary (`Work`, `Deadline`); queuing,
+    speed and dispatch are the embedders' business."""
+    offending = sorted(
+        f"{source} -> {target}"
+        for source, targets in import_graph().items()
+        if not source.startswith("app.ml.")
+        for target in targets
+        if target.startswith(SCHEDULER) and target != f"{SCHEDULER}.work"
+    )
+    assert not offending, "imports of the scheduler's inside from outside app/ml/:\n" + "\n".join(
+        offending
+    )
+
+
+def test_the_scheduler_speaks_no_http() -> None:
+    spoken = sorted(
+        f"{path.relative_to(ROOT)}: {literal[:60]!r}"
+        for path in sorted((APP / "ml" / "scheduling").glob("*.py"))
+        for literal in _string_literals(path)
+        if any(word in literal for word in HTTP_WORDING)
+    )
+    assert not spoken, "HTTP wording in the scheduler (it belongs in app/api/deadlines.py):\n" + (
+        "\n".join(spoken)
+    )
+
+
+def test_erasure_is_one_module_and_the_lock_only_the_lock() -> None:
+    """The erase SQL lives in app/memories/erasure.py; the lock module imports no other
+    module of the store, and only erasure takes the lock exclusively."""
+    graph = import_graph()
+    lock = "app.memories.user_lock"
+    assert not {m for m in graph[lock] if m.startswith("app.memories")}, graph[lock]
+    exclusive = sorted(
+        module
+        for module, path in app_modules().items()
+        if module != lock and "hold_for_erase" in path.read_text()
+    )
+    assert exclusive == ["app.memories.erasure"], exclusive
+
+
+def test_background_loops_live_where_the_layering_says() -> None:
+    """Loops that claim queued work and write through the store run beside the ingestion
+    workers (app/ingest/); the store's only loop is its own chore, the expiry reaper; the
+    outbox relay keeps no other table (the retention job purges idempotency keys)."""
+    loops = sorted(
+        module
+        for module, path in app_modules().items()
+        for node in ast.walk(ast.parse(path.read_text(), str(path)))
+        if isinstance(node, ast.AsyncFunctionDef) and node.name == "run_forever"
+    )
+    stores = [m for m in loops if placement(m) is not None and placement(m)[1] == "app.memories"]
+    assert stores == ["app.memories.expiry_reaper"], (
+        f"loops in the store: {stores}; a worker that embeds or writes through the service runs "
+        "beside the ingestion workers (app/ingest/, as sentence_worker.py)"
+    )
+    assert {"app.ingest.worker", "app.ingest.batch_worker", "app.ingest.sentence_worker"} <= set(
+        loops
+    )
+    relay = app_modules()["app.search_index.relay"]
+    assert "idempotency" not in relay.read_text().lower()
+    assert not {m for m in import_graph()["app.search_index.relay"] if "idempotency" in m}
 
 
 def test_the_checks_see_an_upward_import_inside_a_function(tmp_path: Path) -> None:

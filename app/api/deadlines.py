@@ -3,21 +3,27 @@ client has stopped waiting.
 
 A write's deadline runs from its arrival: COGNIS_WRITE_DEADLINE_MS for an interactive write,
 COGNIS_BULK_WRITE_DEADLINE_MS for a batch, or the client's X-Cognis-Deadline-Ms when that is
-shorter. Its texts wait in the embedding queue (app/ml/batching.py) at most that long; a write
+shorter. Its texts wait in the embedding queue (app/ml/scheduling/) at most that long; a write
 whose deadline passes before it commits is answered 503 + Retry-After (problem+json), and
 nothing of it is written.
+
+The scheduler's refusals say what happened and what would fit (app/ml/scheduling/work.py);
+what an HTTP client does about them (Retry-After, this header, the import endpoint) is worded
+here, where HTTP is spoken, and follows their detail in the problem+json answer.
 """
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
+from litestar import Request, Response
 from litestar.params import Parameter
 
 from app.api.contract import UserId
+from app.api.problems import on_domain_error
 from app.db.tenant import current_tenant
-from app.errors import InvalidInputError
-from app.ml.batching import Deadline, Work, WorkClass
+from app.errors import CognisError, DeadlineExceededError, InvalidInputError, TooMuchWorkError
+from app.ml.scheduling.work import Deadline, Work, WorkClass
 from app.runtime import Runtime
 
 DEADLINE_HEADER = "X-Cognis-Deadline-Ms"
@@ -70,3 +76,22 @@ async def provide_bulk_work(
 ) -> Work:
     """A batch create: behind queries and interactive writes."""
     return write_work(WorkClass.BULK, user_id, runtime.settings.bulk_write_deadline_ms, deadline_ms)
+
+
+# What a client does about each refusal of the scheduler, after its detail.
+CLIENT_ADVICE: dict[type[CognisError], str] = {
+    DeadlineExceededError: ": send it again after Retry-After seconds",
+    TooMuchWorkError: f" (a client's {DEADLINE_HEADER} can only shorten the server's own "
+    "deadline), or use POST /v1/users/{user_id}/import, which has none",
+}
+
+
+def on_scheduling_refusal(request: Request, exc: CognisError) -> Response[dict[str, Any]]:
+    """A deadline passed, or too much work for the whole deadline: problem+json with the
+    client's advice."""
+    advice = next(text for kind, text in CLIENT_ADVICE.items() if isinstance(exc, kind))
+    return on_domain_error(request, exc, advice)
+
+
+# Beside app/api/problems.py's EXCEPTION_HANDLERS (app/asgi.py composes both).
+DEADLINE_HANDLERS: dict[Any, Any] = dict.fromkeys(CLIENT_ADVICE, on_scheduling_refusal)

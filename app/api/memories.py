@@ -58,7 +58,7 @@ from app.memories.fields import AgentId, Category, RunId, Scope, SessionId
 from app.memories.filters import deletion_filter, listing_filter, to_sql
 from app.memories.repository import ListFilter
 from app.memories.service import MemoryService
-from app.ml.batching import Work
+from app.ml.scheduling.work import Work
 from app.runtime import Runtime
 
 

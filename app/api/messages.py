@@ -39,7 +39,7 @@ from app.errors import InvalidInputError
 from app.idempotency.rules import IdempotencyKeyInUseError
 from app.ingest.domain import IncomingMessage, SavedMessage
 from app.ingest.service import IngestService, JobView
-from app.ml.batching import Work
+from app.ml.scheduling.work import Work
 
 
 def _incoming(m: MessageIn) -> IncomingMessage:

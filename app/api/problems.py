@@ -39,13 +39,18 @@ def problem(
     return Response(content=body, status_code=status, media_type=PROBLEM_JSON, headers=headers)
 
 
-def on_domain_error(request: Request, exc: CognisError) -> Response[dict[str, Any]]:
+def on_domain_error(
+    request: Request, exc: CognisError, advice: str = ""
+) -> Response[dict[str, Any]]:
+    """A domain error as problem+json; `advice`, what an HTTP client does about it, follows
+    its detail (app/api/deadlines.py adds it to the scheduler's refusals)."""
     headers = None
     if exc.status_code == HTTP_503_SERVICE_UNAVAILABLE or exc.retry_after_s is not None:
         # A 503 (or a 429) is temporary by definition: tell clients when to come back rather
         # than hammer.
         headers = {"Retry-After": str(exc.retry_after_s or DEFAULT_RETRY_AFTER_S)}
-    return problem(request, exc.status_code, exc.title, exc.detail, headers=headers, **exc.extra)
+    detail = exc.detail + advice
+    return problem(request, exc.status_code, exc.title, detail, headers=headers, **exc.extra)
 
 
 _AT = re.compile(r"at `\$\.?([^`]*)`")

@@ -194,7 +194,7 @@ class Memory(Base):
     # the event time when written; None when it names none.
     mentioned_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     # When the memory expires (0017): from then on no read shows it, and the reaper removes
-    # it from both stores (app/memories/expiry.py). A property of the memory, not of a
+    # it from both stores (app/memories/expiry_reaper.py). A property of the memory, not of a
     # version: every version of a chain carries the same value. NULL: never.
     expires_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     # The content's language, ISO 639-1 (0028): given by the client or detected when the row

@@ -28,12 +28,12 @@ from app.imports.lines import (
 from app.imports.sources import OversizedLine, RawLine
 from app.memories.bulk import BulkMemoryWriter
 from app.memories.categories import choose_categories, unknown_categories, unknown_category_detail
+from app.memories.drafts import embed_drafts, new_version
 from app.memories.fields import check_user_id
-from app.memories.service import embed_drafts, new_version
 from app.memories.user_lock import hold_for_write
-from app.ml.batching import Work, WorkClass
 from app.ml.categories import CategoryClassifier
 from app.ml.embedder import Embedder, matryoshka
+from app.ml.scheduling.work import Work, WorkClass
 
 log = structlog.get_logger(__name__)
 

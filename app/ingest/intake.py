@@ -16,7 +16,7 @@ from app.ingest.repository import IngestRepository
 from app.memories.domain import check_content, check_metadata
 from app.memories.fields import check_instant, check_text, check_user_id
 from app.memories.user_lock import hold_for_write
-from app.ml.batching import Work
+from app.ml.scheduling.work import Work
 from app.vocabulary import MAX_IDEMPOTENCY_KEY_CHARS
 
 

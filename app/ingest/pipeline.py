@@ -34,10 +34,11 @@ from app.ingest.supersedes import (
     vet_llm_updates,
 )
 from app.llm.client import ChatClient
+from app.memories.drafts import interactive_write
 from app.memories.filters import to_sql, visible_to
 from app.memories.repository import MemoryRepository
 from app.memories.sentences import MAX_SENTENCES
-from app.memories.service import MemoryService, interactive_write
+from app.memories.service import MemoryService
 from app.metrics import LLM_GATE, LLM_UPDATES_VETOED
 from app.ml.categories import CategoryClassifier
 from app.ml.embedder import Embedder, Embedding

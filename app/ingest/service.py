@@ -20,9 +20,9 @@ from app.ingest.intake import check_messages, save_messages
 from app.ingest.pipeline import IngestPipeline
 from app.ingest.repository import IngestRepository
 from app.ingest.worker import IngestWorker
+from app.memories.drafts import interactive_write
 from app.memories.fields import check_user_id
-from app.memories.service import interactive_write
-from app.ml.batching import Work
+from app.ml.scheduling.work import Work
 
 WAIT_POLL_S = 0.05
 

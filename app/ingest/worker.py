@@ -41,7 +41,8 @@ from app.webhooks import events as webhook_events
 log = structlog.get_logger(__name__)
 
 RETRY_BACKOFF_MAX_S = 60.0
-# Failures that the same input will always meet again (a date overflow included).
+# Failures that the same input will always meet again (a date overflow included); the batch
+# job worker (app/ingest/batch_worker.py) retries by the same rules.
 PERMANENT_ERRORS = (InvalidInputError, OverflowError)
 # How often a message is decided again when a memory its decision changes was superseded or
 # deleted meanwhile by a write that does not wait for this batch (an API PATCH or DELETE).

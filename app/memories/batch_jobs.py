@@ -1,6 +1,6 @@
 """Batch jobs: a batch create that needs more model time than its request's deadline is kept,
 validated, in `batch_jobs` (in the request's transaction) and answered 202; a worker
-(app/memories/batch_worker.py) writes it later. Every query of the table is here, and a job
+(app/ingest/batch_worker.py) writes it later. Every query of the table is here, and a job
 that finishes (done, or failed for good) queues its `batch_job.done` webhook event in the
 transaction that says so."""
 

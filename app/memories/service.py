@@ -12,7 +12,6 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.config import Settings
 from app.db.models import BatchJob, Memory
-from app.db.tenant import current_tenant
 from app.errors import (
     ConflictError,
     InvalidInputError,
@@ -22,17 +21,17 @@ from app.errors import (
 )
 from app.memories.batch_jobs import BatchJobRepository
 from app.memories.categories import choose_categories, require_categories
-from app.memories.context import contextual_text, link_session_turns, mentioned_time
+from app.memories.context import link_session_turns, mentioned_time
 from app.memories.cursors import decode_cursor, encode_cursor, invalid_cursor
 from app.memories.domain import MemoryDraft, MemoryUpdate, check_draft, check_event_end
+from app.memories.drafts import complete_drafts, embed_drafts, interactive_write, new_version
 from app.memories.expiry import resolve_expiry
 from app.memories.fields import check_text, check_user_id
 from app.memories.repository import ListFilter, MemoryRepository
 from app.memories.user_lock import hold_for_write
-from app.ml.batching import Work, WorkClass
 from app.ml.categories import CategoryClassifier
 from app.ml.embedder import Embedder, Embedding
-from app.ml.language import detect_language
+from app.ml.scheduling.work import Work
 from app.search_index import outbox
 
 
@@ -103,7 +102,7 @@ class MemoryService:
         """A batch create: its memories stored now, as `create` does, or, when they need more
         model time than the work's whole deadline (TooMuchWorkError, before any model work),
         kept validated as a queued job in this transaction, which a worker writes later
-        (app/memories/batch_worker.py): a batch within the published maximum is never refused
+        (app/ingest/batch_worker.py): a batch within the published maximum is never refused
         for its size."""
         await self._check_new(user_id, drafts)
         accepted = [replace(d) for d in drafts]  # as given: the write derives links in place
@@ -434,97 +433,3 @@ def _checked_current(
             current_version_id=str(current.id),
         )
     return current
-
-
-def interactive_write(user_id: str) -> Work:
-    """A single write of this user, in the tenant of the work in progress."""
-    return Work(WorkClass.INTERACTIVE, current_tenant(), user_id)
-
-
-async def embed_drafts(drafts: list[MemoryDraft], embedder: Embedder, work: Work) -> None:
-    """Embed the drafts that have no embedding yet, and the contextual text of those with a
-    context (app/memories/context.py), in one call. Their sentences are embedded later, in
-    the background (app/memories/sentence_backfill.py)."""
-    missing = [d for d in drafts if d.embedding is None]
-    with_context = [
-        (d, text)
-        for d in drafts
-        if d.context_embedding is None and (text := contextual_text(d)) is not None
-    ]
-    try:
-        embeddings = await embedder.embed(
-            [d.content for d in missing] + [text for _, text in with_context], work
-        )
-    except TooMuchWorkError as exc:
-        # The model counts texts (a memory is one or two); the client sent memories, and can
-        # only act on a number of those.
-        if work.deadline is None:
-            raise
-        raise work.deadline.too_much(
-            exc.extra["needed_ms"] / 1000, len(drafts), "memories"
-        ) from exc
-    for draft, embedding in zip(missing, embeddings[: len(missing)], strict=True):
-        draft.embedding = embedding
-    for (draft, _), embedding in zip(with_context, embeddings[len(missing) :], strict=True):
-        draft.context_embedding = embedding.full
-    if embedder.multilingual is not None:
-        without = [d for d in drafts if d.embedding_ml is None]
-        vectors = await embedder.multilingual.encode([d.content for d in without])
-        for draft, vector in zip(without, vectors, strict=True):
-            draft.embedding_ml = vector
-
-
-async def complete_drafts(
-    session: AsyncSession,
-    drafts: list[MemoryDraft],
-    embedder: Embedder,
-    classifier: CategoryClassifier,
-    work: Work,
-) -> None:
-    """Every draft embedded, and categorised by its embedding where no category was given
-    (POST /memories and imports alike)."""
-    await embed_drafts(drafts, embedder, work)
-    await choose_categories(session, classifier, drafts)
-
-
-def new_version(
-    user_id: str,
-    draft: MemoryDraft,
-    now: datetime | None,
-    replaces: Memory | None = None,
-    memory_id: uuid.UUID | None = None,
-) -> Memory:
-    """The row of a new version: version 1 of a new chain, or the successor of `replaces`.
-    `now` is the transaction's time (None: the bulk writer sets it when it inserts)."""
-    assert draft.embedding is not None
-    memory_id = memory_id or uuid.uuid4()
-    return Memory(
-        id=memory_id,
-        user_id=user_id,
-        chain_id=replaces.chain_id if replaces else memory_id,
-        version=replaces.version + 1 if replaces else 1,
-        content=draft.content,
-        category=draft.category,
-        scope=draft.scope,
-        session_id=draft.session_id,
-        agent_id=draft.agent_id,
-        run_id=draft.run_id,
-        is_current=True,
-        replaces_id=replaces.id if replaces else None,
-        speaker=draft.speaker,
-        event_time=draft.event_time,
-        event_end=draft.event_end,
-        created_at=now,
-        embedding_768d=draft.embedding.full,
-        embedding_256d=draft.embedding.coarse,
-        metadata_=draft.metadata,
-        source_message_id=draft.source_message_id,
-        context=draft.context,
-        context_embedding_768d=draft.context_embedding,
-        sentence_embeddings_768d=draft.sentence_embeddings,
-        embedding_ml=draft.embedding_ml,
-        follows_chain_id=draft.follows_chain_id,
-        mentioned_at=draft.mentioned_at,
-        expires_at=draft.expires_at,
-        language=draft.language or detect_language(draft.content),
-    )

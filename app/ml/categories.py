@@ -29,8 +29,8 @@ import anyio
 import numpy as np
 import structlog
 
-from app.ml.batching import Work, WorkClass
 from app.ml.embedder import Embedder
+from app.ml.scheduling.work import Work, WorkClass
 from app.vocabulary import SEED_CATEGORIES
 
 log = structlog.get_logger(__name__)

@@ -19,17 +19,11 @@ import structlog
 
 from app import tracing
 from app.config import EmbeddingBackend, Settings
-from app.ml.batching import (
-    MIN_LEARN_CHARS,
-    MIN_LEARN_TOKENS,
-    MicroBatcher,
-    QueueObserver,
-    Work,
-    WorkClass,
-    character_costs,
-)
 from app.ml.multilingual import MultilingualEncoder, shared_encoder
 from app.ml.offline import offline_if_local
+from app.ml.scheduling.dispatcher import MicroBatcher, QueueObserver
+from app.ml.scheduling.speed import MIN_LEARN_CHARS, MIN_LEARN_TOKENS, character_costs
+from app.ml.scheduling.work import Work, WorkClass
 from app.vocabulary import COARSE_DIM, EMBEDDING_DIM
 
 if TYPE_CHECKING:
@@ -113,10 +107,10 @@ class TokenCounter:
 
 
 class Embedder:
-    """A sentence embedding model behind a micro-batching queue (app/ml/batching.py).
+    """A sentence embedding model behind a micro-batching queue (app/ml/scheduling/).
 
     Every text the service embeds goes through `embed` or `embed_query` (searches), with the
-    `Work` it is done for: its scheduling class, tenant and user (app/ml/batching.py);
+    `Work` it is done for: its scheduling class, tenant and user (app/ml/scheduling/);
     concurrent callers share model calls. With the `http` backend the queue is the embedding
     server's, shared by every process on the machine: each request goes to it at once, with
     its work, and the server schedules it among everyone's (app/ml/embedding_server.py)."""

@@ -6,7 +6,7 @@ service of its own), and every API, worker and CLI process embeds through it (th
 backend): one copy of the model per machine, and one queue. A request says whose work it is in
 headers an OpenAI client never sends (app/ml/http_encoder.py): `X-Cognis-Work-Class` (query,
 interactive, bulk, background; interactive when absent), `X-Cognis-Tenant`, OpenAI's own
-`user`, and `X-Cognis-Deadline-Ms`. The micro-batcher (app/ml/batching.py) then serves
+`user`, and `X-Cognis-Deadline-Ms`. The micro-batcher (app/ml/scheduling/) then serves
 queries first, then interactive writes, then bulk work, fairly between tenants and users within
 a class, and background work only when nothing else waits, across every process; it plans with
 the model's own speed per token. Queries have a model of their own (COGNIS_QUERY_EMBEDDING_
@@ -54,7 +54,6 @@ from litestar.exceptions import (
 from app import tracing
 from app.config import EmbeddingSettings, Settings, get_settings
 from app.errors import DeadlineExceededError, TooMuchWorkError
-from app.ml.batching import Deadline, Trace, Work, WorkClass
 from app.ml.embedder import Embedder, build_embedder, unit_prefix
 from app.ml.http_encoder import (
     DEADLINE_ERROR,
@@ -64,6 +63,7 @@ from app.ml.http_encoder import (
     TENANT_HEADER,
     WORK_CLASS_HEADER,
 )
+from app.ml.scheduling.work import Deadline, Trace, Work, WorkClass
 from app.tracing.setup import start_tracing
 from app.tracing.web import request_tracing, route_naming
 from app.vocabulary import EMBEDDING_DIM

@@ -31,7 +31,7 @@ from pydantic import SecretStr
 
 from app.config import Settings
 from app.errors import EmbedderAnswerError, EmbedderUnavailableError
-from app.ml.batching import Work, WorkClass
+from app.ml.scheduling.work import Work, WorkClass
 from app.tracing.setup import trace_http_client
 from app.vocabulary import EMBEDDING_DIM, MAX_CONTENT_CHARS
 

@@ -1,5 +1,5 @@
-"""The embedding micro-batcher's reports (app.ml.batching's QueueObserver) as Prometheus
-series (app/metrics.py)."""
+"""The embedding micro-batcher's reports (the QueueObserver of app/ml/scheduling/dispatcher.py)
+as Prometheus series (app/metrics.py)."""
 
 from __future__ import annotations
 
@@ -11,11 +11,11 @@ from app.metrics import (
     EMBEDDING_QUEUE_TEXTS,
     EMBEDDING_QUEUE_WAIT_SECONDS,
 )
-from app.ml.batching import WorkClass
+from app.ml.scheduling.work import WorkClass
 
 
 class EmbeddingObserver:
-    """What an embedder's micro-batcher reports, as the series above (app.ml.batching's
+    """What an embedder's micro-batcher reports, as the series above (app.ml.scheduling.dispatcher's
     QueueObserver)."""
 
     def __init__(self, embedder: str) -> None:

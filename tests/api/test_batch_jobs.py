@@ -17,7 +17,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.api.deadlines import DEADLINE_HEADER
-from app.ml.batching import character_costs
+from app.ml.scheduling.speed import character_costs
 from app.runtime import Runtime
 from tests.conftest import InProcessApi, wait_until
 from tests.factories import (

@@ -22,7 +22,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from app import vocabulary
 from app.api.deadlines import DEADLINE_HEADER
 from app.db.tenant import DEFAULT_TENANT_ID
-from app.ml.batching import MicroBatcher, Work, WorkClass
+from app.ml.scheduling.dispatcher import MicroBatcher
+from app.ml.scheduling.work import Work, WorkClass
 from tests.conftest import InProcessApi, wait_until
 from tests.ingest.helpers import current_memories, decisions, wait_job
 

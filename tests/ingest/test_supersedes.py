@@ -14,7 +14,7 @@ import pytest
 
 from app.config import IngestSettings
 from app.ingest.supersedes import SentenceView, find_superseded, shipped_model
-from app.ml.batching import Work, WorkClass
+from app.ml.scheduling.work import Work, WorkClass
 from bench.corrections import shown_candidate
 from bench.supersedes import heldout_scores
 from tests.conftest import InProcessApi

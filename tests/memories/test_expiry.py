@@ -12,7 +12,7 @@ import pytest
 from sqlalchemy import text
 
 from app.db.tenant import DEFAULT_TENANT_ID, tenant_scope
-from app.memories.expiry import ExpiryReaper, Reaped
+from app.memories.expiry_reaper import ExpiryReaper, Reaped
 from tests.conftest import InProcessApi, wait_until
 from tests.factories import create_memory, indexed_document, search, stage_rank
 from tests.imports.helpers import NDJSON, jsonl

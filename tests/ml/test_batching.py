@@ -19,16 +19,10 @@ import numpy as np
 import pytest
 
 from app.errors import DeadlineExceededError, TooMuchWorkError
-from app.ml.batching import (
-    BUDGET_WINDOW_S,
-    SPEED_WINDOW,
-    Deadline,
-    MicroBatcher,
-    Trace,
-    Work,
-    WorkClass,
-)
 from app.ml.embedder import Embedder
+from app.ml.scheduling.dispatcher import MicroBatcher
+from app.ml.scheduling.speed import BUDGET_WINDOW_S, SPEED_WINDOW
+from app.ml.scheduling.work import Deadline, Trace, Work, WorkClass
 
 QUERY, INTERACTIVE, BULK = WorkClass.QUERY, WorkClass.INTERACTIVE, WorkClass.BULK
 TENANT_A, TENANT_B = uuid.UUID(int=1), uuid.UUID(int=2)

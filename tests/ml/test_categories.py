@@ -9,7 +9,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from app.ml.batching import Work, WorkClass
 from app.ml.categories import (
     CategoryClassifier,
     CategoryDefinition,
@@ -18,6 +17,7 @@ from app.ml.categories import (
 )
 from app.ml.embedder import Embedder
 from app.ml.offline import user_cache_dir
+from app.ml.scheduling.work import Work, WorkClass
 from app.vocabulary import SEED_CATEGORIES
 from bench.categories import load_eval
 

@@ -19,7 +19,6 @@ import httpx
 import pytest
 
 from app.errors import DeadlineExceededError, TooMuchWorkError
-from app.ml.batching import Deadline, Work, WorkClass
 from app.ml.http_encoder import (
     DEADLINE_HEADER,
     TENANT_HEADER,
@@ -27,6 +26,7 @@ from app.ml.http_encoder import (
     HttpEncoder,
     HttpEndpoint,
 )
+from app.ml.scheduling.work import Deadline, Work, WorkClass
 from tests import services
 from tests.conftest import wait_until
 

@@ -11,12 +11,9 @@ import json
 import numpy as np
 from sqlalchemy import text
 
-from app.memories.sentence_backfill import (
-    SentenceWorker,
-    embed_missing_sentences,
-    pending_sentences,
-)
-from app.ml.batching import Work, WorkClass
+from app.ingest.sentence_worker import SentenceWorker
+from app.memories.sentence_backfill import embed_missing_sentences, pending_sentences
+from app.ml.scheduling.work import Work, WorkClass
 from tests.conftest import run_cli_async
 from tests.factories import create_memory, search
 from tests.retrieval.test_pipeline_api import _load

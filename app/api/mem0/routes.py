@@ -38,7 +38,7 @@ from app.memories.domain import MemoryUpdate, parse_memory_id
 from app.memories.filters import all_of, deletion_filter, parse_filter, to_sql, visible_to
 from app.memories.repository import ListFilter
 from app.memories.service import MemoryService
-from app.ml.batching import Work, WorkClass
+from app.ml.scheduling.work import Work, WorkClass
 from app.runtime import Runtime
 
 COMMON_PROBLEMS = problems(*USER_WRITE, 404)

@@ -1,4 +1,5 @@
-"""The batch job worker: writes the batch creates answered 202 (app/memories/batch_jobs.py).
+"""The batch job worker: writes the batch creates answered 202 (app/memories/batch_jobs.py),
+beside the message workers (app/ingest/worker.py), with their queue, lease and retry policy.
 
 It claims the oldest due job of its COGNIS_INGEST_QUEUE (the accepting process's) with FOR
 UPDATE SKIP LOCKED (so every process that runs workers of that queue shares it, no broker),
@@ -22,20 +23,18 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from app import tracing
 from app.config import Settings
 from app.db.tenant import tenant_scope
-from app.errors import InvalidInputError, UserErasedError
+from app.errors import UserErasedError
+from app.ingest.worker import PERMANENT_ERRORS, RETRY_BACKOFF_MAX_S
 from app.memories.batch_jobs import BatchJobRepository, ClaimedJob, drafts_from_json
-from app.memories.service import MemoryService, embed_drafts
+from app.memories.drafts import embed_drafts
+from app.memories.service import MemoryService
 from app.memories.user_lock import hold_for_write
-from app.ml.batching import Work, WorkClass
 from app.ml.categories import CategoryClassifier
 from app.ml.embedder import Embedder
+from app.ml.scheduling.work import Work, WorkClass
 from app.wakeup import renewing_lease, work_until_stopped
 
 log = structlog.get_logger(__name__)
-
-RETRY_BACKOFF_MAX_S = 60.0
-# Failures that the same batch will always meet again.
-PERMANENT_ERRORS = (InvalidInputError, OverflowError)
 
 
 class JobLost(Exception):
