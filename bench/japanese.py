@@ -282,7 +282,9 @@ def ask(api: httpx.Client, user: BenchUser, question: dict[str, Any], body: dict
     wall_ms = (time.perf_counter() - started) * 1000
     response.raise_for_status()
     found = response.json()
-    ranked = [r["memory"]["id"] for r in found["results"]]
+    # By version: a topic's answer is the version its message made, and a memory id is the
+    # id of its first version (kept by every later one), so an update is found by its own.
+    ranked = [r["memory"]["version_id"] for r in found["results"]]
     return ranked, wall_ms, found.get("duration_ms", 0.0)
 
 
@@ -308,6 +310,8 @@ def calibration(users: list[BenchUser]) -> list[str]:
             cosines = facts @ vector
             for topic, cosine in zip(topics, cosines, strict=True):
                 (right if topic == question["topic"] else wrong).append(float(cosine))
+    if not right or not wrong:
+        return ["- no Japanese or mixed users in this run"]
     lines = [
         f"- question to its memory ({len(right)}): min {min(right):.3f}, p5 "
         f"{percentile(right, 5):.3f}, median {statistics.median(right):.3f}",
