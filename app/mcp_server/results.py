@@ -117,8 +117,8 @@ def context_result(block: Context) -> dict[str, Any]:
 
 
 def compact_entity(entity: Entity) -> dict[str, Any]:
-    """What an agent reads of an entity: its name (what get_entity takes), type, other names,
-    and how many memories name it."""
+    """What an agent reads of an entity: its name (what list_entities' `name` takes), type,
+    other names, and how many memories name it."""
     out: dict[str, Any] = {"name": entity.name, "type": entity.type}
     if entity.aliases:
         out["aliases"] = entity.aliases
@@ -209,7 +209,7 @@ async def resolve_memory_id(who: Caller, memory_id: str) -> str:
 
 
 async def resolve_entity_id(who: Caller, entity: str, entity_type: str | None) -> str:
-    """The id of the entity a tool argument names: a UUID as it is (a full result's id), else
+    """The id of the entity a tool argument names: a UUID as it is (a full listing's id), else
     the one entity of this user (of `entity_type`, if given) that has it as its name or an
     alias, any case (looked up through the API, so only among the user's own)."""
     try:

@@ -271,28 +271,17 @@ def build_server(settings: McpSettings, *, http_path: str = "/mcp") -> FastMCP:
         cursor: str | None = None,
         full: Full = False,
     ) -> str:
-        """People, places, organisations and other things the memories name, with how many
-        memories name each; name: a name or alias."""
-        options = _unset_if_none(type=type, name=name, limit=limit, cursor=cursor)
+        """People, places and other things the memories name, with counts. name (or an
+        alias): that one and its memories, newest first."""
         async with api(ctx) as who:
-            page = await who.client.entities(who.user_id, **options, **who.scope)
-        return result_text(entity_page_result(page, full))
-
-    @tool
-    async def get_entity(
-        ctx: Context,
-        entity: str,
-        type: EntityType = None,
-        limit: Annotated[int, Field(ge=1, le=200)] = 10,
-        session_id: SessionId = None,
-        full: Full = False,
-    ) -> str:
-        """An entity (its name or an alias; type if two share it) and the memories naming
-        it, newest first."""
-        options = _unset_if_none(limit=limit, session_id=session_id)
-        async with api(ctx) as who:
-            entity_id = await resolve_entity_id(who, entity, type)
-            found = await who.client.entity_memories(who.user_id, entity_id, **options, **who.scope)
+            if name is None:
+                options = _unset_if_none(type=type, limit=limit, cursor=cursor)
+                page = await who.client.entities(who.user_id, **options, **who.scope)
+                return result_text(entity_page_result(page, full))
+            entity_id = await resolve_entity_id(who, name, type)
+            found = await who.client.entity_memories(
+                who.user_id, entity_id, limit=limit, **who.scope
+            )
         return result_text(entity_memories_result(found, full))
 
     compact_tool_schemas(server)

@@ -9,6 +9,7 @@ import re
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from datetime import datetime, timedelta
@@ -41,7 +42,6 @@ TOOLS = {
     "list_memories",
     "get_context",
     "list_entities",
-    "get_entity",
 }
 
 
@@ -437,8 +437,9 @@ async def _listed_entities(mcp: ClientSession, expected: int, **arguments: Any) 
 async def test_entities_of_this_user_and_their_memories(
     api: ApiProcess, client: httpx.AsyncClient, user_id: str, other_user_id: str
 ) -> None:
-    """list_entities and get_entity read the connection's user's entities, found by the API's
-    entity worker; another user's entity is never reachable, by name or by id."""
+    """list_entities reads the connection's user's entities, found by the API's entity worker,
+    and with a name an entity's memories; another user's entity is never reachable, by name or
+    by id."""
     for owner, content in (
         (user_id, "Melanie took the kids swimming at Lake Tahoe."),
         (user_id, "Mel started a pottery class in Boston."),
@@ -450,18 +451,19 @@ async def test_entities_of_this_user_and_their_memories(
     async with http_session(api.url, headers) as mcp:
         listed = await _listed_entities(mcp, 3)
         places = payload(await mcp.call_tool("list_entities", {"type": "place"}))["items"]
-        melanie = payload(await mcp.call_tool("get_entity", {"entity": "mel", "limit": 5}))
-        unknown = await mcp.call_tool("get_entity", {"entity": "Jonas"})
-        full = payload(await mcp.call_tool("list_entities", {"name": "Boston", **FULL}))
+        melanie = payload(await mcp.call_tool("list_entities", {"name": "mel", "limit": 5}))
+        unknown = await mcp.call_tool("list_entities", {"name": "Jonas"})
+        full = payload(await mcp.call_tool("list_entities", {**FULL}))
     async with http_session(api.url, {**headers, "X-Cognis-User": other_user_id}) as mcp:
         theirs = await _listed_entities(mcp, 2)
-        by_our_id = await mcp.call_tool("get_entity", {"entity": full["items"][0]["id"]})
+        boston = next(e for e in full["items"] if e["name"] == "Boston")
+        by_our_id = await mcp.call_tool("list_entities", {"name": boston["id"]})
     assert {(e["name"], e["type"]) for e in listed} == {
         ("Melanie", "person"),
         ("Lake Tahoe", "place"),
         ("Boston", "place"),
     }
-    # Compact: the name (what get_entity takes), type, other names and the count; no ids.
+    # Compact: the name (what `name` takes), type, other names and the count; no ids.
     assert {"name": "Melanie", "type": "person", "aliases": ["Mel"], "memories": 2} in listed
     assert {e["name"] for e in places} == {"Lake Tahoe", "Boston"}
     assert melanie["entity"]["name"] == "Melanie"
@@ -470,7 +472,7 @@ async def test_entities_of_this_user_and_their_memories(
         "Melanie took the kids swimming at Lake Tahoe.",
     ]
     assert "no entity of this user is called 'Jonas'" in error_text(unknown)
-    assert full["items"][0]["name"] == "Boston" and len(full["items"][0]["id"]) == 36
+    assert len(full["items"]) == 3 and uuid.UUID(boston["id"])
     assert {e["name"] for e in theirs} == {"Jonas", "Vienna"}
     assert "404 Not found: entity" in error_text(by_our_id)
 
