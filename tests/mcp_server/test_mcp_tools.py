@@ -477,6 +477,36 @@ async def test_entities_of_this_user_and_their_memories(
     assert "404 Not found: entity" in error_text(by_our_id)
 
 
+async def test_a_name_two_entities_share_is_answered_with_both_types(
+    api: ApiProcess, client: httpx.AsyncClient, db: AsyncEngine, user_id: str
+) -> None:
+    """ "Paris" the place and "Paris" the person: list_entities never guesses which one a name
+    means; it lists both with their types, and the type picks one."""
+    content = "we met there and it was lovely"  # names nothing: the worker links nothing
+    created = await client.post(f"/v1/users/{user_id}/memories", json={"content": content})
+    assert created.status_code == 201, created.text
+    async with db.begin() as connection:
+        for entity_type in ("place", "person"):
+            await connection.execute(
+                text(
+                    "WITH e AS (INSERT INTO entities (tenant_id, user_id, name, type, key) "
+                    "SELECT tenant_id, user_id, 'Paris', :type, 'paris' FROM memories "
+                    "WHERE id = :memory RETURNING id, tenant_id, user_id) "
+                    "INSERT INTO memory_entities (tenant_id, memory_id, entity_id, user_id, "
+                    "mention) SELECT tenant_id, :memory, id, user_id, 'Paris' FROM e"
+                ),
+                {"type": entity_type, "memory": created.json()["id"]},
+            )
+    headers = {"X-API-Key": API_KEY, "X-Cognis-User": user_id}
+    async with http_session(api.url, headers) as mcp:
+        both = await mcp.call_tool("list_entities", {"name": "paris"})
+        place = payload(await mcp.call_tool("list_entities", {"name": "paris", "type": "place"}))
+    assert "'paris' names 2 entities" in error_text(both)
+    assert "Paris (place)" in error_text(both) and "Paris (person)" in error_text(both)
+    assert place["entity"] == {"name": "Paris", "type": "place", "memories": 1}
+    assert [m["content"] for m in place["memories"]] == [content]
+
+
 async def test_the_connection_names_the_agent_and_the_run(
     api: ApiProcess, client: httpx.AsyncClient, user_id: str
 ) -> None:
