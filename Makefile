@@ -147,7 +147,7 @@ bench-embedding:  ## embedding backends (torch threads, ONNX, ONNX int8): latenc
 	$(PY) -m bench.embedding $(BENCH_ARGS)
 
 .PHONY: bench-ner
-bench-ner:  ## NER on 50 chat sentences (bench/data/ner_chat.tsv): precision, recall, texts/s, model vs heuristic
+bench-ner:  ## NER on 50 English and 40 Japanese chat sentences (bench/data/ner_chat*.tsv): precision, recall, texts/s
 	$(PY) -m bench.ner $(BENCH_ARGS)
 
 .PHONY: bench-entities

@@ -9,6 +9,10 @@ too: the cost of not excluding them), and the capitalised-run heuristic that ret
 `entities` lever uses on queries (app.retrieval.entities.query_entities). A found name counts
 as right when it equals a marked one, case-insensitively. Speed: the 50 sentences 20 times
 over, in batches of 64, one process. Prints numbers and the misses; asserts nothing.
+
+Then the same on bench/data/ner_chat_ja.tsv (40 Japanese chat sentences written the same way):
+the service's recognizer with the texts marked Japanese (GiNZA's ja_ginza with only tok2vec
+and ner), ja_ginza's whole pipeline, and the English model that read Japanese memories before.
 """
 
 from __future__ import annotations
@@ -17,10 +21,11 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from app.ml.ner import EntityRecognizer, mentions_of
+from app.ml.ner import JA_MODEL_PACKAGE, EntityRecognizer, ja_labels, mentions_of
 from app.retrieval.entities import query_entities
 
 DATA = Path(__file__).parent / "data" / "ner_chat.tsv"
+DATA_JA = Path(__file__).parent / "data" / "ner_chat_ja.tsv"
 ROUNDS = 20
 
 
@@ -79,6 +84,32 @@ def main() -> None:
         rows,
     )
     measure("capitalised runs (heuristic)", lambda texts: [query_entities(t) for t in texts], rows)
+
+    rows = load(DATA_JA)
+    print(f"\n{len(rows)} Japanese sentences, {ROUNDS} rounds for speed")
+    started = time.perf_counter()
+    recognizer.extract(["東京"], ["ja"])
+    print(f"ja_ginza loaded (tok2vec and ner) in {time.perf_counter() - started:.1f} s")
+    measure(
+        "ginza ja_ginza (ner only)",
+        lambda texts: [
+            [m.name for m in ms] for ms in recognizer.extract(texts, ["ja"] * len(texts))
+        ],
+        rows,
+    )
+    full_ja, labels = spacy.load(JA_MODEL_PACKAGE), ja_labels()
+    measure(
+        "ginza ja_ginza (full)",
+        lambda texts: [
+            [m.name for m in mentions_of(d, labels)] for d in full_ja.pipe(texts, batch_size=64)
+        ],
+        rows,
+    )
+    measure(
+        "spacy en_core_web_sm on Japanese",
+        lambda texts: [[m.name for m in ms] for ms in recognizer.extract(texts)],
+        rows,
+    )
 
 
 if __name__ == "__main__":

@@ -298,9 +298,8 @@ def test_background_loops_live_where_the_layering_says() -> None:
         f"loops in the store: {stores}; a worker that embeds or writes through the service runs "
         "beside the ingestion workers (app/ingest/, as sentence_worker.py)"
     )
-    assert {"app.ingest.worker", "app.ingest.batch_worker", "app.ingest.sentence_worker"} <= set(
-        loops
-    )
+    # The sentence and entity workers share one loop (app/ingest/idle_worker.py).
+    assert {"app.ingest.worker", "app.ingest.batch_worker", "app.ingest.idle_worker"} <= set(loops)
     relay = app_modules()["app.search_index.relay"]
     assert "idempotency" not in relay.read_text().lower()
     assert not {m for m in import_graph()["app.search_index.relay"] if "idempotency" in m}

@@ -1,29 +1,26 @@
 """The entity worker: finds the entities of new memories while the model is idle, beside the
 ingestion workers (COGNIS_ENTITIES; app/memories/entities.py says how a batch is found,
-recognised and stored)."""
+recognised and stored; app/ingest/idle_worker.py, its loop)."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
 
-import structlog
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from app.ingest.idle_worker import IdleWorker
 from app.memories.entities import ExtractionReport, extract_missing_entities
 from app.ml.embedder import Embedder
 from app.ml.ner import EntityRecognizer
-from app.wakeup import sleep_until_woken
-
-log = structlog.get_logger(__name__)
 
 IDLE_S = 1.0
 WORKER_BATCH = 32
-POLL_S = 2.0
 
 
-class EntityWorker:
+class EntityWorker(IdleWorker[ExtractionReport]):
     """Finds the entities of new memories while the model is idle (module docstring)."""
+
+    events = "entities"
 
     def __init__(
         self,
@@ -33,32 +30,15 @@ class EntityWorker:
         idle_s: float = IDLE_S,
         batch_size: int = WORKER_BATCH,
     ) -> None:
+        super().__init__(watched, idle_s)
         self._sessionmaker = sessionmaker
         self._recognizer = recognizer
-        self._watched = tuple(watched)
-        self._idle_s = idle_s
         self._batch_size = batch_size
-        self._wake = asyncio.Event()
 
-    def model_idle(self) -> bool:
-        return all(e.idle_s() >= self._idle_s for e in self._watched)
+    def idle_report(self) -> ExtractionReport:
+        return ExtractionReport()
 
-    async def run_once(self) -> ExtractionReport:
-        if not self.model_idle():
-            return ExtractionReport()
+    async def work(self) -> ExtractionReport:
         return await extract_missing_entities(
             self._sessionmaker, self._recognizer, batch_size=self._batch_size, max_batches=1
         )
-
-    async def run_forever(self, stop: asyncio.Event) -> None:
-        log.info("entities.worker_started", idle_s=self._idle_s)
-        while not stop.is_set():
-            try:
-                done = await self.run_once()
-            except Exception as exc:  # a store outage: try again after the pause
-                log.warning("entities.worker_failed", error=str(exc))
-                done = ExtractionReport()
-            if done.memories:
-                continue
-            await sleep_until_woken(self._wake, stop, POLL_S)
-        log.info("entities.worker_stopped")

@@ -15,7 +15,17 @@ import uuid
 from typing import Any
 
 import msgspec
-from cognis_client import Context, History, Job, Memory, MemoryPage, SearchResult
+from cognis_client import (
+    Context,
+    Entity,
+    EntityMemories,
+    EntityPage,
+    History,
+    Job,
+    Memory,
+    MemoryPage,
+    SearchResult,
+)
 from mcp.server.fastmcp.exceptions import ToolError
 
 from app.mcp_server.identity import Caller
@@ -106,6 +116,34 @@ def context_result(block: Context) -> dict[str, Any]:
     }
 
 
+def compact_entity(entity: Entity) -> dict[str, Any]:
+    """What an agent reads of an entity: its name (what list_entities' `name` takes), type,
+    other names, and how many memories name it."""
+    out: dict[str, Any] = {"name": entity.name, "type": entity.type}
+    if entity.aliases:
+        out["aliases"] = entity.aliases
+    out["memories"] = entity.memories
+    return out
+
+
+def entity_page_result(page: EntityPage, full: bool) -> dict[str, Any]:
+    if full:
+        return plain(page)  # type: ignore[no-any-return]
+    out: dict[str, Any] = {"items": [compact_entity(e) for e in page.items]}
+    if page.next_cursor is not None:
+        out["next_cursor"] = page.next_cursor
+    return out
+
+
+def entity_memories_result(found: EntityMemories, full: bool) -> dict[str, Any]:
+    if full:
+        return plain(found)  # type: ignore[no-any-return]
+    return {
+        "entity": compact_entity(found.entity),
+        "memories": [compact_memory(m) for m in found.memories],
+    }
+
+
 def chain_result(memory: Memory, history: History | None, full: bool) -> dict[str, Any]:
     if full:
         return {"memory": plain(memory), "history": plain(history.versions) if history else None}
@@ -168,3 +206,30 @@ async def resolve_memory_id(who: Caller, memory_id: str) -> str:
             "Call again with the full id of the one you mean."
         )
     return str(memories[0].id)
+
+
+async def resolve_entity_id(who: Caller, entity: str, entity_type: str | None) -> str:
+    """The id of the entity a tool argument names: a UUID as it is (a full listing's id), else
+    the one entity of this user (of `entity_type`, if given) that has it as its name or an
+    alias, any case (looked up through the API, so only among the user's own)."""
+    try:
+        return str(uuid.UUID(entity))
+    except ValueError:
+        pass
+    options = {"type": entity_type} if entity_type else {}
+    page = await who.client.entities(
+        who.user_id, name=entity, limit=MAX_CANDIDATES, **options, **who.scope
+    )
+    if not page.items:
+        kind = f"{entity_type} " if entity_type else ""
+        raise ToolError(
+            f"no {kind}entity of this user is called {entity[:64]!r}: pass a name or alias "
+            "exactly as list_entities showed it"
+        )
+    if len(page.items) > 1:
+        candidates = "; ".join(f"{e.name} ({e.type})" for e in page.items)
+        raise ToolError(
+            f"{entity!r} names {len(page.items)} entities: {candidates}. "
+            "Call again with the type of the one you mean."
+        )
+    return str(page.items[0].id)

@@ -1,5 +1,5 @@
-"""The MCP tools: add, search, get (with history), update, delete and list memories, and the
-context block."""
+"""The MCP tools: add, search, get (with history), update, delete and list memories, the
+context block, and the entities (the people, places and things the memories name)."""
 
 from __future__ import annotations
 
@@ -21,9 +21,12 @@ from app.mcp_server.identity import Caller, McpSettings, caller
 from app.mcp_server.results import (
     chain_result,
     context_result,
+    entity_memories_result,
+    entity_page_result,
     job_result,
     memory_result,
     page_result,
+    resolve_entity_id,
     resolve_memory_id,
     result_text,
     search_result,
@@ -61,6 +64,11 @@ Full = bool
 # The conversation: its messages' session; reads see its session-only memories too.
 SessionId = str | None
 Filters = dict[str, Any] | None
+# The service's entity types (docs/entities.md).
+EntityType = (
+    Literal["person", "place", "organisation", "product", "title", "event", "group", "language"]
+    | None
+)
 
 
 def build_server(settings: McpSettings, *, http_path: str = "/mcp") -> FastMCP:
@@ -253,6 +261,28 @@ def build_server(settings: McpSettings, *, http_path: str = "/mcp") -> FastMCP:
         async with api(ctx) as who:
             page = await who.client.list_memories(who.user_id, **options, **who.scope)
         return result_text(page_result(page, full))
+
+    @tool
+    async def list_entities(
+        ctx: Context,
+        type: EntityType = None,
+        name: str | None = None,
+        limit: Annotated[int, Field(ge=1, le=200)] = 20,
+        cursor: str | None = None,
+        full: Full = False,
+    ) -> str:
+        """People, places and other things the memories name, with counts. name (or an
+        alias): that one and its memories, newest first."""
+        async with api(ctx) as who:
+            if name is None:
+                options = _unset_if_none(type=type, limit=limit, cursor=cursor)
+                page = await who.client.entities(who.user_id, **options, **who.scope)
+                return result_text(entity_page_result(page, full))
+            entity_id = await resolve_entity_id(who, name, type)
+            found = await who.client.entity_memories(
+                who.user_id, entity_id, limit=limit, **who.scope
+            )
+        return result_text(entity_memories_result(found, full))
 
     compact_tool_schemas(server)
     return server

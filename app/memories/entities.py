@@ -219,7 +219,12 @@ async def extract_missing_entities(
         async with sessionmaker() as session, session.begin():
             query = (
                 select(
-                    Memory.id, Memory.tenant_id, Memory.user_id, Memory.content, Memory.created_at
+                    Memory.id,
+                    Memory.tenant_id,
+                    Memory.user_id,
+                    Memory.content,
+                    Memory.language,
+                    Memory.created_at,
                 )
                 .where(*_PENDING)
                 .order_by(Memory.id)
@@ -233,7 +238,8 @@ async def extract_missing_entities(
             if not rows:
                 break
             texts = [row.content for row in rows]
-            mentions = await anyio.to_thread.run_sync(recognizer.extract, texts)
+            languages = [row.language for row in rows]
+            mentions = await anyio.to_thread.run_sync(recognizer.extract, texts, languages)
             locked = set(
                 (
                     await session.execute(

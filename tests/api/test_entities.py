@@ -113,6 +113,36 @@ async def test_an_entitys_memories_and_no_one_elses(client, user_id, other_user_
     assert melanie["id"] not in {e["id"] for e in other["items"]}
 
 
+async def test_a_japanese_memory_yields_its_person_and_place(
+    client, opensearch, index_name, inprocess_api, recognizer, user_id
+) -> None:
+    """A memory detected as Japanese is read by the Japanese model (GiNZA): its person and its
+    place become entities, searchable by name, and an English memory beside it keeps the
+    English model."""
+    created = await _load(
+        client,
+        opensearch,
+        index_name,
+        user_id,
+        [
+            {"content": "鈴木さんと一緒に金沢へ旅行しました。"},
+            {"content": "Kevin hiked in Yosemite with his brother"},
+        ],
+    )
+    assert created[0]["language"] == "ja"
+    await _extract(inprocess_api, recognizer, user_id)
+    by_name = {e["name"]: e for e in (await _entities(client, user_id))["items"]}
+    assert by_name["鈴木"]["type"] == "person"  # the honorific さん is not part of the name
+    assert by_name["金沢"]["type"] == "place"
+    assert by_name["Kevin"]["type"] == "person"
+    response = await client.get(f"/v1/users/{user_id}/entities/{by_name['金沢']['id']}/memories")
+    assert [m["id"] for m in response.json()["memories"]] == [created[0]["id"]]
+    # No relevance floor: the filter alone decides which of the two memories come back.
+    entity = {"field": "entity", "op": "eq", "value": "鈴木"}
+    filtered = await search(client, user_id, "鈴木さんとの旅行", filters=entity, min_relevance=0)
+    assert [r["memory"]["id"] for r in filtered["results"]] == [created[0]["id"]]
+
+
 async def test_search_filters_by_entity_name_or_alias(client, user_id, loaded) -> None:
     for value in ("Mel", "melanie"):
         found = await search(

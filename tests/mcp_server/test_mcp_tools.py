@@ -9,6 +9,7 @@ import re
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from datetime import datetime, timedelta
@@ -40,6 +41,7 @@ TOOLS = {
     "delete_memory",
     "list_memories",
     "get_context",
+    "list_entities",
 }
 
 
@@ -128,7 +130,8 @@ async def test_stdio_tools_act_only_for_the_configured_user(
         # The listing an agent reads every session is compact (app/mcp_server/schemas.py):
         # no titles, null variants or references, no output schemas (results are text).
         listing = json.dumps([t.model_dump(exclude_none=True) for t in tools])
-        assert '"title"' not in listing and '{"type": "null"}' not in listing
+        # (A schema's title is a key; "title" the entity type is a value of an enum.)
+        assert '"title": ' not in listing and '{"type": "null"}' not in listing
         assert "$ref" not in listing and "$defs" not in listing
         assert all("\n" not in (t.description or "") for t in tools)
         assert all(t.outputSchema is None for t in tools)
@@ -419,6 +422,89 @@ async def test_get_context_gives_a_block_within_its_budget(
     listed = (await client.get(f"/v1/users/{user_id}/memories")).json()["items"]
     assert {m["id"][:8] for m in listed} == set(found["memory_ids"])
     assert set(shared["memory_ids"]) == set(found["memory_ids"])
+
+
+async def _listed_entities(mcp: ClientSession, expected: int, **arguments: Any) -> list[Any]:
+    """list_entities once the API's entity worker has read the memories (a bounded wait)."""
+    deadline = time.monotonic() + 90
+    while True:
+        items = payload(await mcp.call_tool("list_entities", arguments))["items"]
+        if len(items) >= expected or time.monotonic() > deadline:
+            return items  # type: ignore[no-any-return]
+        await asyncio.sleep(0.5)
+
+
+async def test_entities_of_this_user_and_their_memories(
+    api: ApiProcess, client: httpx.AsyncClient, user_id: str, other_user_id: str
+) -> None:
+    """list_entities reads the connection's user's entities, found by the API's entity worker,
+    and with a name an entity's memories; another user's entity is never reachable, by name or
+    by id."""
+    for owner, content in (
+        (user_id, "Melanie took the kids swimming at Lake Tahoe."),
+        (user_id, "Mel started a pottery class in Boston."),
+        (other_user_id, "Jonas moved to Vienna for work."),
+    ):
+        created = await client.post(f"/v1/users/{owner}/memories", json={"content": content})
+        assert created.status_code == 201, created.text
+    headers = {"X-API-Key": API_KEY, "X-Cognis-User": user_id}
+    async with http_session(api.url, headers) as mcp:
+        listed = await _listed_entities(mcp, 3)
+        places = payload(await mcp.call_tool("list_entities", {"type": "place"}))["items"]
+        melanie = payload(await mcp.call_tool("list_entities", {"name": "mel", "limit": 5}))
+        unknown = await mcp.call_tool("list_entities", {"name": "Jonas"})
+        full = payload(await mcp.call_tool("list_entities", {**FULL}))
+    async with http_session(api.url, {**headers, "X-Cognis-User": other_user_id}) as mcp:
+        theirs = await _listed_entities(mcp, 2)
+        boston = next(e for e in full["items"] if e["name"] == "Boston")
+        by_our_id = await mcp.call_tool("list_entities", {"name": boston["id"]})
+    assert {(e["name"], e["type"]) for e in listed} == {
+        ("Melanie", "person"),
+        ("Lake Tahoe", "place"),
+        ("Boston", "place"),
+    }
+    # Compact: the name (what `name` takes), type, other names and the count; no ids.
+    assert {"name": "Melanie", "type": "person", "aliases": ["Mel"], "memories": 2} in listed
+    assert {e["name"] for e in places} == {"Lake Tahoe", "Boston"}
+    assert melanie["entity"]["name"] == "Melanie"
+    assert sorted(m["content"] for m in melanie["memories"]) == [
+        "Mel started a pottery class in Boston.",
+        "Melanie took the kids swimming at Lake Tahoe.",
+    ]
+    assert "no entity of this user is called 'Jonas'" in error_text(unknown)
+    assert len(full["items"]) == 3 and uuid.UUID(boston["id"])
+    assert {e["name"] for e in theirs} == {"Jonas", "Vienna"}
+    assert "404 Not found: entity" in error_text(by_our_id)
+
+
+async def test_a_name_two_entities_share_is_answered_with_both_types(
+    api: ApiProcess, client: httpx.AsyncClient, db: AsyncEngine, user_id: str
+) -> None:
+    """ "Paris" the place and "Paris" the person: list_entities never guesses which one a name
+    means; it lists both with their types, and the type picks one."""
+    content = "we met there and it was lovely"  # names nothing: the worker links nothing
+    created = await client.post(f"/v1/users/{user_id}/memories", json={"content": content})
+    assert created.status_code == 201, created.text
+    async with db.begin() as connection:
+        for entity_type in ("place", "person"):
+            await connection.execute(
+                text(
+                    "WITH e AS (INSERT INTO entities (tenant_id, user_id, name, type, key) "
+                    "SELECT tenant_id, user_id, 'Paris', :type, 'paris' FROM memories "
+                    "WHERE id = :memory RETURNING id, tenant_id, user_id) "
+                    "INSERT INTO memory_entities (tenant_id, memory_id, entity_id, user_id, "
+                    "mention) SELECT tenant_id, :memory, id, user_id, 'Paris' FROM e"
+                ),
+                {"type": entity_type, "memory": created.json()["id"]},
+            )
+    headers = {"X-API-Key": API_KEY, "X-Cognis-User": user_id}
+    async with http_session(api.url, headers) as mcp:
+        both = await mcp.call_tool("list_entities", {"name": "paris"})
+        place = payload(await mcp.call_tool("list_entities", {"name": "paris", "type": "place"}))
+    assert "'paris' names 2 entities" in error_text(both)
+    assert "Paris (place)" in error_text(both) and "Paris (person)" in error_text(both)
+    assert place["entity"] == {"name": "Paris", "type": "place", "memories": 1}
+    assert [m["content"] for m in place["memories"]] == [content]
 
 
 async def test_the_connection_names_the_agent_and_the_run(

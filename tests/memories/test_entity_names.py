@@ -31,6 +31,18 @@ def test_a_text_without_names_has_no_entities_and_order_is_kept(recognizer) -> N
     assert recognizer.extract([]) == []
 
 
+def test_a_japanese_text_is_read_by_the_japanese_model(recognizer) -> None:
+    """GiNZA's ja_ginza reads the texts marked Japanese; the English model, which reads the
+    others, finds nothing in Japanese (what a Japanese memory got before)."""
+    japanese = "夫の健太は来月から札幌の病院で働きます。"
+    found = recognizer.extract([japanese, "Kevin hiked in Yosemite", japanese], ["ja", "en", None])
+    assert {(m.name, m.type) for m in found[0]} == {("健太", "person"), ("札幌", "place")}
+    assert "Kevin" in {m.name for m in found[1]}
+    assert found[2] == []
+    with pytest.raises(ValueError, match="one language per text"):
+        recognizer.extract([japanese], [])
+
+
 @pytest.mark.parametrize(
     ("text", "entity_type", "name"),
     [
@@ -39,6 +51,8 @@ def test_a_text_without_names_has_no_entities_and_order_is_kept(recognizer) -> N
         ("Dr. Okafor", "person", "Okafor"),
         ("Melanie's", "person", "Melanie"),
         ("  New \n York ", "place", "New York"),
+        ("高橋さん", "person", "高橋"),
+        ("「千と千尋の神隠し」", "title", "千と千尋の神隠し"),
     ],
 )
 def test_names_are_cleaned(text: str, entity_type: str, name: str) -> None:
