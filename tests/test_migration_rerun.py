@@ -10,7 +10,6 @@ not committed is lost with the connection, as when a migration is killed.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import tempfile
 from collections.abc import AsyncIterator
@@ -22,8 +21,14 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from app.db.tenant import DEFAULT_TENANT_ID
-from tests.conftest import alembic_async, run_cli_async
-from tests.schema_dump import database_name, first_difference, schema_of, scratch_database
+from tests.conftest import alembic_async, run_cli_async, upgrade_in_process
+from tests.schema_dump import (
+    database_name,
+    first_difference,
+    schema_of,
+    scratch_database,
+    scratch_databases,
+)
 from tests.test_migration_files import _chain as revision_chain
 
 CHAIN = [script.revision for script in revision_chain()]
@@ -128,17 +133,18 @@ async def _insert_rows(url: str, revision: str, n: int) -> None:
 @pytest.fixture(scope="module")
 async def stepped(migrated: dict[str, str]) -> AsyncIterator[dict[str, str]]:
     """One database upgraded revision by revision from base, rows inserted after each step, and
-    a copy of it at each revision (template databases for the interruption tests): revision ->
-    database name. The last entry, "head", is that database itself."""
-    owner = migrated["COGNIS_MIGRATION_DATABASE_URL"]
-    async with contextlib.AsyncExitStack() as stack:
-        url = await stack.enter_async_context(scratch_database(owner))
+    a copy of it at each revision the interruption tests start from or compare with (template
+    databases): revision -> database name. The last entry, "head", is that database itself."""
+    interrupted = {*PARTIAL, *FIRST_BUILD}
+    kept = interrupted | {CHAIN[CHAIN.index(revision) - 1] for revision in interrupted}
+    async with scratch_databases(migrated["COGNIS_MIGRATION_DATABASE_URL"]) as make:
+        url = await make(None)
         copies: dict[str, str] = {}
         for n, revision in enumerate(CHAIN):
-            await alembic_async(_env(migrated, url), "upgrade", revision)
+            await upgrade_in_process(url, revision)
             await _insert_rows(url, revision, n)
-            copy = await stack.enter_async_context(scratch_database(owner, database_name(url)))
-            copies[revision] = database_name(copy)
+            if revision in kept:
+                copies[revision] = database_name(await make(database_name(url)))
         copies["head"] = database_name(url)
         yield copies
 
@@ -153,7 +159,7 @@ async def test_a_database_upgraded_step_by_step_with_data_equals_one_created_at_
 ) -> None:
     owner = migrated["COGNIS_MIGRATION_DATABASE_URL"]
     async with scratch_database(owner) as fresh:
-        await alembic_async(_env(migrated, fresh), "upgrade", "head")
+        await alembic_async(_env(migrated, fresh), "upgrade", "head")  # the command a DBA runs
         expected = await schema_of(fresh)
     actual = await schema_of(_url(migrated, stepped["head"]))
     assert "CREATE FUNCTION public.memories_known_at" in expected
@@ -213,13 +219,14 @@ async def test_an_upgrade_killed_after_any_statement_reruns_to_the_same_schema(
             await alembic_async(_env(migrated, traced, trace=str(trace)), "upgrade", revision)
         points = _kill_points(trace)
     assert points, trace.name
-    for point in points:
-        async with scratch_database(owner, template) as killed:
+    async with scratch_databases(owner) as make:
+        for point in points:
+            killed = await make(template)
             env = _env(migrated, killed, kill_after=str(point))
             interrupted = await run_cli_async(env, "alembic", "upgrade", revision)
             assert interrupted.returncode == 75, (point, interrupted.stderr[-2000:])
             assert await _version(killed) == CHAIN[CHAIN.index(revision) - 1], point
-            await alembic_async(_env(migrated, killed), "upgrade", revision)
+            await upgrade_in_process(killed, revision)
             actual = await schema_of(killed)
             assert actual == expected, (point, first_difference(expected, actual))
 
@@ -254,7 +261,7 @@ async def test_a_concurrent_build_interrupted_midway_is_rebuilt_by_the_rerun(
                 assert valid.scalar_one() is False
         finally:
             await engine.dispose()
-        await alembic_async(_env(migrated, broken), "upgrade", revision)
+        await upgrade_in_process(broken, revision)
         actual = await schema_of(broken)
         assert actual == expected, first_difference(expected, actual)
         assert await _invalid_indexes(broken) == []
