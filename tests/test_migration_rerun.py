@@ -4,8 +4,10 @@ concurrent index build) and then rerun ends with the same schema as an uninterru
 
 Schemas are compared whole (tests/schema_dump.py: pg_dump --schema-only, normalised). The
 interruptions use migrations/env.py's fault injection: COGNIS_MIGRATION_KILL_AFTER=<n> ends the
-alembic process abruptly after its n-th statement, so whatever that statement's transaction had
-not committed is lost with the connection, as when a migration is killed.
+migrating process abruptly after its n-th statement, so whatever that statement's transaction
+had not committed is lost with the connection, as when a migration is killed. The migrating
+process is a fork server's child (tests/migration_process.py), not a new `alembic` command: the
+same migrations and env.py, without a Python start and the app's imports per run.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from sqlalchemy.ext.asyncio import create_async_engine
 
 from app.db.tenant import DEFAULT_TENANT_ID
 from tests.conftest import alembic_async, run_cli_async, upgrade_in_process
+from tests.migration_process import upgrade_in_child
 from tests.schema_dump import (
     database_name,
     first_difference,
@@ -64,10 +67,8 @@ FIRST_BUILD = {
 }
 
 
-def _env(base: dict[str, str], url: str, **extra: str) -> dict[str, str]:
-    env = {**base, "COGNIS_MIGRATION_DATABASE_URL": url}
-    env.update({f"COGNIS_MIGRATION_{k.upper()}": v for k, v in extra.items()})
-    return env
+def _env(base: dict[str, str], url: str) -> dict[str, str]:
+    return {**base, "COGNIS_MIGRATION_DATABASE_URL": url}
 
 
 async def _insert_rows(url: str, revision: str, n: int) -> None:
@@ -216,15 +217,16 @@ async def test_an_upgrade_killed_after_any_statement_reruns_to_the_same_schema(
     with tempfile.TemporaryDirectory() as tmp:
         trace = Path(tmp) / "trace"
         async with scratch_database(owner, template) as traced:
-            await alembic_async(_env(migrated, traced, trace=str(trace)), "upgrade", revision)
+            assert await upgrade_in_child(traced, revision, COGNIS_MIGRATION_TRACE=str(trace)) == 0
         points = _kill_points(trace)
     assert points, trace.name
     async with scratch_databases(owner) as make:
         for point in points:
             killed = await make(template)
-            env = _env(migrated, killed, kill_after=str(point))
-            interrupted = await run_cli_async(env, "alembic", "upgrade", revision)
-            assert interrupted.returncode == 75, (point, interrupted.stderr[-2000:])
+            status = await upgrade_in_child(
+                killed, revision, COGNIS_MIGRATION_KILL_AFTER=str(point)
+            )
+            assert status == 75, point  # the child's traceback, if any, is in the captured stderr
             assert await _version(killed) == CHAIN[CHAIN.index(revision) - 1], point
             await upgrade_in_process(killed, revision)
             actual = await schema_of(killed)
