@@ -67,8 +67,8 @@ SERVICE_FIXTURES = {"service_urls", "opensearch_cluster"}
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
-        "services: needs Postgres, OpenSearch or the embedding server (set from the test's "
-        "fixtures; `make test-fast` leaves these out)",
+        "services: needs Postgres, OpenSearch, the embedding server or a model server of its "
+        "own (set from the test's fixtures, or by the module; `make test-fast` leaves these out)",
     )
     if not hasattr(config, "workerinput"):  # where every test's report arrives
         config.pluginmanager.register(Costs(services.LOCAL_DIR / "test-costs.json"), "costs")

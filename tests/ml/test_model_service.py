@@ -30,6 +30,9 @@ from app.ml.scheduling.work import Deadline, Work, WorkClass
 from tests import services
 from tests.conftest import wait_until
 
+# `make test-fast` leaves these out: they start a model service of their own (a model load).
+pytestmark = pytest.mark.services
+
 TENANT_A, TENANT_B = uuid.UUID(int=0xA), uuid.UUID(int=0xB)
 # Chat-length texts, each different (no cache anywhere makes one cheaper than another).
 LONG = "Caroline told Melanie about the pottery class, the camping trip and the support group"
