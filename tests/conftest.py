@@ -25,6 +25,8 @@ from unittest import mock
 
 import httpx
 import pytest
+from alembic import command
+from alembic.config import Config
 from litestar import Litestar
 from opensearchpy import AsyncOpenSearch
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
@@ -35,6 +37,7 @@ from app.db.engine import SERVER_SETTINGS
 from app.db.tenant import DEFAULT_TENANT_ID, TENANT_SETTING
 from bench.ports import free_port
 from tests import services
+from tests.costs import Costs
 
 ROOT = services.ROOT
 API_KEY = "test-key-" + uuid.uuid4().hex
@@ -64,9 +67,11 @@ SERVICE_FIXTURES = {"service_urls", "opensearch_cluster"}
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
-        "services: needs Postgres, OpenSearch or the embedding server (set from the test's "
-        "fixtures; `make test-fast` leaves these out)",
+        "services: needs Postgres, OpenSearch, the embedding server or a model server of its "
+        "own (set from the test's fixtures, or by the module; `make test-fast` leaves these out)",
     )
+    if not hasattr(config, "workerinput"):  # where every test's report arrives
+        config.pluginmanager.register(Costs(services.LOCAL_DIR / "test-costs.json"), "costs")
     if NO_SERVICES:
         return
     if not hasattr(config, "workerinput"):  # the run's first process; workers inherit the URLs
@@ -211,6 +216,22 @@ async def alembic_async(env: dict[str, str], *args: str) -> subprocess.Completed
     result = await run_cli_async(env, "alembic", *args)
     assert result.returncode == 0, result.stderr[-3000:]
     return result
+
+
+def _upgrade_here(url: str, revision: str) -> None:
+    config = Config(str(ROOT / "alembic.ini"))
+    config.set_main_option("script_location", str(ROOT / "migrations"))
+    config.attributes.update(database_url=url, configure_logger=False)
+    command.upgrade(config, revision)
+
+
+async def upgrade_in_process(url: str, revision: str) -> None:
+    """`alembic upgrade <revision>` of the database at `url`, in this process (migrations/env.py
+    takes the URL from the config's attributes): the same migrations without a Python start and
+    the app's imports, about 2 s of CPU each. For a database a test only needs at a revision;
+    a test of the command itself (its output, exit status, `-x` options, a kill) runs
+    `alembic_async`."""
+    await asyncio.to_thread(_upgrade_here, url, revision)
 
 
 @contextlib.contextmanager

@@ -4,13 +4,14 @@ concurrent index build) and then rerun ends with the same schema as an uninterru
 
 Schemas are compared whole (tests/schema_dump.py: pg_dump --schema-only, normalised). The
 interruptions use migrations/env.py's fault injection: COGNIS_MIGRATION_KILL_AFTER=<n> ends the
-alembic process abruptly after its n-th statement, so whatever that statement's transaction had
-not committed is lost with the connection, as when a migration is killed.
+migrating process abruptly after its n-th statement, so whatever that statement's transaction
+had not committed is lost with the connection, as when a migration is killed. The migrating
+process is a fork server's child (tests/migration_process.py), not a new `alembic` command: the
+same migrations and env.py, without a Python start and the app's imports per run.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 import tempfile
 from collections.abc import AsyncIterator
@@ -22,8 +23,15 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from app.db.tenant import DEFAULT_TENANT_ID
-from tests.conftest import alembic_async, run_cli_async
-from tests.schema_dump import database_name, first_difference, schema_of, scratch_database
+from tests.conftest import alembic_async, run_cli_async, upgrade_in_process
+from tests.migration_process import upgrade_in_child
+from tests.schema_dump import (
+    database_name,
+    first_difference,
+    schema_of,
+    scratch_database,
+    scratch_databases,
+)
 from tests.test_migration_files import _chain as revision_chain
 
 CHAIN = [script.revision for script in revision_chain()]
@@ -59,10 +67,8 @@ FIRST_BUILD = {
 }
 
 
-def _env(base: dict[str, str], url: str, **extra: str) -> dict[str, str]:
-    env = {**base, "COGNIS_MIGRATION_DATABASE_URL": url}
-    env.update({f"COGNIS_MIGRATION_{k.upper()}": v for k, v in extra.items()})
-    return env
+def _env(base: dict[str, str], url: str) -> dict[str, str]:
+    return {**base, "COGNIS_MIGRATION_DATABASE_URL": url}
 
 
 async def _insert_rows(url: str, revision: str, n: int) -> None:
@@ -128,17 +134,18 @@ async def _insert_rows(url: str, revision: str, n: int) -> None:
 @pytest.fixture(scope="module")
 async def stepped(migrated: dict[str, str]) -> AsyncIterator[dict[str, str]]:
     """One database upgraded revision by revision from base, rows inserted after each step, and
-    a copy of it at each revision (template databases for the interruption tests): revision ->
-    database name. The last entry, "head", is that database itself."""
-    owner = migrated["COGNIS_MIGRATION_DATABASE_URL"]
-    async with contextlib.AsyncExitStack() as stack:
-        url = await stack.enter_async_context(scratch_database(owner))
+    a copy of it at each revision the interruption tests start from or compare with (template
+    databases): revision -> database name. The last entry, "head", is that database itself."""
+    interrupted = {*PARTIAL, *FIRST_BUILD}
+    kept = interrupted | {CHAIN[CHAIN.index(revision) - 1] for revision in interrupted}
+    async with scratch_databases(migrated["COGNIS_MIGRATION_DATABASE_URL"]) as make:
+        url = await make(None)
         copies: dict[str, str] = {}
         for n, revision in enumerate(CHAIN):
-            await alembic_async(_env(migrated, url), "upgrade", revision)
+            await upgrade_in_process(url, revision)
             await _insert_rows(url, revision, n)
-            copy = await stack.enter_async_context(scratch_database(owner, database_name(url)))
-            copies[revision] = database_name(copy)
+            if revision in kept:
+                copies[revision] = database_name(await make(database_name(url)))
         copies["head"] = database_name(url)
         yield copies
 
@@ -153,7 +160,7 @@ async def test_a_database_upgraded_step_by_step_with_data_equals_one_created_at_
 ) -> None:
     owner = migrated["COGNIS_MIGRATION_DATABASE_URL"]
     async with scratch_database(owner) as fresh:
-        await alembic_async(_env(migrated, fresh), "upgrade", "head")
+        await alembic_async(_env(migrated, fresh), "upgrade", "head")  # the command a DBA runs
         expected = await schema_of(fresh)
     actual = await schema_of(_url(migrated, stepped["head"]))
     assert "CREATE FUNCTION public.memories_known_at" in expected
@@ -210,16 +217,18 @@ async def test_an_upgrade_killed_after_any_statement_reruns_to_the_same_schema(
     with tempfile.TemporaryDirectory() as tmp:
         trace = Path(tmp) / "trace"
         async with scratch_database(owner, template) as traced:
-            await alembic_async(_env(migrated, traced, trace=str(trace)), "upgrade", revision)
+            assert await upgrade_in_child(traced, revision, COGNIS_MIGRATION_TRACE=str(trace)) == 0
         points = _kill_points(trace)
     assert points, trace.name
-    for point in points:
-        async with scratch_database(owner, template) as killed:
-            env = _env(migrated, killed, kill_after=str(point))
-            interrupted = await run_cli_async(env, "alembic", "upgrade", revision)
-            assert interrupted.returncode == 75, (point, interrupted.stderr[-2000:])
+    async with scratch_databases(owner) as make:
+        for point in points:
+            killed = await make(template)
+            status = await upgrade_in_child(
+                killed, revision, COGNIS_MIGRATION_KILL_AFTER=str(point)
+            )
+            assert status == 75, point  # the child's traceback, if any, is in the captured stderr
             assert await _version(killed) == CHAIN[CHAIN.index(revision) - 1], point
-            await alembic_async(_env(migrated, killed), "upgrade", revision)
+            await upgrade_in_process(killed, revision)
             actual = await schema_of(killed)
             assert actual == expected, (point, first_difference(expected, actual))
 
@@ -254,7 +263,7 @@ async def test_a_concurrent_build_interrupted_midway_is_rebuilt_by_the_rerun(
                 assert valid.scalar_one() is False
         finally:
             await engine.dispose()
-        await alembic_async(_env(migrated, broken), "upgrade", revision)
+        await upgrade_in_process(broken, revision)
         actual = await schema_of(broken)
         assert actual == expected, first_difference(expected, actual)
         assert await _invalid_indexes(broken) == []

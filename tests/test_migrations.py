@@ -18,7 +18,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from app.db.migration_safety import refuses_first
-from tests.conftest import ROOT, alembic_async, run_cli, run_cli_async
+from tests.conftest import ROOT, alembic_async, run_cli, run_cli_async, upgrade_in_process
 from tests.schema_dump import scratch_database
 
 EXPECTED_INDEXES = {
@@ -114,7 +114,7 @@ async def scratch(migrated: dict[str, str]) -> AsyncIterator[Scratch]:
 @pytest.fixture
 async def scratch_at_head(scratch: Scratch) -> AsyncIterator[AsyncEngine]:
     """The scratch database migrated to head, and an owner's engine on it."""
-    await alembic_async(scratch.env, "upgrade", "head")
+    await upgrade_in_process(scratch.url, "head")
     engine = create_async_engine(scratch.url)
     yield engine
     await engine.dispose()
@@ -334,7 +334,7 @@ async def test_the_language_backfill_reaches_every_tenant(scratch: Scratch) -> N
     """0028 detects the language of the memories already stored, of every tenant (row
     security hides each tenant's rows until the migration binds it), and leaves a memory
     without letters NULL."""
-    await alembic_async(scratch.env, "upgrade", "0027_console_sessions")
+    await upgrade_in_process(scratch.url, "0027_console_sessions")
     vec = "array_fill(0.1::real, ARRAY[{}])::vector"
     other = "6a6a6a6a-0000-4000-8000-000000000028"
     rows = {

@@ -10,11 +10,13 @@ import uuid
 
 from sqlalchemy import text
 
-from app.config import Settings
 from bench.scripted_llm import Reply, ScriptedLLM
 from tests.conftest import ApiProcess, wait_until
 
 QUEUE = "crash-tests"
+# Shorter than the defaults (15 s and 5 s), so that the test waits seconds, not tens of them,
+# for the renewals and the lapse; the heartbeat stays under half the lease, as the settings ask.
+LEASE_S, HEARTBEAT_S = 6.0, 1.5
 
 
 def _worker_env(migrated: dict[str, str], llm: ScriptedLLM) -> dict[str, str]:
@@ -28,6 +30,8 @@ def _worker_env(migrated: dict[str, str], llm: ScriptedLLM) -> dict[str, str]:
         "COGNIS_INGEST_QUEUE": QUEUE,
         "COGNIS_INGEST_SETTLE_MS": "0",
         "COGNIS_INGEST_POLL_INTERVAL_S": "0.2",
+        "COGNIS_INGEST_LEASE_S": str(LEASE_S),
+        "COGNIS_INGEST_HEARTBEAT_S": str(HEARTBEAT_S),
         "COGNIS_RELAY_IN_API": "false",
         # Every message goes to the LLM (the gate would skip a new user's first message), and
         # the LLM is asked about nothing else (no uncertain categories).
@@ -54,8 +58,6 @@ async def _task(db, message_id: str) -> dict:
 async def test_crashed_workers_task_is_taken_over_once_its_short_lease_lapses(
     migrated, llm: ScriptedLLM, db, user_id
 ) -> None:
-    lease_s = Settings.model_fields["ingest_lease_s"].default
-    heartbeat_s = Settings.model_fields["ingest_heartbeat_s"].default
     marker = f"I keep bees, hive {uuid.uuid4().hex[:8]}"
     # The first worker's LLM call stalls far longer than the test waits; the next one answers.
     llm.script(
@@ -80,8 +82,8 @@ async def test_crashed_workers_task_is_taken_over_once_its_short_lease_lapses(
 
         claimed = await wait_until(leased, timeout=120)
         # The lease is short, and renewed while the LLM call runs.
-        assert claimed["lease_left_s"] <= lease_s
-        await asyncio.sleep(heartbeat_s * 2.5)
+        assert claimed["lease_left_s"] <= LEASE_S
+        await asyncio.sleep(HEARTBEAT_S * 2.5)
         renewed = await _task(db, message_id)
         assert renewed["state"] == "running" and renewed["attempts"] == 1
         assert renewed["lease_expires_at"] > claimed["lease_expires_at"]
@@ -95,7 +97,7 @@ async def test_crashed_workers_task_is_taken_over_once_its_short_lease_lapses(
             task = await _task(db, message_id)
             return task if task["state"] == "done" else None
 
-        finished = await wait_until(done, timeout=lease_s + 60)
+        finished = await wait_until(done, timeout=LEASE_S + 60)
         assert finished["attempts"] == 2
         assert len(llm.requests_for(marker)) == 2
         async with db.connect() as connection:

@@ -34,6 +34,9 @@ from tests.conftest import LOG_DIR, ApiProcess
 from tests.ingest.helpers import current_memories, decisions, ingest, message, rows
 from tests.services import CACHE_DIR, ROOT
 
+# `make test-fast` leaves these out: they start a local LLM server (a model load).
+pytestmark = pytest.mark.services
+
 GGUF = Path(
     os.environ.get("COGNIS_TEST_LLM_GGUF", CACHE_DIR / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf")
 )

@@ -30,13 +30,16 @@ from app.ml.scheduling.work import Deadline, Work, WorkClass
 from tests import services
 from tests.conftest import wait_until
 
+# `make test-fast` leaves these out: they start a model service of their own (a model load).
+pytestmark = pytest.mark.services
+
 TENANT_A, TENANT_B = uuid.UUID(int=0xA), uuid.UUID(int=0xB)
 # Chat-length texts, each different (no cache anywhere makes one cheaper than another).
 LONG = "Caroline told Melanie about the pottery class, the camping trip and the support group"
 LOG = "test-model-service.log"
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def service() -> Iterator[str]:
     minilm = services.CACHE_DIR / "models" / "all-MiniLM-L6-v2"
     if not (minilm / "modules.json").exists():
@@ -45,7 +48,7 @@ def service() -> Iterator[str]:
     try:
         yield services.wait_until_loaded(server.url, LOG)
     finally:
-        server.stop()  # no bulk work left running behind the next test
+        server.stop()  # each test waits for the work it sent: none is left for the next
 
 
 def texts(label: str, n: int) -> list[str]:
@@ -91,12 +94,12 @@ async def test_queries_and_writes_wait_for_one_model_call_whatever_another_proce
             return body
 
         imports = [
-            asyncio.create_task(timed(f"bulk{i}", importer, texts(f"a{i}", 512), "bulk", TENANT_A))
+            asyncio.create_task(timed(f"bulk{i}", importer, texts(f"a{i}", 256), "bulk", TENANT_A))
             for i in range(6)
         ]
 
         async def importing() -> bool:
-            return await queued_bulk(serving) >= 1024
+            return await queued_bulk(serving) >= 512
 
         await wait_until(importing, timeout=120, interval=0.05)
 

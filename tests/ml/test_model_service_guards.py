@@ -21,6 +21,9 @@ from app.ml.http_encoder import MAX_INPUTS, MAX_TEXT_CHARS, TENANT_HEADER, WORK_
 from tests import services
 from tests.conftest import wait_until
 
+# `make test-fast` leaves these out: they start a model service of their own (a model load).
+pytestmark = pytest.mark.services
+
 KEY = "test-model-service-key"
 AUTH = {"Authorization": f"Bearer {KEY}"}
 LOG = "test-model-service-guards.log"
