@@ -311,9 +311,9 @@ def legs_agree_above(above: Candidate, below: Candidate) -> bool:
     candidate a leg did not find ranks last in it. Where the cosine of the question as asked
     disagrees with both, the fused order stands; where one leg sides with the cosine, the
     cosine settles it."""
-    return _rank_in(above, BM25_STAGES) < _rank_in(below, BM25_STAGES) and _rank_in(
-        above, VECTOR_STAGES
-    ) < _rank_in(below, VECTOR_STAGES)
+    lexical = _rank_in(above, BM25_STAGES) < _rank_in(below, BM25_STAGES)
+    semantic = _rank_in(above, VECTOR_STAGES) < _rank_in(below, VECTOR_STAGES)
+    return lexical and semantic
 
 
 # Each leg's stages, its final ranking first: the vector leg's last pass is the feedback
