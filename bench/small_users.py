@@ -180,7 +180,8 @@ def run(args: argparse.Namespace) -> int:
                     f"[ingest] {number}/{len(users)} users ({time.perf_counter() - started:.0f} s)",
                     flush=True,
                 )
-        wait_for_outbox(api)
+        if not args.no_wait:
+            wait_for_outbox(api)
         asked = 0
         for user in users:
             for question in user.questions:
@@ -265,6 +266,12 @@ def main() -> int:
     )
     parser.add_argument("--keep", action="store_true", help="leave the users in place")
     parser.add_argument("--reuse", help="the run id of an earlier --keep run: search only")
+    parser.add_argument(
+        "--no-wait",
+        action="store_true",
+        help="with --reuse: ask at once, without waiting for the outbox and the background "
+        "workers of the whole service (another job's writes keep them busy)",
+    )
     return run(parser.parse_args())
 
 

@@ -69,7 +69,8 @@ RELEVANCE_GUARD = Lever(
     "relevance_guard",
     "The fused order stands in the first results only where the evidence backs it: none "
     "stands above a result of the top k more relevant by more than "
-    "COGNIS_RELEVANCE_ORDER_MARGIN unless BM25 ranks it above that one too.",
+    "COGNIS_RELEVANCE_ORDER_MARGIN unless both legs (BM25 and the vector leg) rank it above "
+    "that one too.",
 )
 TIME_MENTIONS = Lever(
     "time_mentions",
@@ -304,20 +305,34 @@ async def relevance_order(ranked: Ranked, context: SearchContext) -> tuple[Ranke
     return _settled(ranked, context, "relevance_order", margin)
 
 
-def lexically_above(above: Candidate, below: Candidate) -> bool:
-    """Whether BM25 ranked `above` over `below` (a candidate BM25 did not find ranks last):
-    the question's own words back the fused order where the cosine disagrees."""
-    return _bm25_rank(above) < _bm25_rank(below)
+def legs_agree_above(above: Candidate, below: Candidate) -> bool:
+    """Whether both legs ranked `above` over `below`: BM25 (the question's own words) and the
+    vector leg (its meaning as the legs searched it, sentences and context included). A
+    candidate a leg did not find ranks last in it. Where the cosine of the question as asked
+    disagrees with both, the fused order stands; where one leg sides with the cosine, the
+    cosine settles it."""
+    lexical = _rank_in(above, BM25_STAGES) < _rank_in(below, BM25_STAGES)
+    semantic = _rank_in(above, VECTOR_STAGES) < _rank_in(below, VECTOR_STAGES)
+    return lexical and semantic
 
 
-def _bm25_rank(candidate: Candidate) -> float:
-    found = candidate.stages.get("bm25")
-    return found.rank if found is not None and found.rank is not None else math.inf
+# Each leg's stages, its final ranking first: the vector leg's last pass is the feedback
+# lever's where it ran, else the exact 768D one, else the 256D shortlist (stage switches).
+BM25_STAGES = ("bm25",)
+VECTOR_STAGES = ("feedback", "768d", "256d")
+
+
+def _rank_in(candidate: Candidate, stages: tuple[str, ...]) -> float:
+    for stage in stages:
+        found = candidate.stages.get(stage)
+        if found is not None and found.rank is not None:
+            return found.rank
+    return math.inf
 
 
 async def relevance_guard(ranked: Ranked, context: SearchContext) -> tuple[Ranked, str]:
     margin = context.plan.settings.relevance_order_margin
-    return _settled(ranked, context, "relevance_guard", margin, lexically_above)
+    return _settled(ranked, context, "relevance_guard", margin, legs_agree_above)
 
 
 async def language_order(ranked: Ranked, context: SearchContext) -> tuple[Ranked, str]:

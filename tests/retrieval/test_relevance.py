@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from app.retrieval.candidates import Candidate
-from app.retrieval.ranking import lexically_above
+from app.retrieval.ranking import legs_agree_above
 from app.retrieval.relevance import above_floor, on_scale, score_relevance, settle_head
 from tests.factories import search
 from tests.retrieval.test_pipeline_api import _load
@@ -163,39 +163,57 @@ def test_no_head_result_stands_above_a_much_more_relevant_one_of_the_pool() -> N
         assert moved <= 3
 
 
-def guarded(relevances: list[float], bm25: list[int | None]) -> list[int]:
+def guarded(
+    relevances: list[float], bm25: list[int | None], vector: list[int | None] | None = None
+) -> list[int]:
     """The fused order's positions (0-based) after the relevance guard (settle_head backed
-    by BM25's order, margin 0.1, head 3); `bm25` gives each candidate's BM25 rank (None: BM25
-    did not find it)."""
-    made = with_bm25(relevances, bm25)
-    order, _ = settle_head(made, 3, 10, 0.1, lexically_above)
+    where both legs rank a candidate higher, margin 0.1, head 3); `bm25` and `vector` give
+    each candidate's rank in that leg (None: the leg did not find it; `vector` unset: the
+    vector leg ranks them as the fused order does)."""
+    made = with_legs(relevances, bm25, vector)
+    order, _ = settle_head(made, 3, 10, 0.1, legs_agree_above)
     return [made.index(c) for c in order]
 
 
-def with_bm25(relevances: list[float], bm25: list[int | None]) -> list[Candidate]:
-    """Candidates with these relevances, each with its BM25 rank recorded (None: not found)."""
+def with_legs(
+    relevances: list[float], bm25: list[int | None], vector: list[int | None] | None = None
+) -> list[Candidate]:
+    """Candidates with these relevances, each with its BM25 and vector leg ranks recorded
+    (None: not found; `vector` unset: 1, 2, 3...)."""
+    vector = vector if vector is not None else list(range(1, len(relevances) + 1))
     made = []
-    for relevance, rank in zip(relevances, bm25, strict=True):
+    for relevance, rank, vector_rank in zip(relevances, bm25, vector, strict=True):
         made.append(Candidate(memory_id=row().id, relevance=relevance))
         if rank is not None:
             made[-1].record("bm25", rank, None)
+        if vector_rank is not None:
+            made[-1].record("768d", vector_rank, None)
     return made
 
 
-def test_the_guard_keeps_a_fused_order_that_bm25_backs_and_settles_the_rest() -> None:
-    # BM25 ranks the first above the more relevant second: the question's words back it.
+def test_the_guard_keeps_a_fused_order_that_both_legs_back_and_settles_the_rest() -> None:
+    # Both legs rank the first above the more relevant second: the fused order stands.
     assert guarded([0.20, 0.45, 0.10], [1, 2, None]) == [0, 1, 2]
-    # Nothing backs it (BM25 ranks the more relevant one higher, or found neither): the more
-    # relevant one comes first, as relevance_order would put it.
+    # BM25 ranks the more relevant one higher, or found neither: the more relevant one comes
+    # first, as relevance_order would put it.
     assert guarded([0.20, 0.45, 0.10], [2, 1, None]) == [1, 0, 2]
     assert guarded([0.20, 0.45, 0.10], [None, None, None]) == [1, 0, 2]
-    # A candidate BM25 found ranks above one it did not find.
+    # A candidate a leg found ranks above one it did not find.
     assert guarded([0.20, 0.45, 0.10], [5, None, None]) == [0, 1, 2]
-    # Within the margin the fused order stands whatever BM25 says.
-    assert guarded([0.40, 0.45, 0.10], [None, 1, None]) == [0, 1, 2]
+    assert guarded([0.20, 0.45, 0.10], [1, 2, 3], [1, None, 2]) == [0, 1, 2]
+    # BM25 alone is not enough: where the vector leg sides with the cosine, the cosine wins.
+    assert guarded([0.20, 0.45, 0.10], [1, 2, None], [2, 1, 3]) == [1, 0, 2]
+    assert guarded([0.20, 0.45, 0.10], [1, 2, None], [None, 1, 2]) == [1, 0, 2]
+    # The vector leg's last pass counts: the exact 768D rank, else the 256D shortlist's.
+    shortlisted = with_legs([0.20, 0.45], [1, 2], [None, None])
+    shortlisted[0].record("256d", 1, None)
+    shortlisted[1].record("256d", 2, None)
+    assert settle_head(shortlisted, 3, 10, 0.1, legs_agree_above)[0] == shortlisted
+    # Within the margin the fused order stands whatever the legs say.
+    assert guarded([0.40, 0.45, 0.10], [None, 1, None], [3, 1, 2]) == [0, 1, 2]
 
 
-def test_every_inversion_the_guard_leaves_in_the_head_is_backed_by_bm25() -> None:
+def test_every_inversion_the_guard_leaves_in_the_head_is_backed_by_both_legs() -> None:
     import random
 
     rng = random.Random(5)
@@ -204,12 +222,14 @@ def test_every_inversion_the_guard_leaves_in_the_head_is_backed_by_bm25() -> Non
         relevances = [round(rng.random(), 3) for _ in range(size)]
         ranks = rng.sample(range(1, 20), size)
         bm25 = [rank if rng.random() < 0.7 else None for rank in ranks]
-        made = with_bm25(relevances, bm25)
-        order, moved = settle_head(made, 3, 10, 0.1, lexically_above)
+        vector = [rank if rng.random() < 0.9 else None for rank in rng.sample(range(1, 20), size)]
+        made = with_legs(relevances, bm25, vector)
+        order, moved = settle_head(made, 3, 10, 0.1, legs_agree_above)
         assert sorted(map(id, order)) == sorted(map(id, made))
         assert {id(c) for c in order[:10]} == {id(c) for c in made[:10]}
         for above in range(min(3, len(order))):
             for below in range(above + 1, min(10, len(order))):
                 if order[below].relevance > order[above].relevance + 0.1 + 1e-9:
-                    assert lexically_above(order[above], order[below])
+                    assert legs_agree_above(order[above], order[below])
+                    assert "bm25" in order[above].stages  # BM25 found what stands above
         assert moved <= 3

@@ -1,6 +1,7 @@
 """A user with few memories through the real API: relevance measures the question as asked
 (not the name-free text the legs searched), and the relevance guard of `default` leaves no
-result in the first three above a much more relevant one unless BM25 ranks it higher too."""
+result in the first three above a much more relevant one unless both legs (BM25 and the vector
+leg) rank it higher too."""
 
 from __future__ import annotations
 
@@ -46,6 +47,12 @@ async def _talk(client, opensearch, index_name, user_id) -> None:
             for minute, (speaker, text) in enumerate(TALK)
         ],
     )
+
+
+async def _load_turns(client, opensearch, index_name, user_id, talk, session_id: str) -> None:
+    """One session of (speaker, text) turns, each a memory "Speaker: text"."""
+    turns = [{"content": f"{s}: {t}", "speaker": s, "session_id": session_id} for s, t in talk]
+    await _load(client, opensearch, index_name, user_id, turns)
 
 
 def _by_content(found: dict) -> dict[str, dict]:
@@ -98,11 +105,12 @@ async def test_no_result_of_the_head_stands_above_a_much_more_relevant_one_unbac
                 high, low = results[above], results[below]
                 if low["relevance"] - high["relevance"] <= MARGIN:
                     continue
-                # An inversion beyond the margin stands only where BM25 backs it.
-                bm25_high = high["explanation"].get("bm25", {}).get("rank")
-                bm25_low = low["explanation"].get("bm25", {}).get("rank")
-                assert bm25_high is not None, (question, high["memory"]["content"])
-                assert bm25_low is None or bm25_high < bm25_low, question
+                # An inversion beyond the margin stands only where both legs back it.
+                for leg in ("bm25", "768d"):
+                    rank_high = high["explanation"].get(leg, {}).get("rank")
+                    rank_low = low["explanation"].get(leg, {}).get("rank")
+                    assert rank_high is not None, (question, leg, high["memory"]["content"])
+                    assert rank_low is None or rank_high < rank_low, (question, leg)
         # Scores still fall with the order (a moved result takes its place's score).
         scores = [r["score"] for r in results]
         assert scores == sorted(scores, reverse=True), question
@@ -131,16 +139,43 @@ async def test_a_question_naming_a_speaker_keeps_the_memory_that_answers_it(
         ("Leo", "Send me a photo when you can."),
         ("Mia", "Will do, right after my seminar tomorrow."),
     ]
-    await _load(
-        client,
-        opensearch,
-        index_name,
-        user_id,
-        [{"content": f"{s}: {t}", "speaker": s, "session_id": "rain"} for s, t in talk],
-    )
+    await _load_turns(client, opensearch, index_name, user_id, talk, "rain")
     found = await search(client, user_id, "What physical change did Mia make?", top_k=5)
     shown = [r["memory"]["content"] for r in found["results"]]
     answer = "Mia: Guess what I did? I cut my hair really short - come and see!"
     assert answer in shown[:3], shown
     floor = Settings.model_fields["min_relevance"].default
     assert _by_content(found)[answer]["relevance"] >= floor
+
+
+async def test_bm25_alone_does_not_keep_a_result_above_a_much_more_relevant_one(
+    client, opensearch, index_name, user_id
+) -> None:
+    # "Which marathon did Mia run?": the training plan shares the most words with the
+    # question (BM25 ranks it first) and the fused order puts it first, but the vector leg
+    # ranks the turn that names the race above it, and so does the question's cosine, by
+    # more than the margin. One leg is not enough to keep it there.
+    talk = [
+        ("Mia", "The marathon training plan says to run every morning."),
+        ("Leo", "Mia finished her first marathon in Berlin in under four hours!"),
+        ("Mia", "I never thought I could run that far, my legs still hurt."),
+        ("Leo", "I started learning the violin, my teacher is very patient."),
+        ("Mia", "Training every morning was hard but worth it."),
+        ("Leo", "Next month I play in a small recital at the library."),
+    ]
+    await _load_turns(client, opensearch, index_name, user_id, talk, "race")
+    question = "Which marathon did Mia run?"
+    plan, race = (f"{s}: {t}" for s, t in talk[:2])
+    fused = await search(client, user_id, question, top_k=6, levers={"relevance_guard": False})
+    by_content = _by_content(fused)
+    assert by_content[plan]["relevance"] + MARGIN < by_content[race]["relevance"]
+    assert by_content[plan]["explanation"]["bm25"]["rank"] == 1
+    assert by_content[race]["explanation"]["768d"]["rank"] == 1
+    shown = [r["memory"]["content"] for r in fused["results"]]
+    assert shown.index(plan) < shown.index(race)  # the fused order, unguarded
+    guarded = [
+        r["memory"]["content"]
+        for r in (await search(client, user_id, question, top_k=6))["results"]
+    ]
+    assert guarded.index(race) < guarded.index(plan), guarded
+    assert race in guarded[:HEAD]

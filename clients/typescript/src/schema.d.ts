@@ -985,7 +985,7 @@ export interface components {
             neighbours?: boolean | null;
             /** @description A question whose syntax joins several parts ("X and Y", "between X and Y", "before/after X", "X or Y", comparisons) searches each part too, and keeps places in the top k for each (COGNIS_PART_SLOTS). */
             query_parts?: boolean | null;
-            /** @description The fused order stands in the first results only where the evidence backs it: none stands above a result of the top k more relevant by more than COGNIS_RELEVANCE_ORDER_MARGIN unless BM25 ranks it above that one too. */
+            /** @description The fused order stands in the first results only where the evidence backs it: none stands above a result of the top k more relevant by more than COGNIS_RELEVANCE_ORDER_MARGIN unless both legs (BM25 and the vector leg) rank it above that one too. */
             relevance_guard?: boolean | null;
             /** @description The first results are settled by relevance: none stands above a result of the top k more relevant by more than COGNIS_RELEVANCE_ORDER_MARGIN (the fused order breaks the closer calls). */
             relevance_order?: boolean | null;
