@@ -89,51 +89,53 @@ class Runtime:
         engine = create_engine(settings, application=application_name(process))
         sessionmaker = create_sessionmaker(engine)
         background_engine = engine
-        if settings.worker_database_url is not None:
+        if settings.store.worker_database_url is not None:
             background_engine = create_engine(
                 settings,
-                settings.worker_database_url.get_secret_value(),
+                settings.store.worker_database_url.get_secret_value(),
                 application=application_name(process, "background"),
             )
         background_sessionmaker = create_sessionmaker(background_engine)
         read_engine = (
             create_engine(
                 settings,
-                settings.read_database_url.get_secret_value(),
-                connect_timeout_s=settings.replica_connect_timeout_s,
+                settings.store.read_database_url.get_secret_value(),
+                connect_timeout_s=settings.store.replica_connect_timeout_s,
                 application=application_name(process, "replica"),
             )
-            if settings.read_database_url is not None
+            if settings.store.read_database_url is not None
             else None
         )
         embedder = build_embedder(
             settings,
-            settings.embedding_backend,
-            settings.embedding_intra_op_threads,
+            settings.embedding.embedding_backend,
+            settings.embedding.embedding_intra_op_threads,
             observer=EmbeddingObserver("memories"),
         )
         query_embedder = (
             build_embedder(
                 settings,
-                settings.query_embedding_backend,
-                settings.query_embedding_intra_op_threads,
+                settings.embedding.query_embedding_backend,
+                settings.embedding.query_embedding_intra_op_threads,
                 observer=EmbeddingObserver("queries"),
             )
-            if settings.query_embedding_backend != "same"
+            if settings.embedding.query_embedding_backend != "same"
             else embedder
         )
         cross_encoder = (
-            CrossEncoderScorer(settings.cross_encoder_model, device=settings.embedding_device)
-            if settings.cross_encoder_model
+            CrossEncoderScorer(
+                settings.retrieval.cross_encoder_model, device=settings.embedding.embedding_device
+            )
+            if settings.retrieval.cross_encoder_model
             else None
         )
         index = MemoryIndex(settings)
         classifier = CategoryClassifier(
             embedder,
             load_definitions=category_loader(sessionmaker),
-            uncertain_margin=settings.category_uncertain_margin,
-            cache_dir=Path(settings.category_cache_dir)
-            if settings.category_cache_dir
+            uncertain_margin=settings.ingest.category_uncertain_margin,
+            cache_dir=Path(settings.ingest.category_cache_dir)
+            if settings.ingest.category_cache_dir
             else user_cache_dir("categories"),
         )
         runtime = cls(
@@ -153,17 +155,17 @@ class Runtime:
                 settings,
                 sessionmaker,
                 RateLimiter(
-                    settings.rate_limit_per_s,
-                    settings.rate_limit_burst or math.ceil(settings.rate_limit_per_s),
+                    settings.keys.rate_limit_per_s,
+                    settings.keys.rate_limit_burst or math.ceil(settings.keys.rate_limit_per_s),
                 )
-                if settings.rate_limit_per_s > 0
+                if settings.keys.rate_limit_per_s > 0
                 else None,
             ),
             reads=ReadRouter(
                 sessionmaker,
                 create_sessionmaker(read_engine) if read_engine is not None else None,
-                wait_max_s=settings.replica_wait_max_ms / 1000,
-                retry_s=settings.replica_retry_s,
+                wait_max_s=settings.store.replica_wait_max_ms / 1000,
+                retry_s=settings.store.replica_retry_s,
             ),
             read_engine=read_engine,
         )
@@ -197,7 +199,7 @@ class Runtime:
     # Ingestion: built on first use, from the parts above.
     @cached_property
     def llm(self) -> ChatClient | None:
-        return ChatClient(self.settings) if self.settings.llm_enabled else None
+        return ChatClient(self.settings) if self.settings.llm.llm_enabled else None
 
     @cached_property
     def ingest_pipeline(self) -> IngestPipeline:
@@ -261,9 +263,9 @@ class Runtime:
         if ingest_worker:
             loops.append(self.ingest_worker.run_forever(stop))
             loops.append(self.batch_worker.run_forever(stop))
-            if self.settings.sentence_vectors:
+            if self.settings.retrieval.sentence_vectors:
                 loops.append(self.sentence_worker.run_forever(stop))
-            if self.settings.entities:
+            if self.settings.retrieval.entities:
                 loops.append(self.entity_worker.run_forever(stop))
         await asyncio.gather(*loops)
 

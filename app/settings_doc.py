@@ -1,4 +1,4 @@
-"""The settings reference of docs/configuration.md, generated from the groups of app/config.py.
+"""The settings reference of docs/configuration.md, generated from the groups of app/config/.
 
 `python -m app.settings_doc` rewrites the block between the two markers in docs/configuration.md;
 tests/test_config.py fails while that page and the settings disagree.
@@ -15,7 +15,7 @@ from pydantic.fields import FieldInfo
 
 from app.config import SETTINGS_GROUPS
 
-BEGIN = "<!-- settings: generated from app/config.py by `python -m app.settings_doc` -->"
+BEGIN = "<!-- settings: generated from app/config/ by `python -m app.settings_doc` -->"
 END = "<!-- settings: end -->"
 
 

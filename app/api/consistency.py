@@ -49,7 +49,7 @@ WRITE_WAIT_HEADERS = [
 
 def wait_bound_s(settings: Settings, requested_ms: int | None) -> float:
     """The wait's bound in seconds: the request's, never above COGNIS_INDEX_WAIT_MAX_MS."""
-    bound = settings.index_wait_max_ms
+    bound = settings.relay.index_wait_max_ms
     if requested_ms is None:
         return bound / 1000
     if requested_ms > bound:

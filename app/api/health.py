@@ -78,7 +78,7 @@ async def ready(state: State) -> Response[dict[str, Any]]:
             checks["batch_jobs_open"] = await BatchJobRepository(session).open_count()
             # Current memories the entity worker has not read yet (docs/entities.md); not
             # shown where no worker reads them (COGNIS_ENTITIES=false).
-            if runtime.settings.entities:
+            if runtime.settings.retrieval.entities:
                 checks["entities_pending"] = await pending_entities(session)
         checks["postgres"] = "up"
     except Exception as exc:

@@ -36,10 +36,11 @@ def search_request(
 ) -> SearchRequest:
     """The search `data` asks for, checked: the search endpoint's and the context block's."""
     check_user_id(user_id)
-    top_k = data.top_k if data.top_k is not None else settings.default_top_k
-    if not 1 <= top_k <= settings.max_top_k:
+    top_k = data.top_k if data.top_k is not None else settings.retrieval.default_top_k
+    if not 1 <= top_k <= settings.retrieval.max_top_k:
         raise InvalidInputError(
-            f"top_k must be between 1 and {settings.max_top_k}, not {top_k}", field="top_k"
+            f"top_k must be between 1 and {settings.retrieval.max_top_k}, not {top_k}",
+            field="top_k",
         )
     if not data.query.strip():
         raise InvalidInputError("query must not be empty", field="query")

@@ -41,7 +41,7 @@ async def _in_tenant(tenant: str | None, action: Callable[[AsyncSession], Awaita
 
 
 async def _create(session: AsyncSession, url: str, event_types: list[str]) -> WebhookOut:
-    allow_private = get_settings().webhook_allow_private
+    allow_private = get_settings().relay.webhook_allow_private
     created = await subscriptions.create(session, url, event_types, allow_private=allow_private)
     return WebhookOut.of(created, secret=True)
 

@@ -29,7 +29,7 @@ async def _listen_until_lost(
     """One connection's life: `wake` set on each NOTIFY until the connection is lost (or the
     caller is cancelled); returns at once when it cannot be opened."""
     try:
-        direct = settings.direct_database_url or settings.database_url
+        direct = settings.store.direct_database_url or settings.store.database_url
         connection = await asyncpg.connect(asyncpg_dsn(direct.get_secret_value()))
         await connection.add_listener(channel, lambda *_: wake.set())
     except (OSError, asyncpg.PostgresError) as exc:
@@ -60,7 +60,7 @@ async def listening(
     async def keep_listening() -> None:
         while True:
             await _listen_until_lost(settings, channel, wake, events)
-            await asyncio.sleep(settings.relay_poll_interval_s)
+            await asyncio.sleep(settings.relay.relay_poll_interval_s)
 
     task = asyncio.create_task(keep_listening())
     try:

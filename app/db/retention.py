@@ -83,7 +83,7 @@ POLICIES: tuple[Policy, ...] = (
         "processed_at IS NOT NULL AND processed_at < now() - :age_s * interval '1 second'",
         "processed_at",
         "outbox_delivered_idx",
-        lambda s: s.outbox_retention_hours * 3600,
+        lambda s: s.retention.outbox_retention_hours * 3600,
     ),
     Policy(
         "idempotency_keys",
@@ -96,14 +96,14 @@ POLICIES: tuple[Policy, ...] = (
         "state IN ('done', 'failed') AND finished_at < now() - :age_s * interval '1 second'",
         "finished_at",
         "ingest_tasks_finished_idx",
-        lambda s: s.ingest_task_retention_days * DAY_S,
+        lambda s: s.retention.ingest_task_retention_days * DAY_S,
     ),
     Policy(
         "batch_jobs",
         "status IN ('done', 'failed') AND finished_at < now() - :age_s * interval '1 second'",
         "finished_at",
         "batch_jobs_finished_idx",
-        lambda s: s.batch_job_retention_days * DAY_S,
+        lambda s: s.retention.batch_job_retention_days * DAY_S,
     ),
     # Delivered webhook events (their attempt log goes with them: ON DELETE CASCADE); pending
     # and dead ones stay, a dead one until it is redelivered or its subscription deleted.
@@ -112,7 +112,7 @@ POLICIES: tuple[Policy, ...] = (
         "status = 'delivered' AND delivered_at < now() - :age_s * interval '1 second'",
         "delivered_at",
         "webhook_deliveries_delivered_idx",
-        lambda s: s.webhook_retention_days * DAY_S,
+        lambda s: s.retention.webhook_retention_days * DAY_S,
     ),
     # Console logins past COGNIS_CONSOLE_SESSION_HOURS (logging out deletes its own at once).
     Policy(
@@ -181,7 +181,7 @@ class RetentionJob:
 
     async def purge_table(self, policy: Policy) -> int:
         """Batches of `policy` until one comes back short: every row due by now."""
-        limit = self._settings.retention_batch_size
+        limit = self._settings.retention.retention_batch_size
         total = 0
         while True:
             # No tenant bound, whoever calls: the background role then sees every tenant's rows.
@@ -211,7 +211,7 @@ class RetentionJob:
 
     async def run_forever(self, stop: asyncio.Event) -> None:
         """Until `stop` is set: a pass now, then one every interval (0: never)."""
-        interval = self._settings.retention_interval_s
+        interval = self._settings.retention.retention_interval_s
         if interval <= 0:
             return
         log.info("retention.started", interval_s=interval)

@@ -97,8 +97,8 @@ class MemoryImporter:
             user_id=options.user_id,
             line_users=options.line_users,
             line_format=options.line_format,
-            max_content_chars=self._settings.max_content_chars,
-            max_metadata_bytes=self._settings.max_metadata_bytes,
+            max_content_chars=self._settings.api.max_content_chars,
+            max_metadata_bytes=self._settings.api.max_metadata_bytes,
         )
         summary = ImportSummary()
         # Bulk model work: behind searches and single writes, shared fairly with other tenants.

@@ -59,7 +59,7 @@ class BatchJobWorker:
 
     @property
     def _lease(self) -> timedelta:
-        return timedelta(seconds=self._settings.ingest_lease_s)
+        return timedelta(seconds=self._settings.ingest.ingest_lease_s)
 
     def wake(self) -> None:
         """A job was queued by this process: do not wait for the next poll."""
@@ -71,10 +71,10 @@ class BatchJobWorker:
         while True:
             async with self._sessionmaker() as session, session.begin():
                 repository = BatchJobRepository(session)
-                job = await repository.claim(self._lease, self._settings.ingest_queue)
+                job = await repository.claim(self._lease, self._settings.ingest.ingest_queue)
                 if job is None:
                     return None
-                if job.attempts <= self._settings.ingest_max_attempts:
+                if job.attempts <= self._settings.ingest.ingest_max_attempts:
                     assert job.lease_token is not None
                     return ClaimedJob(
                         id=job.id,
@@ -101,7 +101,7 @@ class BatchJobWorker:
             return False
         heartbeat = renewing_lease(
             lambda: self._renew_lease(job),
-            self._settings.ingest_heartbeat_s,
+            self._settings.ingest.ingest_heartbeat_s,
             "batch_job",
             job_id=str(job.id),
         )
@@ -167,7 +167,7 @@ class BatchJobWorker:
         attempt), with the error."""
         error = f"{type(exc).__name__}: {exc}"
         final = isinstance(exc, PERMANENT_ERRORS) or (
-            job.attempts >= self._settings.ingest_max_attempts
+            job.attempts >= self._settings.ingest.ingest_max_attempts
         )
         retry_in = None if final else timedelta(seconds=min(2.0**job.attempts, RETRY_BACKOFF_MAX_S))
         log.exception("batch_job.failed", job_id=str(job.id), final=final, error=error)
@@ -183,7 +183,7 @@ class BatchJobWorker:
             self.run_once,
             self._wake,
             stop,
-            self._settings.ingest_poll_interval_s,
+            self._settings.ingest.ingest_poll_interval_s,
             "batch_job.worker_error",
         )
         log.info("batch_job.worker_stopped")

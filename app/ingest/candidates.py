@@ -26,15 +26,15 @@ async def similar_memories(
     embedding: Embedding,
     settings: Settings,
 ) -> list[Candidate]:
-    coarse_limit = settings.ingest_candidates * COARSE_FACTOR
+    coarse_limit = settings.ingest.ingest_candidates * COARSE_FACTOR
     scored = await repository.nearest_current(
         context.user_id,
         embedding,
         context.session_id,
-        limit=settings.ingest_candidates,
+        limit=settings.ingest.ingest_candidates,
         coarse_limit=coarse_limit,
         ef_search=max(HNSW_MIN_EF_SEARCH, coarse_limit),
-        exact_max=settings.exact_search_max_memories,
+        exact_max=settings.retrieval.exact_search_max_memories,
     )
     rows = await repository.get_many(context.user_id, [memory_id for memory_id, _ in scored])
     return [
@@ -54,9 +54,12 @@ async def multilingual_nearest(
     cosine that are not among them (m<N+1>, ...; `similarity` their multilingual cosine). For a
     message the multilingual vectors judge (Japanese): the 768D search that found the others
     reads English, so among many Japanese memories it may miss the one a sentence changes."""
-    limit = settings.ingest_candidates
+    limit = settings.ingest.ingest_candidates
     exact = await repository.scan_choice(
-        context.user_id, max(HNSW_MIN_EF_SEARCH, limit), settings.exact_search_max_memories, limit
+        context.user_id,
+        max(HNSW_MIN_EF_SEARCH, limit),
+        settings.retrieval.exact_search_max_memories,
+        limit,
     )
     known = {c.memory_id for c in shown}
     found: list[tuple[uuid.UUID, float]] = []

@@ -24,16 +24,16 @@ def check_messages(messages: list[IncomingMessage], settings: Settings) -> None:
     """Normalise and validate; InvalidInputError names the offending field."""
     if not messages:
         raise InvalidInputError("give at least one message", field="messages")
-    if len(messages) > settings.ingest_max_messages:
+    if len(messages) > settings.ingest.ingest_max_messages:
         raise InvalidInputError(
             f"{len(messages)} messages in one request; at most "
-            f"{settings.ingest_max_messages} are allowed",
+            f"{settings.ingest.ingest_max_messages} are allowed",
             field="messages",
         )
     for i, message in enumerate(messages):
         where = f"messages[{i}]."
         message.content = check_content(
-            message.content, settings.max_content_chars, f"{where}content"
+            message.content, settings.api.max_content_chars, f"{where}content"
         )
         if message.role not in ROLES:
             raise InvalidInputError(f"role must be one of {ROLES}", field=f"{where}role")
@@ -50,7 +50,7 @@ def check_messages(messages: list[IncomingMessage], settings: Settings) -> None:
                 f"idempotency_key is longer than {MAX_IDEMPOTENCY_KEY_CHARS} characters",
                 field=f"{where}idempotency_key",
             )
-        check_metadata(message.metadata, settings.max_metadata_bytes, f"{where}metadata")
+        check_metadata(message.metadata, settings.api.max_metadata_bytes, f"{where}metadata")
         for name in ("speaker", "session_id", "agent_id", "run_id", "idempotency_key"):
             check_text(getattr(message, name), f"{where}{name}")
         # A timestamp the worker could not resolve dates against is refused here, not retried
@@ -75,7 +75,7 @@ async def save_messages(
     check_messages(messages, settings)
     await hold_for_write(repository.session, user_id)
     job_id = uuid.uuid4()
-    settle = timedelta(milliseconds=settings.ingest_settle_ms)
+    settle = timedelta(milliseconds=settings.ingest.ingest_settle_ms)
     saved: list[SavedMessage] = []
     for message in messages:
         message_id = await repository.insert_message(user_id, message)
@@ -94,7 +94,7 @@ async def save_messages(
             message_id,
             job_id,
             message,
-            settings.ingest_queue,
+            settings.ingest.ingest_queue,
             settle,
             # The worker's spans for this message continue the submitting request's trace.
             traceparent=tracing.traceparent(),

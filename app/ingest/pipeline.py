@@ -111,7 +111,7 @@ class IngestPipeline:
                 candidates,
                 embedding,
                 self._classifier,
-                self._settings.ingest_duplicate_threshold,
+                self._settings.ingest.ingest_duplicate_threshold,
                 correction,
                 supersession,
             )
@@ -120,14 +120,14 @@ class IngestPipeline:
             if self._llm is None:
                 extraction = await deterministic()
             else:
-                verdict = llm_gate(candidates, self._settings.ingest_llm_gate_threshold)
+                verdict = llm_gate(candidates, self._settings.ingest.ingest_llm_gate_threshold)
                 if verdict.call:
                     extraction = await extract_with_llm(
                         self._llm,
                         context,
                         candidates,
                         await self._classifier.current_names(),
-                        self._settings.max_content_chars,
+                        self._settings.api.max_content_chars,
                         deterministic,
                     )
                     await self._vet_llm_updates(session, context, candidates, embedding, extraction)
@@ -165,7 +165,7 @@ class IngestPipeline:
         """The current memory a user message explicitly corrects or retracts, if the setting is
         on and one memory shown fits (app/ingest/corrections.py); its claim is compared with
         them by the exact 768D cosine, as step 3a's candidates were found."""
-        if not self._settings.ingest_corrections or context.role != "user" or not candidates:
+        if not self._settings.ingest.ingest_corrections or context.role != "user" or not candidates:
             return None
         intent = detect_intent(context.content)
         if intent is None:
@@ -178,7 +178,7 @@ class IngestPipeline:
             intent,
             candidates,
             similarities,
-            self._settings.ingest_correction_threshold,
+            self._settings.ingest.ingest_correction_threshold,
             context.speaker,
         )
 
@@ -191,16 +191,16 @@ class IngestPipeline:
     ) -> Supersession | None:
         """The current memory one sentence of a user message supersedes, by the learned model
         (app/ingest/supersedes.py), if the setting is on and its score reaches the threshold."""
-        if not self._settings.ingest_supersedes:
+        if not self._settings.ingest.ingest_supersedes:
             return None
         judged = await self._judged_sentences(session, context, candidates, embedding)
         if judged is None:
             return None
         views, projections, model, candidates = judged
         threshold = (
-            self._settings.ingest_supersedes_threshold_ja
+            self._settings.ingest.ingest_supersedes_threshold_ja
             if model.language == "ja"
-            else self._settings.ingest_supersedes_threshold
+            else self._settings.ingest.ingest_supersedes_threshold
         )
         return find_superseded(
             views,
@@ -221,7 +221,7 @@ class IngestPipeline:
     ) -> None:
         """The LLM's UPDATEs of memories the learned model scores below
         COGNIS_INGEST_LLM_UPDATE_FLOOR become ADDs beside them (precision first)."""
-        floor = self._settings.ingest_llm_update_floor
+        floor = self._settings.ingest.ingest_llm_update_floor
         if floor <= 0 or extraction.extractor != "llm" or extraction.fallback_used:
             return
         if not any(op.op == "UPDATE" for op in extraction.operations):
@@ -274,7 +274,7 @@ class IngestPipeline:
             cosines = [await repository.exact_ml_scores(context.user_id, ids, v) for v in vectors]
             projections = await repository.exact_ml_scores(context.user_id, ids, model.direction)
             return _views(said, cosines, vectors, model), projections, model, candidates
-        if model.embedding_model != Path(self._settings.embedding_model).name:
+        if model.embedding_model != Path(self._settings.embedding.embedding_model).name:
             return None  # its cosines and direction belong to another embedder
         if len(said) == 1:
             vectors = [embedding.full]
@@ -309,7 +309,7 @@ class IngestPipeline:
                 context.user_id, open_ids, known[op.content].full
             )
             memory_id, similarity = max(scores.items(), key=lambda pair: pair[1])
-            if similarity >= self._settings.ingest_duplicate_threshold:
+            if similarity >= self._settings.ingest.ingest_duplicate_threshold:
                 op.op, op.target = "NONE", by_id[memory_id]
                 op.reason = f"ADD repeats a current memory (cosine {similarity:.3f})"
                 shown.add(memory_id)

@@ -98,7 +98,7 @@ class IngestService:
 
     async def wait_for_job(self, user_id: str, job_id: uuid.UUID) -> JobView:
         """Poll until the job is finished (done or failed) or the timeout passes."""
-        deadline = time.monotonic() + self._settings.ingest_wait_timeout_s
+        deadline = time.monotonic() + self._settings.ingest.ingest_wait_timeout_s
         while True:
             async with self._sessionmaker() as session:
                 view = await _read_job(session, user_id, job_id)

@@ -27,9 +27,9 @@ HOST = "127.0.0.1"
 
 def serve_gguf(settings: Settings) -> int:
     """Load the GGUF, listen on 127.0.0.1:llm_local_port, block until SIGTERM or SIGINT."""
-    if not settings.llm_gguf_path:
+    if not settings.llm.llm_gguf_path:
         raise SystemExit("COGNIS_LLM_GGUF_PATH is not set: name the GGUF file to serve")
-    path = Path(settings.llm_gguf_path).expanduser()
+    path = Path(settings.llm.llm_gguf_path).expanduser()
     if not path.is_file():
         raise SystemExit(f"COGNIS_LLM_GGUF_PATH {path} is not a file")
     # Spinning OpenMP workers steal the cores the other processes need on a shared machine;
@@ -45,21 +45,21 @@ def serve_gguf(settings: Settings) -> int:
     params = xllamacpp.CommonParams()
     params.model.path = str(path)
     params.hostnames = [HOST]
-    params.port = settings.llm_local_port
-    params.model_alias = {settings.llm_model or LOCAL_LLM_ALIAS}
-    params.n_ctx = settings.llm_local_context
+    params.port = settings.llm.llm_local_port
+    params.model_alias = {settings.llm.llm_model or LOCAL_LLM_ALIAS}
+    params.n_ctx = settings.llm.llm_local_context
     params.n_parallel = 1
-    params.cpuparams.n_threads = settings.llm_local_threads
-    params.cpuparams_batch.n_threads = settings.llm_local_threads
+    params.cpuparams.n_threads = settings.llm.llm_local_threads
+    params.cpuparams_batch.n_threads = settings.llm.llm_local_threads
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
     log.info(
         "llm.local_loading",
         gguf=str(path),
-        port=settings.llm_local_port,
-        threads=settings.llm_local_threads,
-        context=settings.llm_local_context,
+        port=settings.llm.llm_local_port,
+        threads=settings.llm.llm_local_threads,
+        context=settings.llm.llm_local_context,
     )
     server = xllamacpp.Server(params)
     log.info("llm.local_listening", address=server.listening_address)

@@ -171,7 +171,7 @@ class ExpiryReaper:
         # No tenant bound, whoever calls: the background role then sees every tenant's rows.
         with tenant_scope(None):
             async with self._sessionmaker() as session, session.begin():
-                reaped = await reap_expired(session, self._settings.expiry_reap_batch_size)
+                reaped = await reap_expired(session, self._settings.relay.expiry_reap_batch_size)
         if reaped.memories or reaped.users_busy:
             # Like an erase's `user.erased`: counts, never content.
             log.info(
@@ -194,7 +194,7 @@ class ExpiryReaper:
 
     async def run_forever(self, stop: asyncio.Event) -> None:
         """Until `stop` is set: reap what is due, then wait one interval (0: off)."""
-        interval = self._settings.expiry_reap_interval_s
+        interval = self._settings.relay.expiry_reap_interval_s
         if interval <= 0:
             return
         log.info("expiry.reaper_started", interval_s=interval)

@@ -326,18 +326,18 @@ def build_embedder(
     from app.ml.http_encoder import HttpEndpoint
 
     return Embedder(
-        settings.embedding_model,
-        device=settings.embedding_device,
-        batch_size=settings.embedding_batch_size,
-        forward_batch_size=settings.embedding_forward_batch_size,
-        batch_wait_ms=settings.embedding_batch_wait_ms,
-        max_call_ms=settings.embedding_max_call_ms,
-        query_cache_size=settings.query_embedding_cache_size,
+        settings.embedding.embedding_model,
+        device=settings.embedding.embedding_device,
+        batch_size=settings.embedding.embedding_batch_size,
+        forward_batch_size=settings.embedding.embedding_forward_batch_size,
+        batch_wait_ms=settings.embedding.embedding_batch_wait_ms,
+        max_call_ms=settings.embedding.embedding_max_call_ms,
+        query_cache_size=settings.embedding.query_embedding_cache_size,
         backend=backend,
         intra_op_threads=intra_op_threads,
-        onnx_cache_dir=settings.embedding_onnx_cache_dir,
+        onnx_cache_dir=settings.embedding.embedding_onnx_cache_dir,
         observer=observer,
         http_endpoint=HttpEndpoint.from_settings(settings) if backend == "http" else None,
         cost_unit=cost_unit,
-        multilingual=shared_encoder() if settings.multilingual_embedder else None,
+        multilingual=shared_encoder() if settings.embedding.multilingual_embedder else None,
     )

@@ -94,7 +94,7 @@ def standalone_settings() -> Settings:
 
 
 def served_embedder(settings: Settings) -> Embedder:
-    if settings.embedding_backend == "http":
+    if settings.embedding.embedding_backend == "http":
         # Pointing the server at an embedding server (perhaps itself) would only forward requests.
         raise ValueError(
             "embed-serve computes embeddings itself: set COGNIS_EMBEDDING_BACKEND to "
@@ -102,8 +102,8 @@ def served_embedder(settings: Settings) -> Embedder:
         )
     return build_embedder(
         settings,
-        settings.embedding_backend,
-        settings.embedding_intra_op_threads,
+        settings.embedding.embedding_backend,
+        settings.embedding.embedding_intra_op_threads,
         cost_unit="tokens",
     )
 
@@ -113,13 +113,13 @@ def served_query_embedder(settings: Settings, memories: Embedder) -> Embedder:
     `http`, which the settings choose for a process whose embedding backend is http (as the
     environment shared with the server's callers says), means the default here: this server is
     where http leads."""
-    backend = settings.query_embedding_backend
+    backend = settings.embedding.query_embedding_backend
     if backend == "http":
         backend = EmbeddingSettings.model_fields["query_embedding_backend"].default
     if backend == "same":
         return memories
     return build_embedder(
-        settings, backend, settings.query_embedding_intra_op_threads, cost_unit="tokens"
+        settings, backend, settings.embedding.query_embedding_intra_op_threads, cost_unit="tokens"
     )
 
 
@@ -309,7 +309,7 @@ def create_embedding_app(settings: Settings | None = None) -> Litestar:
     start_tracing(settings, "model")
     embedder = served_embedder(settings)
     query_embedder = served_query_embedder(settings, embedder)
-    key = settings.embedding_http_api_key
+    key = settings.embedding.embedding_http_api_key
     if key is None:
         log.warning(
             "embed_serve.no_key",

@@ -80,17 +80,17 @@ class HttpEndpoint:
 
     @classmethod
     def from_settings(cls, settings: Settings) -> HttpEndpoint:
-        if not settings.embedding_http_url:
+        if not settings.embedding.embedding_http_url:
             raise ValueError("the http embedding backend needs COGNIS_EMBEDDING_HTTP_URL")
         return cls(
-            url=settings.embedding_http_url,
-            model=settings.embedding_http_model or settings.embedding_model,
-            api_key=settings.embedding_http_api_key,
-            dimensions=settings.embedding_http_dimensions,
-            timeout_s=settings.embedding_http_timeout_s,
-            queue_timeout_s=settings.embedding_http_queue_timeout_s,
-            max_retries=settings.embedding_http_max_retries,
-            backoff_base_s=settings.embedding_http_backoff_base_s,
+            url=settings.embedding.embedding_http_url,
+            model=settings.embedding.embedding_http_model or settings.embedding.embedding_model,
+            api_key=settings.embedding.embedding_http_api_key,
+            dimensions=settings.embedding.embedding_http_dimensions,
+            timeout_s=settings.embedding.embedding_http_timeout_s,
+            queue_timeout_s=settings.embedding.embedding_http_queue_timeout_s,
+            max_retries=settings.embedding.embedding_http_max_retries,
+            backoff_base_s=settings.embedding.embedding_http_backoff_base_s,
         )
 
     @property

@@ -61,7 +61,7 @@ class RetrievalPipeline:
         self._index = index
         self._settings = settings
         self._cross_encoder = cross_encoder
-        self._word_rarity = WordRarityCache(settings.specificity_ttl_s)
+        self._word_rarity = WordRarityCache(settings.retrieval.specificity_ttl_s)
 
     async def search(self, session: AsyncSession, request: SearchRequest) -> SearchResponse:
         """The stages over the user's memories. While tracing, a span `retrieval.search`

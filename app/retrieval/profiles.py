@@ -102,13 +102,13 @@ def resolve_levers(profile: str, overrides: LeverOverrides | None = None) -> Lev
 def plan_search(request: SearchRequest, settings: Settings) -> RetrievalPlan:
     """The request's plan: its profile (else the settings') with its lever changes, its
     stage switches, and its RRF constants over the settings'."""
-    profile = request.profile or settings.retrieval_profile
+    profile = request.profile or settings.retrieval.retrieval_profile
     levers = msgspec.structs.replace(PROFILES[profile], **request.levers)
     return RetrievalPlan(
         profile=profile,
         levers=msgspec.structs.asdict(levers),
         switches=request.switches,
-        rrf_k=request.rrf_k if request.rrf_k is not None else settings.rrf_k,
+        rrf_k=request.rrf_k if request.rrf_k is not None else settings.retrieval.rrf_k,
         weight_vector=request.weight_vector,
         weight_bm25=request.weight_bm25,
         settings=settings,

@@ -130,25 +130,28 @@ def visible_documents(user_id: str, session_id: str | None) -> list[dict[str, An
 class MemoryIndex:
     def __init__(self, settings: Settings) -> None:
         auth = None
-        if settings.opensearch_username and settings.opensearch_password:
-            auth = (settings.opensearch_username, settings.opensearch_password.get_secret_value())
-        self.name = settings.opensearch_index
-        self._refresh_interval = settings.opensearch_refresh_interval
+        if settings.store.opensearch_username and settings.store.opensearch_password:
+            auth = (
+                settings.store.opensearch_username,
+                settings.store.opensearch_password.get_secret_value(),
+            )
+        self.name = settings.store.opensearch_index
+        self._refresh_interval = settings.store.opensearch_refresh_interval
         # The interval this service creates the index with: keep an existing index's equal.
-        self.refresh_window_s = refresh_window_s(settings.opensearch_refresh_interval)
-        self._shards = settings.opensearch_shards
-        self._replicas = settings.opensearch_replicas
+        self.refresh_window_s = refresh_window_s(settings.store.opensearch_refresh_interval)
+        self._shards = settings.store.opensearch_shards
+        self._replicas = settings.store.opensearch_replicas
         self._existing_checked = False
         # Whether queries may search the language subfields: False for an index made before
         # them (ensure_index finds out), whose CJK queries then search `content` as they did.
         self.language_fields = True
-        hosts = node_urls(settings.opensearch_url)
+        hosts = node_urls(settings.store.opensearch_url)
         # While tracing: a span per request made below a recorded span.
         traced = opensearch_transport_class()
         self.client = AsyncOpenSearch(
             hosts=hosts,
             http_auth=auth,
-            timeout=settings.opensearch_timeout_s,
+            timeout=settings.store.opensearch_timeout_s,
             # With several nodes, a request that finds one dead (refused, reset) is retried on
             # the next, and the client leaves the dead one out for a while. A timeout is not
             # retried: the caller's time is spent (the BM25 leg reports itself missing).

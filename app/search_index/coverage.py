@@ -94,8 +94,8 @@ class IndexCoverageCheck:
         self._engine = engine
         self._sessionmaker = sessionmaker
         self._index = index
-        self.interval_s = settings.index_check_interval_s
-        self.requeue_empty = settings.index_requeue_empty
+        self.interval_s = settings.relay.index_check_interval_s
+        self.requeue_empty = settings.relay.index_requeue_empty
         self.latest: IndexCoverage | None = None  # None: not checked yet (or checks are off)
 
     @property

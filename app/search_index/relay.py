@@ -54,15 +54,15 @@ class OutboxRelay:
 
     def backoff(self, attempts: int) -> timedelta:
         """Exponential backoff with jitter, capped."""
-        base = self._settings.relay_backoff_base_s * (2 ** min(attempts, 20))
-        capped = min(base, self._settings.relay_backoff_max_s)
+        base = self._settings.relay.relay_backoff_base_s * (2 ** min(attempts, 20))
+        capped = min(base, self._settings.relay.relay_backoff_max_s)
         return timedelta(seconds=capped * random.uniform(0.5, 1.0))
 
     async def run_once(self, ids: list[int] | None = None) -> RelayReport:
         """Claim one batch of due events, deliver it, record the outcome. One transaction."""
         report = RelayReport()
         async with self._sessionmaker() as session, session.begin():
-            events = await outbox.claim_pending(session, self._settings.relay_batch_size, ids)
+            events = await outbox.claim_pending(session, self._settings.relay.relay_batch_size, ids)
             report.claimed = len(events)
             if not events:
                 return report
@@ -132,13 +132,15 @@ class OutboxRelay:
         size = 0
         for event in events:
             event_bytes = len(json.dumps(event.payload, default=str)) + BULK_ACTION_BYTES
-            full = len(chunks[-1]) >= settings.opensearch_bulk_max_docs
-            if chunks[-1] and (full or size + event_bytes > settings.opensearch_bulk_max_bytes):
+            full = len(chunks[-1]) >= settings.relay.opensearch_bulk_max_docs
+            if chunks[-1] and (
+                full or size + event_bytes > settings.relay.opensearch_bulk_max_bytes
+            ):
                 chunks.append([])
                 size = 0
             chunks[-1].append(event)
             size += event_bytes
-        limiter = asyncio.Semaphore(max(settings.opensearch_bulk_concurrency, 1))
+        limiter = asyncio.Semaphore(max(settings.relay.opensearch_bulk_concurrency, 1))
 
         async def send(chunk: list[OutboxEvent]) -> list[BulkOutcome]:
             async with limiter:
@@ -161,13 +163,15 @@ class OutboxRelay:
         remaining = list(ids)
         try:
             async with asyncio.timeout(timeout_s):
-                for start in range(0, len(remaining), self._settings.relay_batch_size):
-                    await self.run_once(remaining[start : start + self._settings.relay_batch_size])
+                for start in range(0, len(remaining), self._settings.relay.relay_batch_size):
+                    await self.run_once(
+                        remaining[start : start + self._settings.relay.relay_batch_size]
+                    )
         except TimeoutError:
             pass  # the events stay pending; the relay loop delivers them later
         except Exception as exc:
             log.warning("outbox.deliver_now_failed", error=str(exc))
-        poll_s = self._settings.index_wait_poll_ms / 1000
+        poll_s = self._settings.relay.index_wait_poll_ms / 1000
         while True:
             async with self._sessionmaker() as session:
                 remaining = await outbox.undelivered(session, remaining)
@@ -196,7 +200,7 @@ class OutboxRelay:
             total.delivered += report.delivered
             total.failed += report.failed
             total.erased.update(report.erased)
-            if report.claimed < self._settings.relay_batch_size or report.delivered == 0:
+            if report.claimed < self._settings.relay.relay_batch_size or report.delivered == 0:
                 return total
 
     async def run_forever(self, stop: asyncio.Event) -> None:
@@ -211,9 +215,11 @@ class OutboxRelay:
                     except Exception as exc:
                         log.exception("outbox.relay_error", error=str(exc))
                         report = RelayReport()
-                    if report.claimed >= self._settings.relay_batch_size and report.delivered:
+                    if report.claimed >= self._settings.relay.relay_batch_size and report.delivered:
                         continue
-                    await sleep_until_woken(self._wake, stop, self._settings.relay_poll_interval_s)
+                    await sleep_until_woken(
+                        self._wake, stop, self._settings.relay.relay_poll_interval_s
+                    )
         finally:
             log.info("outbox.relay_stopped")
 

@@ -47,9 +47,9 @@ def matches_any(key: str, hashes: tuple[str, ...]) -> bool:
 
 def key_is_valid(key: str, settings: Settings) -> bool:
     """A key of the settings (COGNIS_API_KEY_HASHES, or the development key): default tenant."""
-    if settings.dev_key_enabled:
+    if settings.keys.dev_key_enabled:
         return hmac.compare_digest(key, DEV_API_KEY)
-    return matches_any(key, settings.api_key_hash_list)
+    return matches_any(key, settings.keys.api_key_hash_list)
 
 
 @dataclass

@@ -134,13 +134,13 @@ def start_tracing(
         trace.set_tracer_provider(provider)
     _provider = provider
     _disabled = disabled_instrumentations(environ)
-    tracing.activate(provider.get_tracer(tracing.SCOPE), settings.trace_content)
+    tracing.activate(provider.get_tracer(tracing.SCOPE), settings.api.trace_content)
     log.info(
         "tracing.started",
         process=process,
         service=resource.attributes.get("service.name"),
         exporters=list(exporters) or ["given"],
-        content=settings.trace_content,
+        content=settings.api.trace_content,
     )
     return True
 

@@ -82,8 +82,8 @@ class WebhookDispatcher:
         self._client: httpx.AsyncClient | None = None
 
     def backoff(self, attempts: int) -> timedelta:
-        base = self._settings.webhook_backoff_base_s * (2 ** min(attempts - 1, 20))
-        capped = min(base, self._settings.relay_backoff_max_s)
+        base = self._settings.relay.webhook_backoff_base_s * (2 ** min(attempts - 1, 20))
+        capped = min(base, self._settings.relay.relay_backoff_max_s)
         return timedelta(seconds=capped * random.uniform(0.5, 1.0))
 
     async def _post(
@@ -116,7 +116,7 @@ class WebhookDispatcher:
         receiver kept alive from one batch to the next (closed when the loop stops)."""
         if self._client is None:
             self._client = httpx.AsyncClient(
-                timeout=self._settings.webhook_timeout_s, follow_redirects=False
+                timeout=self._settings.relay.webhook_timeout_s, follow_redirects=False
             )
         return self._client
 
@@ -184,7 +184,7 @@ class WebhookDispatcher:
                 continue
             attempts = delivery.attempts + 1
             values: dict[str, object] = {"attempts": attempts}
-            if attempts >= self._settings.webhook_max_attempts:
+            if attempts >= self._settings.relay.webhook_max_attempts:
                 values.update(status="dead")
                 log.warning("webhooks.dead", delivery_id=delivery.id, error=outcome.error)
             else:
@@ -204,7 +204,7 @@ class WebhookDispatcher:
                     self.run_once,
                     self.wake,
                     stop,
-                    self._settings.relay_poll_interval_s,
+                    self._settings.relay.relay_poll_interval_s,
                     "webhooks.dispatch_error",
                 )
         finally:

@@ -266,7 +266,10 @@ def test_a_finished_job_outlives_the_key_that_names_it(monkeypatch: pytest.Monke
     monkeypatch.setenv("COGNIS_BATCH_JOB_RETENTION_DAYS", "0")  # forever
     monkeypatch.setenv("COGNIS_INGEST_TASK_RETENTION_DAYS", "3")
     settings = Settings()  # type: ignore[call-arg]
-    assert (settings.batch_job_retention_days, settings.ingest_task_retention_days) == (0, 3)
+    assert (
+        settings.retention.batch_job_retention_days,
+        settings.retention.ingest_task_retention_days,
+    ) == (0, 3)
 
 
 async def test_the_command_counts_then_deletes(

@@ -10,7 +10,7 @@ import uuid
 
 from sqlalchemy import text
 
-from app.config import Settings
+from app.config import SETTING_FIELDS
 from bench.scripted_llm import Reply, ScriptedLLM
 from tests.conftest import ApiProcess, wait_until
 
@@ -54,8 +54,8 @@ async def _task(db, message_id: str) -> dict:
 async def test_crashed_workers_task_is_taken_over_once_its_short_lease_lapses(
     migrated, llm: ScriptedLLM, db, user_id
 ) -> None:
-    lease_s = Settings.model_fields["ingest_lease_s"].default
-    heartbeat_s = Settings.model_fields["ingest_heartbeat_s"].default
+    lease_s = SETTING_FIELDS["ingest_lease_s"].default
+    heartbeat_s = SETTING_FIELDS["ingest_heartbeat_s"].default
     marker = f"I keep bees, hive {uuid.uuid4().hex[:8]}"
     # The first worker's LLM call stalls far longer than the test waits; the next one answers.
     llm.script(

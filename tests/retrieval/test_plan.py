@@ -49,7 +49,7 @@ class TestPlan:
         assert plan.on(ranking.NEIGHBOURS) and not plan.on(ranking.SPEAKER)
         assert not plan.runs("dedup") and plan.runs("rerank")
         default = plan_search(SearchRequest("u", "q", 5, levers={"speaker": False}), SETTINGS)
-        assert default.profile == SETTINGS.retrieval_profile and default.rrf_k == 10
+        assert default.profile == SETTINGS.retrieval.retrieval_profile and default.rrf_k == 10
         assert default.on(legs.SPEAKER_QUERY) and not default.on(ranking.SPEAKER)
         with pytest.raises(KeyError):
             default.on(TRIED)  # undeclared: an error, never a silent off
