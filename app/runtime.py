@@ -85,20 +85,20 @@ class Runtime:
         ...: app.db.engine.application_name) and, when the OTEL_* variables ask for traces,
         its service in them (`cognis-api`, ...: started first, so the engines and clients
         built below are traced)."""
-        start_tracing(settings, process)
-        engine = create_engine(settings, application=application_name(process))
+        start_tracing(settings.api, process)
+        engine = create_engine(settings.store, application=application_name(process))
         sessionmaker = create_sessionmaker(engine)
         background_engine = engine
         if settings.store.worker_database_url is not None:
             background_engine = create_engine(
-                settings,
+                settings.store,
                 settings.store.worker_database_url.get_secret_value(),
                 application=application_name(process, "background"),
             )
         background_sessionmaker = create_sessionmaker(background_engine)
         read_engine = (
             create_engine(
-                settings,
+                settings.store,
                 settings.store.read_database_url.get_secret_value(),
                 connect_timeout_s=settings.store.replica_connect_timeout_s,
                 application=application_name(process, "replica"),
@@ -107,14 +107,14 @@ class Runtime:
             else None
         )
         embedder = build_embedder(
-            settings,
+            settings.embedding,
             settings.embedding.embedding_backend,
             settings.embedding.embedding_intra_op_threads,
             observer=EmbeddingObserver("memories"),
         )
         query_embedder = (
             build_embedder(
-                settings,
+                settings.embedding,
                 settings.embedding.query_embedding_backend,
                 settings.embedding.query_embedding_intra_op_threads,
                 observer=EmbeddingObserver("queries"),
@@ -129,7 +129,7 @@ class Runtime:
             if settings.retrieval.cross_encoder_model
             else None
         )
-        index = MemoryIndex(settings)
+        index = MemoryIndex(settings.store)
         classifier = CategoryClassifier(
             embedder,
             load_definitions=category_loader(sessionmaker),
@@ -148,11 +148,11 @@ class Runtime:
             query_embedder=query_embedder,
             classifier=classifier,
             index=index,
-            relay=OutboxRelay(background_sessionmaker, index, settings),
-            retrieval=RetrievalPipeline(query_embedder, index, settings, cross_encoder),
+            relay=OutboxRelay(background_sessionmaker, index, settings.relay, settings.store),
+            retrieval=RetrievalPipeline(query_embedder, index, settings.retrieval, cross_encoder),
             cross_encoder=cross_encoder,
             keys=KeyCheck(
-                settings,
+                settings.keys,
                 sessionmaker,
                 RateLimiter(
                     settings.keys.rate_limit_per_s,
@@ -176,30 +176,32 @@ class Runtime:
     @cached_property
     def reaper(self) -> ExpiryReaper:
         """The expiry reaper: across tenants, so on the background role, like the relay."""
-        return ExpiryReaper(self.background_sessionmaker, self.settings)
+        return ExpiryReaper(self.background_sessionmaker, self.settings.relay)
 
     @cached_property
     def webhooks(self) -> WebhookDispatcher:
         """The webhook dispatcher: across tenants, on the background role, beside the relay."""
-        return WebhookDispatcher(self.background_sessionmaker, self.settings)
+        return WebhookDispatcher(
+            self.background_sessionmaker, self.settings.relay, self.settings.store
+        )
 
     @cached_property
     def retention(self) -> RetentionJob:
         """The retention job: across tenants, so on the background role, like the relay."""
-        return RetentionJob(self.background_sessionmaker, self.settings)
+        return RetentionJob(self.background_sessionmaker, self.settings.retention)
 
     @cached_property
     def index_coverage(self) -> IndexCoverageCheck:
         """Whether the index holds every delivered memory version (/ready, searches' `stale`):
         across tenants, so on the background role, like the relay."""
         return IndexCoverageCheck(
-            self.background_engine, self.background_sessionmaker, self.index, self.settings
+            self.background_engine, self.background_sessionmaker, self.index, self.settings.relay
         )
 
     # Ingestion: built on first use, from the parts above.
     @cached_property
     def llm(self) -> ChatClient | None:
-        return ChatClient(self.settings) if self.settings.llm.llm_enabled else None
+        return ChatClient(self.settings.llm) if self.settings.llm.llm_enabled else None
 
     @cached_property
     def ingest_pipeline(self) -> IngestPipeline:
@@ -209,7 +211,9 @@ class Runtime:
 
     @cached_property
     def ingest_worker(self) -> IngestWorker:
-        return IngestWorker(self.background_sessionmaker, self.ingest_pipeline, self.settings)
+        return IngestWorker(
+            self.background_sessionmaker, self.ingest_pipeline, self.settings.ingest
+        )
 
     @cached_property
     def batch_worker(self) -> BatchJobWorker:
@@ -236,7 +240,7 @@ class Runtime:
 
     @cached_property
     def importer(self) -> MemoryImporter:
-        return MemoryImporter(self.sessionmaker, self.embedder, self.classifier, self.settings)
+        return MemoryImporter(self.sessionmaker, self.embedder, self.classifier, self.settings.api)
 
     async def run_background(
         self, stop: asyncio.Event, *, relay: bool, ingest_worker: bool, index_check: bool = False

@@ -34,7 +34,7 @@ def owner_url(settings: Settings) -> str:
 
 
 def owner_engine(settings: Settings) -> AsyncEngine:
-    return create_engine(settings, owner_url(settings))
+    return create_engine(settings.store, owner_url(settings))
 
 
 def urls_on(settings: Settings, database: str) -> dict[str, str]:

@@ -173,9 +173,9 @@ async def fk_cost(owner: AsyncEngine, messages: int) -> dict[str, float]:
 
 async def measure(settings: Settings, args: argparse.Namespace) -> None:
     owner = owner_engine(settings)
-    engine = create_engine(settings, application="bench-erase")
+    engine = create_engine(settings.store, application="bench-erase")
     sessions = create_sessionmaker(engine)
-    probe_engine = create_engine(settings, application="bench-erase-probes")
+    probe_engine = create_engine(settings.store, application="bench-erase-probes")
     probes = create_sessionmaker(probe_engine)
     try:
         groups = shape(args.versions, args.user_messages)

@@ -128,8 +128,8 @@ async def loaded(engine, user_id: str) -> int:
 
 
 async def measure(settings: Settings, args: argparse.Namespace) -> None:
-    engine = create_engine(settings, owner_url(settings))
-    request_engine = create_engine(settings, settings.store.database_url.get_secret_value())
+    engine = create_engine(settings.store, owner_url(settings))
+    request_engine = create_engine(settings.store, settings.store.database_url.get_secret_value())
     rng = np.random.default_rng(11)
     target = "filters-target"
     memories: Memories

@@ -149,10 +149,10 @@ async def searchable(index: MemoryIndex, expected: int) -> bool:
 async def run_phases(settings: Settings, args: argparse.Namespace) -> None:
     owner = owner_engine(settings)  # writes as the service would, in the default tenant
     assert settings.store.worker_database_url is not None  # main() sets all three URLs
-    engine = create_engine(settings, settings.store.worker_database_url.get_secret_value())
+    engine = create_engine(settings.store, settings.store.worker_database_url.get_secret_value())
     sessionmaker = create_sessionmaker(engine)
-    index = MemoryIndex(settings)
-    relay = OutboxRelay(sessionmaker, index, settings)
+    index = MemoryIndex(settings.store)
+    relay = OutboxRelay(sessionmaker, index, settings.relay, settings.store)
     rng = np.random.default_rng(7)
     users = [f"bench-relay-{i}" for i in range(args.users)]
     try:

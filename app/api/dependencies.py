@@ -34,4 +34,4 @@ async def provide_ingest_service(runtime: Runtime) -> IngestService:
 
 
 async def provide_eraser(runtime: Runtime) -> UserEraser:
-    return UserEraser(runtime.sessionmaker, runtime.relay, runtime.settings)
+    return UserEraser(runtime.sessionmaker, runtime.relay, runtime.settings.relay)

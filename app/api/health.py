@@ -105,7 +105,7 @@ async def _observe_stores(runtime: Runtime) -> None:
     metrics.OUTBOX_PENDING.set(pending)
     metrics.OUTBOX_OLDEST_PENDING_SECONDS.set(oldest_s or 0.0)
     async with runtime.background_sessionmaker() as session:
-        for table, seconds in (await overdue_seconds(session, runtime.settings)).items():
+        for table, seconds in (await overdue_seconds(session, runtime.settings.retention)).items():
             metrics.RETENTION_OVERDUE_SECONDS.labels(table=table).set(seconds)
     try:
         stats = await runtime.index.client.nodes.stats(metric="os")

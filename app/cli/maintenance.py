@@ -184,7 +184,7 @@ def import_history(args: argparse.Namespace) -> int:
             owner = runtime.engine
             if args.defer_index and settings.store.migration_database_url is not None:
                 owner = create_engine(
-                    settings,
+                    settings.store,
                     settings.store.migration_database_url.get_secret_value(),
                     application="cognis-import-owner",
                 )

@@ -137,4 +137,4 @@ def llm_serve(args: argparse.Namespace) -> int:
         )
         if value is not None
     }
-    return serve_gguf(standalone_settings().model_copy(update=updates))
+    return serve_gguf(standalone_settings().model_copy(update=updates).llm)

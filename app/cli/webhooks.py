@@ -26,7 +26,7 @@ from app.webhooks.events import EVENT_TYPES
 
 
 async def _in_tenant(tenant: str | None, action: Callable[[AsyncSession], Awaitable[Any]]) -> Any:
-    engine = create_engine(get_settings(), application="cognis-admin")
+    engine = create_engine(get_settings().store, application="cognis-admin")
     sessionmaker = create_sessionmaker(engine)
     try:
         tenant_id = DEFAULT_TENANT_ID

@@ -150,9 +150,9 @@ async def entity_hop(
 ) -> tuple[list[Candidate], str]:
     settings, request = context.plan.settings, context.request
     store = EntityRepository(context.repository.session, context.repository.where)
-    head = ranked[: settings.retrieval.entity_hop_top_n]
+    head = ranked[: settings.entity_hop_top_n]
     names = query_entities(request.query, {c.speaker for c in ranked if c.speaker})
-    limit = settings.retrieval.entity_hop_max_memories
+    limit = settings.entity_hop_max_memories
     query_ids = await store.named(request.user_id, names, limit) if names else []
     hit_entities = await store.entities_of(request.user_id, [c.memory_id for c in head], limit)
     seeds = seed_scores(head, hit_entities, query_ids)
@@ -163,9 +163,9 @@ async def entity_hop(
         list(seeds),
         request.session_id,
         exclude=[c.memory_id for c in ranked],
-        limit=settings.retrieval.entity_hop_limit,
+        limit=settings.entity_hop_limit,
     )
-    decay = settings.retrieval.entity_hop_decay
+    decay = settings.entity_hop_decay
     for memory, entity_ids in joined:
         score = decay * max(seeds[e] for e in entity_ids)
         ranked.append(Candidate(memory_id=memory.id, score=score).load(memory))

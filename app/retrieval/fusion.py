@@ -56,7 +56,7 @@ def plan_weights(
     typed = plan.on(TYPED_WEIGHTS)
     settings = plan.settings
     (weight_vector, weight_bm25), why = leg_weights(
-        (settings.retrieval.rrf_weight_vector, settings.retrieval.rrf_weight_bm25),
+        (settings.rrf_weight_vector, settings.rrf_weight_bm25),
         plan.on(BALANCED_LEGS),
         typed and names_something(text, speakers),
     )

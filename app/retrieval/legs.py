@@ -100,24 +100,24 @@ LEVERS = (
 def vector_options(plan: RetrievalPlan) -> VectorLegSettings:
     settings = plan.settings
     return VectorLegSettings(
-        shortlist=settings.retrieval.candidates_256d,
-        keep=settings.retrieval.candidates_768d,
-        ef_search=settings.retrieval.hnsw_ef_search,
-        exact_max=settings.retrieval.exact_search_max_memories,
+        shortlist=settings.candidates_256d,
+        keep=settings.candidates_768d,
+        ef_search=settings.hnsw_ef_search,
+        exact_max=settings.exact_search_max_memories,
         rescore_768d=plan.runs("rescore_768d"),
         with_context=plan.on(CONTEXT_VECTOR),
         with_sentences=plan.on(SENTENCE_VECTOR),
-        feedback_top=settings.retrieval.feedback_top if plan.on(FEEDBACK) else 0,
-        feedback_weight=settings.retrieval.feedback_weight,
+        feedback_top=settings.feedback_top if plan.on(FEEDBACK) else 0,
+        feedback_weight=settings.feedback_weight,
     )
 
 
 def bm25_options(plan: RetrievalPlan) -> Bm25LegSettings:
     settings = plan.settings
     return Bm25LegSettings(
-        size=settings.retrieval.bm25_candidates,
-        context_boost=settings.retrieval.bm25_context_boost if plan.on(CONTEXT_BM25) else 0.0,
-        proximity_slop=settings.retrieval.bm25_proximity_slop if plan.on(BM25_PROXIMITY) else None,
+        size=settings.bm25_candidates,
+        context_boost=settings.bm25_context_boost if plan.on(CONTEXT_BM25) else 0.0,
+        proximity_slop=settings.bm25_proximity_slop if plan.on(BM25_PROXIMITY) else None,
     )
 
 

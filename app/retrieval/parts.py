@@ -136,6 +136,6 @@ def without_parts(_: list[Candidate], context: SearchContext) -> str | None:
 async def part_slots(
     ranked: list[Candidate], context: SearchContext
 ) -> tuple[list[Candidate], str]:
-    rounds = context.plan.settings.retrieval.part_slots
+    rounds = context.plan.settings.part_slots
     ranked = interleave_parts(ranked, len(context.parts), rounds)
     return ranked, f"{len(context.parts)} parts, {rounds} places each"

@@ -22,7 +22,7 @@ import structlog
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app import metrics, tracing
-from app.config import Settings
+from app.config import RetrievalSettings
 from app.memories.filters import to_sql
 from app.memories.repository import MemoryRepository
 from app.ml.cross_encoder import CrossEncoderScorer
@@ -54,14 +54,14 @@ class RetrievalPipeline:
         self,
         embedder: Embedder,
         index: MemoryIndex,
-        settings: Settings,
+        settings: RetrievalSettings,
         cross_encoder: CrossEncoderScorer | None = None,
     ) -> None:
         self._embedder = embedder
         self._index = index
         self._settings = settings
         self._cross_encoder = cross_encoder
-        self._word_rarity = WordRarityCache(settings.retrieval.specificity_ttl_s)
+        self._word_rarity = WordRarityCache(settings.specificity_ttl_s)
 
     async def search(self, session: AsyncSession, request: SearchRequest) -> SearchResponse:
         """The stages over the user's memories. While tracing, a span `retrieval.search`

@@ -89,25 +89,25 @@ async def load(ranked: Ranked, context: SearchContext) -> tuple[Ranked, None]:
 
 
 async def speaker(ranked: Ranked, context: SearchContext) -> tuple[Ranked, str]:
-    boost = context.plan.settings.retrieval.speaker_boost
+    boost = context.plan.settings.speaker_boost
     ranked, named = boost_named_speakers(context.request.query, ranked, boost)
     return ranked, f"boosted {', '.join(sorted(named))}" if named else "none named"
 
 
 async def entities(ranked: Ranked, context: SearchContext) -> tuple[Ranked, str]:
-    boost = context.plan.settings.retrieval.entity_boost
+    boost = context.plan.settings.entity_boost
     ranked, named = boost_shared_entities(context.request.query, ranked, boost)
     return ranked, f"boosted {', '.join(named)}" if named else "none named"
 
 
 async def neighbours(ranked: Ranked, context: SearchContext) -> tuple[Ranked, str]:
     request, settings = context.request, context.plan.settings
-    chains, follows = links(ranked[: settings.retrieval.neighbour_top_n])
+    chains, follows = links(ranked[: settings.neighbour_top_n])
     found = await context.repository.neighbours(
         request.user_id, chains, follows, request.session_id
     )
     ranked, joined = spread_to_neighbours(
-        ranked, found, settings.retrieval.neighbour_decay, settings.retrieval.neighbour_top_n
+        ranked, found, settings.neighbour_decay, settings.neighbour_top_n
     )
     return ranked, f"{joined} joined"
 
@@ -116,7 +116,7 @@ async def time_mentions(ranked: Ranked, context: SearchContext) -> tuple[Ranked,
     use_mentioned_times(ranked)
     if not context.analysis.asks_when:
         return ranked, "not a when-question"
-    ranked, naming = boost_time_mentions(ranked, context.plan.settings.retrieval.time_mention_boost)
+    ranked, naming = boost_time_mentions(ranked, context.plan.settings.time_mention_boost)
     return ranked, f"boosted {naming} naming a time"
 
 
@@ -124,15 +124,13 @@ async def specificity(ranked: Ranked, context: SearchContext) -> tuple[Ranked, s
     settings, request = context.plan.settings, context.request
     rarity = await context.word_rarity.get(
         (current_tenant(), request.user_id),
-        settings.retrieval.specificity_words,
-        lambda: context.repository.content_sample(
-            request.user_id, settings.retrieval.specificity_sample
-        ),
+        settings.specificity_words,
+        lambda: context.repository.content_sample(request.user_id, settings.specificity_sample),
     )
     if rarity.spread <= 0:
         return ranked, f"too few memories ({rarity.documents})"
-    prior = settings.retrieval.specificity_prior
-    return boost_specific(ranked, rarity, settings.retrieval.specificity_boost, prior), (
+    prior = settings.specificity_prior
+    return boost_specific(ranked, rarity, settings.specificity_boost, prior), (
         f"{rarity.documents} memories' words, weight {rarity.weight(prior):.2f}"
     )
 
@@ -147,9 +145,9 @@ async def temporal(ranked: Ranked, context: SearchContext) -> tuple[Ranked, str]
     ranked = apply_temporal_boost(
         ranked,
         context.analysis.window,
-        settings.retrieval.temporal_weight_fused,
-        settings.retrieval.temporal_weight_time,
-        settings.retrieval.temporal_min_score,
+        settings.temporal_weight_fused,
+        settings.temporal_weight_time,
+        settings.temporal_min_score,
     )
     return ranked, "applied"
 
@@ -160,9 +158,9 @@ async def dedup(ranked: Ranked, context: SearchContext) -> tuple[Ranked, str]:
     ranked, dropped = await dedup_head(
         ranked,
         request.top_k,
-        max(request.top_k * 2, settings.retrieval.rerank_top_n),
+        max(request.top_k * 2, settings.rerank_top_n),
         lambda ids: context.repository.near_duplicate_pairs(
-            request.user_id, ids, settings.retrieval.dedup_threshold
+            request.user_id, ids, settings.dedup_threshold
         ),
     )
     return ranked, f"dropped {len(dropped)}"
@@ -174,7 +172,7 @@ def without_cross_encoder(_: Ranked, context: SearchContext) -> str | None:
 
 async def cross_encode(ranked: Ranked, context: SearchContext) -> tuple[Ranked, str]:
     assert context.cross_encoder is not None  # skipped otherwise (without_cross_encoder)
-    top_n = context.plan.settings.retrieval.rerank_top_n
+    top_n = context.plan.settings.rerank_top_n
     ranked = await rerank(context.request.query, ranked, context.cross_encoder, top_n)
     return ranked, "applied"
 
@@ -260,8 +258,8 @@ async def relevance(ranked: Ranked, context: SearchContext) -> tuple[Ranked, str
     multilingual = await _multilingual_relevance(ranked, context)
     floor = context.request.min_relevance
     if floor is None:
-        floor = context.plan.settings.retrieval.min_relevance
-        multilingual_floor = context.plan.settings.retrieval.multilingual_min_relevance
+        floor = context.plan.settings.min_relevance
+        multilingual_floor = context.plan.settings.multilingual_min_relevance
     else:
         multilingual_floor = floor
     kept = above_floor(ranked, floor, multilingual, multilingual_floor)
@@ -287,7 +285,7 @@ def _settled(
     left recorded at `stage` for the results that can be shown."""
     ranked, moved = settle_head(
         ranked,
-        context.plan.settings.retrieval.relevance_order_head,
+        context.plan.settings.relevance_order_head,
         context.request.top_k,
         margin,
         backed,
@@ -302,7 +300,7 @@ def _settled(
 
 
 async def relevance_order(ranked: Ranked, context: SearchContext) -> tuple[Ranked, str]:
-    margin = context.plan.settings.retrieval.relevance_order_margin
+    margin = context.plan.settings.relevance_order_margin
     return _settled(ranked, context, "relevance_order", margin)
 
 
@@ -318,12 +316,12 @@ def _bm25_rank(candidate: Candidate) -> float:
 
 
 async def relevance_guard(ranked: Ranked, context: SearchContext) -> tuple[Ranked, str]:
-    margin = context.plan.settings.retrieval.relevance_order_margin
+    margin = context.plan.settings.relevance_order_margin
     return _settled(ranked, context, "relevance_guard", margin, lexically_above)
 
 
 async def language_order(ranked: Ranked, context: SearchContext) -> tuple[Ranked, str]:
-    margin = context.plan.settings.retrieval.multilingual_order_margin
+    margin = context.plan.settings.multilingual_order_margin
     return _settled(ranked, context, "language_order", margin)
 
 
@@ -358,7 +356,7 @@ async def history(results: Ranked, context: SearchContext) -> tuple[Ranked, str]
     earlier = await context.repository.superseded_versions(
         request.user_id, list({c.chain_id for c in results if c.chain_id}), request.session_id
     )
-    results = with_history(results, earlier, context.plan.settings.retrieval.history_max_versions)
+    results = with_history(results, earlier, context.plan.settings.history_max_versions)
     if context.query_vector is not None:
         question = await _question_vector(context)  # as the current results' (cached)
         await score_relevance(results, _exact_cosines(context, question))  # earlier versions'

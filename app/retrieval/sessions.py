@@ -85,8 +85,8 @@ async def sessions(ranked: list[Candidate], context: SearchContext) -> tuple[lis
     settings = context.plan.settings
     ranked, held = lift_sessions(
         ranked,
-        settings.retrieval.session_top_n,
-        settings.retrieval.session_boost,
-        settings.retrieval.session_decay,
+        settings.session_top_n,
+        settings.session_boost,
+        settings.session_decay,
     )
     return ranked, f"{held} sessions scored"

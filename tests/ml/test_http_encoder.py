@@ -316,7 +316,7 @@ def test_the_http_backend_needs_a_url() -> None:
         embedding_backend="http",
         embedding_http_url="http://127.0.0.1:1/v1/",
     )
-    endpoint = HttpEndpoint.from_settings(settings)
+    endpoint = HttpEndpoint.from_settings(settings.embedding)
     assert endpoint.embeddings_url == "http://127.0.0.1:1/v1/embeddings"
     # It defaults to the model embed-serve runs.
     assert endpoint.model == settings.embedding.embedding_model
@@ -351,7 +351,7 @@ def test_embed_serve_refuses_to_forward_to_another_server() -> None:
         embedding_http_url="http://127.0.0.1:1/v1",
     )
     with pytest.raises(ValueError, match="computes embeddings itself"):
-        served_embedder(settings)
+        served_embedder(settings.embedding)
 
 
 @pytest.mark.services  # the run's embedding server, which no fixture names
