@@ -205,8 +205,16 @@ class Runtime:
 
     @cached_property
     def ingest_pipeline(self) -> IngestPipeline:
+        settings = self.settings
         return IngestPipeline(
-            self.background_sessionmaker, self.embedder, self.classifier, self.settings, self.llm
+            self.background_sessionmaker,
+            self.embedder,
+            self.classifier,
+            self.llm,
+            api=settings.api,
+            embedding=settings.embedding,
+            ingest=settings.ingest,
+            retrieval=settings.retrieval,
         )
 
     @cached_property
@@ -218,8 +226,14 @@ class Runtime:
     @cached_property
     def batch_worker(self) -> BatchJobWorker:
         """The batch creates answered 202: across tenants, on the background role."""
+        settings = self.settings
         return BatchJobWorker(
-            self.background_sessionmaker, self.embedder, self.classifier, self.settings
+            self.background_sessionmaker,
+            self.embedder,
+            self.classifier,
+            settings.api,
+            settings.ingest,
+            settings.retrieval,
         )
 
     @cached_property

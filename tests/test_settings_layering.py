@@ -27,16 +27,6 @@ COMPOSITION_ROOTS = (
     "app/ml/embedding_server.py",
 )
 
-# Components that still take the whole, each with its reason. Empty the list, never grow it.
-TAKE_THE_WHOLE: dict[str, str] = {
-    "app/ingest/batch_worker.py": "hands the whole to MemoryService",
-    "app/ingest/candidates.py": "reads ingest and retrieval",
-    "app/ingest/intake.py": "reads api and ingest",
-    "app/ingest/pipeline.py": "reads api, embedding and ingest; hands the whole on",
-    "app/ingest/service.py": "hands the whole to intake",
-    "app/memories/service.py": "reads api, ingest and retrieval",
-}
-
 WHOLE_NAMES = {"Settings", "get_settings"}
 
 
@@ -81,16 +71,9 @@ def test_only_the_composition_roots_see_the_whole_settings() -> None:
     offenders = {
         relative(path): uses
         for path in app_modules()
-        if not is_composition_root(path)
-        and relative(path) not in TAKE_THE_WHOLE
-        and (uses := whole_settings_uses(path))
+        if not is_composition_root(path) and (uses := whole_settings_uses(path))
     }
     assert offenders == {}, "give these the settings groups they read, not the whole"
-
-
-def test_every_listed_exception_still_takes_the_whole() -> None:
-    stale = [module for module in TAKE_THE_WHOLE if not whole_settings_uses(ROOT / module)]
-    assert stale == [], "these no longer need their exception: remove them from the list"
 
 
 def test_the_check_sees_a_component_that_takes_the_whole(tmp_path: Path) -> None:
