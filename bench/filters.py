@@ -8,7 +8,7 @@ index dropped and rebuilt after. Each memory carries `metadata.b` = its number m
 `{"field": "metadata.b", "op": "lt", "value": k}` keeps k/1000 of them: a metadata clause, the
 kind no index serves (the worst case for the planner).
 
-Timed: the vector leg exactly as a search runs it (app/memories/repository.py: the count that
+Timed: the vector leg exactly as a search runs it (app/memories/vectors.py: the count that
 chooses the scan, the 256D shortlist of COGNIS_CANDIDATES_256D, the exact 768D re-score), in
 two modes: `auto` (the service's choice: exact scan when at most
 COGNIS_EXACT_SEARCH_MAX_MEMORIES memories match, else HNSW with iterative scans) and `hnsw`
@@ -17,7 +17,7 @@ every matching memory (`recall@10`), and the same two stages run as an exact sca
 matching memory (`vs scan`: what the index's approximation costs, apart from the 256D
 shortlist's own, which an unfiltered search has too). The BM25 leg needs no figure here:
 OpenSearch applies a column clause exactly, in the query, and ranks only what matches
-(app/memories/filters.py).
+(app/memories/filters/).
 """
 
 from __future__ import annotations

@@ -405,7 +405,7 @@ class MemoryIndex:
         CONTEXT of this session. With `context_boost` > 0 the context field counts too, at that
         weight beside the content's 1.0 (best field plus the other's share: a tie-breaker, not a
         sum). With `proximity_slop`, documents with the terms close together score more.
-        `matching`: a search filter's clause (app/memories/filters.py), applied with the
+        `matching`: a search filter's clause (app/memories/filters/), applied with the
         visibility filters, before scoring. `language`: the query's (ISO 639-1), which chooses
         the analysis it is searched in (language_fields)."""
         query_body: dict[str, Any] = {
