@@ -47,7 +47,7 @@ HTTP_METRICS = PrometheusConfig(
 async def _lifespan(app: Litestar) -> AsyncIterator[None]:
     runtime: Runtime = app.state.runtime
     settings = runtime.settings
-    if settings.dev_key_enabled:
+    if settings.keys.dev_key_enabled:
         log.warning(
             "auth.development_key_enabled",
             message="NO API KEY HASHES CONFIGURED: the public development key "
@@ -57,7 +57,7 @@ async def _lifespan(app: Litestar) -> AsyncIterator[None]:
     await check_database_roles(
         runtime.engine,
         runtime.background_engine,
-        background=settings.relay_in_api or settings.ingest_worker_in_api,
+        background=settings.relay.relay_in_api or settings.ingest.ingest_worker_in_api,
     )
     await anyio.to_thread.run_sync(runtime.load_models)
     # Before readiness: the first memory without a category must not wait for training.
@@ -72,17 +72,17 @@ async def _lifespan(app: Litestar) -> AsyncIterator[None]:
         log.warning("search_index.unavailable_at_startup", error=str(exc))
     try:
         async with runtime.background(
-            relay=settings.relay_in_api,
-            ingest_worker=settings.ingest_worker_in_api,
+            relay=settings.relay.relay_in_api,
+            ingest_worker=settings.ingest.ingest_worker_in_api,
             index_check=True,
         ):
             log.info(
                 "api.started",
-                host=settings.host,
-                port=settings.port,
-                relay=settings.relay_in_api,
-                ingest_worker=settings.ingest_worker_in_api,
-                llm=settings.llm_model if settings.llm_enabled else None,
+                host=settings.api.host,
+                port=settings.api.port,
+                relay=settings.relay.relay_in_api,
+                ingest_worker=settings.ingest.ingest_worker_in_api,
+                llm=settings.llm.llm_model if settings.llm.llm_enabled else None,
             )
             yield
     finally:
@@ -91,7 +91,7 @@ async def _lifespan(app: Litestar) -> AsyncIterator[None]:
 
 def create_app(settings: Settings | None = None) -> Litestar:
     settings = settings or get_settings()
-    configure_logging(settings.log_level, settings.log_json)
+    configure_logging(settings.api.log_level, settings.api.log_json)
     runtime = Runtime.build(settings, process="api")
     db_config = SQLAlchemyAsyncConfig(
         engine_instance=runtime.engine,

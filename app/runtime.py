@@ -85,55 +85,57 @@ class Runtime:
         ...: app.db.engine.application_name) and, when the OTEL_* variables ask for traces,
         its service in them (`cognis-api`, ...: started first, so the engines and clients
         built below are traced)."""
-        start_tracing(settings, process)
-        engine = create_engine(settings, application=application_name(process))
+        start_tracing(settings.api, process)
+        engine = create_engine(settings.store, application=application_name(process))
         sessionmaker = create_sessionmaker(engine)
         background_engine = engine
-        if settings.worker_database_url is not None:
+        if settings.store.worker_database_url is not None:
             background_engine = create_engine(
-                settings,
-                settings.worker_database_url.get_secret_value(),
+                settings.store,
+                settings.store.worker_database_url.get_secret_value(),
                 application=application_name(process, "background"),
             )
         background_sessionmaker = create_sessionmaker(background_engine)
         read_engine = (
             create_engine(
-                settings,
-                settings.read_database_url.get_secret_value(),
-                connect_timeout_s=settings.replica_connect_timeout_s,
+                settings.store,
+                settings.store.read_database_url.get_secret_value(),
+                connect_timeout_s=settings.store.replica_connect_timeout_s,
                 application=application_name(process, "replica"),
             )
-            if settings.read_database_url is not None
+            if settings.store.read_database_url is not None
             else None
         )
         embedder = build_embedder(
-            settings,
-            settings.embedding_backend,
-            settings.embedding_intra_op_threads,
+            settings.embedding,
+            settings.embedding.embedding_backend,
+            settings.embedding.embedding_intra_op_threads,
             observer=EmbeddingObserver("memories"),
         )
         query_embedder = (
             build_embedder(
-                settings,
-                settings.query_embedding_backend,
-                settings.query_embedding_intra_op_threads,
+                settings.embedding,
+                settings.embedding.query_embedding_backend,
+                settings.embedding.query_embedding_intra_op_threads,
                 observer=EmbeddingObserver("queries"),
             )
-            if settings.query_embedding_backend != "same"
+            if settings.embedding.query_embedding_backend != "same"
             else embedder
         )
         cross_encoder = (
-            CrossEncoderScorer(settings.cross_encoder_model, device=settings.embedding_device)
-            if settings.cross_encoder_model
+            CrossEncoderScorer(
+                settings.retrieval.cross_encoder_model, device=settings.embedding.embedding_device
+            )
+            if settings.retrieval.cross_encoder_model
             else None
         )
-        index = MemoryIndex(settings)
+        index = MemoryIndex(settings.store)
         classifier = CategoryClassifier(
             embedder,
             load_definitions=category_loader(sessionmaker),
-            uncertain_margin=settings.category_uncertain_margin,
-            cache_dir=Path(settings.category_cache_dir)
-            if settings.category_cache_dir
+            uncertain_margin=settings.ingest.category_uncertain_margin,
+            cache_dir=Path(settings.ingest.category_cache_dir)
+            if settings.ingest.category_cache_dir
             else user_cache_dir("categories"),
         )
         runtime = cls(
@@ -146,24 +148,24 @@ class Runtime:
             query_embedder=query_embedder,
             classifier=classifier,
             index=index,
-            relay=OutboxRelay(background_sessionmaker, index, settings),
-            retrieval=RetrievalPipeline(query_embedder, index, settings, cross_encoder),
+            relay=OutboxRelay(background_sessionmaker, index, settings.relay, settings.store),
+            retrieval=RetrievalPipeline(query_embedder, index, settings.retrieval, cross_encoder),
             cross_encoder=cross_encoder,
             keys=KeyCheck(
-                settings,
+                settings.keys,
                 sessionmaker,
                 RateLimiter(
-                    settings.rate_limit_per_s,
-                    settings.rate_limit_burst or math.ceil(settings.rate_limit_per_s),
+                    settings.keys.rate_limit_per_s,
+                    settings.keys.rate_limit_burst or math.ceil(settings.keys.rate_limit_per_s),
                 )
-                if settings.rate_limit_per_s > 0
+                if settings.keys.rate_limit_per_s > 0
                 else None,
             ),
             reads=ReadRouter(
                 sessionmaker,
                 create_sessionmaker(read_engine) if read_engine is not None else None,
-                wait_max_s=settings.replica_wait_max_ms / 1000,
-                retry_s=settings.replica_retry_s,
+                wait_max_s=settings.store.replica_wait_max_ms / 1000,
+                retry_s=settings.store.replica_retry_s,
             ),
             read_engine=read_engine,
         )
@@ -174,46 +176,64 @@ class Runtime:
     @cached_property
     def reaper(self) -> ExpiryReaper:
         """The expiry reaper: across tenants, so on the background role, like the relay."""
-        return ExpiryReaper(self.background_sessionmaker, self.settings)
+        return ExpiryReaper(self.background_sessionmaker, self.settings.relay)
 
     @cached_property
     def webhooks(self) -> WebhookDispatcher:
         """The webhook dispatcher: across tenants, on the background role, beside the relay."""
-        return WebhookDispatcher(self.background_sessionmaker, self.settings)
+        return WebhookDispatcher(
+            self.background_sessionmaker, self.settings.relay, self.settings.store
+        )
 
     @cached_property
     def retention(self) -> RetentionJob:
         """The retention job: across tenants, so on the background role, like the relay."""
-        return RetentionJob(self.background_sessionmaker, self.settings)
+        return RetentionJob(self.background_sessionmaker, self.settings.retention)
 
     @cached_property
     def index_coverage(self) -> IndexCoverageCheck:
         """Whether the index holds every delivered memory version (/ready, searches' `stale`):
         across tenants, so on the background role, like the relay."""
         return IndexCoverageCheck(
-            self.background_engine, self.background_sessionmaker, self.index, self.settings
+            self.background_engine, self.background_sessionmaker, self.index, self.settings.relay
         )
 
     # Ingestion: built on first use, from the parts above.
     @cached_property
     def llm(self) -> ChatClient | None:
-        return ChatClient(self.settings) if self.settings.llm_enabled else None
+        return ChatClient(self.settings.llm) if self.settings.llm.llm_enabled else None
 
     @cached_property
     def ingest_pipeline(self) -> IngestPipeline:
+        settings = self.settings
         return IngestPipeline(
-            self.background_sessionmaker, self.embedder, self.classifier, self.settings, self.llm
+            self.background_sessionmaker,
+            self.embedder,
+            self.classifier,
+            self.llm,
+            api=settings.api,
+            embedding=settings.embedding,
+            ingest=settings.ingest,
+            retrieval=settings.retrieval,
         )
 
     @cached_property
     def ingest_worker(self) -> IngestWorker:
-        return IngestWorker(self.background_sessionmaker, self.ingest_pipeline, self.settings)
+        return IngestWorker(
+            self.background_sessionmaker, self.ingest_pipeline, self.settings.ingest
+        )
 
     @cached_property
     def batch_worker(self) -> BatchJobWorker:
         """The batch creates answered 202: across tenants, on the background role."""
+        settings = self.settings
         return BatchJobWorker(
-            self.background_sessionmaker, self.embedder, self.classifier, self.settings
+            self.background_sessionmaker,
+            self.embedder,
+            self.classifier,
+            settings.api,
+            settings.ingest,
+            settings.retrieval,
         )
 
     @cached_property
@@ -234,7 +254,7 @@ class Runtime:
 
     @cached_property
     def importer(self) -> MemoryImporter:
-        return MemoryImporter(self.sessionmaker, self.embedder, self.classifier, self.settings)
+        return MemoryImporter(self.sessionmaker, self.embedder, self.classifier, self.settings.api)
 
     async def run_background(
         self, stop: asyncio.Event, *, relay: bool, ingest_worker: bool, index_check: bool = False
@@ -261,9 +281,9 @@ class Runtime:
         if ingest_worker:
             loops.append(self.ingest_worker.run_forever(stop))
             loops.append(self.batch_worker.run_forever(stop))
-            if self.settings.sentence_vectors:
+            if self.settings.retrieval.sentence_vectors:
                 loops.append(self.sentence_worker.run_forever(stop))
-            if self.settings.entities:
+            if self.settings.retrieval.entities:
                 loops.append(self.entity_worker.run_forever(stop))
         await asyncio.gather(*loops)
 

@@ -1,4 +1,4 @@
-"""The settings reference of docs/configuration.md, generated from the groups of app/config.py.
+"""The settings reference of docs/configuration.md, generated from the groups of app/config/.
 
 `python -m app.settings_doc` rewrites the block between the two markers in docs/configuration.md;
 tests/test_config.py fails while that page and the settings disagree.
@@ -13,9 +13,9 @@ from pathlib import Path
 from pydantic import BaseModel, SecretStr
 from pydantic.fields import FieldInfo
 
-from app.config import SETTINGS_GROUPS
+from app.config import GROUPS
 
-BEGIN = "<!-- settings: generated from app/config.py by `python -m app.settings_doc` -->"
+BEGIN = "<!-- settings: generated from app/config/ by `python -m app.settings_doc` -->"
 END = "<!-- settings: end -->"
 
 
@@ -50,11 +50,12 @@ def group_title(group: type[BaseModel]) -> tuple[str, str]:
 def settings_reference() -> str:
     """The block between BEGIN and END: one table per settings group."""
     parts = [BEGIN]
-    for group in SETTINGS_GROUPS:
+    for attribute, group in GROUPS.items():
         title, body = group_title(group)
+        module = f"app/config/{group.__module__.rpartition('.')[2]}.py"
         parts += [
             "",
-            f"**{title}** {body}",
+            f"**{title}** {body} In code: `settings.{attribute}` (`{group.__name__}`, `{module}`).",
             "",
             "| Variable | Default | Meaning |",
             "|---|---|---|",

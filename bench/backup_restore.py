@@ -125,11 +125,13 @@ async def prepare(settings: Settings, memories: int, backup_role: str) -> tuple[
 
 
 def measure(base: Settings, urls: dict[str, str], args: argparse.Namespace) -> None:
-    if base.backup_database_url is None:
+    if base.store.backup_database_url is None:
         raise SystemExit("set COGNIS_BACKUP_DATABASE_URL (docs/operations.md, The backup role)")
     settings = settings_on(base, urls)
     source = make_url(urls["migration_database_url"])
-    backup_url = make_url(base.backup_database_url.get_secret_value()).set(database=source.database)
+    backup_url = make_url(base.store.backup_database_url.get_secret_value()).set(
+        database=source.database
+    )
     rows, source_digest = asyncio.run(prepare(settings, args.memories, str(backup_url.username)))
     source_bytes = asyncio.run(database_bytes(urls["migration_database_url"]))
     restored = f"{source.database}_restored"

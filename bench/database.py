@@ -30,20 +30,21 @@ from app.db.tenant import DEFAULT_TENANT_ID, tenant_scope
 
 def owner_url(settings: Settings) -> str:
     """The tables' owner (the migration role; unset: the one role of the deployment)."""
-    return (settings.migration_database_url or settings.database_url).get_secret_value()
+    return (settings.store.migration_database_url or settings.store.database_url).get_secret_value()
 
 
 def owner_engine(settings: Settings) -> AsyncEngine:
-    return create_engine(settings, owner_url(settings))
+    return create_engine(settings.store, owner_url(settings))
 
 
 def urls_on(settings: Settings, database: str) -> dict[str, str]:
     """The request, worker and owner URLs moved to another database of the same server (a
     scratch database), as Settings fields; the roles are the server's, so they log in there."""
     urls = {
-        "database_url": settings.database_url,
-        "worker_database_url": settings.worker_database_url or settings.database_url,
-        "migration_database_url": settings.migration_database_url or settings.database_url,
+        "database_url": settings.store.database_url,
+        "worker_database_url": settings.store.worker_database_url or settings.store.database_url,
+        "migration_database_url": settings.store.migration_database_url
+        or settings.store.database_url,
     }
     return {
         field: make_url(url.get_secret_value())

@@ -173,9 +173,9 @@ async def fk_cost(owner: AsyncEngine, messages: int) -> dict[str, float]:
 
 async def measure(settings: Settings, args: argparse.Namespace) -> None:
     owner = owner_engine(settings)
-    engine = create_engine(settings, application="bench-erase")
+    engine = create_engine(settings.store, application="bench-erase")
     sessions = create_sessionmaker(engine)
-    probe_engine = create_engine(settings, application="bench-erase-probes")
+    probe_engine = create_engine(settings.store, application="bench-erase-probes")
     probes = create_sessionmaker(probe_engine)
     try:
         groups = shape(args.versions, args.user_messages)
@@ -206,8 +206,8 @@ async def measure(settings: Settings, args: argparse.Namespace) -> None:
             clock.on = True
             started = time.perf_counter()
             async with sessions() as session, session.begin():
-                counts, _ = await erase_user(session, ERASED, settings.erase_tombstone_s)
-                outbox.enqueue_erase(session, ERASED, hold_s=settings.erase_handoff_s)
+                counts, _ = await erase_user(session, ERASED, settings.relay.erase_tombstone_s)
+                outbox.enqueue_erase(session, ERASED, hold_s=settings.relay.erase_handoff_s)
                 await session.flush()
             committed = time.perf_counter()
             clock.on = False

@@ -8,7 +8,7 @@ index dropped and rebuilt after. Each memory carries `metadata.b` = its number m
 `{"field": "metadata.b", "op": "lt", "value": k}` keeps k/1000 of them: a metadata clause, the
 kind no index serves (the worst case for the planner).
 
-Timed: the vector leg exactly as a search runs it (app/memories/repository.py: the count that
+Timed: the vector leg exactly as a search runs it (app/memories/vectors.py: the count that
 chooses the scan, the 256D shortlist of COGNIS_CANDIDATES_256D, the exact 768D re-score), in
 two modes: `auto` (the service's choice: exact scan when at most
 COGNIS_EXACT_SEARCH_MAX_MEMORIES memories match, else HNSW with iterative scans) and `hnsw`
@@ -17,7 +17,7 @@ every matching memory (`recall@10`), and the same two stages run as an exact sca
 matching memory (`vs scan`: what the index's approximation costs, apart from the 256D
 shortlist's own, which an unfiltered search has too). The BM25 leg needs no figure here:
 OpenSearch applies a column clause exactly, in the query, and ranks only what matches
-(app/memories/filters.py).
+(app/memories/filters/).
 """
 
 from __future__ import annotations
@@ -109,7 +109,7 @@ async def vector_leg(
         query[:256] / np.linalg.norm(query[:256]),
         None,
         shortlist,
-        settings.hnsw_ef_search,
+        settings.retrieval.hnsw_ef_search,
         exact_max,
     )
     exact = await repository.exact_768d_scores(user_id, [i for i, _ in coarse], query)
@@ -128,8 +128,8 @@ async def loaded(engine, user_id: str) -> int:
 
 
 async def measure(settings: Settings, args: argparse.Namespace) -> None:
-    engine = create_engine(settings, owner_url(settings))
-    request_engine = create_engine(settings, settings.database_url.get_secret_value())
+    engine = create_engine(settings.store, owner_url(settings))
+    request_engine = create_engine(settings.store, settings.store.database_url.get_secret_value())
     rng = np.random.default_rng(11)
     target = "filters-target"
     memories: Memories
@@ -142,7 +142,7 @@ async def measure(settings: Settings, args: argparse.Namespace) -> None:
         queries = queries + rng.normal(0, 0.3 / np.sqrt(queries.shape[1]), queries.shape)
         queries /= np.linalg.norm(queries, axis=1, keepdims=True)
     shortlists = [int(n) for n in args.shortlists.split(",")] if args.shortlists else []
-    shortlists = shortlists or [settings.candidates_256d]
+    shortlists = shortlists or [settings.retrieval.candidates_256d]
     try:
         started = time.perf_counter()
         if await loaded(engine, target) != args.size:  # a kept database holds them already
@@ -155,8 +155,8 @@ async def measure(settings: Settings, args: argparse.Namespace) -> None:
         print(
             f"== {args.size} {args.memories} memories for the queried user, {args.other_users} "
             f"other users x {args.other_size}; loaded in {time.perf_counter() - started:.0f} s; "
-            f"{len(queries)} queries; exact_max {settings.exact_search_max_memories}, "
-            f"ef_search {settings.hnsw_ef_search}",
+            f"{len(queries)} queries; exact_max {settings.retrieval.exact_search_max_memories}, "
+            f"ef_search {settings.retrieval.hnsw_ef_search}",
             flush=True,
         )
         selectivities = (
@@ -177,7 +177,7 @@ async def measure(settings: Settings, args: argparse.Namespace) -> None:
                 if selectivity is None
                 else to_sql(parse_filter({"field": "metadata.b", "op": "lt", "value": below}))
             )
-            modes = [("auto", settings.exact_search_max_memories), ("hnsw", 0)]
+            modes = [("auto", settings.retrieval.exact_search_max_memories), ("hnsw", 0)]
             rows = [(m, n) for m in modes[: 1 if args.auto_only else 2] for n in shortlists]
             recalls: dict[tuple, list[float]] = {row: [] for row in rows}
             leg_recalls: dict[tuple, list[float]] = {row: [] for row in rows}

@@ -78,8 +78,12 @@ def embedded_turns(
     by the configured model in this process (the model service, `http`, serves the same
     weights)."""
     turns, questions = locomo_turns_and_questions(rows)
-    backend = "torch" if settings.embedding_backend == "http" else settings.embedding_backend
-    embedder = Embedder(settings.embedding_model, backend=backend)
+    backend = (
+        "torch"
+        if settings.embedding.embedding_backend == "http"
+        else settings.embedding.embedding_backend
+    )
+    embedder = Embedder(settings.embedding.embedding_model, backend=backend)
     print(f"embedding {len(turns)} turns and {queries} questions...", flush=True)
     docs = embedder.embed_sync(turns)
     asked = embedder.embed_sync(questions[:queries])

@@ -83,7 +83,9 @@ async def run(args: argparse.Namespace) -> None:
                 size = await connection.scalar(
                     text(f"SELECT pg_size_pretty(pg_relation_size('{TABLE}_e256'))")
                 )
-                await connection.execute(text(f"SET hnsw.ef_search = {settings.hnsw_ef_search}"))
+                await connection.execute(
+                    text(f"SET hnsw.ef_search = {settings.retrieval.hnsw_ef_search}")
+                )
                 await connection.execute(text("SET hnsw.iterative_scan = relaxed_order"))
                 recall = 0.0
                 for query in queries:

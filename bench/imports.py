@@ -138,7 +138,7 @@ async def main_async(args: argparse.Namespace) -> int:
                 " memories/s"
             )
         finally:
-            eraser = UserEraser(runtime.sessionmaker, runtime.relay, runtime.settings)
+            eraser = UserEraser(runtime.sessionmaker, runtime.relay, runtime.settings.relay)
             for user in users:
                 await eraser.erase(user)
             await runtime.close()

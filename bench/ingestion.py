@@ -109,15 +109,15 @@ def raw_throughput(turns: list[str], batch: int) -> float:
     """Texts/s of the configured model alone, in this process: the best case of the service's
     own settings (the model service's backend where processes embed through it)."""
     settings = get_settings()
-    backend = settings.embedding_backend
+    backend = settings.embedding.embedding_backend
     if backend == "http":  # the model service runs torch unless told otherwise
         backend = os.environ.get("COGNIS_EMBED_SERVE_BACKEND", "torch")  # type: ignore[assignment]
     embedder = Embedder(
-        settings.embedding_model,
+        settings.embedding.embedding_model,
         forward_batch_size=batch,
         backend=backend,
-        intra_op_threads=settings.embedding_intra_op_threads,
-        onnx_cache_dir=settings.embedding_onnx_cache_dir,
+        intra_op_threads=settings.embedding.embedding_intra_op_threads,
+        onnx_cache_dir=settings.embedding.embedding_onnx_cache_dir,
     )
     embedder.load()
     embedder.embed_sync(turns[:batch])  # warm-up
@@ -575,15 +575,15 @@ def main() -> int:
         return 2
     subprocess.run([sys.executable, "-m", "app", "migrate"], cwd=ROOT, check=True)
     turns, questions = locomo_turns_and_questions(args.messages)
-    settings = get_settings()
+    embedding = get_settings().embedding
     print(
-        f"== {len(turns)} LoCoMo turns; model {Path(settings.embedding_model).name} "
-        f"({settings.embedding_backend}); queries {settings.query_embedding_backend}; "
+        f"== {len(turns)} LoCoMo turns; model {Path(embedding.embedding_model).name} "
+        f"({embedding.embedding_backend}); queries {embedding.query_embedding_backend}; "
         f"{os.cpu_count()} cores",
         flush=True,
     )
     print(f"== beside: {describe_neighbours()}", flush=True)
-    forward = settings.embedding_forward_batch_size
+    forward = embedding.embedding_forward_batch_size
     args.raw = raw_throughput(turns, forward)
     print(f"raw model throughput: {args.raw:.1f} texts/s (sorted, passes of {forward})", flush=True)
     if {"messages", "batch", "chat", "submit"} & set(args.modes.split(",")):

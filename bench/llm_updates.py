@@ -221,7 +221,7 @@ async def run(args: argparse.Namespace) -> None:
     if missing:
         with serving(gguf, args.threads) as served:
             ready_s = served.ready_s
-            client = ChatClient(settings_for(served.url, gguf))
+            client = ChatClient(settings_for(served.url, gguf).llm)
             try:
                 for done, i in enumerate(missing, start=1):
                     answer = await ask(client, cases[i], shown_candidates[i], gate)

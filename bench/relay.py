@@ -148,21 +148,21 @@ async def searchable(index: MemoryIndex, expected: int) -> bool:
 
 async def run_phases(settings: Settings, args: argparse.Namespace) -> None:
     owner = owner_engine(settings)  # writes as the service would, in the default tenant
-    assert settings.worker_database_url is not None  # main() sets all three URLs
-    engine = create_engine(settings, settings.worker_database_url.get_secret_value())
+    assert settings.store.worker_database_url is not None  # main() sets all three URLs
+    engine = create_engine(settings.store, settings.store.worker_database_url.get_secret_value())
     sessionmaker = create_sessionmaker(engine)
-    index = MemoryIndex(settings)
-    relay = OutboxRelay(sessionmaker, index, settings)
+    index = MemoryIndex(settings.store)
+    relay = OutboxRelay(sessionmaker, index, settings.relay, settings.store)
     rng = np.random.default_rng(7)
     users = [f"bench-relay-{i}" for i in range(args.users)]
     try:
         await index.ensure_index()
         print(
-            f"relay_batch_size={settings.relay_batch_size} "
-            f"bulk_max_docs={settings.opensearch_bulk_max_docs} "
-            f"bulk_max_bytes={settings.opensearch_bulk_max_bytes} "
-            f"bulk_concurrency={settings.opensearch_bulk_concurrency} "
-            f"refresh_interval={settings.opensearch_refresh_interval}",
+            f"relay_batch_size={settings.relay.relay_batch_size} "
+            f"bulk_max_docs={settings.relay.opensearch_bulk_max_docs} "
+            f"bulk_max_bytes={settings.relay.opensearch_bulk_max_bytes} "
+            f"bulk_concurrency={settings.relay.opensearch_bulk_concurrency} "
+            f"refresh_interval={settings.store.opensearch_refresh_interval}",
             flush=True,
         )
 

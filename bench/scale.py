@@ -224,7 +224,7 @@ def locomo_vectors() -> tuple[list[str], np.ndarray, list[str], np.ndarray]:
     """LoCoMo's turns and questions with their embeddings by the service's model, computed once
     and cached under ~/.cache/cognis-memory/bench, keyed by the model folder and the data
     file's checksum (a changed model or data file is embedded again)."""
-    model = os.environ.get("COGNIS_EMBEDDING_MODEL", Settings().embedding_model)
+    model = os.environ.get("COGNIS_EMBEDDING_MODEL", Settings().embedding.embedding_model)
     key = hashlib.sha256(model.encode() + hashlib.sha256(LOCOMO.read_bytes()).digest())
     cache = Path.home() / ".cache" / "cognis-memory" / "bench" / f"locomo-{key.hexdigest()[:16]}"
     conversations = load_conversations(None)
@@ -248,7 +248,9 @@ Memories = SyntheticMemories | LocomoMemories
 
 def word_vectors() -> np.ndarray:
     """WORDS embedded by the service's model (the local folder `make up` configured)."""
-    embedder = Embedder(os.environ.get("COGNIS_EMBEDDING_MODEL", Settings().embedding_model))
+    embedder = Embedder(
+        os.environ.get("COGNIS_EMBEDDING_MODEL", Settings().embedding.embedding_model)
+    )
     return np.stack([e.full for e in embedder.embed_sync(WORDS)])
 
 

@@ -41,7 +41,7 @@ def _database_url() -> str:
 
     settings = get_settings()
     # The tables' owner migrates; the service's own role may only read and write rows.
-    return (settings.migration_database_url or settings.database_url).get_secret_value()
+    return (settings.store.migration_database_url or settings.store.database_url).get_secret_value()
 
 
 def _configure(connection: Connection | None = None, **kwargs: object) -> None:

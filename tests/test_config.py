@@ -13,9 +13,8 @@ from pathlib import Path
 
 import pytest
 from pydantic_core import PydanticUndefined
-from pydantic_settings import BaseSettings
 
-from app.config import SETTINGS_GROUPS, Settings
+from app.config import GROUP_OF, GROUPS, SETTING_FIELDS, SETTINGS_GROUPS, Settings
 from app.settings_doc import BEGIN, END, env_name, settings_reference, shown_default
 
 README = Path(__file__).resolve().parents[1] / "docs" / "configuration.md"
@@ -200,25 +199,27 @@ EXPECTED_DEFAULTS: dict[str, object] = {
 
 
 def test_every_setting_keeps_its_name_and_default() -> None:
-    actual = {name: field.default for name, field in Settings.model_fields.items()}
+    actual = {name: field.default for name, field in SETTING_FIELDS.items()}
     assert actual == EXPECTED_DEFAULTS
 
 
 def test_every_setting_belongs_to_exactly_one_described_group() -> None:
-    assert Settings.__bases__ == (*SETTINGS_GROUPS, BaseSettings)
+    # The whole holds one object per group, nothing else.
+    assert {name: field.annotation for name, field in Settings.model_fields.items()} == GROUPS
+    assert tuple(GROUPS.values()) == SETTINGS_GROUPS
     owners: dict[str, list[str]] = {}
     for group in SETTINGS_GROUPS:
         doc = (group.__doc__ or "").strip()
         assert "\n\n" in doc, f"{group.__name__}: a title line, a blank line, then what it covers"
         for name in group.model_fields:
             owners.setdefault(name, []).append(group.__name__)
-    assert set(owners) == set(Settings.model_fields)
+    assert set(owners) == set(SETTING_FIELDS)
     assert {name: groups for name, groups in owners.items() if len(groups) > 1} == {}
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED_DEFAULTS))
 def test_every_setting_is_described_and_read_from_its_variable(name: str) -> None:
-    field = Settings.model_fields[name]
+    field = SETTING_FIELDS[name]
     assert field.description and len(field.description) > 8, f"{name} needs a description"
     # No alias: the variable is the prefix and the field's name, nothing else.
     assert (field.alias, field.validation_alias) == (None, None)
@@ -243,7 +244,7 @@ def test_a_variable_of_each_group_reaches_its_setting(monkeypatch: pytest.Monkey
     for name, value in changed.items():
         monkeypatch.setenv(env_name(name), str(value))
     settings = Settings()  # type: ignore[call-arg]
-    assert {name: getattr(settings, name) for name in changed} == changed
+    assert {name: getattr(getattr(settings, GROUP_OF[name]), name) for name in changed} == changed
 
 
 def test_the_readme_reference_is_generated_from_the_settings() -> None:
@@ -259,7 +260,5 @@ def test_every_variable_of_the_readme_table_is_a_setting_with_its_default() -> N
             r"^\| `(?P<var>COGNIS_[A-Z0-9_]+)` \| (?P<default>[^|]+) \|", README.read_text(), re.M
         )
     }
-    expected = {
-        env_name(name): shown_default(field) for name, field in Settings.model_fields.items()
-    }
+    expected = {env_name(name): shown_default(field) for name, field in SETTING_FIELDS.items()}
     assert {var: default.strip() for var, default in rows.items()} == expected

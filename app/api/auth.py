@@ -30,7 +30,7 @@ async def require_api_key(connection: ASGIConnection, _: BaseRouteHandler) -> No
 
 
 def require_admin_key(connection: ASGIConnection, _: BaseRouteHandler) -> None:
-    hashes = connection.app.state.runtime.settings.admin_key_hash_list
+    hashes = connection.app.state.runtime.settings.keys.admin_key_hash_list
     if not hashes:
         raise NotAuthorizedException(
             "the admin API is off: set COGNIS_ADMIN_KEY_HASHES to the SHA-256 of an admin key"
@@ -40,7 +40,7 @@ def require_admin_key(connection: ASGIConnection, _: BaseRouteHandler) -> None:
 
 def require_metrics_key(connection: ASGIConnection, _: BaseRouteHandler) -> None:
     """/metrics is open unless COGNIS_METRICS_KEY_HASHES names the keys that may read it."""
-    hashes = connection.app.state.runtime.settings.metrics_key_hash_list
+    hashes = connection.app.state.runtime.settings.keys.metrics_key_hash_list
     if hashes:
         _require_one_of(connection, hashes, "metrics key")
 

@@ -17,7 +17,7 @@ from litestar.params import Parameter
 from litestar.types import Message, Scope
 
 from app.api.reads import add_response_headers, with_added_headers
-from app.config import Settings
+from app.config import RelaySettings
 from app.db.models import Memory
 from app.errors import InvalidInputError
 from app.runtime import Runtime
@@ -47,9 +47,9 @@ WRITE_WAIT_HEADERS = [
 ]
 
 
-def wait_bound_s(settings: Settings, requested_ms: int | None) -> float:
+def wait_bound_s(relay: RelaySettings, requested_ms: int | None) -> float:
     """The wait's bound in seconds: the request's, never above COGNIS_INDEX_WAIT_MAX_MS."""
-    bound = settings.index_wait_max_ms
+    bound = relay.index_wait_max_ms
     if requested_ms is None:
         return bound / 1000
     if requested_ms > bound:
@@ -134,7 +134,7 @@ async def provide_write_wait(
 ) -> WriteWait:
     return WriteWait(
         requested=wait_for == "indexed",
-        timeout_s=wait_bound_s(runtime.settings, wait_timeout_ms),
+        timeout_s=wait_bound_s(runtime.settings.relay, wait_timeout_ms),
         runtime=runtime,
         request=request,
     )

@@ -104,7 +104,7 @@ class ContextController(Controller):
                     filters=data.filters,
                     min_relevance=data.min_relevance,
                 ),
-                runtime.settings,
+                runtime.settings.retrieval,
                 request.headers.get("X-Request-ID"),
             )
             filters = searched.scoped_filter

@@ -67,7 +67,7 @@ async def provide_interactive_work(
 ) -> Work:
     """One memory, a PATCH, a message: served before bulk work."""
     return write_work(
-        WorkClass.INTERACTIVE, user_id, runtime.settings.write_deadline_ms, deadline_ms
+        WorkClass.INTERACTIVE, user_id, runtime.settings.api.write_deadline_ms, deadline_ms
     )
 
 
@@ -75,7 +75,9 @@ async def provide_bulk_work(
     user_id: UserId, runtime: Runtime, deadline_ms: RequestedDeadline = None
 ) -> Work:
     """A batch create: behind queries and interactive writes."""
-    return write_work(WorkClass.BULK, user_id, runtime.settings.bulk_write_deadline_ms, deadline_ms)
+    return write_work(
+        WorkClass.BULK, user_id, runtime.settings.api.bulk_write_deadline_ms, deadline_ms
+    )
 
 
 # What a client does about each refusal of the scheduler, after its detail.

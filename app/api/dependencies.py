@@ -17,7 +17,15 @@ async def provide_runtime(state: State) -> Runtime:
 
 
 def memory_service(session: AsyncSession, runtime: Runtime) -> MemoryService:
-    return MemoryService(session, runtime.embedder, runtime.classifier, runtime.settings)
+    settings = runtime.settings
+    return MemoryService(
+        session,
+        runtime.embedder,
+        runtime.classifier,
+        settings.api,
+        settings.ingest,
+        settings.retrieval,
+    )
 
 
 async def provide_memory_service(db_session: AsyncSession, runtime: Runtime) -> MemoryService:
@@ -29,9 +37,10 @@ async def provide_ingest_service(runtime: Runtime) -> IngestService:
         runtime.sessionmaker,
         runtime.ingest_pipeline,
         runtime.ingest_worker,
-        runtime.settings,
+        runtime.settings.api,
+        runtime.settings.ingest,
     )
 
 
 async def provide_eraser(runtime: Runtime) -> UserEraser:
-    return UserEraser(runtime.sessionmaker, runtime.relay, runtime.settings)
+    return UserEraser(runtime.sessionmaker, runtime.relay, runtime.settings.relay)

@@ -78,7 +78,7 @@ async def ready(state: State) -> Response[dict[str, Any]]:
             checks["batch_jobs_open"] = await BatchJobRepository(session).open_count()
             # Current memories the entity worker has not read yet (docs/entities.md); not
             # shown where no worker reads them (COGNIS_ENTITIES=false).
-            if runtime.settings.entities:
+            if runtime.settings.retrieval.entities:
                 checks["entities_pending"] = await pending_entities(session)
         checks["postgres"] = "up"
     except Exception as exc:
@@ -105,7 +105,7 @@ async def _observe_stores(runtime: Runtime) -> None:
     metrics.OUTBOX_PENDING.set(pending)
     metrics.OUTBOX_OLDEST_PENDING_SECONDS.set(oldest_s or 0.0)
     async with runtime.background_sessionmaker() as session:
-        for table, seconds in (await overdue_seconds(session, runtime.settings)).items():
+        for table, seconds in (await overdue_seconds(session, runtime.settings.retention)).items():
             metrics.RETENTION_OVERDUE_SECONDS.labels(table=table).set(seconds)
     try:
         stats = await runtime.index.client.nodes.stats(metric="os")

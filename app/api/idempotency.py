@@ -118,7 +118,7 @@ class IdempotentWrite:
         taken = not await store.record(
             self.session,
             request,
-            self.runtime.settings.idempotency_ttl_s,
+            self.runtime.settings.api.idempotency_ttl_s,
             response=(answer.status_code or self.status_code, answer.content),
         )
         if taken:  # a twin committed first: this write is rolled back, the twin's answers
@@ -152,7 +152,7 @@ class IdempotentWrite:
     async def claim_job(self, session: AsyncSession, job_id: uuid.UUID) -> None:
         """In a message submission's step-1 transaction: the key, `running` with its job."""
         assert self.request is not None
-        ttl_s = self.runtime.settings.idempotency_ttl_s
+        ttl_s = self.runtime.settings.api.idempotency_ttl_s
         if not await store.record(session, self.request, ttl_s, job_id=job_id):
             raise KeyTakenError
 
@@ -162,8 +162,8 @@ class IdempotentWrite:
         assert self.request is not None and stored.job_id is not None
         settings = self.runtime.settings
         bound_s = (
-            settings.ingest_wait_timeout_s
-            + settings.index_wait_max_ms / 1000
+            settings.ingest.ingest_wait_timeout_s
+            + settings.relay.index_wait_max_ms / 1000
             + ABANDONED_AFTER_GRACE_S
         )
         if stored.age_s < bound_s:

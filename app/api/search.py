@@ -20,7 +20,7 @@ from app.api.schemas.search import (
     SearchOut,
     StageScoreOut,
 )
-from app.config import Settings
+from app.config import RetrievalSettings
 from app.errors import InvalidInputError
 from app.memories.fields import check_instant, check_user_id
 from app.memories.filters import parse_filter
@@ -32,14 +32,15 @@ from app.search_index.freshness import index_lag as index_lag_of
 
 
 def search_request(
-    user_id: str, data: SearchBody, settings: Settings, request_id: str | None
+    user_id: str, data: SearchBody, retrieval: RetrievalSettings, request_id: str | None
 ) -> SearchRequest:
     """The search `data` asks for, checked: the search endpoint's and the context block's."""
     check_user_id(user_id)
-    top_k = data.top_k if data.top_k is not None else settings.default_top_k
-    if not 1 <= top_k <= settings.max_top_k:
+    top_k = data.top_k if data.top_k is not None else retrieval.default_top_k
+    if not 1 <= top_k <= retrieval.max_top_k:
         raise InvalidInputError(
-            f"top_k must be between 1 and {settings.max_top_k}, not {top_k}", field="top_k"
+            f"top_k must be between 1 and {retrieval.max_top_k}, not {top_k}",
+            field="top_k",
         )
     if not data.query.strip():
         raise InvalidInputError("query must not be empty", field="query")
@@ -108,8 +109,8 @@ async def search_user(
     on the replica or the writer, with the index's lag; the search endpoint's, and any other
     surface's that searches (a compatibility API answers from the same)."""
     settings = runtime.settings
-    searched = search_request(user_id, data, settings, request_id)
-    timeout_s = wait_bound_s(settings, data.wait_timeout_ms)
+    searched = search_request(user_id, data, settings.retrieval, request_id)
+    timeout_s = wait_bound_s(settings.relay, data.wait_timeout_ms)
     waited: IndexWait | None = None
     # Waiting only matters to the BM25 leg: the vector leg reads Postgres itself.
     if data.consistency == "indexed" and data.stages.bm25:

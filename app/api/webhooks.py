@@ -67,7 +67,7 @@ class WebhookController(Controller):
             db_session,
             data.url,
             data.event_types,
-            allow_private=runtime.settings.webhook_allow_private,
+            allow_private=runtime.settings.relay.webhook_allow_private,
         )
         return WebhookOut.of(created, secret=True)
 

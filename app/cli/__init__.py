@@ -165,5 +165,5 @@ def main(argv: list[str] | None = None) -> int:
         settings = standalone_settings()  # needs no database URL
     else:
         settings = get_settings()
-    configure_logging(settings.log_level, settings.log_json)
+    configure_logging(settings.api.log_level, settings.api.log_json)
     return int(args.func(args))

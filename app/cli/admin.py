@@ -22,7 +22,7 @@ from app.tenants.service import TenantAdmin
 
 
 async def _in_transaction(action: Callable[[TenantAdmin], Awaitable[Any]]) -> Any:
-    engine = create_engine(get_settings(), application="cognis-admin")
+    engine = create_engine(get_settings().store, application="cognis-admin")
     try:
         async with create_sessionmaker(engine)() as session, session.begin():
             return await action(TenantAdmin(session))

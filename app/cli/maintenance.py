@@ -182,10 +182,10 @@ def import_history(args: argparse.Namespace) -> int:
             act_as(await tenant_id_of(runtime, args.tenant) if args.tenant else DEFAULT_TENANT_ID)
             # Index DDL needs the tables' owner: the migration role, where one is configured.
             owner = runtime.engine
-            if args.defer_index and settings.migration_database_url is not None:
+            if args.defer_index and settings.store.migration_database_url is not None:
                 owner = create_engine(
-                    settings,
-                    settings.migration_database_url.get_secret_value(),
+                    settings.store,
+                    settings.store.migration_database_url.get_secret_value(),
                     application="cognis-import-owner",
                 )
             if args.defer_index:
@@ -288,7 +288,9 @@ def backup(args: argparse.Namespace) -> int:
 
     settings = get_settings()
     url = args.database_url or (
-        settings.backup_database_url.get_secret_value() if settings.backup_database_url else None
+        settings.store.backup_database_url.get_secret_value()
+        if settings.store.backup_database_url
+        else None
     )
     if url is None:
         print(
@@ -314,7 +316,9 @@ def restore(args: argparse.Namespace) -> int:
     from app.db.backup import restore as restore_dump
 
     settings = get_settings()
-    owner = (settings.migration_database_url or settings.database_url).get_secret_value()
+    owner = (
+        settings.store.migration_database_url or settings.store.database_url
+    ).get_secret_value()
     target = make_url(owner).set(database=args.into).render_as_string(hide_password=False)
     try:
         asyncio.run(create_database(owner, args.into))

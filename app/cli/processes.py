@@ -54,9 +54,9 @@ def serve(args: argparse.Namespace) -> int:
     uvicorn.run(
         "app.asgi:create_app",
         factory=True,
-        host=args.host or settings.host,
-        port=args.port or settings.port,
-        log_level=settings.log_level.lower(),
+        host=args.host or settings.api.host,
+        port=args.port or settings.api.port,
+        log_level=settings.api.log_level.lower(),
         access_log=False,
     )
     return 0
@@ -105,7 +105,7 @@ def embed_serve(args: argparse.Namespace) -> int:
         create_embedding_app(settings),
         host=args.host,
         port=args.port,
-        log_level=settings.log_level.lower(),
+        log_level=settings.api.log_level.lower(),
         access_log=False,
     )
     return 0
@@ -137,4 +137,4 @@ def llm_serve(args: argparse.Namespace) -> int:
         )
         if value is not None
     }
-    return serve_gguf(standalone_settings().model_copy(update=updates))
+    return serve_gguf(standalone_settings().model_copy(update=updates).llm)

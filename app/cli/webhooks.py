@@ -26,7 +26,7 @@ from app.webhooks.events import EVENT_TYPES
 
 
 async def _in_tenant(tenant: str | None, action: Callable[[AsyncSession], Awaitable[Any]]) -> Any:
-    engine = create_engine(get_settings(), application="cognis-admin")
+    engine = create_engine(get_settings().store, application="cognis-admin")
     sessionmaker = create_sessionmaker(engine)
     try:
         tenant_id = DEFAULT_TENANT_ID
@@ -41,7 +41,7 @@ async def _in_tenant(tenant: str | None, action: Callable[[AsyncSession], Awaita
 
 
 async def _create(session: AsyncSession, url: str, event_types: list[str]) -> WebhookOut:
-    allow_private = get_settings().webhook_allow_private
+    allow_private = get_settings().relay.webhook_allow_private
     created = await subscriptions.create(session, url, event_types, allow_private=allow_private)
     return WebhookOut.of(created, secret=True)
 

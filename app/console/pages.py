@@ -216,7 +216,7 @@ class ConsoleLogin(Controller):
         runtime = request.app.state.runtime
         if not key or await runtime.keys.tenant_of(key) is None:
             return _login_form(request, 401, error="That key is not accepted.")
-        lifetime_s = runtime.settings.console_session_hours * 3600
+        lifetime_s = runtime.settings.api.console_session_hours * 3600
         secret = await sessions.open_session(runtime.sessionmaker, key, lifetime_s)
         # The pre-session cookie is spent: the session's own token takes over.
         return Redirect(
@@ -391,9 +391,9 @@ class ConsolePages(Controller):
             pending=await pending_count(db_session),
             oldest_s=await oldest_pending_age_s(db_session),
             failing=await queries.failing_outbox_events(db_session, 50),
-            relay_in_api=settings.relay_in_api,
-            poll_interval_s=settings.relay_poll_interval_s,
-            batch_size=settings.relay_batch_size,
+            relay_in_api=settings.relay.relay_in_api,
+            poll_interval_s=settings.relay.relay_poll_interval_s,
+            batch_size=settings.relay.relay_batch_size,
         )
 
     # Actions: each a POST whose form carries the session's token (require_form_token).

@@ -14,7 +14,7 @@ from sqlalchemy.ext.asyncio import (
 )
 from sqlalchemy.orm import Session
 
-from app.config import Settings
+from app.config import StoreSettings
 from app.db import tenant  # noqa: F401 (its listener sets each transaction's tenant)
 from app.tracing.setup import trace_engine
 
@@ -43,7 +43,7 @@ def application_name(process: str, purpose: str | None = None) -> str:
 
 
 def create_engine(
-    settings: Settings,
+    store: StoreSettings,
     url: str | None = None,
     *,
     connect_timeout_s: float | None = None,
@@ -58,7 +58,7 @@ def create_engine(
     no statement, names each one uniquely (SQLAlchemy's recipe for PgBouncer), and only
     `application_name`, which PgBouncer passes on, is sent at connect."""
     connect_args: dict[str, object]
-    if settings.db_pooler == "transaction":
+    if store.db_pooler == "transaction":
         connect_args = {
             "server_settings": {"application_name": application},
             "statement_cache_size": 0,
@@ -70,8 +70,8 @@ def create_engine(
     if connect_timeout_s is not None:
         connect_args["timeout"] = connect_timeout_s
     engine = create_async_engine(
-        url or settings.database_url.get_secret_value(),
-        pool_size=settings.db_pool_size,
+        url or store.database_url.get_secret_value(),
+        pool_size=store.db_pool_size,
         pool_pre_ping=True,
         # Parameters are user content (memory text, metadata, embeddings): an error's message
         # must not carry them into logs.

@@ -152,7 +152,7 @@ class Memory(Base):
     session_id: Mapped[str | None] = mapped_column(Text)
     # Scopes beside the session (0017): the agent a memory belongs to and the run (one task
     # or episode) it came from; NULL: shared by all of the user's agents, or of no run. A
-    # search naming an agent sees its memories and the shared ones (app/memories/filters.py).
+    # search naming an agent sees its memories and the shared ones (app/memories/filters/).
     agent_id: Mapped[str | None] = mapped_column(Text)
     run_id: Mapped[str | None] = mapped_column(Text)
     is_current: Mapped[bool] = mapped_column(Boolean, nullable=False, server_default=text("true"))

@@ -12,7 +12,7 @@ import asyncpg
 import structlog
 from sqlalchemy.engine import make_url
 
-from app.config import Settings
+from app.config import StoreSettings
 
 log = structlog.get_logger(__name__)
 
@@ -24,12 +24,12 @@ def asyncpg_dsn(sqlalchemy_url: str) -> str:
 
 
 async def _listen_until_lost(
-    settings: Settings, channel: str, wake: asyncio.Event, events: str
+    store: StoreSettings, channel: str, wake: asyncio.Event, events: str
 ) -> None:
     """One connection's life: `wake` set on each NOTIFY until the connection is lost (or the
     caller is cancelled); returns at once when it cannot be opened."""
     try:
-        direct = settings.direct_database_url or settings.database_url
+        direct = store.direct_database_url or store.database_url
         connection = await asyncpg.connect(asyncpg_dsn(direct.get_secret_value()))
         await connection.add_listener(channel, lambda *_: wake.set())
     except (OSError, asyncpg.PostgresError) as exc:
@@ -49,18 +49,18 @@ async def _listen_until_lost(
 
 @contextlib.asynccontextmanager
 async def listening(
-    settings: Settings, channel: str, wake: asyncio.Event, events: str
+    store: StoreSettings, retry_s: float, channel: str, wake: asyncio.Event, events: str
 ) -> AsyncIterator[None]:
     """While the block runs, every NOTIFY on `channel` sets `wake`. Heard on a connection of
     its own to Postgres itself (COGNIS_DIRECT_DATABASE_URL: through a transaction-mode pooler
     it would hear nothing); one refused or lost is logged (`<events>.listen_failed`,
-    `<events>.listen_lost`) and opened again after COGNIS_RELAY_POLL_INTERVAL_S, the loop
-    polling meanwhile."""
+    `<events>.listen_lost`) and opened again after `retry_s` (COGNIS_RELAY_POLL_INTERVAL_S),
+    the loop polling meanwhile."""
 
     async def keep_listening() -> None:
         while True:
-            await _listen_until_lost(settings, channel, wake, events)
-            await asyncio.sleep(settings.relay_poll_interval_s)
+            await _listen_until_lost(store, channel, wake, events)
+            await asyncio.sleep(retry_s)
 
     task = asyncio.create_task(keep_listening())
     try:

@@ -32,7 +32,7 @@ import structlog
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from app.config import Settings
+from app.config import RetentionSettings
 from app.db.tenant import tenant_scope
 from app.metrics import RETENTION_PURGED
 from app.wakeup import work_until_stopped
@@ -56,7 +56,7 @@ class Policy:
     index: str | None
     # The age after which a row is due, from the settings; None: no age (`due` says when), 0:
     # kept forever (the policy is skipped).
-    age_s: Callable[[Settings], float] | None = None
+    age_s: Callable[[RetentionSettings], float] | None = None
 
     # The statements are built from the constants below, never from input.
     def delete_batch(self) -> str:
@@ -131,38 +131,40 @@ POLICIES: tuple[Policy, ...] = (
 )
 
 
-def _parameters(policy: Policy, settings: Settings) -> dict[str, float] | None:
+def _parameters(policy: Policy, retention: RetentionSettings) -> dict[str, float] | None:
     """The policy's bind parameters, or None when its table is kept forever."""
     if policy.age_s is None:
         return {}
-    age_s = policy.age_s(settings)
+    age_s = policy.age_s(retention)
     return None if age_s <= 0 else {"age_s": age_s}
 
 
-async def purge_batch(session: AsyncSession, policy: Policy, settings: Settings, limit: int) -> int:
+async def purge_batch(
+    session: AsyncSession, policy: Policy, retention: RetentionSettings, limit: int
+) -> int:
     """One batch of `policy`'s due rows, deleted in the caller's transaction (a background
     one with no tenant bound: every tenant's rows). The number deleted."""
-    parameters = _parameters(policy, settings)
+    parameters = _parameters(policy, retention)
     if parameters is None:
         return 0
     result = await session.execute(text(policy.delete_batch()), {**parameters, "limit": limit})
     return int(result.rowcount or 0)  # type: ignore[attr-defined]
 
 
-async def count_due(session: AsyncSession, policy: Policy, settings: Settings) -> int:
+async def count_due(session: AsyncSession, policy: Policy, retention: RetentionSettings) -> int:
     """How many of `policy`'s rows a pass would delete now (0 for a table kept forever)."""
-    parameters = _parameters(policy, settings)
+    parameters = _parameters(policy, retention)
     if parameters is None:
         return 0
     return int((await session.execute(text(policy.count_due()), parameters)).scalar_one())
 
 
-async def overdue_seconds(session: AsyncSession, settings: Settings) -> dict[str, float]:
+async def overdue_seconds(session: AsyncSession, retention: RetentionSettings) -> dict[str, float]:
     """Per table, how long its oldest due row has been due (0: none; /metrics reads it, so an
     alert sees a job that stopped running, in whichever process it was meant to run)."""
     overdue: dict[str, float] = {}
     for policy in POLICIES:
-        parameters = _parameters(policy, settings)
+        parameters = _parameters(policy, retention)
         if parameters is None:
             overdue[policy.table] = 0.0
             continue
@@ -175,19 +177,21 @@ class RetentionJob:
     """Runs every policy in batches of their own transaction: at start-up, then every
     COGNIS_RETENTION_INTERVAL_S, beside the outbox relay (app/runtime.py)."""
 
-    def __init__(self, sessionmaker: async_sessionmaker[AsyncSession], settings: Settings) -> None:
+    def __init__(
+        self, sessionmaker: async_sessionmaker[AsyncSession], retention: RetentionSettings
+    ) -> None:
         self._sessionmaker = sessionmaker
-        self._settings = settings
+        self._retention = retention
 
     async def purge_table(self, policy: Policy) -> int:
         """Batches of `policy` until one comes back short: every row due by now."""
-        limit = self._settings.retention_batch_size
+        limit = self._retention.retention_batch_size
         total = 0
         while True:
             # No tenant bound, whoever calls: the background role then sees every tenant's rows.
             with tenant_scope(None):
                 async with self._sessionmaker() as session, session.begin():
-                    deleted = await purge_batch(session, policy, self._settings, limit)
+                    deleted = await purge_batch(session, policy, self._retention, limit)
             total += deleted
             RETENTION_PURGED.labels(table=policy.table).inc(deleted)
             if deleted < limit:
@@ -205,13 +209,13 @@ class RetentionJob:
         with tenant_scope(None):
             async with self._sessionmaker() as session, session.begin():
                 return {
-                    policy.table: await count_due(session, policy, self._settings)
+                    policy.table: await count_due(session, policy, self._retention)
                     for policy in POLICIES
                 }
 
     async def run_forever(self, stop: asyncio.Event) -> None:
         """Until `stop` is set: a pass now, then one every interval (0: never)."""
-        interval = self._settings.retention_interval_s
+        interval = self._retention.retention_interval_s
         if interval <= 0:
             return
         log.info("retention.started", interval_s=interval)

@@ -37,7 +37,7 @@ EXPORT_FETCH_ROWS = 500
 class ExportOptions:
     versions: Versions = "current"
     vectors: bool = False
-    where: ColumnElement[bool] | None = None  # a compiled filter (app/memories/filters.py)
+    where: ColumnElement[bool] | None = None  # a compiled filter (app/memories/filters/)
 
 
 # Line fields that are not a memory attribute of the same name; every other field of

@@ -13,7 +13,7 @@ import numpy as np
 import structlog
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from app.config import Settings
+from app.config import ApiSettings
 from app.db.models import Memory
 from app.db.tenant import current_tenant
 from app.errors import UserErasedError
@@ -71,12 +71,12 @@ class MemoryImporter:
         sessionmaker: async_sessionmaker[AsyncSession],
         embedder: Embedder,
         classifier: CategoryClassifier,
-        settings: Settings,
+        api: ApiSettings,
     ) -> None:
         self._sessionmaker = sessionmaker
         self._embedder = embedder
         self._classifier = classifier
-        self._settings = settings
+        self._api = api
 
     async def run(
         self,
@@ -97,8 +97,8 @@ class MemoryImporter:
             user_id=options.user_id,
             line_users=options.line_users,
             line_format=options.line_format,
-            max_content_chars=self._settings.max_content_chars,
-            max_metadata_bytes=self._settings.max_metadata_bytes,
+            max_content_chars=self._api.max_content_chars,
+            max_metadata_bytes=self._api.max_metadata_bytes,
         )
         summary = ImportSummary()
         # Bulk model work: behind searches and single writes, shared fairly with other tenants.

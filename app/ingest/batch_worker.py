@@ -21,7 +21,7 @@ import structlog
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app import tracing
-from app.config import Settings
+from app.config import ApiSettings, IngestSettings, RetrievalSettings
 from app.db.tenant import tenant_scope
 from app.errors import UserErasedError
 from app.ingest.worker import PERMANENT_ERRORS, RETRY_BACKOFF_MAX_S
@@ -48,18 +48,22 @@ class BatchJobWorker:
         sessionmaker: async_sessionmaker[AsyncSession],
         embedder: Embedder,
         classifier: CategoryClassifier,
-        settings: Settings,
+        api: ApiSettings,
+        ingest: IngestSettings,
+        retrieval: RetrievalSettings,
     ) -> None:
         # The background role: it claims jobs of every tenant, and writes each in its own.
         self._sessionmaker = sessionmaker
         self._embedder = embedder
         self._classifier = classifier
-        self._settings = settings
+        self._api = api
+        self._ingest = ingest
+        self._retrieval = retrieval
         self._wake = asyncio.Event()
 
     @property
     def _lease(self) -> timedelta:
-        return timedelta(seconds=self._settings.ingest_lease_s)
+        return timedelta(seconds=self._ingest.ingest_lease_s)
 
     def wake(self) -> None:
         """A job was queued by this process: do not wait for the next poll."""
@@ -71,10 +75,10 @@ class BatchJobWorker:
         while True:
             async with self._sessionmaker() as session, session.begin():
                 repository = BatchJobRepository(session)
-                job = await repository.claim(self._lease, self._settings.ingest_queue)
+                job = await repository.claim(self._lease, self._ingest.ingest_queue)
                 if job is None:
                     return None
-                if job.attempts <= self._settings.ingest_max_attempts:
+                if job.attempts <= self._ingest.ingest_max_attempts:
                     assert job.lease_token is not None
                     return ClaimedJob(
                         id=job.id,
@@ -101,7 +105,7 @@ class BatchJobWorker:
             return False
         heartbeat = renewing_lease(
             lambda: self._renew_lease(job),
-            self._settings.ingest_heartbeat_s,
+            self._ingest.ingest_heartbeat_s,
             "batch_job",
             job_id=str(job.id),
         )
@@ -150,7 +154,14 @@ class BatchJobWorker:
                 # claim deleted the job and refuses this write (409, dropped), and one that
                 # comes later waits for this transaction.
                 await hold_for_write(session, job.user_id, began)
-                service = MemoryService(session, self._embedder, self._classifier, self._settings)
+                service = MemoryService(
+                    session,
+                    self._embedder,
+                    self._classifier,
+                    self._api,
+                    self._ingest,
+                    self._retrieval,
+                )
                 memories = await service.create(job.user_id, drafts, work)
                 # A job taken over by another worker meanwhile: rolled back.
                 if not await BatchJobRepository(session).finish(
@@ -167,7 +178,7 @@ class BatchJobWorker:
         attempt), with the error."""
         error = f"{type(exc).__name__}: {exc}"
         final = isinstance(exc, PERMANENT_ERRORS) or (
-            job.attempts >= self._settings.ingest_max_attempts
+            job.attempts >= self._ingest.ingest_max_attempts
         )
         retry_in = None if final else timedelta(seconds=min(2.0**job.attempts, RETRY_BACKOFF_MAX_S))
         log.exception("batch_job.failed", job_id=str(job.id), final=final, error=error)
@@ -183,7 +194,7 @@ class BatchJobWorker:
             self.run_once,
             self._wake,
             stop,
-            self._settings.ingest_poll_interval_s,
+            self._ingest.ingest_poll_interval_s,
             "batch_job.worker_error",
         )
         log.info("batch_job.worker_stopped")

@@ -8,7 +8,7 @@ import uuid
 
 import numpy as np
 
-from app.config import Settings
+from app.config import IngestSettings, RetrievalSettings
 from app.db.models import Memory
 from app.ingest.domain import Candidate, MessageContext
 from app.memories.repository import MemoryRepository
@@ -24,17 +24,18 @@ async def similar_memories(
     repository: MemoryRepository,
     context: MessageContext,
     embedding: Embedding,
-    settings: Settings,
+    ingest: IngestSettings,
+    retrieval: RetrievalSettings,
 ) -> list[Candidate]:
-    coarse_limit = settings.ingest_candidates * COARSE_FACTOR
+    coarse_limit = ingest.ingest_candidates * COARSE_FACTOR
     scored = await repository.nearest_current(
         context.user_id,
         embedding,
         context.session_id,
-        limit=settings.ingest_candidates,
+        limit=ingest.ingest_candidates,
         coarse_limit=coarse_limit,
         ef_search=max(HNSW_MIN_EF_SEARCH, coarse_limit),
-        exact_max=settings.exact_search_max_memories,
+        exact_max=retrieval.exact_search_max_memories,
     )
     rows = await repository.get_many(context.user_id, [memory_id for memory_id, _ in scored])
     return [
@@ -48,15 +49,19 @@ async def multilingual_nearest(
     context: MessageContext,
     vectors: list[np.ndarray],
     shown: list[Candidate],
-    settings: Settings,
+    ingest: IngestSettings,
+    retrieval: RetrievalSettings,
 ) -> list[Candidate]:
     """The memories shown, then each sentence's nearest current memories by multilingual
     cosine that are not among them (m<N+1>, ...; `similarity` their multilingual cosine). For a
     message the multilingual vectors judge (Japanese): the 768D search that found the others
     reads English, so among many Japanese memories it may miss the one a sentence changes."""
-    limit = settings.ingest_candidates
+    limit = ingest.ingest_candidates
     exact = await repository.scan_choice(
-        context.user_id, max(HNSW_MIN_EF_SEARCH, limit), settings.exact_search_max_memories, limit
+        context.user_id,
+        max(HNSW_MIN_EF_SEARCH, limit),
+        retrieval.exact_search_max_memories,
+        limit,
     )
     known = {c.memory_id for c in shown}
     found: list[tuple[uuid.UUID, float]] = []

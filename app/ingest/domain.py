@@ -58,7 +58,7 @@ class MessageContext:
     # Step 1's embedding of the content (None for a dry run or a message saved before 0005).
     embedding: Embedding | None = None
     # The message's agent and run: its new memories get them, and step 3 compares it with
-    # what that agent and run see (app/memories/filters.py, visible_to).
+    # what that agent and run see (app/memories/filters/, visible_to).
     agent_id: str | None = None
     run_id: str | None = None
     # The message's metadata: every memory it produces carries it (an UPDATE merges it over the

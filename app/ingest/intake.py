@@ -9,7 +9,7 @@ import uuid
 from datetime import timedelta
 
 from app import tracing
-from app.config import Settings
+from app.config import ApiSettings, IngestSettings
 from app.errors import InvalidInputError
 from app.ingest.domain import ROLES, IncomingMessage, SavedMessage
 from app.ingest.repository import IngestRepository
@@ -20,21 +20,21 @@ from app.ml.scheduling.work import Work
 from app.vocabulary import MAX_IDEMPOTENCY_KEY_CHARS
 
 
-def check_messages(messages: list[IncomingMessage], settings: Settings) -> None:
+def check_messages(
+    messages: list[IncomingMessage], api: ApiSettings, ingest: IngestSettings
+) -> None:
     """Normalise and validate; InvalidInputError names the offending field."""
     if not messages:
         raise InvalidInputError("give at least one message", field="messages")
-    if len(messages) > settings.ingest_max_messages:
+    if len(messages) > ingest.ingest_max_messages:
         raise InvalidInputError(
             f"{len(messages)} messages in one request; at most "
-            f"{settings.ingest_max_messages} are allowed",
+            f"{ingest.ingest_max_messages} are allowed",
             field="messages",
         )
     for i, message in enumerate(messages):
         where = f"messages[{i}]."
-        message.content = check_content(
-            message.content, settings.max_content_chars, f"{where}content"
-        )
+        message.content = check_content(message.content, api.max_content_chars, f"{where}content")
         if message.role not in ROLES:
             raise InvalidInputError(f"role must be one of {ROLES}", field=f"{where}role")
         if message.scope == "CONTEXT" and not message.session_id:
@@ -50,7 +50,7 @@ def check_messages(messages: list[IncomingMessage], settings: Settings) -> None:
                 f"idempotency_key is longer than {MAX_IDEMPOTENCY_KEY_CHARS} characters",
                 field=f"{where}idempotency_key",
             )
-        check_metadata(message.metadata, settings.max_metadata_bytes, f"{where}metadata")
+        check_metadata(message.metadata, api.max_metadata_bytes, f"{where}metadata")
         for name in ("speaker", "session_id", "agent_id", "run_id", "idempotency_key"):
             check_text(getattr(message, name), f"{where}{name}")
         # A timestamp the worker could not resolve dates against is refused here, not retried
@@ -63,7 +63,8 @@ def check_messages(messages: list[IncomingMessage], settings: Settings) -> None:
 
 async def save_messages(
     repository: IngestRepository,
-    settings: Settings,
+    api: ApiSettings,
+    ingest: IngestSettings,
     user_id: str,
     messages: list[IncomingMessage],
     work: Work,
@@ -72,10 +73,10 @@ async def save_messages(
     worker embeds). DeadlineExceeded (nothing written) when `work`'s deadline passes first,
     e.g. while the user's write lock is held by an erase."""
     check_user_id(user_id)
-    check_messages(messages, settings)
+    check_messages(messages, api, ingest)
     await hold_for_write(repository.session, user_id)
     job_id = uuid.uuid4()
-    settle = timedelta(milliseconds=settings.ingest_settle_ms)
+    settle = timedelta(milliseconds=ingest.ingest_settle_ms)
     saved: list[SavedMessage] = []
     for message in messages:
         message_id = await repository.insert_message(user_id, message)
@@ -94,7 +95,7 @@ async def save_messages(
             message_id,
             job_id,
             message,
-            settings.ingest_queue,
+            ingest.ingest_queue,
             settle,
             # The worker's spans for this message continue the submitting request's trace.
             traceparent=tracing.traceparent(),

@@ -13,7 +13,7 @@ import numpy as np
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app import tracing
-from app.config import Settings
+from app.config import ApiSettings, EmbeddingSettings, IngestSettings, RetrievalSettings
 from app.db.models import IngestDecision
 from app.ingest.apply import apply_operation, audit_rows
 from app.ingest.candidates import multilingual_nearest, similar_memories
@@ -61,13 +61,20 @@ class IngestPipeline:
         sessionmaker: async_sessionmaker[AsyncSession],
         embedder: Embedder,
         classifier: CategoryClassifier,
-        settings: Settings,
         llm: ChatClient | None,
+        *,
+        api: ApiSettings,
+        embedding: EmbeddingSettings,
+        ingest: IngestSettings,
+        retrieval: RetrievalSettings,
     ) -> None:
         self._sessionmaker = sessionmaker
         self._embedder = embedder
         self._classifier = classifier
-        self._settings = settings
+        self._api = api
+        self._embedding = embedding
+        self._ingest = ingest
+        self._retrieval = retrieval
         self._llm = llm
 
     async def embed(self, texts: list[str], user_id: str) -> list[Embedding]:
@@ -94,7 +101,8 @@ class IngestPipeline:
                 MemoryRepository(session, to_sql(scoped) if scoped else None),
                 context,
                 embedding,
-                self._settings,
+                self._ingest,
+                self._retrieval,
             )
             tracing.annotate({"cognis.ingest.candidates": len(candidates)})
 
@@ -111,7 +119,7 @@ class IngestPipeline:
                 candidates,
                 embedding,
                 self._classifier,
-                self._settings.ingest_duplicate_threshold,
+                self._ingest.ingest_duplicate_threshold,
                 correction,
                 supersession,
             )
@@ -120,14 +128,14 @@ class IngestPipeline:
             if self._llm is None:
                 extraction = await deterministic()
             else:
-                verdict = llm_gate(candidates, self._settings.ingest_llm_gate_threshold)
+                verdict = llm_gate(candidates, self._ingest.ingest_llm_gate_threshold)
                 if verdict.call:
                     extraction = await extract_with_llm(
                         self._llm,
                         context,
                         candidates,
                         await self._classifier.current_names(),
-                        self._settings.max_content_chars,
+                        self._api.max_content_chars,
                         deterministic,
                     )
                     await self._vet_llm_updates(session, context, candidates, embedding, extraction)
@@ -165,7 +173,7 @@ class IngestPipeline:
         """The current memory a user message explicitly corrects or retracts, if the setting is
         on and one memory shown fits (app/ingest/corrections.py); its claim is compared with
         them by the exact 768D cosine, as step 3a's candidates were found."""
-        if not self._settings.ingest_corrections or context.role != "user" or not candidates:
+        if not self._ingest.ingest_corrections or context.role != "user" or not candidates:
             return None
         intent = detect_intent(context.content)
         if intent is None:
@@ -178,7 +186,7 @@ class IngestPipeline:
             intent,
             candidates,
             similarities,
-            self._settings.ingest_correction_threshold,
+            self._ingest.ingest_correction_threshold,
             context.speaker,
         )
 
@@ -191,16 +199,16 @@ class IngestPipeline:
     ) -> Supersession | None:
         """The current memory one sentence of a user message supersedes, by the learned model
         (app/ingest/supersedes.py), if the setting is on and its score reaches the threshold."""
-        if not self._settings.ingest_supersedes:
+        if not self._ingest.ingest_supersedes:
             return None
         judged = await self._judged_sentences(session, context, candidates, embedding)
         if judged is None:
             return None
         views, projections, model, candidates = judged
         threshold = (
-            self._settings.ingest_supersedes_threshold_ja
+            self._ingest.ingest_supersedes_threshold_ja
             if model.language == "ja"
-            else self._settings.ingest_supersedes_threshold
+            else self._ingest.ingest_supersedes_threshold
         )
         return find_superseded(
             views,
@@ -221,7 +229,7 @@ class IngestPipeline:
     ) -> None:
         """The LLM's UPDATEs of memories the learned model scores below
         COGNIS_INGEST_LLM_UPDATE_FLOOR become ADDs beside them (precision first)."""
-        floor = self._settings.ingest_llm_update_floor
+        floor = self._ingest.ingest_llm_update_floor
         if floor <= 0 or extraction.extractor != "llm" or extraction.fallback_used:
             return
         if not any(op.op == "UPDATE" for op in extraction.operations):
@@ -268,13 +276,14 @@ class IngestPipeline:
                 context,
                 vectors,
                 candidates,
-                self._settings,
+                self._ingest,
+                self._retrieval,
             )
             ids = [c.memory_id for c in candidates]
             cosines = [await repository.exact_ml_scores(context.user_id, ids, v) for v in vectors]
             projections = await repository.exact_ml_scores(context.user_id, ids, model.direction)
             return _views(said, cosines, vectors, model), projections, model, candidates
-        if model.embedding_model != Path(self._settings.embedding_model).name:
+        if model.embedding_model != Path(self._embedding.embedding_model).name:
             return None  # its cosines and direction belong to another embedder
         if len(said) == 1:
             vectors = [embedding.full]
@@ -309,7 +318,7 @@ class IngestPipeline:
                 context.user_id, open_ids, known[op.content].full
             )
             memory_id, similarity = max(scores.items(), key=lambda pair: pair[1])
-            if similarity >= self._settings.ingest_duplicate_threshold:
+            if similarity >= self._ingest.ingest_duplicate_threshold:
                 op.op, op.target = "NONE", by_id[memory_id]
                 op.reason = f"ADD repeats a current memory (cosine {similarity:.3f})"
                 shown.add(memory_id)
@@ -319,7 +328,14 @@ class IngestPipeline:
     ) -> list[IngestDecision]:
         """Step 4 in the caller's transaction: all operations of the message, then the audit."""
         with tracing.span("ingest.apply"):
-            service = MemoryService(session, self._embedder, self._classifier, self._settings)
+            service = MemoryService(
+                session,
+                self._embedder,
+                self._classifier,
+                self._api,
+                self._ingest,
+                self._retrieval,
+            )
             for op in decided.extraction.operations:
                 embedding = decided.embeddings.get(op.content) if op.content is not None else None
                 await apply_operation(service, decided.context, op, embedding)

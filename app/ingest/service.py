@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app import tracing
-from app.config import Settings
+from app.config import ApiSettings, IngestSettings
 from app.db.models import IngestDecision, IngestTask
 from app.errors import NotFoundError
 from app.ingest.context import message_context
@@ -57,12 +57,14 @@ class IngestService:
         sessionmaker: async_sessionmaker[AsyncSession],
         pipeline: IngestPipeline,
         worker: IngestWorker,
-        settings: Settings,
+        api: ApiSettings,
+        ingest: IngestSettings,
     ) -> None:
         self._sessionmaker = sessionmaker
         self._pipeline = pipeline
         self._worker = worker
-        self._settings = settings
+        self._api = api
+        self._ingest = ingest
 
     async def submit(
         self,
@@ -82,7 +84,8 @@ class IngestService:
             async with self._sessionmaker() as session, session.begin():
                 saved = await save_messages(
                     IngestRepository(session),
-                    self._settings,
+                    self._api,
+                    self._ingest,
                     user_id,
                     messages,
                     work or interactive_write(user_id),
@@ -98,7 +101,7 @@ class IngestService:
 
     async def wait_for_job(self, user_id: str, job_id: uuid.UUID) -> JobView:
         """Poll until the job is finished (done or failed) or the timeout passes."""
-        deadline = time.monotonic() + self._settings.ingest_wait_timeout_s
+        deadline = time.monotonic() + self._ingest.ingest_wait_timeout_s
         while True:
             async with self._sessionmaker() as session:
                 view = await _read_job(session, user_id, job_id)
@@ -110,7 +113,7 @@ class IngestService:
         """Decisions for each message against the current store, in timestamp order; nothing is
         saved or applied (so a later message does not see an earlier one's effect)."""
         check_user_id(user_id)
-        check_messages(messages, self._settings)
+        check_messages(messages, self._api, self._ingest)
         results = []
         for message in sorted(messages, key=lambda m: m.sent_at):
             context = message_context(user_id, None, message, message.scope, None, message.metadata)

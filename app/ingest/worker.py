@@ -26,7 +26,7 @@ import structlog
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app import metrics, tracing
-from app.config import Settings
+from app.config import IngestSettings
 from app.db.models import IngestDecision, Message
 from app.db.tenant import tenant_scope
 from app.errors import ConflictError, InvalidInputError, UserErasedError
@@ -74,11 +74,11 @@ class IngestWorker:
         self,
         sessionmaker: async_sessionmaker[AsyncSession],
         pipeline: IngestPipeline,
-        settings: Settings,
+        ingest: IngestSettings,
     ) -> None:
         self._sessionmaker = sessionmaker
         self._pipeline = pipeline
-        self._settings = settings
+        self._ingest = ingest
         self._wake = asyncio.Event()
         # The tenant of this worker's last claim: the next claim starts with the tenants after
         # it (round robin; every loop of the worker shares it).
@@ -90,12 +90,12 @@ class IngestWorker:
 
     async def claim(self) -> Claim | None:
         """The next user's batch of due messages, the tenants taking turns."""
-        lease = timedelta(seconds=self._settings.ingest_lease_s)
+        lease = timedelta(seconds=self._ingest.ingest_lease_s)
         async with self._sessionmaker() as session, session.begin():
             claim = await IngestRepository(session).claim(
-                self._settings.ingest_queue,
+                self._ingest.ingest_queue,
                 lease,
-                self._settings.ingest_claim_max_messages,
+                self._ingest.ingest_claim_max_messages,
                 self._last_tenant,
             )
         if claim is not None:
@@ -112,7 +112,7 @@ class IngestWorker:
             return False
         heartbeat = renewing_lease(
             lambda: self._renew_lease(claim.token),
-            self._settings.ingest_heartbeat_s,
+            self._ingest.ingest_heartbeat_s,
             "ingest",
             token=str(claim.token),
         )
@@ -137,7 +137,7 @@ class IngestWorker:
         return True
 
     async def _renew_lease(self, token: uuid.UUID) -> bool:
-        lease = timedelta(seconds=self._settings.ingest_lease_s)
+        lease = timedelta(seconds=self._ingest.ingest_lease_s)
         async with self._sessionmaker() as session, session.begin():
             return await IngestRepository(session).renew_lease(token, lease)
 
@@ -273,7 +273,7 @@ class IngestWorker:
     def _is_final(self, task: ClaimedTask, exc: Exception) -> bool:
         # Bad input stays bad: retrying it only holds up the user's later messages.
         permanent = isinstance(exc, PERMANENT_ERRORS)
-        return permanent or task.attempts >= self._settings.ingest_max_attempts
+        return permanent or task.attempts >= self._ingest.ingest_max_attempts
 
     def _report(self, claim: Claim, outcome: BatchOutcome) -> None:
         """Metrics and logs, once the batch is committed."""
@@ -323,14 +323,14 @@ class IngestWorker:
             self.run_once,
             self._wake,
             stop,
-            self._settings.ingest_poll_interval_s,
+            self._ingest.ingest_poll_interval_s,
             "ingest.worker_error",
         )
 
     async def run_forever(self, stop: asyncio.Event) -> None:
         """`ingest_worker_concurrency` loops, so one slow LLM call does not hold up other users."""
-        log.info("ingest.worker_started", queue=self._settings.ingest_queue)
-        loops = max(1, self._settings.ingest_worker_concurrency)
+        log.info("ingest.worker_started", queue=self._ingest.ingest_queue)
+        loops = max(1, self._ingest.ingest_worker_concurrency)
         await asyncio.gather(*(self._loop(stop) for _ in range(loops)))
         log.info("ingest.worker_stopped")
 

@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 import structlog
 
-from app.config import Settings
+from app.config import LlmSettings
 from app.tracing.setup import trace_http_client
 
 log = structlog.get_logger(__name__)
@@ -39,24 +39,24 @@ class Completion:
 
 
 class ChatClient:
-    def __init__(self, settings: Settings, transport: httpx.AsyncBaseTransport | None = None):
-        if not settings.llm_base_url or not settings.llm_model:
+    def __init__(self, llm: LlmSettings, transport: httpx.AsyncBaseTransport | None = None):
+        if not llm.llm_base_url or not llm.llm_model:
             raise ValueError("COGNIS_LLM_BASE_URL and COGNIS_LLM_MODEL must both be set")
         headers = {}
-        if settings.llm_api_key is not None:
-            headers["Authorization"] = f"Bearer {settings.llm_api_key.get_secret_value()}"
-        self.model = settings.llm_model
-        self._settings = settings
+        if llm.llm_api_key is not None:
+            headers["Authorization"] = f"Bearer {llm.llm_api_key.get_secret_value()}"
+        self.model = llm.llm_model
+        self._llm = llm
         self._http = httpx.AsyncClient(
-            base_url=settings.llm_base_url.rstrip("/") + "/",
+            base_url=llm.llm_base_url.rstrip("/") + "/",
             headers=headers,
-            timeout=settings.llm_timeout_s,
+            timeout=llm.llm_timeout_s,
             transport=transport,
         )
         trace_http_client(self._http)  # while tracing: a span per call, traceparent sent
         formats: list[str] = list(RESPONSE_FORMATS)
-        if settings.llm_response_format != "auto":
-            formats = [settings.llm_response_format]
+        if llm.llm_response_format != "auto":
+            formats = [llm.llm_response_format]
         self._formats = formats
 
     async def close(self) -> None:
@@ -69,7 +69,7 @@ class ChatClient:
             "model": self.model,
             "messages": messages,
             "temperature": 0,
-            "max_tokens": self._settings.llm_max_tokens,
+            "max_tokens": self._llm.llm_max_tokens,
         }
         if fmt == "json_schema":
             body["response_format"] = {
@@ -110,9 +110,9 @@ class ChatClient:
                 error = f"HTTP {response.status_code}: {response.text[:300]}"
                 if response.status_code not in RETRYABLE_STATUS:
                     raise LLMError(error)
-            if attempt >= self._settings.llm_max_retries:
+            if attempt >= self._llm.llm_max_retries:
                 raise LLMError(error)
-            delay = self._settings.llm_backoff_base_s * (2**attempt) * random.uniform(0.5, 1.0)
+            delay = self._llm.llm_backoff_base_s * (2**attempt) * random.uniform(0.5, 1.0)
             log.warning("llm.retrying", attempt=attempt + 1, error=error, delay_s=round(delay, 3))
             attempt += 1
             await asyncio.sleep(delay)

@@ -18,18 +18,18 @@ from pathlib import Path
 
 import structlog
 
-from app.config import LOCAL_LLM_ALIAS, Settings
+from app.config import LOCAL_LLM_ALIAS, LlmSettings
 
 log = structlog.get_logger(__name__)
 
 HOST = "127.0.0.1"
 
 
-def serve_gguf(settings: Settings) -> int:
+def serve_gguf(llm: LlmSettings) -> int:
     """Load the GGUF, listen on 127.0.0.1:llm_local_port, block until SIGTERM or SIGINT."""
-    if not settings.llm_gguf_path:
+    if not llm.llm_gguf_path:
         raise SystemExit("COGNIS_LLM_GGUF_PATH is not set: name the GGUF file to serve")
-    path = Path(settings.llm_gguf_path).expanduser()
+    path = Path(llm.llm_gguf_path).expanduser()
     if not path.is_file():
         raise SystemExit(f"COGNIS_LLM_GGUF_PATH {path} is not a file")
     # Spinning OpenMP workers steal the cores the other processes need on a shared machine;
@@ -45,21 +45,21 @@ def serve_gguf(settings: Settings) -> int:
     params = xllamacpp.CommonParams()
     params.model.path = str(path)
     params.hostnames = [HOST]
-    params.port = settings.llm_local_port
-    params.model_alias = {settings.llm_model or LOCAL_LLM_ALIAS}
-    params.n_ctx = settings.llm_local_context
+    params.port = llm.llm_local_port
+    params.model_alias = {llm.llm_model or LOCAL_LLM_ALIAS}
+    params.n_ctx = llm.llm_local_context
     params.n_parallel = 1
-    params.cpuparams.n_threads = settings.llm_local_threads
-    params.cpuparams_batch.n_threads = settings.llm_local_threads
+    params.cpuparams.n_threads = llm.llm_local_threads
+    params.cpuparams_batch.n_threads = llm.llm_local_threads
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
     log.info(
         "llm.local_loading",
         gguf=str(path),
-        port=settings.llm_local_port,
-        threads=settings.llm_local_threads,
-        context=settings.llm_local_context,
+        port=llm.llm_local_port,
+        threads=llm.llm_local_threads,
+        context=llm.llm_local_context,
     )
     server = xllamacpp.Server(params)
     log.info("llm.local_listening", address=server.listening_address)

@@ -15,7 +15,7 @@ from sqlalchemy.dialects.postgresql import ARRAY, UUID
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from app.config import Settings
+from app.config import RelaySettings
 from app.db.models import (
     BatchJob,
     Entity,
@@ -308,19 +308,23 @@ class UserEraser:
         self,
         sessionmaker: async_sessionmaker[AsyncSession],
         relay: OutboxRelay,
-        settings: Settings,
+        relay_settings: RelaySettings,
     ) -> None:
         self._sessionmaker = sessionmaker
         self._relay = relay
-        self._settings = settings
+        self._relay_settings = relay_settings
 
     async def erase(self, user_id: str) -> Erasure:
         """Remove every row of the user and queue the OpenSearch erase in one transaction of its
         own, committed before OpenSearch is touched; then run that erase event at once."""
         check_user_id(user_id)
         async with self._sessionmaker() as session, session.begin():
-            counts, window = await erase_user(session, user_id, self._settings.erase_tombstone_s)
-            event = outbox.enqueue_erase(session, user_id, hold_s=self._settings.erase_handoff_s)
+            counts, window = await erase_user(
+                session, user_id, self._relay_settings.erase_tombstone_s
+            )
+            event = outbox.enqueue_erase(
+                session, user_id, hold_s=self._relay_settings.erase_handoff_s
+            )
             await session.flush()
             event_id = event.id
         report = await self._relay.run_once(ids=[event_id])
@@ -339,10 +343,10 @@ class UserEraser:
         run_id = check_scope_id(run_id, "run_id")
         async with self._sessionmaker() as session, session.begin():
             erased = await erase_scope(
-                session, user_id, agent_id, run_id, self._settings.erase_handoff_s
+                session, user_id, agent_id, run_id, self._relay_settings.erase_handoff_s
             )
         events = erased.delete_events
-        batch = max(self._settings.relay_batch_size, 1)
+        batch = max(self._relay_settings.relay_batch_size, 1)
         delivered = 0
         for start in range(0, len(events), batch):
             delivered += (await self._relay.run_once(ids=events[start : start + batch])).delivered

@@ -19,7 +19,7 @@ import structlog
 from sqlalchemy import insert, text
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from app.config import Settings
+from app.config import RelaySettings
 from app.db.models import MemoryExpiry, OutboxEvent
 from app.db.tenant import tenant_scope
 from app.memories.user_lock import user_lock_key
@@ -162,16 +162,18 @@ class ExpiryReaper:
     """Runs `reap_expired` in batches of its own transaction, every
     COGNIS_EXPIRY_REAP_INTERVAL_S, beside the outbox relay (app/runtime.py)."""
 
-    def __init__(self, sessionmaker: async_sessionmaker[AsyncSession], settings: Settings) -> None:
+    def __init__(
+        self, sessionmaker: async_sessionmaker[AsyncSession], relay: RelaySettings
+    ) -> None:
         self._sessionmaker = sessionmaker
-        self._settings = settings
+        self._relay = relay
 
     async def reap_once(self) -> Reaped:
         """One batch of at most COGNIS_EXPIRY_REAP_BATCH_SIZE memories, one transaction."""
         # No tenant bound, whoever calls: the background role then sees every tenant's rows.
         with tenant_scope(None):
             async with self._sessionmaker() as session, session.begin():
-                reaped = await reap_expired(session, self._settings.expiry_reap_batch_size)
+                reaped = await reap_expired(session, self._relay.expiry_reap_batch_size)
         if reaped.memories or reaped.users_busy:
             # Like an erase's `user.erased`: counts, never content.
             log.info(
@@ -194,7 +196,7 @@ class ExpiryReaper:
 
     async def run_forever(self, stop: asyncio.Event) -> None:
         """Until `stop` is set: reap what is due, then wait one interval (0: off)."""
-        interval = self._settings.expiry_reap_interval_s
+        interval = self._relay.expiry_reap_interval_s
         if interval <= 0:
             return
         log.info("expiry.reaper_started", interval_s=interval)

@@ -60,7 +60,7 @@ def _since() -> ColumnElement[datetime]:
 
 class ProfileRepository:
     """The profile's reads; every one is bound to a user and to `where` (a compiled filter,
-    app/memories/filters.py, or None)."""
+    app/memories/filters/, or None)."""
 
     def __init__(self, session: AsyncSession, where: ColumnElement[bool] | None = None) -> None:
         self.session = session

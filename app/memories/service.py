@@ -10,7 +10,7 @@ from typing import Any
 import msgspec
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.config import Settings
+from app.config import ApiSettings, IngestSettings, RetrievalSettings
 from app.db.models import BatchJob, Memory
 from app.errors import (
     ConflictError,
@@ -81,12 +81,16 @@ class MemoryService:
         session: AsyncSession,
         embedder: Embedder,
         classifier: CategoryClassifier,
-        settings: Settings,
+        api: ApiSettings,
+        ingest: IngestSettings,
+        retrieval: RetrievalSettings,
     ) -> None:
         self.repository = MemoryRepository(session)
         self._embedder = embedder
         self._classifier = classifier
-        self._settings = settings
+        self._api = api
+        self._ingest = ingest
+        self._retrieval = retrieval
 
     async def create(
         self, user_id: str, drafts: list[MemoryDraft], work: Work | None = None
@@ -113,7 +117,7 @@ class MemoryService:
             # lock, as for any write: an erase deletes the job, or refuses it (409).
             await hold_for_write(self.repository.session, user_id)
             return await BatchJobRepository(self.repository.session).queue(
-                user_id, accepted, self._settings.ingest_queue
+                user_id, accepted, self._ingest.ingest_queue
             )
 
     async def _check_new(self, user_id: str, drafts: list[MemoryDraft]) -> None:
@@ -121,16 +125,19 @@ class MemoryService:
         check_user_id(user_id)
         if not drafts:
             raise InvalidInputError("give at least one memory", field="memories")
-        if len(drafts) > self._settings.max_batch_size:
+        if len(drafts) > self._api.max_batch_size:
             raise InvalidInputError(
                 f"{len(drafts)} memories in one batch; at most "
-                f"{self._settings.max_batch_size} are allowed",
+                f"{self._api.max_batch_size} are allowed",
                 field="memories",
             )
         prefixes = [f"memories[{i}]." if len(drafts) > 1 else "" for i in range(len(drafts))]
         for draft, prefix in zip(drafts, prefixes, strict=True):
             check_draft(
-                draft, self._settings.max_content_chars, self._settings.max_metadata_bytes, prefix
+                draft,
+                self._api.max_content_chars,
+                self._api.max_metadata_bytes,
+                prefix,
             )
         await require_categories(
             self.repository.session,
@@ -148,7 +155,7 @@ class MemoryService:
         if sessions:
             # The one read before embedding: the turn each session's first draft follows.
             last = await self.repository.last_turns(user_id, sorted(sessions))
-            link_session_turns(drafts, ids, last, self._settings.memory_context_turns)
+            link_session_turns(drafts, ids, last, self._retrieval.memory_context_turns)
         # Embedding is slow CPU work: done before the first write.
         await complete_drafts(
             self.repository.session, drafts, self._embedder, self._classifier, work
@@ -367,7 +374,7 @@ class MemoryService:
             follows_chain_id=base.follows_chain_id,
             language=_language_kept(changes, base),
         )
-        check_draft(draft, self._settings.max_content_chars, self._settings.max_metadata_bytes)
+        check_draft(draft, self._api.max_content_chars, self._api.max_metadata_bytes)
         if draft.content == base.content:
             draft.embedding = Embedding(full=base.embedding_768d, coarse=base.embedding_256d)
             draft.embedding_ml = base.embedding_ml

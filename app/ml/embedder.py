@@ -18,7 +18,7 @@ import numpy as np
 import structlog
 
 from app import tracing
-from app.config import EmbeddingBackend, Settings
+from app.config import EmbeddingBackend, EmbeddingSettings
 from app.ml.multilingual import MultilingualEncoder, shared_encoder
 from app.ml.offline import offline_if_local
 from app.ml.scheduling.dispatcher import MicroBatcher, QueueObserver
@@ -316,7 +316,7 @@ class Embedder:
 
 
 def build_embedder(
-    settings: Settings,
+    embedding: EmbeddingSettings,
     backend: EmbeddingBackend,
     intra_op_threads: int | None,
     observer: QueueObserver | None = None,
@@ -326,18 +326,18 @@ def build_embedder(
     from app.ml.http_encoder import HttpEndpoint
 
     return Embedder(
-        settings.embedding_model,
-        device=settings.embedding_device,
-        batch_size=settings.embedding_batch_size,
-        forward_batch_size=settings.embedding_forward_batch_size,
-        batch_wait_ms=settings.embedding_batch_wait_ms,
-        max_call_ms=settings.embedding_max_call_ms,
-        query_cache_size=settings.query_embedding_cache_size,
+        embedding.embedding_model,
+        device=embedding.embedding_device,
+        batch_size=embedding.embedding_batch_size,
+        forward_batch_size=embedding.embedding_forward_batch_size,
+        batch_wait_ms=embedding.embedding_batch_wait_ms,
+        max_call_ms=embedding.embedding_max_call_ms,
+        query_cache_size=embedding.query_embedding_cache_size,
         backend=backend,
         intra_op_threads=intra_op_threads,
-        onnx_cache_dir=settings.embedding_onnx_cache_dir,
+        onnx_cache_dir=embedding.embedding_onnx_cache_dir,
         observer=observer,
-        http_endpoint=HttpEndpoint.from_settings(settings) if backend == "http" else None,
+        http_endpoint=HttpEndpoint.from_settings(embedding) if backend == "http" else None,
         cost_unit=cost_unit,
-        multilingual=shared_encoder() if settings.multilingual_embedder else None,
+        multilingual=shared_encoder() if embedding.multilingual_embedder else None,
     )

@@ -93,33 +93,33 @@ def standalone_settings() -> Settings:
     return Settings(database_url="postgresql+asyncpg://unused/unused")  # type: ignore[arg-type]
 
 
-def served_embedder(settings: Settings) -> Embedder:
-    if settings.embedding_backend == "http":
+def served_embedder(embedding: EmbeddingSettings) -> Embedder:
+    if embedding.embedding_backend == "http":
         # Pointing the server at an embedding server (perhaps itself) would only forward requests.
         raise ValueError(
             "embed-serve computes embeddings itself: set COGNIS_EMBEDDING_BACKEND to "
             "torch, onnx or onnx-int8"
         )
     return build_embedder(
-        settings,
-        settings.embedding_backend,
-        settings.embedding_intra_op_threads,
+        embedding,
+        embedding.embedding_backend,
+        embedding.embedding_intra_op_threads,
         cost_unit="tokens",
     )
 
 
-def served_query_embedder(settings: Settings, memories: Embedder) -> Embedder:
+def served_query_embedder(embedding: EmbeddingSettings, memories: Embedder) -> Embedder:
     """Queries' own model (COGNIS_QUERY_EMBEDDING_BACKEND), or the memories' one (`same`).
     `http`, which the settings choose for a process whose embedding backend is http (as the
     environment shared with the server's callers says), means the default here: this server is
     where http leads."""
-    backend = settings.query_embedding_backend
+    backend = embedding.query_embedding_backend
     if backend == "http":
         backend = EmbeddingSettings.model_fields["query_embedding_backend"].default
     if backend == "same":
         return memories
     return build_embedder(
-        settings, backend, settings.query_embedding_intra_op_threads, cost_unit="tokens"
+        embedding, backend, embedding.query_embedding_intra_op_threads, cost_unit="tokens"
     )
 
 
@@ -306,10 +306,10 @@ def _unexpected_error(request: Request, exc: Exception) -> Response[dict[str, An
 
 def create_embedding_app(settings: Settings | None = None) -> Litestar:
     settings = settings or standalone_settings()
-    start_tracing(settings, "model")
-    embedder = served_embedder(settings)
-    query_embedder = served_query_embedder(settings, embedder)
-    key = settings.embedding_http_api_key
+    start_tracing(settings.api, "model")
+    embedder = served_embedder(settings.embedding)
+    query_embedder = served_query_embedder(settings.embedding, embedder)
+    key = settings.embedding.embedding_http_api_key
     if key is None:
         log.warning(
             "embed_serve.no_key",

@@ -29,7 +29,7 @@ import numpy as np
 import structlog
 from pydantic import SecretStr
 
-from app.config import Settings
+from app.config import EmbeddingSettings
 from app.errors import EmbedderAnswerError, EmbedderUnavailableError
 from app.ml.scheduling.work import Work, WorkClass
 from app.tracing.setup import trace_http_client
@@ -79,18 +79,18 @@ class HttpEndpoint:
     backoff_base_s: float = 0.25
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> HttpEndpoint:
-        if not settings.embedding_http_url:
+    def from_settings(cls, embedding: EmbeddingSettings) -> HttpEndpoint:
+        if not embedding.embedding_http_url:
             raise ValueError("the http embedding backend needs COGNIS_EMBEDDING_HTTP_URL")
         return cls(
-            url=settings.embedding_http_url,
-            model=settings.embedding_http_model or settings.embedding_model,
-            api_key=settings.embedding_http_api_key,
-            dimensions=settings.embedding_http_dimensions,
-            timeout_s=settings.embedding_http_timeout_s,
-            queue_timeout_s=settings.embedding_http_queue_timeout_s,
-            max_retries=settings.embedding_http_max_retries,
-            backoff_base_s=settings.embedding_http_backoff_base_s,
+            url=embedding.embedding_http_url,
+            model=embedding.embedding_http_model or embedding.embedding_model,
+            api_key=embedding.embedding_http_api_key,
+            dimensions=embedding.embedding_http_dimensions,
+            timeout_s=embedding.embedding_http_timeout_s,
+            queue_timeout_s=embedding.embedding_http_queue_timeout_s,
+            max_retries=embedding.embedding_http_max_retries,
+            backoff_base_s=embedding.embedding_http_backoff_base_s,
         )
 
     @property

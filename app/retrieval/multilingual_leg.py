@@ -44,11 +44,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from app.memories.repository import MemoryRepository
 from app.ml.multilingual import MultilingualEncoder
 from app.retrieval.candidates import Candidate
 from app.retrieval.plan import Lever
 from app.retrieval.timing import StageTimer
+from app.retrieval.vector_sql import SearchRepository
 from app.time_expressions import TimeWindow
 
 STAGE = "multilingual"
@@ -81,7 +81,7 @@ class MultilingualHits:
 
 
 async def multilingual_leg(
-    repository: MemoryRepository,
+    repository: SearchRepository,
     encoder: MultilingualEncoder,
     user_id: str,
     session_id: str | None,

@@ -22,9 +22,8 @@ import structlog
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app import metrics, tracing
-from app.config import Settings
+from app.config import RetrievalSettings
 from app.memories.filters import to_sql
-from app.memories.repository import MemoryRepository
 from app.ml.cross_encoder import CrossEncoderScorer
 from app.ml.embedder import Embedder
 from app.retrieval import legs, ranking
@@ -41,6 +40,7 @@ from app.retrieval.request import SearchRequest, SearchResponse
 from app.retrieval.specificity import WordRarityCache
 from app.retrieval.steps import SearchContext, run_steps
 from app.retrieval.timing import StageTimer
+from app.retrieval.vector_sql import SearchRepository
 from app.search_index.client import MemoryIndex
 
 log = structlog.get_logger(__name__)
@@ -54,7 +54,7 @@ class RetrievalPipeline:
         self,
         embedder: Embedder,
         index: MemoryIndex,
-        settings: Settings,
+        settings: RetrievalSettings,
         cross_encoder: CrossEncoderScorer | None = None,
     ) -> None:
         self._embedder = embedder
@@ -87,7 +87,7 @@ class RetrievalPipeline:
             analysis,
             # The filter (with the agent's and run's visibility), compiled once for Postgres:
             # every read of the search applies it.
-            MemoryRepository(
+            SearchRepository(
                 session, to_sql(scoped) if (scoped := request.scoped_filter) else None
             ),
             self._index,

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import msgspec
 
-from app.config import Settings
+from app.config import RetrievalSettings
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,8 +42,8 @@ class RetrievalPlan:
     rrf_k: int
     weight_vector: float | None  # the request's fusion weights, over any lever's
     weight_bm25: float | None
-    # The numbers of the stages and levers, read by flat name (settings.speaker_boost).
-    settings: Settings
+    # The numbers of the stages and levers (settings.speaker_boost).
+    settings: RetrievalSettings
 
     def on(self, lever: Lever) -> bool:
         """Whether the lever is on; an undeclared lever is an error, not a silent off."""

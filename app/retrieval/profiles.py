@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Literal, get_args
 
 import msgspec
 
-from app.config import Settings
+from app.config import RetrievalSettings
 from app.retrieval import fusion, legs, parts, ranking
 from app.retrieval.plan import Lever, RetrievalPlan
 from app.retrieval.request import SearchRequest
@@ -99,7 +99,7 @@ def resolve_levers(profile: str, overrides: LeverOverrides | None = None) -> Lev
     return msgspec.structs.replace(PROFILES[profile], **lever_changes(overrides))
 
 
-def plan_search(request: SearchRequest, settings: Settings) -> RetrievalPlan:
+def plan_search(request: SearchRequest, settings: RetrievalSettings) -> RetrievalPlan:
     """The request's plan: its profile (else the settings') with its lever changes, its
     stage switches, and its RRF constants over the settings'."""
     profile = request.profile or settings.retrieval_profile

@@ -20,7 +20,7 @@ class SearchRequest:
     top_k: int
     session_id: str | None = None
     # The agent and run asking: they see their own memories and the shared ones (no agent,
-    # no run); None sees all of the user's (app/memories/filters.py, visible_to).
+    # no run); None sees all of the user's (app/memories/filters/, visible_to).
     agent_id: str | None = None
     run_id: str | None = None
     as_of: datetime | None = None
@@ -31,7 +31,7 @@ class SearchRequest:
     weight_vector: float | None = None
     weight_bm25: float | None = None
     request_id: str | None = None
-    # The search's filter (app/memories/filters.py): both legs apply it before ranking.
+    # The search's filter (app/memories/filters/): both legs apply it before ranking.
     filters: Filter | None = None
     # Results below this relevance are left out (None: settings.min_relevance).
     min_relevance: float | None = None

@@ -84,6 +84,9 @@ def not_asking_for_several(_: list[Candidate], context: SearchContext) -> str | 
 async def sessions(ranked: list[Candidate], context: SearchContext) -> tuple[list[Candidate], str]:
     settings = context.plan.settings
     ranked, held = lift_sessions(
-        ranked, settings.session_top_n, settings.session_boost, settings.session_decay
+        ranked,
+        settings.session_top_n,
+        settings.session_boost,
+        settings.session_decay,
     )
     return ranked, f"{held} sessions scored"

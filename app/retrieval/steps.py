@@ -15,7 +15,6 @@ from typing import Generic, TypeVar
 
 import numpy as np
 
-from app.memories.repository import MemoryRepository
 from app.ml.cross_encoder import CrossEncoderScorer
 from app.ml.embedder import Embedder
 from app.retrieval.plan import Lever, RetrievalPlan
@@ -23,6 +22,7 @@ from app.retrieval.query_analysis import QueryAnalysis
 from app.retrieval.request import SearchRequest
 from app.retrieval.specificity import WordRarityCache
 from app.retrieval.timing import StageTimer
+from app.retrieval.vector_sql import SearchRepository
 from app.search_index.client import MemoryIndex
 
 T = TypeVar("T")
@@ -35,7 +35,7 @@ class SearchContext:
     request: SearchRequest
     plan: RetrievalPlan
     analysis: QueryAnalysis
-    repository: MemoryRepository
+    repository: SearchRepository
     index: MemoryIndex
     embedder: Embedder
     cross_encoder: CrossEncoderScorer | None

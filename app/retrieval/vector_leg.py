@@ -22,11 +22,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from app.memories.repository import MemoryRepository
 from app.ml.embedder import Embedding
 from app.retrieval.candidates import Candidate, rank_by_score
 from app.retrieval.relevance import on_scale
 from app.retrieval.timing import StageTimer
+from app.retrieval.vector_sql import SearchRepository
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,7 +43,7 @@ class VectorLegSettings:
 
 
 async def vector_leg(
-    repository: MemoryRepository,
+    repository: SearchRepository,
     user_id: str,
     session_id: str | None,
     embedding: Embedding,
@@ -97,7 +97,7 @@ async def vector_leg(
 
 
 async def scan_choice(
-    repository: MemoryRepository, user_id: str, options: VectorLegSettings, timer: StageTimer
+    repository: SearchRepository, user_id: str, options: VectorLegSettings, timer: StageTimer
 ) -> bool:
     """Stage 2a's choice between an exact scan and the index (a count of the user's matching
     memories, stopped past `exact_max`): a round trip that needs no query vector."""

@@ -12,7 +12,7 @@ from opensearchpy import AsyncOpenSearch
 from opensearchpy.exceptions import ConnectionError as OSConnectionError
 from opensearchpy.exceptions import ConnectionTimeout, TransportError
 
-from app.config import Settings
+from app.config import StoreSettings
 from app.db.tenant import DEFAULT_TENANT_ID, current_tenant
 from app.search_index.documents import (
     SUBFIELD_ANALYZERS,
@@ -128,27 +128,30 @@ def visible_documents(user_id: str, session_id: str | None) -> list[dict[str, An
 
 
 class MemoryIndex:
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, store: StoreSettings) -> None:
         auth = None
-        if settings.opensearch_username and settings.opensearch_password:
-            auth = (settings.opensearch_username, settings.opensearch_password.get_secret_value())
-        self.name = settings.opensearch_index
-        self._refresh_interval = settings.opensearch_refresh_interval
+        if store.opensearch_username and store.opensearch_password:
+            auth = (
+                store.opensearch_username,
+                store.opensearch_password.get_secret_value(),
+            )
+        self.name = store.opensearch_index
+        self._refresh_interval = store.opensearch_refresh_interval
         # The interval this service creates the index with: keep an existing index's equal.
-        self.refresh_window_s = refresh_window_s(settings.opensearch_refresh_interval)
-        self._shards = settings.opensearch_shards
-        self._replicas = settings.opensearch_replicas
+        self.refresh_window_s = refresh_window_s(store.opensearch_refresh_interval)
+        self._shards = store.opensearch_shards
+        self._replicas = store.opensearch_replicas
         self._existing_checked = False
         # Whether queries may search the language subfields: False for an index made before
         # them (ensure_index finds out), whose CJK queries then search `content` as they did.
         self.language_fields = True
-        hosts = node_urls(settings.opensearch_url)
+        hosts = node_urls(store.opensearch_url)
         # While tracing: a span per request made below a recorded span.
         traced = opensearch_transport_class()
         self.client = AsyncOpenSearch(
             hosts=hosts,
             http_auth=auth,
-            timeout=settings.opensearch_timeout_s,
+            timeout=store.opensearch_timeout_s,
             # With several nodes, a request that finds one dead (refused, reset) is retried on
             # the next, and the client leaves the dead one out for a while. A timeout is not
             # retried: the caller's time is spent (the BM25 leg reports itself missing).
@@ -402,7 +405,7 @@ class MemoryIndex:
         CONTEXT of this session. With `context_boost` > 0 the context field counts too, at that
         weight beside the content's 1.0 (best field plus the other's share: a tie-breaker, not a
         sum). With `proximity_slop`, documents with the terms close together score more.
-        `matching`: a search filter's clause (app/memories/filters.py), applied with the
+        `matching`: a search filter's clause (app/memories/filters/), applied with the
         visibility filters, before scoring. `language`: the query's (ISO 639-1), which chooses
         the analysis it is searched in (language_fields)."""
         query_body: dict[str, Any] = {

@@ -22,7 +22,7 @@ from opensearchpy.exceptions import NotFoundError, TransportError
 from sqlalchemy import distinct, func, select, text
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
-from app.config import Settings
+from app.config import RelaySettings
 from app.db.models import Memory, OutboxEvent
 from app.db.tenant import tenant_scope
 from app.search_index.client import UNAVAILABLE, MemoryIndex
@@ -89,13 +89,13 @@ class IndexCoverageCheck:
         engine: AsyncEngine,
         sessionmaker: async_sessionmaker[AsyncSession],
         index: MemoryIndex,
-        settings: Settings,
+        relay: RelaySettings,
     ) -> None:
         self._engine = engine
         self._sessionmaker = sessionmaker
         self._index = index
-        self.interval_s = settings.index_check_interval_s
-        self.requeue_empty = settings.index_requeue_empty
+        self.interval_s = relay.index_check_interval_s
+        self.requeue_empty = relay.index_requeue_empty
         self.latest: IndexCoverage | None = None  # None: not checked yet (or checks are off)
 
     @property

@@ -10,7 +10,7 @@ from app.db.models import Memory
 
 # Longer metadata strings are left out of the index's copy: a keyword term has at most
 # 32,766 UTF-8 bytes, and one too long fails the whole document. Filters on longer values
-# are answered by Postgres alone (app/memories/filters.py).
+# are answered by Postgres alone (app/memories/filters/).
 MAX_INDEXED_METADATA_CHARS = 1024
 
 
@@ -50,7 +50,7 @@ def memory_document(memory: Memory) -> dict[str, Any]:
         "superseded_at": memory.superseded_at.isoformat() if memory.superseded_at else None,
         # So the BM25 leg drops an expired memory before ranking (client.UNEXPIRED_DOCUMENTS).
         "expires_at": memory.expires_at.isoformat() if memory.expires_at else None,
-        # For filters on metadata paths (app/memories/filters.py): a flat_object.
+        # For filters on metadata paths (app/memories/filters/): a flat_object.
         "metadata": indexed_metadata(memory.metadata_ or {}),
         "language": memory.language,
     }

@@ -20,7 +20,7 @@ from opensearchpy.exceptions import TransportError
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from app.config import Settings
+from app.config import RelaySettings, StoreSettings
 from app.db.models import OutboxEvent
 from app.db.notifications import listening
 from app.search_index import outbox
@@ -44,25 +44,30 @@ class RelayReport:
 
 class OutboxRelay:
     def __init__(
-        self, sessionmaker: async_sessionmaker[AsyncSession], index: MemoryIndex, settings: Settings
+        self,
+        sessionmaker: async_sessionmaker[AsyncSession],
+        index: MemoryIndex,
+        relay: RelaySettings,
+        store: StoreSettings,
     ) -> None:
         self._sessionmaker = sessionmaker
         self._index = index
-        self._settings = settings
+        self._relay = relay
+        self._store = store
         self._wake = asyncio.Event()
         self._delivered = asyncio.Event()
 
     def backoff(self, attempts: int) -> timedelta:
         """Exponential backoff with jitter, capped."""
-        base = self._settings.relay_backoff_base_s * (2 ** min(attempts, 20))
-        capped = min(base, self._settings.relay_backoff_max_s)
+        base = self._relay.relay_backoff_base_s * (2 ** min(attempts, 20))
+        capped = min(base, self._relay.relay_backoff_max_s)
         return timedelta(seconds=capped * random.uniform(0.5, 1.0))
 
     async def run_once(self, ids: list[int] | None = None) -> RelayReport:
         """Claim one batch of due events, deliver it, record the outcome. One transaction."""
         report = RelayReport()
         async with self._sessionmaker() as session, session.begin():
-            events = await outbox.claim_pending(session, self._settings.relay_batch_size, ids)
+            events = await outbox.claim_pending(session, self._relay.relay_batch_size, ids)
             report.claimed = len(events)
             if not events:
                 return report
@@ -127,18 +132,18 @@ class OutboxRelay:
     async def _bulk_index(self, events: list[OutboxEvent]) -> list[BulkOutcome]:
         """Index events as bulk requests bounded in documents and bytes, a few at a time:
         one huge request would hold the whole batch on one OpenSearch write thread."""
-        settings = self._settings
+        relay = self._relay
         chunks: list[list[OutboxEvent]] = [[]]
         size = 0
         for event in events:
             event_bytes = len(json.dumps(event.payload, default=str)) + BULK_ACTION_BYTES
-            full = len(chunks[-1]) >= settings.opensearch_bulk_max_docs
-            if chunks[-1] and (full or size + event_bytes > settings.opensearch_bulk_max_bytes):
+            full = len(chunks[-1]) >= relay.opensearch_bulk_max_docs
+            if chunks[-1] and (full or size + event_bytes > relay.opensearch_bulk_max_bytes):
                 chunks.append([])
                 size = 0
             chunks[-1].append(event)
             size += event_bytes
-        limiter = asyncio.Semaphore(max(settings.opensearch_bulk_concurrency, 1))
+        limiter = asyncio.Semaphore(max(relay.opensearch_bulk_concurrency, 1))
 
         async def send(chunk: list[OutboxEvent]) -> list[BulkOutcome]:
             async with limiter:
@@ -161,13 +166,13 @@ class OutboxRelay:
         remaining = list(ids)
         try:
             async with asyncio.timeout(timeout_s):
-                for start in range(0, len(remaining), self._settings.relay_batch_size):
-                    await self.run_once(remaining[start : start + self._settings.relay_batch_size])
+                for start in range(0, len(remaining), self._relay.relay_batch_size):
+                    await self.run_once(remaining[start : start + self._relay.relay_batch_size])
         except TimeoutError:
             pass  # the events stay pending; the relay loop delivers them later
         except Exception as exc:
             log.warning("outbox.deliver_now_failed", error=str(exc))
-        poll_s = self._settings.index_wait_poll_ms / 1000
+        poll_s = self._relay.index_wait_poll_ms / 1000
         while True:
             async with self._sessionmaker() as session:
                 remaining = await outbox.undelivered(session, remaining)
@@ -196,14 +201,20 @@ class OutboxRelay:
             total.delivered += report.delivered
             total.failed += report.failed
             total.erased.update(report.erased)
-            if report.claimed < self._settings.relay_batch_size or report.delivered == 0:
+            if report.claimed < self._relay.relay_batch_size or report.delivered == 0:
                 return total
 
     async def run_forever(self, stop: asyncio.Event) -> None:
         """The relay loop: until `stop` is set."""
         log.info("outbox.relay_started")
         try:
-            async with listening(self._settings, outbox.OUTBOX_CHANNEL, self._wake, "outbox"):
+            async with listening(
+                self._store,
+                self._relay.relay_poll_interval_s,
+                outbox.OUTBOX_CHANNEL,
+                self._wake,
+                "outbox",
+            ):
                 while not stop.is_set():
                     self._wake.clear()
                     try:
@@ -211,9 +222,9 @@ class OutboxRelay:
                     except Exception as exc:
                         log.exception("outbox.relay_error", error=str(exc))
                         report = RelayReport()
-                    if report.claimed >= self._settings.relay_batch_size and report.delivered:
+                    if report.claimed >= self._relay.relay_batch_size and report.delivered:
                         continue
-                    await sleep_until_woken(self._wake, stop, self._settings.relay_poll_interval_s)
+                    await sleep_until_woken(self._wake, stop, self._relay.relay_poll_interval_s)
         finally:
             log.info("outbox.relay_stopped")
 

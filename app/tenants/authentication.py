@@ -14,7 +14,7 @@ from datetime import UTC, datetime, timedelta
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from app.config import DEV_API_KEY, Settings
+from app.config import DEV_API_KEY, KeySettings
 from app.db.tenant import DEFAULT_TENANT_ID
 from app.tenants.keys import hash_key, key_prefix
 from app.tenants.rate_limit import RateLimiter
@@ -45,16 +45,16 @@ def matches_any(key: str, hashes: tuple[str, ...]) -> bool:
     return any(matches)
 
 
-def key_is_valid(key: str, settings: Settings) -> bool:
+def key_is_valid(key: str, keys: KeySettings) -> bool:
     """A key of the settings (COGNIS_API_KEY_HASHES, or the development key): default tenant."""
-    if settings.dev_key_enabled:
+    if keys.dev_key_enabled:
         return hmac.compare_digest(key, DEV_API_KEY)
-    return matches_any(key, settings.api_key_hash_list)
+    return matches_any(key, keys.api_key_hash_list)
 
 
 @dataclass
 class KeyCheck:
-    settings: Settings
+    keys: KeySettings
     sessionmaker: async_sessionmaker[AsyncSession]
     rate_limiter: RateLimiter | None = None
 
@@ -63,7 +63,7 @@ class KeyCheck:
         against the key's rate (RateLimitedError, 429, when it is over it)."""
         prefix = key_prefix(key)
         if prefix is None:
-            if not key_is_valid(key, self.settings):
+            if not key_is_valid(key, self.keys):
                 return None
             if count:
                 self._count(hash_key(key))

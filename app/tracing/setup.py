@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from app import tracing
-from app.config import Settings
+from app.config import ApiSettings
 
 if TYPE_CHECKING:
     import httpx
@@ -94,7 +94,7 @@ def requested_exporters(environ: Mapping[str, str]) -> tuple[str, ...]:
 
 
 def start_tracing(
-    settings: Settings,
+    api: ApiSettings,
     process: str,
     *,
     environ: Mapping[str, str] | None = None,
@@ -134,13 +134,13 @@ def start_tracing(
         trace.set_tracer_provider(provider)
     _provider = provider
     _disabled = disabled_instrumentations(environ)
-    tracing.activate(provider.get_tracer(tracing.SCOPE), settings.trace_content)
+    tracing.activate(provider.get_tracer(tracing.SCOPE), api.trace_content)
     log.info(
         "tracing.started",
         process=process,
         service=resource.attributes.get("service.name"),
         exporters=list(exporters) or ["given"],
-        content=settings.trace_content,
+        content=api.trace_content,
     )
     return True
 

@@ -18,7 +18,7 @@ import structlog
 from sqlalchemy import func, insert, select, text, update
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from app.config import Settings
+from app.config import RelaySettings, StoreSettings
 from app.db.models import WebhookAttempt, WebhookDelivery, WebhookSubscription
 from app.db.notifications import listening
 from app.wakeup import work_until_stopped
@@ -72,18 +72,20 @@ class WebhookDispatcher:
     def __init__(
         self,
         sessionmaker: async_sessionmaker[AsyncSession],
-        settings: Settings,
+        relay: RelaySettings,
+        store: StoreSettings,
         batch_size: int = 50,
     ) -> None:
         self._sessionmaker = sessionmaker
-        self._settings = settings
+        self._relay = relay
+        self._store = store
         self._batch_size = batch_size
         self.wake = asyncio.Event()
         self._client: httpx.AsyncClient | None = None
 
     def backoff(self, attempts: int) -> timedelta:
-        base = self._settings.webhook_backoff_base_s * (2 ** min(attempts - 1, 20))
-        capped = min(base, self._settings.relay_backoff_max_s)
+        base = self._relay.webhook_backoff_base_s * (2 ** min(attempts - 1, 20))
+        capped = min(base, self._relay.relay_backoff_max_s)
         return timedelta(seconds=capped * random.uniform(0.5, 1.0))
 
     async def _post(
@@ -116,7 +118,7 @@ class WebhookDispatcher:
         receiver kept alive from one batch to the next (closed when the loop stops)."""
         if self._client is None:
             self._client = httpx.AsyncClient(
-                timeout=self._settings.webhook_timeout_s, follow_redirects=False
+                timeout=self._relay.webhook_timeout_s, follow_redirects=False
             )
         return self._client
 
@@ -184,7 +186,7 @@ class WebhookDispatcher:
                 continue
             attempts = delivery.attempts + 1
             values: dict[str, object] = {"attempts": attempts}
-            if attempts >= self._settings.webhook_max_attempts:
+            if attempts >= self._relay.webhook_max_attempts:
                 values.update(status="dead")
                 log.warning("webhooks.dead", delivery_id=delivery.id, error=outcome.error)
             else:
@@ -199,12 +201,18 @@ class WebhookDispatcher:
         (and for retries coming due)."""
         log.info("webhooks.dispatcher_started")
         try:
-            async with listening(self._settings, WEBHOOK_CHANNEL, self.wake, "webhooks"):
+            async with listening(
+                self._store,
+                self._relay.relay_poll_interval_s,
+                WEBHOOK_CHANNEL,
+                self.wake,
+                "webhooks",
+            ):
                 await work_until_stopped(
                     self.run_once,
                     self.wake,
                     stop,
-                    self._settings.relay_poll_interval_s,
+                    self._relay.relay_poll_interval_s,
                     "webhooks.dispatch_error",
                 )
         finally:

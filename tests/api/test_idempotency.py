@@ -221,7 +221,12 @@ async def test_an_expired_key_is_a_new_request_and_is_purged(
     # The retention job's batch for the table (app/db/retention.py), as it runs it.
     (keys,) = [policy for policy in POLICIES if policy.table == "idempotency_keys"]
     async with AsyncSession(db) as session, session.begin():
-        assert await purge_batch(session, keys, inprocess_api.app.state.runtime.settings, 1000) >= 1
+        assert (
+            await purge_batch(
+                session, keys, inprocess_api.app.state.runtime.settings.retention, 1000
+            )
+            >= 1
+        )
     assert await count(db, "idempotency_keys", user_id) == 0
 
 

@@ -57,7 +57,7 @@ async def test_a_request_can_switch_every_lever(anonymous: httpx.AsyncClient) ->
 
 
 async def test_the_filter_language_is_documented_as_defined(anonymous: httpx.AsyncClient) -> None:
-    """The body's `filters` names every field and operator of app/memories/filters.py."""
+    """The body's `filters` names every field and operator of app/memories/filters/."""
     filters = (await _search_body_schema(anonymous))["properties"]["filters"]
     described = filters["description"]
     named = re.search(r"Fields: (.*?), and metadata paths", described)

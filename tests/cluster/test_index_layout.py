@@ -47,7 +47,7 @@ async def make_index() -> AsyncIterator[MakeIndex]:
                 opensearch_url=url,
                 opensearch_index=index or f"cognis-layout-{uuid.uuid4().hex[:8]}",
                 **settings,
-            )
+            ).store
         )
         made.append(memory_index)
         return memory_index

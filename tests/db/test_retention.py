@@ -32,7 +32,7 @@ def job_session(inprocess_api: InProcessApi) -> AsyncSession:
 def _job(inprocess_api: InProcessApi, **changes: object) -> RetentionJob:
     runtime = inprocess_api.app.state.runtime
     settings = runtime.settings.model_copy(update={**AGES, **changes})
-    return RetentionJob(runtime.background_sessionmaker, settings)
+    return RetentionJob(runtime.background_sessionmaker, settings.retention)
 
 
 async def _seed(db: AsyncEngine, user_id: str) -> dict[str, dict[str, list[str]]]:
@@ -194,7 +194,7 @@ async def test_each_table_loses_exactly_its_due_rows_in_batches(
         assert due[table] >= len(seeded["due"]), (table, due)
     # What /metrics reports: the seeded jobs and tasks have been due for a day.
     async with job_session(inprocess_api) as session:
-        overdue = await overdue_seconds(session, job._settings)
+        overdue = await overdue_seconds(session, job._retention)
     assert overdue["batch_jobs"] >= 86_000 and overdue["ingest_tasks"] >= 86_000, overdue
     assert overdue["outbox"] >= 3000, overdue
 
@@ -225,7 +225,7 @@ async def test_each_table_loses_exactly_its_due_rows_in_batches(
     # Nothing is left due, and nothing is reported overdue.
     assert (await job.due())["batch_jobs"] == 0
     async with job_session(inprocess_api) as session:
-        overdue = await overdue_seconds(session, job._settings)
+        overdue = await overdue_seconds(session, job._retention)
     assert overdue["batch_jobs"] == overdue["ingest_tasks"] == overdue["outbox"] == 0, overdue
 
 
@@ -266,7 +266,10 @@ def test_a_finished_job_outlives_the_key_that_names_it(monkeypatch: pytest.Monke
     monkeypatch.setenv("COGNIS_BATCH_JOB_RETENTION_DAYS", "0")  # forever
     monkeypatch.setenv("COGNIS_INGEST_TASK_RETENTION_DAYS", "3")
     settings = Settings()  # type: ignore[call-arg]
-    assert (settings.batch_job_retention_days, settings.ingest_task_retention_days) == (0, 3)
+    assert (
+        settings.retention.batch_job_retention_days,
+        settings.retention.ingest_task_retention_days,
+    ) == (0, 3)
 
 
 async def test_the_command_counts_then_deletes(

@@ -8,7 +8,7 @@ from importlib import resources
 import jsonschema
 import pytest
 
-from app.config import Settings
+from app.config import SETTING_FIELDS, Settings
 from tests.deploy.files import COMPOSE, ROOT, load_compose
 
 APP_IMAGE_SERVICES = ("migrate", "api", "relay", "worker")
@@ -25,12 +25,12 @@ def _compose_schema() -> dict:
 
 def _settings_env_names() -> set[str]:
     prefix = Settings.model_config["env_prefix"]
-    return {prefix.upper() + name.upper() for name in Settings.model_fields}
+    return {prefix.upper() + name.upper() for name in SETTING_FIELDS}
 
 
 def _required_env_names() -> set[str]:
     prefix = Settings.model_config["env_prefix"]
-    return {prefix.upper() + n.upper() for n, f in Settings.model_fields.items() if f.is_required()}
+    return {prefix.upper() + n.upper() for n, f in SETTING_FIELDS.items() if f.is_required()}
 
 
 def test_compose_file_is_valid_against_the_compose_specification() -> None:

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import yaml
 
-from app.config import Settings
+from app.config import SETTING_FIELDS
 from tests.deploy.files import ROOT
 
 CHART = ROOT / "charts" / "cognis-memory"
@@ -69,7 +69,7 @@ def containers(docs: tuple[dict[str, Any], ...]) -> list[dict[str, Any]]:
 
 def settings_env_names() -> set[str]:
     names = set()
-    for name, field in Settings.model_fields.items():
+    for name, field in SETTING_FIELDS.items():
         names.add("COGNIS_" + name.upper())
         annotation = field.annotation
         for sub in getattr(annotation, "model_fields", {}):

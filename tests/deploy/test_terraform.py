@@ -10,12 +10,12 @@ import re
 
 import pytest
 
-from app.config import Settings
+from app.config import SETTING_FIELDS
 from tests.deploy.files import TERRAFORM, all_modules, heredoc_text, load_module, load_root
 
 
 def _settings_env_names() -> set[str]:
-    return {"COGNIS_" + name.upper() for name in Settings.model_fields}
+    return {"COGNIS_" + name.upper() for name in SETTING_FIELDS}
 
 
 def test_every_file_parses_and_every_module_is_used() -> None:
@@ -231,7 +231,7 @@ def test_task_environment_names_only_settings_the_service_reads() -> None:
     # The image's entrypoint builds COGNIS_DATABASE_URL (the one required setting) from these.
     assert {"DB_HOST", "DB_PORT", "DB_NAME"} <= set(environment)
     assert {"DB_USERNAME", "DB_PASSWORD"} <= secrets
-    required = {"COGNIS_" + n.upper() for n, f in Settings.model_fields.items() if f.is_required()}
+    required = {"COGNIS_" + n.upper() for n, f in SETTING_FIELDS.items() if f.is_required()}
     assert required == {"COGNIS_DATABASE_URL"}, "a new required setting needs a task variable"
 
 

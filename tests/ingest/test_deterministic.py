@@ -213,7 +213,7 @@ async def test_an_abandoned_job_is_taken_again_and_completed(
                 "u": user_id,
                 "t": uuid.uuid4(),
                 # The queue the in-process API's worker takes.
-                "q": inprocess_api.app.state.runtime.settings.ingest_queue,
+                "q": inprocess_api.app.state.runtime.settings.ingest.ingest_queue,
             },
         )
     job = await wait_job(client, user_id, str(job_id))

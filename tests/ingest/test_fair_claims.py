@@ -112,7 +112,7 @@ async def test_a_tenants_backlog_does_not_delay_another_tenants_next_message(
     with mock.patch.dict(os.environ, env, clear=True):
         settings = Settings()
     # Only claims are made here: no pipeline is needed.
-    worker = IngestWorker(async_sessionmaker(worker_engine), cast(Any, None), settings)
+    worker = IngestWorker(async_sessionmaker(worker_engine), cast(Any, None), settings.ingest)
 
     first_round = [await worker.claim() for _ in range(2)]  # two tenants have work
 

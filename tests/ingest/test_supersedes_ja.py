@@ -169,7 +169,14 @@ async def test_a_japanese_update_finds_its_memory_beyond_the_768d_candidates(
         await ingest(client, user_id, message(text))
     settings = runtime.settings.model_copy(update={"ingest_candidates": 2})
     pipeline = IngestPipeline(
-        runtime.background_sessionmaker, runtime.embedder, runtime.classifier, settings, None
+        runtime.background_sessionmaker,
+        runtime.embedder,
+        runtime.classifier,
+        None,
+        api=settings.api,
+        embedding=settings.embedding,
+        ingest=settings.ingest,
+        retrieval=settings.retrieval,
     )
     context = MessageContext(
         user_id=user_id,
@@ -184,7 +191,9 @@ async def test_a_japanese_update_finds_its_memory_beyond_the_768d_candidates(
     )
     (embedding,) = await pipeline.embed([context.content], user_id)
     async with runtime.background_sessionmaker() as session:
-        shown = await similar_memories(MemoryRepository(session), context, embedding, settings)
+        shown = await similar_memories(
+            MemoryRepository(session), context, embedding, settings.ingest, settings.retrieval
+        )
     assert "市立図書館で司書をしています" not in [c.content for c in shown], "768D found it"
     decided = await pipeline.decide_alone(context)
     (update,) = [op for op in decided.extraction.operations if op.op == "UPDATE"]

@@ -35,7 +35,7 @@ def _settings(server: ScriptedLLM, **overrides: object) -> Settings:
 
 @pytest.fixture
 async def client(server: ScriptedLLM) -> AsyncIterator[ChatClient]:
-    chat = ChatClient(_settings(server))
+    chat = ChatClient(_settings(server).llm)
     yield chat
     await chat.close()
 
@@ -70,7 +70,7 @@ async def test_transient_errors_are_retried(server: ScriptedLLM, client: ChatCli
 
 async def test_a_timeout_after_all_retries_is_an_llm_error(server: ScriptedLLM) -> None:
     server.script("hello", Reply(delay_s=1.0))
-    chat = ChatClient(_settings(server, llm_max_retries=1, llm_timeout_s=0.2))
+    chat = ChatClient(_settings(server, llm_max_retries=1, llm_timeout_s=0.2).llm)
     try:
         with pytest.raises(LLMError, match="Timeout"):
             await chat.complete_json(PROMPT, SCHEMA)

@@ -121,7 +121,7 @@ async def test_a_schema_constrained_answer_is_json_of_the_schema(local_llm_url: 
     context = message_context(
         "u-local", None, IncomingMessage("I live in Tokyo", sent_at=datetime.now(UTC)), None
     )
-    client = ChatClient(settings)
+    client = ChatClient(settings.llm)
     try:
         completion = await client.complete_json(
             chat_messages(context, [], SEED_CATEGORIES), operation_schema(SEED_CATEGORIES)

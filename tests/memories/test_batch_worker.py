@@ -110,7 +110,7 @@ async def test_a_job_whose_worker_died_mid_run_is_written_later_once(
         assert tuple(await conn.execute(BATCH_COUNTS, {"u": user_id})) == ((0, 0, 1),)
 
     # Its lease runs out (nobody renews it) and this process's worker takes it again.
-    await move_to_queue(db, job_id, inprocess_api.app.state.runtime.settings.ingest_queue)
+    await move_to_queue(db, job_id, inprocess_api.app.state.runtime.settings.ingest.ingest_queue)
     async with running_batch_worker(inprocess_api.app.state.runtime):
         done = await finished_batch_job(client, accepted.headers["location"], within_s=120)
     assert (done["status"], done["attempts"], done["error"]) == ("done", 2, None), done

@@ -366,7 +366,7 @@ async def test_the_reaper_loop_runs_on_its_interval(
     settings = runtime.settings.model_copy(
         update={"expiry_reap_interval_s": 0.2, "expiry_reap_batch_size": 1}
     )
-    reaper = ExpiryReaper(runtime.background_sessionmaker, settings)
+    reaper = ExpiryReaper(runtime.background_sessionmaker, settings.relay)
     made = [await create_memory(client, user_id, f"Loop note {i}", ttl_s=3600) for i in range(3)]
     for memory in made:
         await _expire_now(db, memory["chain_id"])

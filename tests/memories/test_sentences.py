@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from app.memories.repository import MemoryCosines
 from app.memories.sentences import MAX_SENTENCES, sentence_texts, split_sentences
+from app.retrieval.vector_sql import MemoryCosines
 
 
 def test_sentences_end_at_a_stop_before_a_capital() -> None:

@@ -316,28 +316,32 @@ def test_the_http_backend_needs_a_url() -> None:
         embedding_backend="http",
         embedding_http_url="http://127.0.0.1:1/v1/",
     )
-    endpoint = HttpEndpoint.from_settings(settings)
+    endpoint = HttpEndpoint.from_settings(settings.embedding)
     assert endpoint.embeddings_url == "http://127.0.0.1:1/v1/embeddings"
-    assert endpoint.model == settings.embedding_model  # defaults to the model embed-serve runs
+    # It defaults to the model embed-serve runs.
+    assert endpoint.model == settings.embedding.embedding_model
     # Compose passes unset variables as empty strings: no URL, and no "Bearer " header.
     blank = Settings(
         database_url="postgresql+asyncpg://x/y",  # type: ignore[arg-type]
         embedding_http_url="",
         embedding_http_api_key="",  # type: ignore[arg-type]
     )
-    assert blank.embedding_http_url is None and blank.embedding_http_api_key is None
+    assert (
+        blank.embedding.embedding_http_url is None
+        and blank.embedding.embedding_http_api_key is None
+    )
 
 
 def test_queries_follow_the_http_backend_unless_chosen(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("COGNIS_DATABASE_URL", "postgresql+asyncpg://x/y")
     monkeypatch.setenv("COGNIS_EMBEDDING_BACKEND", "http")
     monkeypatch.setenv("COGNIS_EMBEDDING_HTTP_URL", "http://127.0.0.1:1/v1")
-    assert Settings().query_embedding_backend == "http"  # type: ignore[call-arg]
+    assert Settings().embedding.query_embedding_backend == "http"  # type: ignore[call-arg]
     monkeypatch.setenv("COGNIS_QUERY_EMBEDDING_BACKEND", "same")
-    assert Settings().query_embedding_backend == "same"  # type: ignore[call-arg]
+    assert Settings().embedding.query_embedding_backend == "same"  # type: ignore[call-arg]
     monkeypatch.setenv("COGNIS_EMBEDDING_BACKEND", "torch")
     monkeypatch.delenv("COGNIS_QUERY_EMBEDDING_BACKEND")
-    assert Settings().query_embedding_backend != "http"  # type: ignore[call-arg]
+    assert Settings().embedding.query_embedding_backend != "http"  # type: ignore[call-arg]
 
 
 def test_embed_serve_refuses_to_forward_to_another_server() -> None:
@@ -347,7 +351,7 @@ def test_embed_serve_refuses_to_forward_to_another_server() -> None:
         embedding_http_url="http://127.0.0.1:1/v1",
     )
     with pytest.raises(ValueError, match="computes embeddings itself"):
-        served_embedder(settings)
+        served_embedder(settings.embedding)
 
 
 @pytest.mark.services  # the run's embedding server, which no fixture names

@@ -1,4 +1,4 @@
-"""Agents and runs as scopes (app/memories/filters.py, `visible_to`): what a search and a list
+"""Agents and runs as scopes (app/memories/filters/, `visible_to`): what a search and a list
 see by default, in each leg and both; the `agent` and `run` filter fields; PATCH; messages
 (a derived memory inherits its message's agent and run, and step 3 compares it only with what
 that agent sees); imports; the index's documents; bad input.

@@ -6,7 +6,8 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.tenant import DEFAULT_TENANT_ID
-from app.memories.repository import MemoryRepository, set_hnsw_scan
+from app.memories.repository import MemoryRepository
+from app.memories.vectors import set_hnsw_scan
 from app.ml.embedder import Embedder
 from tests.retrieval.test_pipeline_api import _load
 

@@ -1,4 +1,4 @@
-"""The filter language (app/memories/filters.py): every operator and combinator through both
+"""The filter language (app/memories/filters/): every operator and combinator through both
 legs, each leg alone and both, the list, and strict validation.
 
 Every memory of the set matches the query in both legs (they all talk about hiking), so an
@@ -15,7 +15,8 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.tenant import DEFAULT_TENANT_ID, tenant_scope
 from app.memories.filters import parse_filter, to_opensearch, to_sql
-from app.memories.repository import MemoryRepository, set_hnsw_scan
+from app.memories.repository import MemoryRepository
+from app.memories.vectors import set_hnsw_scan
 from app.ml.embedder import Embedder
 from app.search_index.client import MemoryIndex
 from tests.factories import search, stage_rank

@@ -119,7 +119,7 @@ class TestSplitting:
 class TestWhichPartsAreSearched:
     def plan(self, **levers: bool) -> RetrievalPlan:
         request = SearchRequest(user_id="u", query="q", top_k=5, profile="paper", levers=levers)
-        return plan_search(request, SETTINGS)
+        return plan_search(request, SETTINGS.retrieval)
 
     def test_query_parts_takes_all_event_order_only_time_ordering(self) -> None:
         listing = split_query("Does he play violin and piano?")

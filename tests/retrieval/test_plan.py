@@ -29,7 +29,7 @@ TRIED = Lever("tried", "a lever of this test")
 
 
 def context_for(request: SearchRequest, plan_levers: dict[str, bool]) -> SearchContext:
-    plan = dataclasses.replace(plan_search(request, SETTINGS), levers=plan_levers)
+    plan = dataclasses.replace(plan_search(request, SETTINGS.retrieval), levers=plan_levers)
     return SearchContext(request, plan, None, None, None, None, None, None)  # type: ignore[arg-type]
 
 
@@ -44,12 +44,14 @@ class TestPlan:
             switches=StageSwitches(dedup=False),
             rrf_k=60,
         )
-        plan = plan_search(request, SETTINGS)
+        plan = plan_search(request, SETTINGS.retrieval)
         assert plan.profile == "paper" and plan.rrf_k == 60
         assert plan.on(ranking.NEIGHBOURS) and not plan.on(ranking.SPEAKER)
         assert not plan.runs("dedup") and plan.runs("rerank")
-        default = plan_search(SearchRequest("u", "q", 5, levers={"speaker": False}), SETTINGS)
-        assert default.profile == SETTINGS.retrieval_profile and default.rrf_k == 10
+        default = plan_search(
+            SearchRequest("u", "q", 5, levers={"speaker": False}), SETTINGS.retrieval
+        )
+        assert default.profile == SETTINGS.retrieval.retrieval_profile and default.rrf_k == 10
         assert default.on(legs.SPEAKER_QUERY) and not default.on(ranking.SPEAKER)
         with pytest.raises(KeyError):
             default.on(TRIED)  # undeclared: an error, never a silent off

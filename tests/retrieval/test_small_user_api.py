@@ -5,12 +5,12 @@ leg) rank it higher too."""
 
 from __future__ import annotations
 
-from app.config import Settings
+from app.config import SETTING_FIELDS
 from tests.factories import search
 from tests.retrieval.test_pipeline_api import _load
 
-MARGIN = Settings.model_fields["relevance_order_margin"].default
-HEAD = Settings.model_fields["relevance_order_head"].default
+MARGIN = SETTING_FIELDS["relevance_order_margin"].default
+HEAD = SETTING_FIELDS["relevance_order_head"].default
 
 # Two friends talking: one session, eight turns, each a memory with its speaker.
 TALK = [
@@ -144,7 +144,7 @@ async def test_a_question_naming_a_speaker_keeps_the_memory_that_answers_it(
     shown = [r["memory"]["content"] for r in found["results"]]
     answer = "Mia: Guess what I did? I cut my hair really short - come and see!"
     assert answer in shown[:3], shown
-    floor = Settings.model_fields["min_relevance"].default
+    floor = SETTING_FIELDS["min_relevance"].default
     assert _by_content(found)[answer]["relevance"] >= floor
 
 

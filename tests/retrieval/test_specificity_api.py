@@ -7,7 +7,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from app.config import Settings
+from app.config import SETTING_FIELDS
 from app.retrieval.specificity import WordRarity
 from tests.conftest import InProcessApi
 from tests.factories import search
@@ -24,9 +24,9 @@ CHATTER = [
 ]
 FACT = "I signed up for a pottery class at the Glaze studio on Elm street."
 QUESTION = "What did I sign up for with pottery and family?"
-WORDS = Settings.model_fields["specificity_words"].default
-BOOST = Settings.model_fields["specificity_boost"].default
-PRIOR = Settings.model_fields["specificity_prior"].default
+WORDS = SETTING_FIELDS["specificity_words"].default
+BOOST = SETTING_FIELDS["specificity_boost"].default
+PRIOR = SETTING_FIELDS["specificity_prior"].default
 
 
 def factor(result: dict) -> float:

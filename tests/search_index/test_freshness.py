@@ -237,11 +237,11 @@ async def slow_refresh(
         opensearch_index=f"{index_name}-hourly",
         opensearch_refresh_interval="1h",
     )
-    engine = create_engine(settings)
+    engine = create_engine(settings.store)
     sessionmaker = create_sessionmaker(engine)
-    index = MemoryIndex(settings)
+    index = MemoryIndex(settings.store)
     await index.ensure_index()
-    yield sessionmaker, index, OutboxRelay(sessionmaker, index, settings)
+    yield sessionmaker, index, OutboxRelay(sessionmaker, index, settings.relay, settings.store)
     await index.drop_index()
     await index.close()
     await engine.dispose()

@@ -170,7 +170,7 @@ async def test_reindex_gives_an_older_index_its_language_fields(
             "mappings": {"properties": {"content": old_text, "context": old_text}},
         },
     )
-    index = MemoryIndex(runtime.settings.model_copy(update={"opensearch_index": name}))
+    index = MemoryIndex(runtime.settings.model_copy(update={"opensearch_index": name}).store)
     try:
         document = {"content": "金沢に住んでいる姉を訪ねた"}
         await index.bulk_index([("m1", 1, document)])

@@ -122,7 +122,7 @@ async def test_stale_event_never_overwrites_newer_state(
             database_url="postgresql+asyncpg://unused@127.0.0.1/unused",
             opensearch_url=service_urls.opensearch_url,
             opensearch_index=index_name,
-        )
+        ).store
     )
     try:
         doc_id = "00000000-0000-4000-8000-000000000001"

@@ -47,10 +47,14 @@ async def relay_parts(
         opensearch_bulk_concurrency=2,
         index_wait_poll_ms=20,
     )
-    engine = create_engine(settings)
-    index = MemoryIndex(settings)
+    engine = create_engine(settings.store)
+    index = MemoryIndex(settings.store)
     await index.ensure_index()
-    yield RelayParts(engine, index, OutboxRelay(create_sessionmaker(engine), index, settings))
+    yield RelayParts(
+        engine,
+        index,
+        OutboxRelay(create_sessionmaker(engine), index, settings.relay, settings.store),
+    )
     await index.close()
     await engine.dispose()
 

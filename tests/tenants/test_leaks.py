@@ -318,7 +318,7 @@ async def _bm25_filters_by_tenant(
             database_url="postgresql+asyncpg://unused@127.0.0.1/unused",  # type: ignore[arg-type]
             opensearch_url=opensearch_url,
             opensearch_index=index_name,
-        )
+        ).store
     )
     try:
         for (tenant, user), secret in secrets.items():

@@ -269,7 +269,7 @@ async def traced_api(migrated: dict[str, str], relay: ServiceProcess) -> AsyncIt
     with mock.patch.dict(os.environ, env, clear=True):
         settings = Settings()  # type: ignore[call-arg]
     exporter = InMemorySpanExporter()
-    assert start_tracing(settings, "api", exporter=exporter)
+    assert start_tracing(settings.api, "api", exporter=exporter)
     try:
         app = create_app(settings)
         async with lifespan_running(app):

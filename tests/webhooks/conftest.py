@@ -25,7 +25,7 @@ def receiver() -> Iterator[Receiver]:
 def allow_private(inprocess_api: InProcessApi, monkeypatch: pytest.MonkeyPatch) -> None:
     """The operator's COGNIS_WEBHOOK_ALLOW_PRIVATE=true, for a receiver on loopback."""
     settings = inprocess_api.app.state.runtime.settings
-    monkeypatch.setattr(settings, "webhook_allow_private", True)
+    monkeypatch.setattr(settings.relay, "webhook_allow_private", True)
 
 
 @pytest.fixture

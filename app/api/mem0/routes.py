@@ -52,7 +52,7 @@ def mem0_memory(memory: Memory) -> dict[str, Any]:
 
 
 def _work(runtime: Runtime, user_id: str) -> Work:
-    return write_work(WorkClass.INTERACTIVE, user_id, runtime.settings.write_deadline_ms, None)
+    return write_work(WorkClass.INTERACTIVE, user_id, runtime.settings.api.write_deadline_ms, None)
 
 
 def _body(data: Any) -> dict[str, Any]:

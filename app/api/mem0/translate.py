@@ -1,4 +1,4 @@
-"""mem0's words in this service's: its filters as a filter tree (app/memories/filters.py), a
+"""mem0's words in this service's: its filters as a filter tree (app/memories/filters/), a
 memory version as mem0's memory object, a chain of versions as mem0's history events.
 
 mem0 scopes a memory by `user_id`, `agent_id` and `run_id`; here a memory belongs to one user
