@@ -231,7 +231,8 @@ class RetrievalSettings(BaseModel):
         le=1.0,
         description="a result of the first `relevance_order_head` may stand above a more "
         "relevant one of the top k only when their relevance differs by at most this "
-        "(lever `relevance_order`), or BM25 ranks it higher too (lever `relevance_guard`)",
+        "(lever `relevance_order`), or BM25 and the vector leg both rank it higher (lever "
+        "`relevance_guard`)",
     )
     relevance_order_head: int = Field(
         default=3,
