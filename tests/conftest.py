@@ -304,6 +304,10 @@ class ApiProcess(ServiceProcess):
     def __init__(self, env: dict[str, str], name: str) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
+        # No entity worker unless the test asks for one (COGNIS_ENTITIES=true): each would read
+        # every pending memory of the worker's database, Japanese ones through GiNZA (~0.9 GB
+        # resident), and the session keeps several of these processes alive at once.
+        env = {"COGNIS_ENTITIES": "false", **env}
         super().__init__(env, name, "serve", "--port", str(self.port))
 
     def client(self, timeout: float = 60) -> httpx.AsyncClient:
@@ -329,7 +333,8 @@ class ApiProcess(ServiceProcess):
 
 @pytest.fixture(scope="session")
 def api(migrated: dict[str, str]) -> Iterator[ApiProcess]:
-    process = ApiProcess(migrated, "api")
+    # The session's API reads entities as a deployment does (the MCP entity tests need them).
+    process = ApiProcess({**migrated, "COGNIS_ENTITIES": "true"}, "api")
     process.wait_ready()
     yield process
     process.stop()
