@@ -291,7 +291,7 @@ def _memory_conditions(
 
 class EntityRepository:
     def __init__(self, session: AsyncSession, where: ColumnElement[bool] | None = None) -> None:
-        """`where`: a compiled filter (app/memories/filters.py) over the memories counted."""
+        """`where`: a compiled filter (app/memories/filters/) over the memories counted."""
         self.session = session
         self.where = where
 
