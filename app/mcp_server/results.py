@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import re
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 import msgspec
@@ -97,10 +98,16 @@ def search_result(found: SearchResult, full: bool) -> dict[str, Any]:
     return out
 
 
-def page_result(page: MemoryPage, full: bool) -> dict[str, Any]:
+def page_result(
+    page: MemoryPage | EntityPage,
+    full: bool,
+    compact: Callable[[Any], dict[str, Any]] = compact_memory,
+) -> dict[str, Any]:
+    """A page of memories (or, with `compact_entity`, of entities): each item compact, and
+    the cursor of the next page."""
     if full:
         return plain(page)  # type: ignore[no-any-return]
-    out: dict[str, Any] = {"items": [compact_memory(m) for m in page.items]}
+    out: dict[str, Any] = {"items": [compact(item) for item in page.items]}
     if page.next_cursor is not None:
         out["next_cursor"] = page.next_cursor
     return out
@@ -123,15 +130,6 @@ def compact_entity(entity: Entity) -> dict[str, Any]:
     if entity.aliases:
         out["aliases"] = entity.aliases
     out["memories"] = entity.memories
-    return out
-
-
-def entity_page_result(page: EntityPage, full: bool) -> dict[str, Any]:
-    if full:
-        return plain(page)  # type: ignore[no-any-return]
-    out: dict[str, Any] = {"items": [compact_entity(e) for e in page.items]}
-    if page.next_cursor is not None:
-        out["next_cursor"] = page.next_cursor
     return out
 
 

@@ -20,9 +20,9 @@ from app.mcp_server.failures import failure_text
 from app.mcp_server.identity import Caller, McpSettings, caller
 from app.mcp_server.results import (
     chain_result,
+    compact_entity,
     context_result,
     entity_memories_result,
-    entity_page_result,
     job_result,
     memory_result,
     page_result,
@@ -277,7 +277,7 @@ def build_server(settings: McpSettings, *, http_path: str = "/mcp") -> FastMCP:
             if name is None:
                 options = _unset_if_none(type=type, limit=limit, cursor=cursor)
                 page = await who.client.entities(who.user_id, **options, **who.scope)
-                return result_text(entity_page_result(page, full))
+                return result_text(page_result(page, full, compact_entity))
             entity_id = await resolve_entity_id(who, name, type)
             found = await who.client.entity_memories(
                 who.user_id, entity_id, limit=limit, **who.scope
