@@ -115,7 +115,7 @@ def mentions_of(doc: Any, labels: Mapping[str, str] = LABELS) -> list[Mention]:
 
 class EntityRecognizer:
     """spaCy's NER, each language's model loaded on its first text (English: about 0.5 s and
-    40 MB; Japanese: about 2 s and 300 MB), thread-safe to call."""
+    40 MB; Japanese: 2-3 s and about 0.9 GB resident, docs/entities.md), thread-safe to call."""
 
     def __init__(self, package: str = MODEL_PACKAGE, batch_size: int = 64) -> None:
         self._packages = {"en": package, "ja": JA_MODEL_PACKAGE}
