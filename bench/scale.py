@@ -5,9 +5,10 @@ vector made from its words' embeddings: see SyntheticMemories) together with the
 rows, as the tables' owner (COGNIS_MIGRATION_DATABASE_URL) in the default tenant (the one the
 API's development key and COGNIS_API_KEY_HASHES act for), lets the running service's relay
 index them, then times /search over HTTP for unique queries (query embedding included) and
-for repeated ones (served by the query-embedding cache). Grows the queried user through the
-sizes given (e.g. 1000,10000,100000). Needs `make up`; erases its users at the end. Prints
-numbers; asserts nothing.
+for repeated ones (served by the query-embedding cache); `--context` also times the context
+block (POST /context: the search, the profile and the latest changes) and its tokens. Grows
+the queried user through the sizes given (e.g. 1000,10000,100000). Needs `make up`; erases
+its users at the end. Prints numbers; asserts nothing.
 
 Maintaining the HNSW indexes row by row cost about 45 ms a memory here while memories had two
 (100,000 memories: over an hour). `--bulk-load` drops the HNSW indexes before each load and
@@ -344,16 +345,30 @@ def profile_body(entry: str | None) -> dict[str, object]:
 
 
 def measure(
-    api: httpx.Client, user: str, queries: list[str], profile: str | None = None
+    api: httpx.Client,
+    user: str,
+    queries: list[str],
+    profile: str | None = None,
+    endpoint: str = "search",
+    max_tokens: int = 400,
 ) -> dict[str, list[float]]:
+    """Time one request per query: /search (server time and each stage too) or /context
+    (the block's tokens too; the context block searches with the `default` profile)."""
     timings: dict[str, list[float]] = defaultdict(list)
-    body_base = {"top_k": 10, "stages": {"rerank": False}, **profile_body(profile)}
+    if endpoint == "context":
+        body_base: dict[str, object] = {"max_tokens": max_tokens}
+    else:
+        body_base = {"top_k": 10, "stages": {"rerank": False}, **profile_body(profile)}
     for query in queries:
         t0 = time.perf_counter()
-        path = f"/v1/users/{user}/search"
+        path = f"/v1/users/{user}/{endpoint}"
         response = as_client.post_sync(api, path, json={"query": query, **body_base})
         timings["http_ms"].append((time.perf_counter() - t0) * 1000)
         result = response.json()
+        if endpoint == "context":
+            timings["tokens"].append(result["tokens"])
+            timings["cited"].append(len(result["cited"]))
+            continue
         timings["server_ms"].append(result["duration_ms"])
         for stage, ms in result["stage_durations_ms"].items():
             timings[stage].append(ms)
@@ -367,7 +382,9 @@ def show(label: str, timings: dict[str, list[float]]) -> None:
         "server_ms",
         *sorted(k for k in timings if k not in ("http_ms", "server_ms")),
     ):
-        values = timings[name]
+        values = timings.get(name)
+        if not values:  # /context reports no server time or stages
+            continue
         print(
             f"    {name:22s} p50 {percentile(values, 50):7.2f}  p95 {percentile(values, 95):7.2f}"
             f"  p99 {percentile(values, 99):7.2f}  (n={len(values)})"
@@ -431,6 +448,13 @@ async def main_async(args: argparse.Namespace) -> int:
                 show(f"profile {profile}, unique queries (embedding computed)", timed)
                 timed = measure(api, target, unique, profile)
                 show(f"profile {profile}, repeated queries (embedding cached)", timed)
+            if args.context:  # the same user's context block, in the same run as its searches
+                unique = new_queries(args.queries)
+                for label in ("unique queries (embedding computed)", "repeated queries (cached)"):
+                    timed = measure(
+                        api, target, unique, endpoint="context", max_tokens=args.max_tokens
+                    )
+                    show(f"context, max_tokens {args.max_tokens}, {label}", timed)
     finally:
         try:
             if not args.keep:  # a kept run's users stay for the next run with the same name
@@ -468,6 +492,13 @@ def main() -> int:
         "with their real embeddings, queried by LoCoMo's real questions (bench.scale's "
         "LocomoMemories)",
     )
+    parser.add_argument(
+        "--context",
+        action="store_true",
+        help="also time POST /context (the prompt-ready block of issue 43) for the same user, "
+        "with its tokens and cited memories",
+    )
+    parser.add_argument("--max-tokens", type=int, default=400, help="with --context")
     parser.add_argument(
         "--bulk-load",
         action="store_true",
