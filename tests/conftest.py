@@ -8,6 +8,7 @@ always runs as its own process, so outage tests can freeze it.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
 import fcntl
@@ -209,12 +210,6 @@ def run_cli(env: dict[str, str], *args: str, timeout: float = 300) -> subprocess
     )
 
 
-def alembic(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
-    result = run_cli(env, "alembic", *args)
-    assert result.returncode == 0, result.stderr[-3000:]
-    return result
-
-
 async def run_cli_async(
     env: dict[str, str],
     *args: str,
@@ -251,11 +246,16 @@ async def alembic_async(env: dict[str, str], *args: str) -> subprocess.Completed
     return result
 
 
-def _upgrade_here(url: str, revision: str) -> None:
-    config = Config(str(ROOT / "alembic.ini"))
+def _alembic_here(url: str, step: str, revision: str, *x: str) -> None:
+    """`alembic [-x x...] <step> <revision>` of the database at `url`, in this process."""
+    config = Config(str(ROOT / "alembic.ini"), cmd_opts=argparse.Namespace(x=list(x)))
     config.set_main_option("script_location", str(ROOT / "migrations"))
     config.attributes.update(database_url=url, configure_logger=False)
-    command.upgrade(config, revision)
+    getattr(command, step)(config, revision)
+
+
+def _upgrade_here(url: str, revision: str) -> None:
+    _alembic_here(url, "upgrade", revision)
 
 
 async def upgrade_in_process(url: str, revision: str) -> None:
@@ -282,10 +282,13 @@ def one_worker_at_a_time(name: str) -> Iterator[None]:
 def migrated(base_env: dict[str, str]) -> dict[str, str]:
     """A fresh schema: downgrade whatever a previous run left, then upgrade to head. The
     migrations create cluster-wide roles (0007_tenants), so workers migrate one at a time: two
-    granting the same role membership at once collide on a fresh cluster."""
+    granting the same role membership at once collide on a fresh cluster. In this process, as
+    `upgrade_in_process` does (no Python start and imports of the app twice per worker): the
+    `alembic` command itself is what tests/test_migrations.py runs."""
+    url = base_env["COGNIS_MIGRATION_DATABASE_URL"]
     with one_worker_at_a_time("migrations"):
-        alembic(base_env, "-x", "force=true", "downgrade", "base")
-        alembic(base_env, "upgrade", "head")
+        _alembic_here(url, "downgrade", "base", "force=true")
+        _alembic_here(url, "upgrade", "head")
         asyncio.run(services.create_service_roles(base_env["COGNIS_MIGRATION_DATABASE_URL"]))
     return base_env
 
