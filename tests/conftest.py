@@ -362,7 +362,7 @@ class ApiProcess(ServiceProcess):
                     return
             except httpx.HTTPError:
                 pass
-            time.sleep(0.5)
+            time.sleep(0.2)
         self.stop()
         raise RuntimeError(f"API did not become ready; log:\n{self.log_path.read_text()[-4000:]}")
 
