@@ -32,8 +32,8 @@ install:
 test: install  ## the whole suite against real Postgres, OpenSearch and HTTP
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
-test-fast:  ## the edit loop: only the tests that need no service (no Postgres, OpenSearch or model server)
-	COGNIS_TEST_NO_SERVICES=1 $(PY) -m pytest -n $(TEST_WORKERS) -q -p no:cacheprovider $(PYTEST_ARGS)
+test-fast:  ## the edit loop: the tests that need no service (no Postgres, OpenSearch or model server) and load no model
+	COGNIS_TEST_NO_SERVICES=1 $(PY) -m pytest -n $(TEST_WORKERS) -q -p no:cacheprovider -m "not models" $(PYTEST_ARGS)
 
 lint:
 	.venv/bin/ruff check app migrations tests bench clients/python

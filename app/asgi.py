@@ -25,7 +25,8 @@ from app.api.deadlines import DEADLINE_HANDLERS
 from app.api.problems import EXCEPTION_HANDLERS
 from app.api.routes import api_route_handlers, openapi_config
 from app.config import DEV_API_KEY, Settings, get_settings
-from app.console.pages import ConsoleLogin, ConsolePages
+from app.console.login import ConsoleLogin
+from app.console.pages import ConsolePages
 from app.db.roles import check_database_roles
 from app.logging import configure_logging
 from app.mcp_server.mount import mcp_endpoint

@@ -8,6 +8,7 @@ always runs as its own process, so outage tests can freeze it.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
 import fcntl
@@ -62,6 +63,10 @@ OWN_API_FIXTURES = {
 NO_SERVICES = os.environ.get("COGNIS_TEST_NO_SERVICES") == "1"
 # A test needs the services when its fixtures reach these (every service fixture starts here).
 SERVICE_FIXTURES = {"service_urls", "opensearch_cluster"}
+# A test loads a real model in its own process when its fixtures reach these (the provisioned
+# embedding model, the entity recognizer's spaCy and GiNZA models): seconds of loading and
+# gigabytes resident per worker, so `make test-fast` leaves them out too (`-m "not models"`).
+MODEL_FIXTURES = {"model_path", "recognizer"}
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -69,6 +74,11 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers",
         "services: needs Postgres, OpenSearch, the embedding server or a model server of its "
         "own (set from the test's fixtures, or by the module; `make test-fast` leaves these out)",
+    )
+    config.addinivalue_line(
+        "markers",
+        "models: loads a real model in the test's own process (set from the test's fixtures, "
+        "or by the test; `make test-fast` leaves these out, CI runs them)",
     )
     if not hasattr(config, "workerinput"):  # where every test's report arrives
         config.pluginmanager.register(Costs(services.LOCAL_DIR / "test-costs.json"), "costs")
@@ -84,13 +94,37 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         STARTED.pop().stop()
 
 
+def scheduling_group(item: pytest.Item) -> str | None:
+    """The loadgroup (`--dist loadgroup`) of a test that shares something costly with others,
+    so that one worker runs them one after another and starts it once: a process of its own
+    (the first of OWN_API_FIXTURES it uses), else a module-scoped fixture of its module (a
+    server, a loaded model, an exported ONNX model). Sent one by one, a module's tests
+    interleave with other modules' on each worker, and every interleaving tears the module's
+    fixture down and starts it again. A test marked with a group keeps that group."""
+    if item.get_closest_marker("xdist_group"):
+        return None
+    fixtures = getattr(item, "fixturenames", ())
+    own = sorted(OWN_API_FIXTURES.intersection(fixtures))
+    if own:
+        return own[0]
+    info = getattr(item, "_fixtureinfo", None)
+    definitions = info.name2fixturedefs.values() if info is not None else ()
+    if any(defs[-1].scope == "module" for defs in definitions if defs):
+        return item.nodeid.split("::", 1)[0]
+    return None
+
+
+# First: pytest-xdist's own hook (on each worker) reads the groups to name the tests.
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     fast: list[pytest.Item] = []
     for item in items:
         fixtures = getattr(item, "fixturenames", ())
-        own = sorted(OWN_API_FIXTURES.intersection(fixtures))
-        if own:
-            item.add_marker(pytest.mark.xdist_group(own[0]))
+        group = scheduling_group(item)
+        if group:
+            item.add_marker(pytest.mark.xdist_group(group))
+        if MODEL_FIXTURES.intersection(fixtures):
+            item.add_marker(pytest.mark.models)
         if SERVICE_FIXTURES.intersection(fixtures) or item.get_closest_marker("services"):
             item.add_marker(pytest.mark.services)
         else:
@@ -176,12 +210,6 @@ def run_cli(env: dict[str, str], *args: str, timeout: float = 300) -> subprocess
     )
 
 
-def alembic(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
-    result = run_cli(env, "alembic", *args)
-    assert result.returncode == 0, result.stderr[-3000:]
-    return result
-
-
 async def run_cli_async(
     env: dict[str, str],
     *args: str,
@@ -218,11 +246,16 @@ async def alembic_async(env: dict[str, str], *args: str) -> subprocess.Completed
     return result
 
 
-def _upgrade_here(url: str, revision: str) -> None:
-    config = Config(str(ROOT / "alembic.ini"))
+def _alembic_here(url: str, step: str, revision: str, *x: str) -> None:
+    """`alembic [-x x...] <step> <revision>` of the database at `url`, in this process."""
+    config = Config(str(ROOT / "alembic.ini"), cmd_opts=argparse.Namespace(x=list(x)))
     config.set_main_option("script_location", str(ROOT / "migrations"))
     config.attributes.update(database_url=url, configure_logger=False)
-    command.upgrade(config, revision)
+    getattr(command, step)(config, revision)
+
+
+def _upgrade_here(url: str, revision: str) -> None:
+    _alembic_here(url, "upgrade", revision)
 
 
 async def upgrade_in_process(url: str, revision: str) -> None:
@@ -249,10 +282,13 @@ def one_worker_at_a_time(name: str) -> Iterator[None]:
 def migrated(base_env: dict[str, str]) -> dict[str, str]:
     """A fresh schema: downgrade whatever a previous run left, then upgrade to head. The
     migrations create cluster-wide roles (0007_tenants), so workers migrate one at a time: two
-    granting the same role membership at once collide on a fresh cluster."""
+    granting the same role membership at once collide on a fresh cluster. In this process, as
+    `upgrade_in_process` does (no Python start and imports of the app twice per worker): the
+    `alembic` command itself is what tests/test_migrations.py runs."""
+    url = base_env["COGNIS_MIGRATION_DATABASE_URL"]
     with one_worker_at_a_time("migrations"):
-        alembic(base_env, "-x", "force=true", "downgrade", "base")
-        alembic(base_env, "upgrade", "head")
+        _alembic_here(url, "downgrade", "base", "force=true")
+        _alembic_here(url, "upgrade", "head")
         asyncio.run(services.create_service_roles(base_env["COGNIS_MIGRATION_DATABASE_URL"]))
     return base_env
 
@@ -326,7 +362,7 @@ class ApiProcess(ServiceProcess):
                     return
             except httpx.HTTPError:
                 pass
-            time.sleep(0.5)
+            time.sleep(0.2)
         self.stop()
         raise RuntimeError(f"API did not become ready; log:\n{self.log_path.read_text()[-4000:]}")
 
@@ -351,6 +387,30 @@ def api_without_opensearch(dead_opensearch_env: dict[str, str]) -> Iterator[ApiP
     env = {**dead_opensearch_env, "COGNIS_RELAY_IN_API": "false"}
     process = ApiProcess(env, "api-no-opensearch")
     process.wait_ready()
+    yield process
+    process.stop()
+
+
+@pytest.fixture(scope="session")
+def dead_embedder_url() -> str:
+    """A port where no embedding server listens (tests/api/test_embedder_outage.py)."""
+    return f"http://127.0.0.1:{free_port()}/v1"
+
+
+@pytest.fixture(scope="session")
+def api_without_embedder(migrated: dict[str, str], dead_embedder_url: str) -> Iterator[ApiProcess]:
+    """An API whose embedding server cannot be reached: the outage tests and the clients'
+    retry tests share it (one process for the run, on the worker of its loadgroup)."""
+    env = {
+        **migrated,
+        "COGNIS_EMBEDDING_BACKEND": "http",
+        "COGNIS_EMBEDDING_HTTP_URL": dead_embedder_url,
+        "COGNIS_EMBEDDING_HTTP_MAX_RETRIES": "1",
+        "COGNIS_EMBEDDING_HTTP_BACKOFF_BASE_S": "0.01",
+        "COGNIS_INGEST_WORKER_IN_API": "false",
+    }
+    process = ApiProcess(env, "api-no-embedder")
+    process.wait_ready(path="/health")  # never ready, but it starts
     yield process
     process.stop()
 

@@ -128,7 +128,7 @@ async def finished_batch_job(client: httpx.AsyncClient, location: str, within_s:
         if job["status"] in ("done", "failed"):
             return job
         assert time.monotonic() < deadline, f"job still {job['status']} after {within_s} s"
-        await asyncio.sleep(1.0)
+        await asyncio.sleep(0.2)
 
 
 async def spoil_batch_job(db: AsyncEngine, job_id: str, position: int) -> None:

@@ -1,232 +1,52 @@
-"""Console pages: log in with an API key (kept server-side, sealed: the HttpOnly cookie holds
-a session secret, sessions.py), then browse and act (edit, delete, erase, dry runs): every
-change is a POST carrying the session's CSRF token. Every answer carries the headers of
-headers.py."""
+"""Console pages behind a login (login.py; the API key kept server-side, sealed: the HttpOnly
+cookie holds a session secret, sessions.py): browse and act (edit, delete, erase, dry runs).
+Every change is a POST carrying the session's CSRF token (guards.py). Every answer carries the
+headers of headers.py."""
 
 from __future__ import annotations
 
-import json
-import uuid
-from dataclasses import dataclass
-from datetime import UTC, timedelta, timezone
-from pathlib import Path
 from typing import Annotated, Any
 from urllib.parse import quote
 
-from cognis_client import AsyncCognisClient, CognisError, History
+from cognis_client import CognisError
 from cognis_client.errors import error_from_response
-from jinja2 import Environment, FileSystemLoader, select_autoescape
-from litestar import Controller, MediaType, Request, Response, get, post
-from litestar.connection import ASGIConnection
-from litestar.datastructures import Cookie
-from litestar.enums import RequestEncodingType
+from litestar import Controller, Request, Response, get, post
 from litestar.exceptions import (
     NotAuthorizedException,
-    NotFoundException,
     PermissionDeniedException,
 )
-from litestar.handlers.base import BaseRouteHandler
-from litestar.params import Body, Parameter
+from litestar.params import Parameter
 from litestar.response import Redirect
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.console import csrf, queries, sessions
+from app.console import queries, sessions
 from app.console.diff import field_changes, word_diff
+from app.console.forms import (
+    DRY_RUN_FIELDS,
+    DRY_RUN_SCOPES,
+    filter_language,
+    message_id,
+    relevance_floor,
+    replay_form,
+    selected_version,
+    shown_version,
+    user_path,
+)
+from app.console.guards import (
+    api,
+    on_api_error,
+    on_refused,
+    require_console_key,
+    require_form_token,
+    to_login,
+)
 from app.console.headers import console_headers
-from app.db.models import Message
-from app.db.tenant import act_as
-from app.in_process import in_process_client
+from app.console.responses import COOKIE, Form, page, session_cookie
 from app.memories.users import users_page
-from app.retrieval.pipeline import STAGES
 from app.search_index.outbox import pending_count
 from app.search_index.relay import oldest_pending_age_s
-from app.tenants.authentication import API_KEY_HEADER
-from app.vocabulary import SEED_CATEGORIES
 
-COOKIE = "cognis_console_session"
-STATIC = Path(__file__).parent / "static"
-ASSETS = {"console.css": "text/css; charset=utf-8", "console.js": "text/javascript; charset=utf-8"}
 PAGE_SIZE = 50
-TEMPLATES = Environment(
-    loader=FileSystemLoader(Path(__file__).parent / "templates"),
-    autoescape=select_autoescape(),
-)
-TEMPLATES.globals["categories"] = SEED_CATEGORIES
-Form = Annotated[dict[str, str], Body(media_type=RequestEncodingType.URL_ENCODED)]
-
-
-def render(template: str, status_code: int = 200, **context: Any) -> Response[str]:
-    """A page; with `csrf` (the session's token) it is a logged-in page: navigation, forms."""
-    html = TEMPLATES.get_template(template).render(stages=STAGES, **context)
-    return Response(html, media_type=MediaType.HTML, status_code=status_code)
-
-
-def page(request: Request, template: str, status_code: int = 200, **context: Any) -> Response[str]:
-    """A logged-in page: its forms carry the session's CSRF token."""
-    token = csrf.session_token(request.cookies.get(COOKIE, ""))
-    return render(template, status_code, csrf=token, **context)
-
-
-async def _form(connection: ASGIConnection) -> dict[str, Any]:
-    """The posted form (parsed once: the handler's `data` reads the same parse)."""
-    return dict(await connection.form()) if isinstance(connection, Request) else {}
-
-
-async def require_form_token(connection: ASGIConnection, _: BaseRouteHandler) -> None:
-    """Every change: the form carries the token of this session's cookie, or nothing happens."""
-    secret = connection.cookies.get(COOKIE)
-    given = (await _form(connection)).get(csrf.FIELD)
-    if not csrf.accepted(given, csrf.session_token(secret) if secret else None):
-        raise PermissionDeniedException(csrf.REFUSED)
-
-
-async def require_console_key(connection: ASGIConnection, _: BaseRouteHandler) -> None:
-    """The session's key (kept server-side) and its tenant, which binds the page's queries, as
-    the API's key check does; no session, an expired one, or a key revoked since: log in."""
-    act_as(None)
-    runtime = connection.app.state.runtime
-    secret = connection.cookies.get(COOKIE)
-    key = await sessions.session_key(runtime.sessionmaker, secret) if secret else None
-    tenant_id = await runtime.keys.tenant_of(key) if key else None
-    if key is None or tenant_id is None:
-        raise NotAuthorizedException("log in with an API key")
-    connection.state.console_key = key
-    act_as(tenant_id)
-
-
-def to_login(_: Request, __: NotAuthorizedException) -> Response[Any]:
-    return Redirect("/console/login")
-
-
-def on_api_error(request: Request, exc: CognisError) -> Response[str]:
-    return page(request, "error.html", exc.status, error=exc, path=request.url.path)
-
-
-def on_refused(request: Request, exc: PermissionDeniedException) -> Response[str]:
-    error = CognisError(403, "Form refused", exc.detail, {})
-    return page(request, "error.html", 403, error=error, path=request.url.path)
-
-
-def relevance_floor(text: str | None) -> float | None:
-    """The search form's floor: empty is none; the API checks the range."""
-    if text is None or not text.strip():
-        return None
-    try:
-        return float(text)
-    except ValueError:
-        raise CognisError(
-            400, "Invalid floor", f"min relevance must be a number from 0 to 1, not {text!r}", {}
-        ) from None
-
-
-def filter_language(text: str) -> Any:
-    """The filter bar's JSON, parsed; not JSON: the same kind of error page as the API's 400
-    (the API checks the filter itself)."""
-    try:
-        return json.loads(text)
-    except ValueError as error:
-        raise CognisError(
-            400,
-            "Invalid filter",
-            f"the filter is not JSON ({error}); write it in the filter language, e.g. "
-            '{"field": "category", "op": "eq", "value": "hobbies"}',
-            {},
-        ) from None
-
-
-@dataclass
-class _Api:
-    client: AsyncCognisClient
-
-    async def __aenter__(self) -> AsyncCognisClient:
-        return self.client
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.client.close()
-
-
-def api(request: Request) -> _Api:
-    """The public API, in process, with the logged-in key (found by require_console_key)."""
-    return _Api(in_process_client(request.app, {API_KEY_HEADER: request.state.console_key}))
-
-
-def _cookie(request: Request, name: str, value: str, max_age: int | None = None) -> Cookie:
-    """A cookie for the console's pages only, out of reach of scripts and other sites."""
-    return Cookie(
-        key=name,
-        value=value,
-        path="/console",
-        max_age=max_age,
-        httponly=True,
-        samesite="strict",
-        secure=request.url.scheme == "https",
-    )
-
-
-def _session_cookie(request: Request, secret: str, max_age: int | None = None) -> Cookie:
-    return _cookie(request, COOKIE, secret, max_age)
-
-
-def _login_form(request: Request, status_code: int = 200, **context: Any) -> Response[str]:
-    """The login page; its form's token pairs with the pre-session cookie (set here if absent)."""
-    nonce = request.cookies.get(csrf.LOGIN_COOKIE)
-    cookies = []
-    if not nonce:
-        nonce = csrf.new_nonce()
-        cookies.append(_cookie(request, csrf.LOGIN_COOKIE, nonce))
-    response = render("login.html", status_code, login_token=csrf.login_token(nonce), **context)
-    response.cookies.extend(cookies)
-    return response
-
-
-class ConsoleLogin(Controller):
-    path = "/console"
-    include_in_schema = False
-    middleware = [console_headers]
-
-    @get("/static/{name:str}")
-    async def asset(self, name: str) -> Response[bytes]:
-        """The console's stylesheet and script (files, so the CSP allows nothing inline)."""
-        if name not in ASSETS:
-            raise NotFoundException(f"no console asset {name!r}")
-        return Response((STATIC / name).read_bytes(), media_type=ASSETS[name])
-
-    @get("/login")
-    async def login_form(self, request: Request) -> Response[str]:
-        return _login_form(request)
-
-    @post("/login")
-    async def log_in(
-        self,
-        request: Request,
-        data: Form,
-    ) -> Response[Any]:
-        nonce = request.cookies.get(csrf.LOGIN_COOKIE)
-        if not csrf.accepted(data.get(csrf.FIELD), csrf.login_token(nonce) if nonce else None):
-            # A form from another site (login CSRF) or a stale one: no cookie is set or changed.
-            error = CognisError(
-                403,
-                "Log in refused",
-                "This login form did not come from this console's login page (or that page "
-                "has expired): nobody was logged in. Open the login page and log in there.",
-                {},
-            )
-            return render("error.html", 403, error=error, path=request.url.path)
-        key = data.get("key", "").strip()
-        runtime = request.app.state.runtime
-        if not key or await runtime.keys.tenant_of(key) is None:
-            return _login_form(request, 401, error="That key is not accepted.")
-        lifetime_s = runtime.settings.api.console_session_hours * 3600
-        secret = await sessions.open_session(runtime.sessionmaker, key, lifetime_s)
-        # The pre-session cookie is spent: the session's own token takes over.
-        return Redirect(
-            "/console",
-            status_code=303,
-            cookies=[
-                _session_cookie(request, secret, max_age=int(lifetime_s)),
-                _cookie(request, csrf.LOGIN_COOKIE, "", 0),
-            ],
-        )
 
 
 class ConsolePages(Controller):
@@ -251,7 +71,7 @@ class ConsolePages(Controller):
         secret = request.cookies.get(COOKIE, "")
         await sessions.close_session(request.app.state.runtime.sessionmaker, secret)
         return Redirect(
-            "/console/login", status_code=303, cookies=[_session_cookie(request, "", max_age=0)]
+            "/console/login", status_code=303, cookies=[session_cookie(request, "", max_age=0)]
         )
 
     @get("/")
@@ -408,14 +228,14 @@ class ConsolePages(Controller):
             version = await cognis.update_memory(
                 user_id, memory_id, if_match=shown_version(data), **changes
             )
-        return Redirect(_user_path(user_id, f"/memories/{version.id}"), status_code=303)
+        return Redirect(user_path(user_id, f"/memories/{version.id}"), status_code=303)
 
     @post("/users/{user_id:str}/memories/{memory_id:str}/delete", guards=[require_form_token])
     async def delete(self, request: Request, user_id: str, memory_id: str, data: Form) -> Redirect:
         """Ends the memory's current version (it stays in the chain's history)."""
         async with api(request) as cognis:
             ended = await cognis.delete_memory(user_id, memory_id, if_match=shown_version(data))
-        return Redirect(_user_path(user_id, f"?deleted={ended.id}"), status_code=303)
+        return Redirect(user_path(user_id, f"?deleted={ended.id}"), status_code=303)
 
     @get("/users/{user_id:str}/erase")
     async def erase_form(self, request: Request, user_id: str) -> Response[str]:
@@ -444,12 +264,12 @@ class ConsolePages(Controller):
         form = {"content": "", "speaker": "", "timestamp": "", "role": "user"}
         form.update(DRY_RUN_SCOPES)
         if message:
-            stored = await queries.message(db_session, user_id, _message_id(message))
+            stored = await queries.message(db_session, user_id, message_id(message))
             if stored is None:
                 raise CognisError(
                     404, "Not found", f"message {message} not found for user {user_id}", {}
                 )
-            form = _replay_form(stored)
+            form = replay_form(stored)
         return page(request, "dry_run.html", user_id=user_id, form=form, result=None)
 
     @post("/users/{user_id:str}/dry-run", guards=[require_form_token])
@@ -470,49 +290,3 @@ class ConsolePages(Controller):
         # The answer as sent (the client has no dry-run call yet): the page reads its fields.
         result = response.json()
         return page(request, "dry_run.html", user_id=user_id, form=form, result=result)
-
-
-DRY_RUN_SCOPES = {"session_id": "", "agent_id": "", "run_id": ""}
-DRY_RUN_FIELDS = ("content", "speaker", "timestamp", "role", *DRY_RUN_SCOPES)
-
-
-def selected_version(history: History, memory_id: str) -> str:
-    """The version a chain page selects: the one a version's id names, else (the memory's
-    id) the current version, or the last one of a deleted memory."""
-    if memory_id in {str(history.id), str(history.chain_id)}:
-        shown = history.current or history.versions[-1]
-        return str(shown.version_id or shown.id)
-    return memory_id
-
-
-def shown_version(form: dict[str, str]) -> str | None:
-    """The version a page showed when its form was posted (If-Match): a change made from a
-    page that someone else's change has overtaken since is refused (412), not applied."""
-    return form.get("version") or None
-
-
-def _user_path(user_id: str, rest: str = "") -> str:
-    return f"/console/users/{quote(user_id, safe='')}{rest}"
-
-
-def _message_id(text: str) -> uuid.UUID:
-    try:
-        return uuid.UUID(text)
-    except ValueError:
-        raise CognisError(400, "Invalid message id", f"{text[:64]!r} is not a UUID", {}) from None
-
-
-def _replay_form(stored: Message) -> dict[str, str]:
-    """A stored message as the dry run's form: said when and by whom it was, in its sender's
-    UTC offset (relative dates resolve against that)."""
-    offset = timedelta(minutes=stored.utc_offset_minutes or 0)
-    sent_at = stored.sent_at.astimezone(timezone(offset) if offset else UTC)
-    return {
-        "content": stored.content,
-        "speaker": stored.speaker or "",
-        "timestamp": sent_at.isoformat(),
-        "role": stored.role,
-        "session_id": stored.session_id or "",
-        "agent_id": stored.agent_id or "",
-        "run_id": stored.run_id or "",
-    }

@@ -7,8 +7,14 @@ from __future__ import annotations
 
 import base64
 import binascii
+import uuid
+from datetime import datetime
+from typing import TYPE_CHECKING
 
 from app.errors import InvalidInputError
+
+if TYPE_CHECKING:
+    from app.db.models import Memory
 
 _SEPARATOR = "|"
 
@@ -37,3 +43,19 @@ def invalid_cursor() -> InvalidInputError:
     return InvalidInputError(
         "cursor is not valid: pass the next_cursor of a previous page unchanged", field="cursor"
     )
+
+
+# The memories' list pages by (created_at, id).
+def encode_memory_cursor(memory: Memory) -> str:
+    return encode_cursor(memory.created_at.isoformat(), str(memory.id))
+
+
+def decode_memory_cursor(cursor: str) -> tuple[datetime, uuid.UUID]:
+    created_at, memory_id = decode_cursor(cursor, 2)
+    try:
+        after = datetime.fromisoformat(created_at), uuid.UUID(memory_id)
+    except ValueError:
+        raise invalid_cursor() from None
+    if after[0].tzinfo is None:  # every cursor given out carries created_at's offset
+        raise invalid_cursor()
+    return after

@@ -6,11 +6,11 @@ import json
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from app.errors import InvalidInputError
+from app.errors import ConflictError, InvalidInputError, PreconditionFailedError
 from app.memories.expiry import resolve_expiry
 from app.memories.fields import (
     AgentId,
@@ -31,6 +31,9 @@ from app.memories.fields import (
 )
 from app.ml.embedder import Embedding
 from app.vocabulary import SCOPES
+
+if TYPE_CHECKING:
+    from app.db.models import Memory
 
 
 class MemoryUpdate(msgspec.Struct, forbid_unknown_fields=True):
@@ -190,3 +193,40 @@ def check_event_end(end: datetime | None, start: datetime | None, field: str) ->
             field=field,
         )
     return end
+
+
+def kept(change: Any, current: Any) -> Any:
+    """An update's field: the change, or the current value where the update leaves it UNSET."""
+    return current if change is msgspec.UNSET else change
+
+
+def language_kept(changes: MemoryUpdate, old: Memory) -> str | None:
+    """An update's language: the one given; else the old one while the content stays; else
+    None, detected again from the new content."""
+    if changes.language is not msgspec.UNSET:
+        return changes.language
+    if changes.content is msgspec.UNSET or changes.content == old.content:
+        return old.language
+    return None
+
+
+def checked_current(
+    chain_id: uuid.UUID, current: Memory | None, expected_versions: frozenset[uuid.UUID] | None
+) -> Memory:
+    """The version a write acts on: 409 when the memory has none (deleted), 412 when the
+    client's If-Match names other versions (another writer replaced the one it read)."""
+    if current is None:
+        raise ConflictError(
+            f"memory {chain_id} has been deleted: it has no current version to change (its "
+            "history stays readable)",
+            memory_id=str(chain_id),
+        )
+    if expected_versions is not None and current.id not in expected_versions:
+        named = ", ".join(sorted(str(v) for v in expected_versions))
+        raise PreconditionFailedError(
+            f"memory {chain_id} has changed: its current version is {current.id}, not the "
+            f"one If-Match names ({named}); read it again, then retry with its version",
+            memory_id=str(chain_id),
+            current_version_id=str(current.id),
+        )
+    return current

@@ -7,7 +7,8 @@ model has been idle for a moment (the write path keeps the cores), runs the NER 
 them (app/ml/ner.py) in a thread, and in one transaction per batch links each version to its
 entities, creating or extending the user's entities; `python -m app extract-entities` does
 the same at once. Rows are locked only after the model ran, and a row a write holds is
-skipped (SKIP LOCKED) and left for a later batch, as the sentence worker does.
+skipped (SKIP LOCKED) and left for a later batch, as the sentence worker does. The reads
+(`EntityRepository`) are app/memories/entity_reads.py.
 
 Aliases (`resolve`): a form of a name is the same thing as an entity of the same user and
 type when it is that entity's name or one of its aliases (case-insensitively), or, for people,
@@ -21,7 +22,7 @@ as its name and the others as aliases. A short form that fits two people ("Dan":
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -29,26 +30,27 @@ from typing import Any
 import anyio
 import structlog
 from sqlalchemy import (
-    ColumnElement,
-    Text,
-    any_,
-    bindparam,
-    cast,
     func,
     literal,
-    or_,
     select,
-    tuple_,
     update,
 )
-from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.db.models import Entity, Memory, MemoryEntity
-from app.memories.expiry import unexpired
-from app.memories.repository import NO_VECTORS, one_of, visible_in_session
+from app.memories.entity_reads import EntityRepository  # the reads, where callers found them
 from app.ml.ner import EntityRecognizer, Mention
+
+__all__ = [
+    "EntityRepository",
+    "ExtractionReport",
+    "Known",
+    "extract_missing_entities",
+    "pending_entities",
+    "resolve",
+    "short_form_of",
+]
 
 log = structlog.get_logger(__name__)
 # A short form joins a longer name only from this many letters ("Al" stays apart).
@@ -266,197 +268,3 @@ async def extract_missing_entities(
         if progress is not None:
             progress(report)
     return report
-
-
-# Reads: every one bound to a user; memories only current, unexpired and visible.
-
-
-@dataclass(frozen=True, slots=True)
-class EntityRow:
-    entity: Entity
-    memories: int  # current memories that name it (visible to the reader)
-
-
-def _memory_conditions(
-    user_id: str, session_id: str | None, where: ColumnElement[bool] | None
-) -> list[ColumnElement[bool]]:
-    conditions: list[ColumnElement[bool]] = [
-        Memory.user_id == user_id,
-        Memory.__table__.c.is_current,
-        unexpired(),
-        visible_in_session(session_id),
-    ]
-    return conditions if where is None else [*conditions, where]
-
-
-class EntityRepository:
-    def __init__(self, session: AsyncSession, where: ColumnElement[bool] | None = None) -> None:
-        """`where`: a compiled filter (app/memories/filters/) over the memories counted."""
-        self.session = session
-        self.where = where
-
-    async def page(
-        self,
-        user_id: str,
-        entity_type: str | None,
-        limit: int,
-        after: tuple[str, uuid.UUID] | None,
-        name: str | None = None,
-    ) -> list[EntityRow]:
-        """The user's entities that name at least one visible current memory, by name, after
-        the cursor's (key, id)."""
-        counted = (
-            select(MemoryEntity.entity_id, func.count().label("memories"))
-            .join(Memory, Memory.id == MemoryEntity.memory_id)
-            .where(MemoryEntity.user_id == user_id, *_memory_conditions(user_id, None, self.where))
-            .group_by(MemoryEntity.entity_id)
-            .subquery()
-        )
-        query = (
-            select(Entity, counted.c.memories)
-            .join(counted, counted.c.entity_id == Entity.id)
-            .where(Entity.user_id == user_id)
-            .order_by(Entity.key, Entity.id)
-            .limit(limit)
-        )
-        if entity_type is not None:
-            query = query.where(Entity.type == entity_type)
-        if name is not None:
-            query = query.where(named_as(name))
-        if after is not None:
-            query = query.where(tuple_(Entity.key, Entity.id) > tuple_(*after))
-        rows = await self.session.execute(query)
-        return [EntityRow(entity, count) for entity, count in rows.tuples()]
-
-    async def get(self, user_id: str, entity_id: uuid.UUID) -> Entity | None:
-        return await self.session.scalar(
-            select(Entity).where(Entity.user_id == user_id, Entity.id == entity_id)
-        )
-
-    async def memories_of(
-        self, user_id: str, entity_ids: Sequence[uuid.UUID], limit: int, session_id: str | None
-    ) -> list[Memory]:
-        """The visible current memories that name any of the entities, newest first."""
-        if not entity_ids:
-            return []
-        linked = select(MemoryEntity.memory_id).where(
-            MemoryEntity.user_id == user_id, MemoryEntity.entity_id == one_of(list(entity_ids))
-        )
-        rows = await self.session.scalars(
-            select(Memory)
-            .where(Memory.id.in_(linked), *_memory_conditions(user_id, session_id, self.where))
-            .options(*NO_VECTORS)
-            .order_by(Memory.created_at.desc(), Memory.id.desc())
-            .limit(limit)
-        )
-        return list(rows)
-
-    async def count_memories(
-        self, user_id: str, entity_id: uuid.UUID, session_id: str | None = None
-    ) -> int:
-        """How many visible current memories name the entity."""
-        linked = select(MemoryEntity.memory_id).where(
-            MemoryEntity.user_id == user_id, MemoryEntity.entity_id == entity_id
-        )
-        counted = await self.session.scalar(
-            select(func.count())
-            .select_from(Memory)
-            .where(Memory.id.in_(linked), *_memory_conditions(user_id, session_id, self.where))
-        )
-        return int(counted or 0)
-
-    async def named(
-        self, user_id: str, names: Sequence[str], max_memories: int | None = None
-    ) -> list[uuid.UUID]:
-        """The user's entities any of `names` names (its name or an alias, any case); with
-        `max_memories`, only those named by at most that many of the user's links."""
-        if not names:
-            return []
-        query = select(Entity.id).where(Entity.user_id == user_id, _any_named(names))
-        if max_memories is not None:
-            query = query.where(_links(user_id, Entity.id) <= max_memories)
-        return list(await self.session.scalars(query))
-
-    async def entities_of(
-        self, user_id: str, memory_ids: Sequence[uuid.UUID], max_memories: int
-    ) -> dict[uuid.UUID, list[uuid.UUID]]:
-        """The entities each memory version names, leaving out those named by more than
-        `max_memories` of the user's links (a name on every page links nothing)."""
-        if not memory_ids:
-            return {}
-        degree = (
-            select(MemoryEntity.entity_id, func.count().label("links"))
-            .where(MemoryEntity.user_id == user_id)
-            .group_by(MemoryEntity.entity_id)
-            .subquery()
-        )
-        rows = await self.session.execute(
-            select(MemoryEntity.memory_id, MemoryEntity.entity_id)
-            .join(degree, degree.c.entity_id == MemoryEntity.entity_id)
-            .where(
-                MemoryEntity.user_id == user_id,
-                MemoryEntity.memory_id == one_of(list(memory_ids)),
-                degree.c.links <= max_memories,
-            )
-        )
-        found: dict[uuid.UUID, list[uuid.UUID]] = {}
-        for memory_id, entity_id in rows.tuples():
-            found.setdefault(memory_id, []).append(entity_id)
-        return found
-
-    async def linked(
-        self,
-        user_id: str,
-        entity_ids: Sequence[uuid.UUID],
-        session_id: str | None,
-        exclude: Sequence[uuid.UUID],
-        limit: int,
-    ) -> list[tuple[Memory, list[uuid.UUID]]]:
-        """Visible current memories that name any of the entities and are not in `exclude`,
-        those naming the most of them first, then the newest; with the entities each names."""
-        if not entity_ids:
-            return []
-        links = await self.session.execute(
-            select(MemoryEntity.memory_id, MemoryEntity.entity_id).where(
-                MemoryEntity.user_id == user_id,
-                MemoryEntity.entity_id == one_of(list(entity_ids)),
-            )
-        )
-        named: dict[uuid.UUID, list[uuid.UUID]] = {}
-        excluded = set(exclude)
-        for memory_id, entity_id in links.tuples():
-            if memory_id not in excluded:
-                named.setdefault(memory_id, []).append(entity_id)
-        if not named:
-            return []
-        rows = await self.session.scalars(
-            select(Memory)
-            .where(
-                Memory.id == one_of(list(named)),
-                *_memory_conditions(user_id, session_id, self.where),
-            )
-            .options(*NO_VECTORS)
-        )
-        memories = sorted(rows, key=lambda m: (-len(named[m.id]), -m.created_at.timestamp()))
-        return [(m, named[m.id]) for m in memories[:limit]]
-
-
-def _links(user_id: str, entity_id: Any) -> Any:
-    """SQL: how many memory versions of the user name the entity."""
-    return (
-        select(func.count())
-        .where(MemoryEntity.user_id == user_id, MemoryEntity.entity_id == entity_id)
-        .scalar_subquery()
-    )
-
-
-def _any_named(names: Sequence[str]) -> ColumnElement[bool]:
-    lowered = sorted({n.lower() for n in names})
-    given = bindparam(None, lowered, type_=ARRAY(Text))
-    aliases = cast(func.lower(cast(Entity.aliases, Text)), ARRAY(Text))
-    return or_(Entity.key == any_(given), aliases.op("&&")(given))
-
-
-def named_as(name: str) -> ColumnElement[bool]:
-    """SQL: the entity is called `name` (its name or an alias, any case)."""
-    return _any_named([name])

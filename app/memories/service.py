@@ -5,7 +5,6 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Any
 
 import msgspec
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -13,17 +12,23 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.config import ApiSettings, IngestSettings, RetrievalSettings
 from app.db.models import BatchJob, Memory
 from app.errors import (
-    ConflictError,
     InvalidInputError,
     NotFoundError,
-    PreconditionFailedError,
     TooMuchWorkError,
 )
 from app.memories.batch_jobs import BatchJobRepository
 from app.memories.categories import choose_categories, require_categories
 from app.memories.context import link_session_turns, mentioned_time
-from app.memories.cursors import decode_cursor, encode_cursor, invalid_cursor
-from app.memories.domain import MemoryDraft, MemoryUpdate, check_draft, check_event_end
+from app.memories.cursors import decode_memory_cursor, encode_memory_cursor
+from app.memories.domain import (
+    MemoryDraft,
+    MemoryUpdate,
+    check_draft,
+    check_event_end,
+    checked_current,
+    kept,
+    language_kept,
+)
 from app.memories.drafts import complete_drafts, embed_drafts, interactive_write, new_version
 from app.memories.expiry import resolve_expiry
 from app.memories.fields import check_text, check_user_id
@@ -34,22 +39,6 @@ from app.ml.embedder import Embedder, Embedding
 from app.ml.scheduling.work import Work
 from app.search_index import outbox
 
-
-def _kept(change: Any, current: Any) -> Any:
-    """An update's field: the change, or the current value where the update leaves it UNSET."""
-    return current if change is msgspec.UNSET else change
-
-
-def _language_kept(changes: MemoryUpdate, old: Memory) -> str | None:
-    """An update's language: the one given; else the old one while the content stays; else
-    None, detected again from the new content."""
-    if changes.language is not msgspec.UNSET:
-        return changes.language
-    if changes.content is msgspec.UNSET or changes.content == old.content:
-        return old.language
-    return None
-
-
 # Memories a delete of many locks and ends per statement.
 _DELETE_PAGE = 500
 
@@ -58,21 +47,6 @@ _DELETE_PAGE = 500
 class MemoryPage:
     items: list[Memory]
     next_cursor: str | None
-
-
-def encode_memory_cursor(memory: Memory) -> str:
-    return encode_cursor(memory.created_at.isoformat(), str(memory.id))
-
-
-def decode_memory_cursor(cursor: str) -> tuple[datetime, uuid.UUID]:
-    created_at, memory_id = decode_cursor(cursor, 2)
-    try:
-        after = datetime.fromisoformat(created_at), uuid.UUID(memory_id)
-    except ValueError:
-        raise invalid_cursor() from None
-    if after[0].tzinfo is None:  # every cursor given out carries created_at's offset
-        raise invalid_cursor()
-    return after
 
 
 class MemoryService:
@@ -253,7 +227,7 @@ class MemoryService:
             if named.is_current
             else await self.repository.current_in_chain(user_id, named.chain_id)
         )
-        return _checked_current(named.chain_id, current, expected_versions)
+        return checked_current(named.chain_id, current, expected_versions)
 
     async def _lock_current(
         self,
@@ -274,7 +248,7 @@ class MemoryService:
                 current is not None
                 or await self.repository.current_in_chain(user_id, chain_id) is None
             ):
-                return _checked_current(chain_id, current, expected_versions)
+                return checked_current(chain_id, current, expected_versions)
 
     async def update(
         self,
@@ -358,21 +332,21 @@ class MemoryService:
         categorised. `earlier`: the draft made of another version, whose vectors serve again
         for the same text."""
         draft = MemoryDraft(
-            content=_kept(changes.content, base.content),
-            category=_kept(changes.category, base.category),
-            scope=_kept(changes.scope, base.scope),
-            session_id=_kept(changes.session_id, base.session_id),
-            agent_id=_kept(changes.agent_id, base.agent_id),
-            run_id=_kept(changes.run_id, base.run_id),
-            speaker=_kept(changes.speaker, base.speaker),
-            event_time=_kept(changes.event_time, base.event_time),
-            event_end=_kept(changes.event_end, base.event_end),
-            metadata=_kept(changes.metadata, base.metadata_),
+            content=kept(changes.content, base.content),
+            category=kept(changes.category, base.category),
+            scope=kept(changes.scope, base.scope),
+            session_id=kept(changes.session_id, base.session_id),
+            agent_id=kept(changes.agent_id, base.agent_id),
+            run_id=kept(changes.run_id, base.run_id),
+            speaker=kept(changes.speaker, base.speaker),
+            event_time=kept(changes.event_time, base.event_time),
+            event_end=kept(changes.event_end, base.event_end),
+            metadata=kept(changes.metadata, base.metadata_),
             source_message_id=base.source_message_id,
             # A new version keeps its place in the conversation.
             context=base.context,
             follows_chain_id=base.follows_chain_id,
-            language=_language_kept(changes, base),
+            language=language_kept(changes, base),
         )
         check_draft(draft, self._api.max_content_chars, self._api.max_metadata_bytes)
         if draft.content == base.content:
@@ -418,25 +392,3 @@ class MemoryService:
         outbox.enqueue_index(self.repository.session, [memory])
         await self.repository.session.flush()
         return memory
-
-
-def _checked_current(
-    chain_id: uuid.UUID, current: Memory | None, expected_versions: frozenset[uuid.UUID] | None
-) -> Memory:
-    """The version a write acts on: 409 when the memory has none (deleted), 412 when the
-    client's If-Match names other versions (another writer replaced the one it read)."""
-    if current is None:
-        raise ConflictError(
-            f"memory {chain_id} has been deleted: it has no current version to change (its "
-            "history stays readable)",
-            memory_id=str(chain_id),
-        )
-    if expected_versions is not None and current.id not in expected_versions:
-        named = ", ".join(sorted(str(v) for v in expected_versions))
-        raise PreconditionFailedError(
-            f"memory {chain_id} has changed: its current version is {current.id}, not the "
-            f"one If-Match names ({named}); read it again, then retry with its version",
-            memory_id=str(chain_id),
-            current_version_id=str(current.id),
-        )
-    return current

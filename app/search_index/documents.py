@@ -48,7 +48,7 @@ def memory_document(memory: Memory) -> dict[str, Any]:
         "event_time": memory.event_time.isoformat() if memory.event_time else None,
         "created_at": memory.created_at.isoformat() if memory.created_at else None,
         "superseded_at": memory.superseded_at.isoformat() if memory.superseded_at else None,
-        # So the BM25 leg drops an expired memory before ranking (client.UNEXPIRED_DOCUMENTS).
+        # So the BM25 leg drops an expired memory before ranking (filters.UNEXPIRED_DOCUMENTS).
         "expires_at": memory.expires_at.isoformat() if memory.expires_at else None,
         # For filters on metadata paths (app/memories/filters/): a flat_object.
         "metadata": indexed_metadata(memory.metadata_ or {}),

@@ -8,37 +8,10 @@ nothing listens) is the point of the test.
 
 from __future__ import annotations
 
-import socket
-from collections.abc import Iterator
-
-import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from tests.conftest import ApiProcess
-
-
-@pytest.fixture(scope="module")
-def dead_embedder_url() -> str:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return f"http://127.0.0.1:{s.getsockname()[1]}/v1"
-
-
-@pytest.fixture(scope="module")
-def api_without_embedder(migrated: dict[str, str], dead_embedder_url: str) -> Iterator[ApiProcess]:
-    env = {
-        **migrated,
-        "COGNIS_EMBEDDING_BACKEND": "http",
-        "COGNIS_EMBEDDING_HTTP_URL": dead_embedder_url,
-        "COGNIS_EMBEDDING_HTTP_MAX_RETRIES": "1",
-        "COGNIS_EMBEDDING_HTTP_BACKOFF_BASE_S": "0.01",
-        "COGNIS_INGEST_WORKER_IN_API": "false",
-    }
-    process = ApiProcess(env, "api-no-embedder")
-    process.wait_ready(path="/health")  # never ready, but it starts
-    yield process
-    process.stop()
 
 
 async def test_unreachable_embedder_is_503_and_writes_nothing(

@@ -20,7 +20,6 @@ from cognis_client import (
     StageScore,
 )
 
-from tests.api.test_embedder_outage import api_without_embedder, dead_embedder_url  # noqa: F401
 from tests.conftest import API_KEY, ApiProcess
 
 
@@ -223,8 +222,8 @@ def _counting(client: CognisClient) -> list[int]:
 
 
 def test_503_is_retried_after_retry_after_then_raised(
-    api_without_embedder: ApiProcess,  # noqa: F811
-    dead_embedder_url: str,  # noqa: F811
+    api_without_embedder: ApiProcess,
+    dead_embedder_url: str,
     user_id: str,
 ) -> None:
     waits: list[tuple[int, float]] = []

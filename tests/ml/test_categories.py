@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from app.ml import categories
 from app.ml.categories import (
     CategoryClassifier,
     CategoryDefinition,
@@ -40,6 +41,36 @@ def test_the_bank_covers_every_category_and_shares_nothing_with_the_evaluation_s
     evaluation = load_eval()
     assert {c for c, _ in evaluation} == set(SEED_CATEGORIES)
     assert not {s for _, s in evaluation} & {s for ss in bank.values() for s in ss}
+
+
+def test_a_fitted_regression_is_kept_on_disk_and_read_back_unchanged(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every process start trains; the fit (seconds of CPU) runs once per set of examples."""
+    rng = np.random.default_rng(7)
+    labels = ["hobbies", "travel", "work"] * 20
+    centres = {label: rng.normal(size=16) for label in set(labels)}
+    vectors = np.stack([centres[label] + rng.normal(scale=0.8, size=16) for label in labels])
+    queries = rng.normal(size=(9, 16))
+
+    fitted = categories._fitted(vectors, labels, tmp_path)
+    assert len(list(tmp_path.glob("fitted-*.npz"))) == 1
+
+    def no_fit(*_: object) -> object:
+        raise AssertionError("fitted again although the same examples were kept")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(categories, "_fit", no_fit)
+        restored = categories._fitted(vectors, labels, tmp_path)
+    assert list(restored.classes_) == list(fitted.classes_)  # type: ignore[attr-defined]
+    np.testing.assert_array_equal(
+        restored.predict_proba(queries),  # type: ignore[attr-defined]
+        fitted.predict_proba(queries),  # type: ignore[attr-defined]
+    )
+
+    # Other examples (one label changed) are fitted anew, beside the first.
+    categories._fitted(vectors, ["travel", *labels[1:]], tmp_path)
+    assert len(list(tmp_path.glob("fitted-*.npz"))) == 2
 
 
 def test_the_japanese_examples_cover_every_category_apart_from_their_evaluation_set() -> None:

@@ -129,6 +129,7 @@ def test_matryoshka_rejects_more_than_768_dimensions() -> None:
         matryoshka(np.ones((1, EMBEDDING_DIM + 1), dtype=np.float32))
 
 
+@pytest.mark.models  # loads all-MiniLM-L6-v2 (and exports it to ONNX)
 @pytest.mark.parametrize("backend", ["torch", "onnx"])
 def test_a_384d_model_is_padded_by_every_backend(backend: str, onnx_cache: Path) -> None:
     minilm = services.CACHE_DIR / "models" / "all-MiniLM-L6-v2"

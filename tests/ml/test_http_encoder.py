@@ -168,7 +168,9 @@ class ScriptedServer:
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
         self.url = f"http://127.0.0.1:{self._server.server_address[1]}/v1"
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        # A short poll: close() waits for the loop to look (0.5 s by default, at every test).
+        serve = threading.Thread(target=self._server.serve_forever, args=(0.05,), daemon=True)
+        serve.start()
 
     def close(self) -> None:
         self._server.shutdown()

@@ -9,10 +9,8 @@ its tenant like any other spelling of it (app/tenants/authentication.py)."""
 from __future__ import annotations
 
 import uuid
-from datetime import UTC, datetime
 from typing import Any
 
-import msgspec
 from litestar import Controller, Request, delete, get, post, put
 from litestar.di import Provide
 from litestar.params import Parameter
@@ -22,7 +20,17 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.api.contract import COMMON, USER_WRITE, problems
 from app.api.deadlines import write_work
 from app.api.dependencies import memory_service, provide_ingest_service, provide_memory_service
-from app.api.mem0.translate import expiration, history_out, memory_out, split_filters
+from app.api.mem0.bodies import (
+    batch_items,
+    body_of,
+    content_of,
+    converted,
+    item_memory_id,
+    scoped_body,
+    sent_at_of,
+    text_field,
+)
+from app.api.mem0.translate import expiration, history_out, memory_out
 from app.api.memories import _draft
 from app.api.messages import _incoming
 from app.api.reads import Reads
@@ -55,49 +63,8 @@ def _work(runtime: Runtime, user_id: str) -> Work:
     return write_work(WorkClass.INTERACTIVE, user_id, runtime.settings.api.write_deadline_ms, None)
 
 
-def _body(data: Any) -> dict[str, Any]:
-    if not isinstance(data, dict):
-        raise InvalidInputError("the body must be a JSON object", field="body")
-    return data
-
-
-def _scoped(data: Any) -> tuple[dict[str, Any], str, dict[str, Any] | None]:
-    """A call's body, the one user it names (`user_id` or in its filters) and the rest of its
-    filters as a native filter tree."""
-    body = _body(data)
-    return body, *split_filters(body.get("filters"), _text(body, "user_id"))
-
-
-def _content(message: Any) -> Any:
-    if not isinstance(message, dict):
-        raise InvalidInputError(
-            "every message must be an object such as {'role': 'user', 'content': '...'}",
-            field="messages",
-        )
-    return message.get("content")
-
-
-def _sent_at(timestamp: Any) -> datetime:
-    """mem0's `timestamp` (Unix seconds) as the messages' time; now when it gives none."""
-    if timestamp is None:
-        return datetime.now(UTC)
-    try:
-        return datetime.fromtimestamp(float(timestamp), UTC)
-    except (TypeError, ValueError, OverflowError, OSError) as exc:
-        raise InvalidInputError(
-            "timestamp must be a Unix time in seconds", field="timestamp"
-        ) from exc
-
-
 def _event(memory_id: uuid.UUID, content: str, event: str) -> dict[str, Any]:
     return {"id": str(memory_id), "memory": content, "event": event}
-
-
-def _text(data: dict[str, Any], key: str) -> str | None:
-    value = data.get(key)
-    if value is not None and not isinstance(value, str):
-        raise InvalidInputError(f"{key} must be a string", field=key)
-    return value
 
 
 async def _owner(session: AsyncSession, memory_id: uuid.UUID) -> str:
@@ -109,13 +76,6 @@ async def _owner(session: AsyncSession, memory_id: uuid.UUID) -> str:
     return owner
 
 
-def _convert(raw: dict[str, Any], kind: type[Any]) -> Any:
-    try:
-        return msgspec.convert(raw, kind)
-    except msgspec.ValidationError as exc:
-        raise InvalidInputError(str(exc), field="body") from exc
-
-
 async def _update(
     service: MemoryService, runtime: Runtime, memory_id: str, change: dict[str, Any]
 ) -> Memory:
@@ -125,7 +85,7 @@ async def _update(
         fields["content"] = change["text"]
     if "metadata" in change and change["metadata"] is not None:
         fields["metadata"] = change["metadata"]
-    changes = _convert(fields, MemoryUpdate)
+    changes = converted(fields, MemoryUpdate)
     if "expiration_date" in change:
         changes.expires_at = expiration(change["expiration_date"])
     wanted = parse_memory_id(memory_id)
@@ -168,7 +128,7 @@ class Mem0Controller(Controller):
     async def add(
         self, data: Any, service: MemoryService, ingest: IngestService, runtime: Runtime
     ) -> dict[str, Any]:
-        body, user_id, _ = _scoped(data)
+        body, user_id, _ = scoped_body(data)
         messages = body.get("messages")
         if not isinstance(messages, list) or not messages:
             raise InvalidInputError("messages must be a non-empty list", field="messages")
@@ -182,10 +142,10 @@ class Mem0Controller(Controller):
             # Stored as written, as POST /memories stores them (its schema checks them).
             drafts = [
                 _draft(
-                    _convert(
+                    converted(
                         {
                             **shared,
-                            "content": _content(m),
+                            "content": content_of(m),
                             "expires_at": expiration(body.get("expiration_date")),
                         },
                         MemoryCreate,
@@ -196,13 +156,13 @@ class Mem0Controller(Controller):
             ]
             written = await service.create(user_id, drafts, work)
             return {"results": [_event(m.chain_id, m.content, "ADD") for m in written]}
-        sent_at = _sent_at(body.get("timestamp"))
+        sent_at = sent_at_of(body.get("timestamp"))
         incoming = [
             _incoming(
-                _convert(
+                converted(
                     {
                         **shared,
-                        "content": _content(m),
+                        "content": content_of(m),
                         "role": m.get("role", "user") if isinstance(m, dict) else "user",
                         "timestamp": sent_at,
                     },
@@ -240,10 +200,10 @@ class Mem0Controller(Controller):
         page: int = Parameter(default=1, ge=1),
         page_size: int = Parameter(default=DEFAULT_PAGE_SIZE, ge=1, le=1000),
     ) -> dict[str, Any]:
-        body, user_id, tree = _scoped(data)
+        body, user_id, tree = scoped_body(data)
         matching = all_of(
             parse_filter(tree) if tree is not None else None,
-            visible_to(_text(body, "agent_id"), _text(body, "run_id")),
+            visible_to(text_field(body, "agent_id"), text_field(body, "run_id")),
         )
         listing = ListFilter(where=to_sql(matching) if matching is not None else None)
 
@@ -277,7 +237,7 @@ class Mem0Controller(Controller):
     async def search(
         self, data: Any, runtime: Runtime, reads: Reads, request: Request
     ) -> dict[str, Any]:
-        body, user_id, tree = _scoped(data)
+        body, user_id, tree = scoped_body(data)
         query: dict[str, Any] = {"query": body.get("query"), "filters": tree}
         query["consistency"] = "indexed"  # mem0's add is read by the next search
         for key, mapped in (("top_k", "top_k"), ("limit", "top_k"), ("threshold", "min_relevance")):
@@ -288,7 +248,7 @@ class Mem0Controller(Controller):
                 query[key] = body[key]
         found = await search_user(
             user_id,
-            _convert(query, SearchBody),
+            converted(query, SearchBody),
             runtime,
             reads,
             request.headers.get("X-Request-ID"),
@@ -319,7 +279,7 @@ class Mem0Controller(Controller):
     async def update(
         self, memory_id: str, data: Any, service: MemoryService, runtime: Runtime
     ) -> dict[str, Any]:
-        return mem0_memory(await _update(service, runtime, memory_id, _body(data)))
+        return mem0_memory(await _update(service, runtime, memory_id, body_of(data)))
 
     @delete(
         "/v1/memories/{memory_id:str}",
@@ -375,9 +335,9 @@ class Mem0Controller(Controller):
     async def batch_update(
         self, data: Any, service: MemoryService, runtime: Runtime
     ) -> dict[str, Any]:
-        items = _batch(data)
+        items = batch_items(data)
         for item in items:
-            await _update(service, runtime, _memory_id(item), item)
+            await _update(service, runtime, item_memory_id(item), item)
         return {"message": f"Successfully updated {len(items)} memories"}
 
     @delete(
@@ -387,26 +347,10 @@ class Mem0Controller(Controller):
         responses=COMMON_PROBLEMS,
     )
     async def batch_delete(self, data: Any, service: MemoryService) -> dict[str, Any]:
-        items = _batch(data)
+        items = batch_items(data)
         for item in items:
-            await _delete(service, _memory_id(item))
+            await _delete(service, item_memory_id(item))
         return {"message": f"Successfully deleted {len(items)} memories"}
-
-
-def _batch(data: Any) -> list[dict[str, Any]]:
-    items = _body(data).get("memories")
-    if not isinstance(items, list) or not items or not all(isinstance(i, dict) for i in items):
-        raise InvalidInputError(
-            "memories must be a non-empty list of {'memory_id': ...} objects", field="memories"
-        )
-    return items
-
-
-def _memory_id(item: dict[str, Any]) -> str:
-    memory_id = item.get("memory_id")
-    if not isinstance(memory_id, str):
-        raise InvalidInputError("every item needs its memory_id", field="memories.memory_id")
-    return memory_id
 
 
 async def _events(
