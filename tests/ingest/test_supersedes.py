@@ -15,9 +15,9 @@ import pytest
 
 from app.config import IngestSettings
 from app.ingest.supersedes import SentenceView, find_superseded, shipped_model
+from app.ingest.supersedes_en import about_someone_else
 from app.ml.scheduling.work import Work, WorkClass
 from bench.corrections import shown_candidate
-from app.ingest.supersedes_en import about_someone_else
 from bench.supersedes import HELDOUT2_PATH, HELDOUT_PATH, heldout_scores
 from tests.conftest import InProcessApi
 from tests.ingest.helpers import current_memories, decisions, ingest, message
