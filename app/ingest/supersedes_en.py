@@ -243,13 +243,14 @@ _PERSON_WORD = "|".join(sorted(map(re.escape, PERSON_GROUP), key=len, reverse=Tr
 _PERSON = re.compile(
     rf"\b(?:my|our|his|her|their) (?:[\w-]+ )??(?P<who>{_PERSON_WORD})\b", re.IGNORECASE
 )
-# The subject a sentence starts with, after a short opening ("Honestly,", "Change of plans:",
-# "So"): a person word owned by someone ("my cousin Ferdinand", "our neighbours", "my sister's
-# manager") or he/she/they; `rest` is what follows it.
+# The subject a sentence starts with: a person word owned by someone ("my cousin Ferdinand",
+# "our neighbours", "my sister's manager"), also after a short opening ("Honestly,", "Change of
+# plans:", "So"), or he/she/they as its first word ("Ilya changed schools, he's …" is Ilya's);
+# `rest` is what follows it.
+_FILLER = r"(?:(?:so|well|oh|and|but|btw|anyway|also|guess what) )?"
 _SUBJECT = re.compile(
-    r"^(?:[^,:;]{1,30}[,:;] )?(?:(?:so|well|oh|and|but|btw|anyway|also|guess what) )?"
-    rf"(?:(?:my|our) (?:[\w-]+ )??(?P<who>{_PERSON_WORD})(?:'s)?\b|(?P<pronoun>he|she|they)\b)"
-    r"(?P<rest>.*)$",
+    rf"^(?:(?:[^,:;]{{1,30}}[,:;] )?{_FILLER}(?:my|our) (?:[\w-]+ )??(?P<who>{_PERSON_WORD})"
+    rf"(?:'s)?\b|{_FILLER}(?P<pronoun>he|she|they)\b)(?P<rest>.*)$",
     re.IGNORECASE,
 )
 # The speaker in the rest of a sentence: "my wife and I …", "… took me off …", "… my lessons".
@@ -308,13 +309,14 @@ def people(text: str) -> set[str]:
 def about_someone_else(memory: str, sentence: str) -> str | None:
     """The person the sentence tells a fact of, when that is not the speaker nor anyone the
     memory names: its subject is someone's relative, friend or colleague ("My cousin Ferdinand
-    moved to Munich", "Our neighbours moved", "My sister's manager is quitting") or he/she/they,
-    not a role that acts on the user's facts (a doctor, a landlord, a boss), not named by the
-    memory (synonyms count: "mum" is "mother"), and the speaker is not in the rest of it ("my
-    wife and I moved", "the dentist moved my appointment" are the speaker's facts). Such a sentence
-    never supersedes the memory, however close its topic (precision first; as in Japanese).
-    A memory that is not about the speaker nor names a person ("Lotte lives in Ghent") may be
-    about anyone, so nothing is ruled out against it. None where the rule does not apply."""
+    moved to Munich", "Our neighbours moved", "My sister's manager is quitting") or he/she/they
+    (against a memory that names no one), not a role that acts on the user's facts (a doctor, a
+    landlord, a boss), not named by the memory (synonyms count: "mum" is "mother"), and the
+    speaker is not in the rest of it ("my wife and I moved", "the dentist moved my appointment"
+    are the speaker's facts). Such a sentence never supersedes the memory, however close its
+    topic (precision first; as in Japanese). A memory that is not about the speaker nor names a
+    person ("Lotte lives in Ghent") may be about anyone, so nothing is ruled out against it.
+    None where the rule does not apply."""
     memory_n, sentence_n = normalise(memory), normalise(sentence)
     found = _SUBJECT.match(sentence_n)
     if found is None or _SPEAKER.search(found["rest"]):
@@ -323,7 +325,8 @@ def about_someone_else(memory: str, sentence: str) -> str | None:
     if not memory_people and not _FIRST_PERSON_START.match(memory_n):
         return None
     if found["pronoun"]:
-        return found["pronoun"].lower()
+        # he/she/they may be a person the memory names ("My sister lives in Ghent")
+        return None if memory_people else found["pronoun"].lower()
     who = found["who"].lower()
     group = PERSON_GROUP[who]
     return None if group in memory_people or group in _ROLE_GROUPS else who
