@@ -179,7 +179,7 @@ EXPECTED_DEFAULTS: dict[str, object] = {
     "ingest_corrections": True,
     "ingest_correction_threshold": 0.6,
     "ingest_supersedes": True,
-    "ingest_supersedes_threshold": 0.68,
+    "ingest_supersedes_threshold": 0.73,
     "ingest_supersedes_threshold_ja": 0.72,
     "ingest_llm_update_floor": 0.25,
     "ingest_max_messages": 100,

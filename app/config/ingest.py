@@ -49,7 +49,7 @@ class IngestSettings(BaseModel):
         "becomes an UPDATE of that memory (the message's other sentences are added)",
     )
     ingest_supersedes_threshold: float = Field(
-        default=0.68,
+        default=0.73,
         ge=0.0,
         le=1.0,
         description="least supersedes score for an UPDATE: the threshold shipped with the model "

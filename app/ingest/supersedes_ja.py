@@ -1,6 +1,6 @@
 """The supersedes model's features for Japanese (issue 40): cues read from the characters.
 
-The English model (app/ingest/supersedes.py) reads English cue words and the 768D vectors of
+The English model (app/ingest/supersedes_en.py) reads English cue words and the 768D vectors of
 an English embedder. A Japanese message gets a model of its own, trained on Japanese pairs
 written for this project (bench/data/supersedes/ja_*.jsonl), over the multilingual 512D vectors
 every memory already has (memories.embedding_ml, app/ml/multilingual.py) and the cues below.
@@ -25,7 +25,7 @@ import unicodedata
 from app.memories.sentences import join_short
 
 # The features of a pair whatever its language (how near, how much shared), named as the
-# English model (app/ingest/supersedes.py) names them; each model adds its cues after them.
+# English model (app/ingest/supersedes_en.py) names them; each model adds its cues after them.
 SHARED_FEATURES = (
     "cosine",
     "margin",
@@ -298,7 +298,7 @@ def pair_features(
     memory: str, sentence: str, cosine: float, next_cosine: float | None, shift: float
 ) -> list[float] | None:
     """The features of one (memory, sentence) pair, in the order of FEATURES (the arguments
-    as app.ingest.supersedes.pair_features takes them, over multilingual vectors); None for a
+    as app.ingest.supersedes_en.pair_features takes them, over multilingual vectors); None for a
     pair the model does not judge (another person's fact: `about_someone_else`)."""
     if about_someone_else(memory, sentence):
         return None

@@ -7,6 +7,7 @@ update stays an ADD, and a message of several facts updates one and keeps the ot
 from __future__ import annotations
 
 import uuid
+from pathlib import Path
 
 import httpx
 import numpy as np
@@ -14,16 +15,24 @@ import pytest
 
 from app.config import IngestSettings
 from app.ingest.supersedes import SentenceView, find_superseded, shipped_model
+from app.ingest.supersedes_en import about_someone_else
 from app.ml.scheduling.work import Work, WorkClass
 from bench.corrections import shown_candidate
-from bench.supersedes import heldout_scores
+from bench.supersedes import HELDOUT2_PATH, HELDOUT_PATH, heldout_scores
 from tests.conftest import InProcessApi
 from tests.ingest.helpers import current_memories, decisions, ingest, message
 
-# Measured in docs/benchmarks/supersedes.md: precision 0.947 (54/57), recall 0.844 (54/64).
-# The floors sit one case below, for float differences between embedder builds.
-HELDOUT_PRECISION = 0.94
-HELDOUT_RECALL = 0.80
+# Measured in docs/benchmarks/supersedes.md ("A fresh held-out split"), at the shipped 0.73:
+# heldout2.jsonl (written before the model was changed for it) with 4 fillers 0.975 (39/40) /
+# 0.780 (39/50), with none (a user of one or two memories) 0.977 (42/43) / 0.840 (42/50);
+# heldout.jsonl (read while the model was built) 0.980 (50/51) / 0.781 (50/64). Each floor sits
+# one case below its measured figure (one more wrong UPDATE, one more missed), for float
+# differences between embedder builds: (split, fillers, precision floor, recall floor).
+HELDOUT_FLOORS = [
+    (HELDOUT2_PATH, 4, 0.95, 0.76),  # 39/41 = 0.951, 38/50
+    (HELDOUT2_PATH, 0, 0.95, 0.82),  # 42/44 = 0.955, 41/50
+    (HELDOUT_PATH, 4, 0.96, 0.76),  # 50/52 = 0.962, 49/64 = 0.766
+]
 
 
 async def history(client: httpx.AsyncClient, user_id: str, memory_id: str) -> list[dict]:
@@ -36,8 +45,13 @@ def test_the_setting_defaults_to_the_shipped_threshold() -> None:
     assert IngestSettings().ingest_supersedes_threshold == shipped_model().threshold
 
 
+@pytest.mark.parametrize(
+    ("split", "fillers", "precision", "recall"),
+    HELDOUT_FLOORS,
+    ids=[f"{p.stem}-{n}-fillers" for p, n, _, _ in HELDOUT_FLOORS],
+)
 async def test_heldout_precision_and_recall_reach_the_documented_figures(
-    inprocess_api: InProcessApi,
+    inprocess_api: InProcessApi, split: Path, fillers: int, precision: float, recall: float
 ) -> None:
     embedder = inprocess_api.app.state.runtime.embedder
 
@@ -45,10 +59,35 @@ async def test_heldout_precision_and_recall_reach_the_documented_figures(
         embeddings = await embedder.embed(texts, Work(WorkClass.BULK))
         return {t: e.full for t, e in zip(texts, embeddings, strict=True)}
 
-    shown, scores = await heldout_scores(embed, shipped_model())
+    shown, scores = await heldout_scores(embed, shipped_model(), split, fillers)
     assert len(shown) >= 100 and scores.expected >= 50
-    assert scores.precision >= HELDOUT_PRECISION, scores.line()
-    assert scores.recall >= HELDOUT_RECALL, scores.line()
+    assert scores.precision >= precision, scores.line()
+    assert scores.recall >= recall, scores.line()
+
+
+@pytest.mark.parametrize(
+    ("memory", "sentence", "someone_else"),
+    [
+        ("I work as a translator", "My husband got a job as an electrician", "husband"),
+        ("My aunt lives in Tromsø", "My uncle moved to Bodø", "uncle"),
+        ("I live in Cádiz", "So, our neighbours sold up and moved to Seville", "neighbours"),
+        ("I go to a pottery class", "She quit her pottery class", "she"),
+        # he/she/they may be the person the memory names, or a clause's, not the sentence's
+        ("My sister lives in Ghent", "She moved to Antwerp", None),
+        ("I live in Leeds", "Tove left her job, she's at a bakery now", None),
+        # the speaker in it, a person the memory names (or a synonym), a role acting on the
+        # user's facts, or a memory that may be about anyone: not ruled out
+        ("I live in Cádiz", "My partner and I moved to Seville", None),
+        ("My mum lives in Dundee", "My mother moved to Perth", None),
+        ("My physio is on Tuesdays", "My physio moved our sessions to Thursdays", None),
+        ("I take 5 mg of ramipril", "My doctor doubled the ramipril dose", None),
+        ("Signe lives in Odense", "My sister moved to Aarhus", None),
+    ],
+)
+def test_another_persons_fact_is_not_judged(
+    memory: str, sentence: str, someone_else: str | None
+) -> None:
+    assert about_someone_else(memory, sentence) == someone_else
 
 
 def test_only_a_memory_of_one_sentence_by_the_same_speaker_can_be_superseded() -> None:
@@ -105,6 +144,8 @@ async def test_an_everyday_update_becomes_a_new_version_of_the_fact_it_replaces(
     [
         ("I have a cat named Pixel", "We also have a border collie"),
         ("I work as a pharmacist", "Busy afternoon at the pharmacy, flu season is here"),
+        ("I live in a flat in Dortmund", "My brother moved from Essen to Bochum"),
+        ("My flight to Oslo is on the 4th", "The flight back from Oslo is on the 12th"),
     ],
 )
 async def test_an_addition_that_looks_like_an_update_stays_an_add(
