@@ -94,6 +94,7 @@ CONFIGS: dict[str, dict[str, Any]] = {
     "default - context (BM25)": {"profile": "default", "levers": {"context_bm25": False}},
     "default - speaker": {"profile": "default", "levers": {"speaker": False}},
     "default - speaker-free query": {"profile": "default", "levers": {"speaker_query": False}},
+    "default - first person": {"profile": "default", "levers": {"first_person": False}},
     "default - balanced legs": {"profile": "default", "levers": {"balanced_legs": False}},
     "default + entities": {"profile": "default", "levers": {"entities": True}},
     "default + entity hop": {"profile": "default", "levers": {"entity_hop": True}},

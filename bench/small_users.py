@@ -15,6 +15,7 @@ by more than 0.1. The data is read from ../shared/data and never copied.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import random
 import re
@@ -25,7 +26,8 @@ import uuid
 from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from pathlib import Path
+from typing import IO, Any
 
 import httpx
 
@@ -117,8 +119,10 @@ class Tally:
     inversions: int = 0
     worst_gap: float = 0.0
 
-    def add(self, results: list[dict[str, Any]], evidence: set[str]) -> None:
-        ranked = [r["memory"]["metadata"].get("dia_id") for r in results]
+    def add(self, results: list[dict[str, Any]], evidence: set[str], key: str = "dia_id") -> None:
+        """One question's results; `evidence` names the answering memories by the metadata
+        field `key`."""
+        ranked = [r["memory"]["metadata"].get(key) for r in results]
         self.questions += 1
         self.hit1 += bool(ranked[:1] and ranked[0] in evidence)
         self.hit3 += bool(evidence & set(ranked[:3]))
@@ -132,6 +136,34 @@ class Tally:
                 if gap > INVERSION:
                     self.inversions += 1
                 self.worst_gap = max(self.worst_gap, gap)
+
+    def merge(self, other: Tally) -> None:
+        self.questions += other.questions
+        self.hit1 += other.hit1
+        self.hit3 += other.hit3
+        self.inversions += other.inversions
+        self.worst_gap = max(self.worst_gap, other.worst_gap)
+
+
+def write_dump(
+    dump: IO[str],
+    user: str,
+    size: int,
+    question: dict[str, Any],
+    evidence: set[str],
+    variant: str,
+    results: list[dict[str, Any]],
+) -> None:
+    """One search's explained results as a JSON line (`--dump`), for re-ranking offline."""
+    row = {
+        "user": user,
+        "size": size,
+        "question": question["question"],
+        "evidence": sorted(evidence),
+        "variant": variant,
+        "results": results,
+    }
+    dump.write(json.dumps(row) + "\n")
 
 
 def _label(bucket: tuple[int, int]) -> str:
@@ -169,6 +201,7 @@ def run(args: argparse.Namespace) -> int:
         users = whole
     tallies: dict[tuple[str, tuple[int, int]], Tally] = defaultdict(Tally)
     latency: list[float] = []
+    dump = args.dump.open("w", encoding="utf-8") if args.dump else None
     try:
         started = time.perf_counter()
         for number, user in enumerate(users, start=1):
@@ -191,6 +224,7 @@ def run(args: argparse.Namespace) -> int:
                         "query": question["question"],
                         "top_k": TOP_K,
                         "as_of": user.as_of.isoformat(),
+                        "explain": dump is not None,
                         **variant_body(profile),
                     }
                     t0 = time.perf_counter()
@@ -200,9 +234,15 @@ def run(args: argparse.Namespace) -> int:
                     latency.append((time.perf_counter() - t0) * 1000)
                     results = [r for r in response.json()["results"] if r["history_of"] is None]
                     tallies[profile, user.bucket].add(results, evidence)
+                    if dump is not None:
+                        write_dump(
+                            dump, user.name, len(user.turns), question, evidence, profile, results
+                        )
                 asked += 1
         print(f"[search] {asked} questions, {len(args.variants)} variants each", flush=True)
     finally:
+        if dump is not None:
+            dump.close()
         if args.keep or args.reuse:
             print(f"kept the users: rerun with --reuse {run_id}", flush=True)
         else:
@@ -271,6 +311,9 @@ def main() -> int:
         action="store_true",
         help="with --reuse: ask at once, without waiting for the outbox and the background "
         "workers of the whole service (another job's writes keep them busy)",
+    )
+    parser.add_argument(
+        "--dump", type=Path, help="write every search's explained results here (JSON lines)"
     )
     return run(parser.parse_args())
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Set
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import structlog
@@ -25,6 +25,7 @@ from app.retrieval.bm25_leg import Bm25LegSettings, bm25_leg
 from app.retrieval.candidates import Candidate
 from app.retrieval.multilingual_leg import STAGE as MULTILINGUAL_STAGE
 from app.retrieval.multilingual_leg import MultilingualHits, multilingual_leg
+from app.retrieval.person import in_first_person
 from app.retrieval.plan import Lever, RetrievalPlan
 from app.retrieval.speakers import known_speakers, without_names
 from app.retrieval.steps import SearchContext, Step, levers_of
@@ -61,6 +62,12 @@ BM25_PROXIMITY = Lever(
     "BM25 leg: documents with the query's terms close together (a sloppy phrase match, in "
     "content and context) score more.",
 )
+FIRST_PERSON = Lever(
+    "first_person",
+    "Vector leg and relevance: the question is embedded with its second- and third-person "
+    'pronouns in the first person ("What does she do?" as "What does I do?"), as the '
+    "user's memories tell their facts; BM25 searches the words as asked.",
+)
 log = structlog.get_logger(__name__)
 
 # The explanation stages the legs and their fusion record, in order.
@@ -73,6 +80,12 @@ class LegQuery:
 
     text: str
     speakers: Set[str] = frozenset()
+    # What the vector legs embed where it is not `text` (lever first_person).
+    vector_text: str | None = None
+
+    @property
+    def embedded(self) -> str:
+        return self.vector_text if self.vector_text is not None else self.text
 
 
 async def drop_speaker_names(query: LegQuery, context: SearchContext) -> tuple[LegQuery, str]:
@@ -82,9 +95,23 @@ async def drop_speaker_names(query: LegQuery, context: SearchContext) -> tuple[L
     return LegQuery(text, names), text
 
 
+async def first_person(query: LegQuery, _: SearchContext) -> tuple[LegQuery, str]:
+    text = in_first_person(query.text)
+    if text == query.text:
+        return query, "no second- or third-person pronoun"
+    return replace(query, vector_text=text), text
+
+
+def question_embedded(plan: RetrievalPlan, question: str) -> str:
+    """The question as relevance embeds it: as asked, in the first person where lever
+    first_person is on (as the vector leg embeds it)."""
+    return in_first_person(question) if plan.on(FIRST_PERSON) else question
+
+
 # Steps on the query text, before the legs start.
 QUERY_STEPS: tuple[Step[LegQuery], ...] = (
     Step("speaker_query", drop_speaker_names, timer="speakers_ms", lever=SPEAKER_QUERY),
+    Step("first_person", first_person, lever=FIRST_PERSON),
 )
 LEVERS = (
     *levers_of(QUERY_STEPS),
@@ -169,7 +196,7 @@ async def search_legs(query: LegQuery, context: SearchContext, timer: StageTimer
                 with timer.stage("query_embedding_ms"):
                     try:
                         embedding = await context.embedder.embed_query(
-                            query.text, current_tenant(), request.user_id
+                            query.embedded, current_tenant(), request.user_id
                         )
                     except EmbedderUnavailableError as unavailable:
                         # Not raised in the group: a cancelled scan_choice would leave the

@@ -29,7 +29,7 @@ from app.ml.embedder import Embedder
 from app.retrieval import legs, ranking
 from app.retrieval.candidates import Candidate
 from app.retrieval.fusion import fuse, plan_weights
-from app.retrieval.legs import QUERY_STEPS, LegHits, LegQuery, search_legs
+from app.retrieval.legs import QUERY_STEPS, LegHits, LegQuery, question_embedded, search_legs
 from app.retrieval.multilingual_leg import vector_list
 from app.retrieval.parts import fuse_parts, part_texts, parts_to_search, search_parts
 from app.retrieval.profiles import plan_search
@@ -114,6 +114,7 @@ class RetrievalPipeline:
                 ranked = fuse_parts(ranked, found, plan.rrf_k)
         if found:
             status["parts"] = " | ".join(parts)
+        question = question_embedded(plan, request.query)
         # Relevance is measured with the vector leg's query vector: none when the request
         # switched the vector stage off (to skip the model), and then no relevance either.
         context = replace(
@@ -122,7 +123,7 @@ class RetrievalPipeline:
             multilingual_query_vector=hits.multilingual.query_vector,
             english_query=hits.multilingual.english_query,
             parts=parts if found else (),
-            searched_text=query.text if query.text != request.query else None,
+            searched_text=query.embedded if query.embedded != question else None,
         )
         results = await run_steps(RANKING_STEPS, ranked, context, timer, status)
 

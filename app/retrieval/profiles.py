@@ -39,6 +39,9 @@ RECIPES: dict[str, frozenset[Lever]] = {
             legs.CONTEXT_BM25,
             ranking.SPEAKER,
             legs.SPEAKER_QUERY,
+            # Memories in the user's first person, questions in the second or third
+            # (docs/benchmarks/small-users.md).
+            legs.FIRST_PERSON,
             ranking.TIME_MENTIONS,
             ranking.SPECIFICITY,
             ranking.RELEVANCE_GUARD,

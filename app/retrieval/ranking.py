@@ -21,7 +21,7 @@ from app.retrieval.candidates import Candidate
 from app.retrieval.dedup import dedup_head
 from app.retrieval.entities import ENTITY_HOP, boost_shared_entities, entity_hop
 from app.retrieval.history import with_history
-from app.retrieval.legs import CONTEXT_VECTOR, SENTENCE_VECTOR
+from app.retrieval.legs import CONTEXT_VECTOR, SENTENCE_VECTOR, question_embedded
 from app.retrieval.multilingual_leg import LANGUAGE_LEGS as LANGUAGE_LEGS
 from app.retrieval.multilingual_leg import dated_in_window, multilingual_judges
 from app.retrieval.neighbours import links, spread_to_neighbours
@@ -195,14 +195,15 @@ async def _question_vector(context: SearchContext) -> np.ndarray | None:
     """The vector of the question as asked, where the legs searched another text (lever
     `speaker_query` took the speakers' names out): "What did Ann research?" is about Ann's
     research, and a turn of Bob's about research answers it less, which the name-free text
-    cannot tell. None where the legs searched the question itself, or the model cannot
-    answer now (relevance then keeps the legs' vector)."""
+    cannot tell. In the first person where lever `first_person` is on. None where the legs
+    embedded that same text, or the model cannot answer now (relevance then keeps the legs'
+    vector)."""
     if context.searched_text is None:
         return None
     request = context.request
     try:
         embedding = await context.embedder.embed_query(
-            request.query, current_tenant(), request.user_id
+            question_embedded(context.plan, request.query), current_tenant(), request.user_id
         )
     except EmbedderUnavailableError:
         return None

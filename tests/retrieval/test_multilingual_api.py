@@ -98,7 +98,17 @@ async def test_english_question_finds_a_japanese_memory(
     found = await search(client, user_id, "Do you keep any animals at home?", top_k=3)
     assert found["stages"]["multilingual"] == "on: the user has memories not in English"
     assert found["results"][0]["memory"]["id"] == ids["犬を一匹飼っています"]
-    off = await search(client, user_id, "Do you keep any animals at home?", top_k=3, **LEG_OFF)
+    # Without the leg, the English model alone does not rank it first, for the question as
+    # asked. (In the first person, lever first_person, "Do I keep any animals at home?" is far
+    # from all three English memories, and the English model's arbitrary cosine to the
+    # Japanese one comes first: by chance, not by reading it.)
+    off = await search(
+        client,
+        user_id,
+        "Do you keep any animals at home?",
+        top_k=3,
+        levers={"multilingual_vector": False, "first_person": False},
+    )
     assert off["results"][0]["memory"]["id"] != ids["犬を一匹飼っています"]
 
 

@@ -179,3 +179,42 @@ async def test_bm25_alone_does_not_keep_a_result_above_a_much_more_relevant_one(
     ]
     assert guarded.index(race) < guarded.index(plan), guarded
     assert race in guarded[:HEAD]
+
+
+# A user's own facts in the first person, beside facts about the people around her told in the
+# third person (memories with no speaker, as an agent stores what a user says about herself).
+OWN_FACTS = [
+    "I run a small bakery on the high street.",
+    "My husband Omar drives a tram.",
+    "He has worked for the city for ten years.",
+    "Our son is learning to swim.",
+    "I bake the bread at four every morning.",
+    "My sister is a nurse in Leeds.",
+    "She works nights at the children's hospital.",
+    "I would like to open a second shop next year.",
+]
+
+
+async def test_a_question_about_the_user_in_the_third_person_finds_her_own_fact_first(
+    client, opensearch, index_name, user_id
+) -> None:
+    # Asked "she", the sentence model used to prefer the one memory that says "she" (the
+    # sister's) over the user's own fact in the first person; embedded in the first person
+    # (lever first_person), the question finds the user's own fact first.
+    await _load(client, opensearch, index_name, user_id, [{"content": c} for c in OWN_FACTS])
+    sister = OWN_FACTS[6]
+    for question, answer in [
+        ("What is her business?", OWN_FACTS[0]),
+        ("What does she do every morning?", OWN_FACTS[4]),
+        ("When does she start work?", OWN_FACTS[4]),
+    ]:
+        found = await search(client, user_id, question, top_k=5)
+        assert found["stages"]["first_person"] == question.replace("her ", "my ").replace(
+            "she", "I"
+        )
+        shown = [r["memory"]["content"] for r in found["results"]]
+        assert shown[0] == answer, (question, shown)
+        # Without the lever, the third person's memory came first.
+        before = await search(client, user_id, question, top_k=5, levers={"first_person": False})
+        assert before["results"][0]["memory"]["content"] == sister, question
+        assert "first_person" not in before["stages"]

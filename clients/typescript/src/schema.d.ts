@@ -977,6 +977,8 @@ export interface components {
             event_order?: boolean | null;
             /** @description Vector leg: pseudo-relevance feedback (Rocchio) from the best hits. */
             feedback?: boolean | null;
+            /** @description Vector leg and relevance: the question is embedded with its second- and third-person pronouns in the first person ("What does she do?" as "What does I do?"), as the user's memories tell their facts; BM25 searches the words as asked. */
+            first_person?: boolean | null;
             /** @description For a query the English model cannot read (letters outside the Latin script), the multilingual model judges: the first results are settled by the multilingual relevance (as lever relevance_order does, at COGNIS_MULTILINGUAL_ORDER_MARGIN), and those dated in the question's time window stay past its floor. Needs multilingual_vector. */
             language_legs?: boolean | null;
             /** @description A second vector leg on the memories' multilingual vectors, for a query that is not English or a user with memories that are not (fused at the vector leg's weight; relevance from the multilingual cosine there). Needs COGNIS_MULTILINGUAL_EMBEDDER. */
@@ -1320,7 +1322,7 @@ export interface components {
             /** @description Results whose `relevance` is below this are left out, before the top_k cut: fewer results, or none when nothing is relevant. Null: COGNIS_MIN_RELEVANCE; 0: none left out. Needs the vector stage (relevance is measured with its query vector): with `stages.vector` false it is a 400, and the setting's default does not apply. */
             min_relevance?: number | null;
             /**
-             * @description "paper": SPEC's 8 stages exactly; "default": SPEC's 8 stages plus the levers speaker_query, context_vector, sentence_vector, context_bm25, multilingual_vector, balanced_legs, speaker, time_mentions, specificity, relevance_guard, language_legs. Null: COGNIS_RETRIEVAL_PROFILE.
+             * @description "paper": SPEC's 8 stages exactly; "default": SPEC's 8 stages plus the levers speaker_query, first_person, context_vector, sentence_vector, context_bm25, multilingual_vector, balanced_legs, speaker, time_mentions, specificity, relevance_guard, language_legs. Null: COGNIS_RETRIEVAL_PROFILE.
              * @enum {null|string}
              */
             profile?: "paper" | "default" | null;
