@@ -16,7 +16,7 @@ When it runs (decided cheaply, before any model call), and what stage 4 fuses:
 - otherwise (an English question of a user who writes English only) it does not run, and
   English search is exactly what it was.
 
-Relevance (app/retrieval/ranking.py) follows the same choice: a result whose relevance the
+Relevance (app/retrieval/relevance_steps.py) follows the same choice: a result whose relevance the
 English model cannot judge (a non-English query, or a memory that is not English) takes its
 multilingual cosine instead, against the floor calibrated for that model
 (`multilingual_min_relevance`, docs/languages.md).
@@ -129,7 +129,7 @@ def vector_list(vector: list[Candidate], multilingual: MultilingualHits) -> list
 
 def multilingual_judges(english_query: bool, multilingual_vector: np.ndarray | None) -> bool:
     """Whether every result's relevance is the multilingual model's: the leg ran for a query
-    not in the Latin script (app/retrieval/ranking.py, `_multilingual_relevance`)."""
+    not in the Latin script (app/retrieval/relevance_steps.py, `_multilingual_relevance`)."""
     return multilingual_vector is not None and not english_query
 
 

@@ -5,9 +5,9 @@ LoCoMo ablation (docs/benchmarks/locomo.md). A request names a profile and may s
 levers on or off on top of it; the settings name the profile used when a request names none.
 
 Each lever is declared beside the step that reads it (legs.py, parts.py, fusion.py,
-ranking.py); the
-`Levers` recipe struct and the API's `LeverOverrides` are made from those declarations, so a
-new lever is its step plus, where it earns its place, an entry in a recipe below.
+ranking.py, relevance_steps.py); the `Levers` recipe struct and the API's `LeverOverrides`
+are made from those declarations, so a new lever is its step plus, where it earns its place,
+an entry in a recipe below.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Annotated, Literal, get_args
 import msgspec
 
 from app.config import RetrievalSettings
-from app.retrieval import fusion, legs, parts, ranking
+from app.retrieval import fusion, legs, parts, ranking, relevance_steps
 from app.retrieval.plan import Lever, RetrievalPlan
 from app.retrieval.request import SearchRequest
 
@@ -44,7 +44,7 @@ RECIPES: dict[str, frozenset[Lever]] = {
             legs.FIRST_PERSON,
             ranking.TIME_MENTIONS,
             ranking.SPECIFICITY,
-            ranking.RELEVANCE_GUARD,
+            relevance_steps.RELEVANCE_GUARD,
             fusion.BALANCED_LEGS,
             # Japanese and other languages the English model cannot read (docs/languages.md);
             # it does not run for an English question of a user who writes English only.

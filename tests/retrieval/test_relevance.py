@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from app.retrieval.candidates import Candidate
-from app.retrieval.ranking import legs_agree_above
 from app.retrieval.relevance import above_floor, on_scale, score_relevance, settle_head
+from app.retrieval.relevance_steps import legs_agree_above
 from tests.factories import search
 from tests.retrieval.test_pipeline_api import _load
 from tests.retrieval.test_stages import row
