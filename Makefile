@@ -99,7 +99,7 @@ bench-scale:  ## search latency with a large synthetic user among many (make up)
 	set -a && . .local/cognis.env && set +a && $(PY) -m bench.scale $(BENCH_ARGS)
 
 bench-context:  ## context blocks (POST /context) for users of 100 and 10,000 memories: tokens, latency against search (make up)
-	set -a && . .local/cognis.env && set +a && $(PY) -m bench.scale --context --memories locomo --sizes 100,10000 --profiles default $(BENCH_ARGS)
+	set -a && . .local/cognis.env && set +a && $(PY) -m bench.scale --context --sizes 100,10000 --profiles default $(BENCH_ARGS)
 
 check-deploy:  ## static checks of Dockerfile, compose.yaml and terraform/ (no Docker engine, no AWS)
 	bash tests/deploy/check.sh
