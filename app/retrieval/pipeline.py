@@ -123,7 +123,7 @@ class RetrievalPipeline:
             multilingual_query_vector=hits.multilingual.query_vector,
             english_query=hits.multilingual.english_query,
             parts=parts if found else (),
-            searched_text=query.embedded if query.embedded != question else None,
+            question_text=question if query.embedded != question else None,
         )
         results = await run_steps(RANKING_STEPS, ranked, context, timer, status)
 

@@ -13,7 +13,7 @@ import numpy as np
 from app.db.tenant import current_tenant
 from app.errors import EmbedderUnavailableError
 from app.retrieval.candidates import Candidate
-from app.retrieval.legs import CONTEXT_VECTOR, SENTENCE_VECTOR, question_embedded
+from app.retrieval.legs import CONTEXT_VECTOR, SENTENCE_VECTOR
 from app.retrieval.multilingual_leg import LANGUAGE_LEGS, dated_in_window, multilingual_judges
 from app.retrieval.plan import Lever
 from app.retrieval.relevance import (
@@ -63,12 +63,11 @@ async def question_vector(context: SearchContext) -> np.ndarray | None:
     cannot tell. In the first person where lever `first_person` is on. None where the legs
     embedded that same text, or the model cannot answer now (relevance then keeps the legs'
     vector)."""
-    if context.searched_text is None:
+    if context.question_text is None:
         return None
-    request = context.request
     try:
         embedding = await context.embedder.embed_query(
-            question_embedded(context.plan, request.query), current_tenant(), request.user_id
+            context.question_text, current_tenant(), context.request.user_id
         )
     except EmbedderUnavailableError:
         return None

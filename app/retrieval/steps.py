@@ -43,9 +43,10 @@ class SearchContext:
     word_rarity: WordRarityCache
     # The unit 768D vector of the text the legs searched (set once the legs have run).
     query_vector: np.ndarray | None = None
-    # The text the legs searched, where it is not the question as asked (lever
-    # `speaker_query` took the speakers' names out): relevance embeds the question itself.
-    searched_text: str | None = None
+    # The question as relevance embeds it (as asked; in the first person with lever
+    # `first_person`), where the legs embedded another text (lever `speaker_query` took the
+    # speakers' names out); None where they embedded this one.
+    question_text: str | None = None
     # The multilingual leg's query vector (None: the leg did not run), and whether the query
     # is English (app/retrieval/multilingual_leg.py): which results' relevance it gives.
     multilingual_query_vector: np.ndarray | None = None
