@@ -24,10 +24,11 @@ import sys
 import time
 import uuid
 from collections import defaultdict
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Protocol
 
 import httpx
 
@@ -166,6 +167,31 @@ def write_dump(
     dump.write(json.dumps(row) + "\n")
 
 
+def ask(
+    api: httpx.Client,
+    user_id: str,
+    body: dict[str, Any],
+    variant: str,
+    latency: list[float],
+) -> list[dict[str, Any]]:
+    """One search of `variant` (top TOP_K, `body` giving the query, `as_of` and the rest), its
+    HTTP time appended to `latency`; the current results (not the history the search adds)."""
+    body = {"top_k": TOP_K, **body, **variant_body(variant)}
+    t0 = time.perf_counter()
+    response = as_client.post_sync(api, f"/v1/users/{user_id}/search", json=body)
+    latency.append((time.perf_counter() - t0) * 1000)
+    return [r for r in response.json()["results"] if r["history_of"] is None]
+
+
+def release(api: httpx.Client, user_ids: Iterable[str], keep: bool, run_id: str) -> None:
+    """Keep the bench's users for a later --reuse, or erase them."""
+    if keep:
+        print(f"kept the users: rerun with --reuse {run_id}", flush=True)
+        return
+    for user_id in user_ids:
+        api.delete(f"/v1/users/{user_id}")
+
+
 def _label(bucket: tuple[int, int]) -> str:
     return f"{bucket[0]}-{bucket[1]}"
 
@@ -222,17 +248,10 @@ def run(args: argparse.Namespace) -> int:
                 for profile in args.variants:
                     body = {
                         "query": question["question"],
-                        "top_k": TOP_K,
                         "as_of": user.as_of.isoformat(),
                         "explain": dump is not None,
-                        **variant_body(profile),
                     }
-                    t0 = time.perf_counter()
-                    response = as_client.post_sync(
-                        api, f"/v1/users/{names[user.name]}/search", json=body
-                    )
-                    latency.append((time.perf_counter() - t0) * 1000)
-                    results = [r for r in response.json()["results"] if r["history_of"] is None]
+                    results = ask(api, names[user.name], body, profile, latency)
                     tallies[profile, user.bucket].add(results, evidence)
                     if dump is not None:
                         write_dump(
@@ -243,17 +262,23 @@ def run(args: argparse.Namespace) -> int:
     finally:
         if dump is not None:
             dump.close()
-        if args.keep or args.reuse:
-            print(f"kept the users: rerun with --reuse {run_id}", flush=True)
-        else:
-            for name in names.values():
-                api.delete(f"/v1/users/{name}")
+        release(api, names.values(), args.keep or bool(args.reuse), run_id)
     print(report(users, tallies, latency, args.variants))
     return 0
 
 
+class Bucketed(Protocol):
+    """A bench user as the report counts it: its memories (turns) and their size bucket."""
+
+    @property
+    def turns(self) -> Sequence[object]: ...
+
+    @property
+    def bucket(self) -> tuple[int, int]: ...
+
+
 def report(
-    users: list[SmallUser],
+    users: Sequence[Bucketed],
     tallies: dict[tuple[str, tuple[int, int]], Tally],
     latency: list[float],
     variants: list[str],

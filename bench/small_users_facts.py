@@ -31,15 +31,7 @@ from typing import Any
 import httpx
 
 from bench import as_client
-from bench.small_users import (
-    BUCKETS,
-    PROFILES,
-    TOP_K,
-    Tally,
-    report,
-    variant_body,
-    write_dump,
-)
+from bench.small_users import BUCKETS, PROFILES, Tally, ask, release, report, write_dump
 
 DATA = Path(__file__).parent / "data" / "small_users_facts.jsonl"
 FIRST_DAY = datetime(2026, 1, 5, 9, 0)
@@ -110,18 +102,11 @@ def run(args: argparse.Namespace) -> int:
                 for variant in args.variants:
                     body = {
                         "query": question["question"],
-                        "top_k": TOP_K,
                         "as_of": user.as_of.isoformat() + "Z",
                         "explain": bool(dump),
                         "consistency": "indexed",  # a user just written is asked at once
-                        **variant_body(variant),
                     }
-                    t0 = time.perf_counter()
-                    response = as_client.post_sync(
-                        api, f"/v1/users/{names[user.name]}/search", json=body
-                    )
-                    latency.append((time.perf_counter() - t0) * 1000)
-                    results = [r for r in response.json()["results"] if r["history_of"] is None]
+                    results = ask(api, names[user.name], body, variant, latency)
                     tallies[user.split][variant, user.bucket].add(
                         results, question["evidence"], FACT
                     )
@@ -138,11 +123,7 @@ def run(args: argparse.Namespace) -> int:
     finally:
         if dump:
             dump.close()
-        if args.keep or args.reuse:
-            print(f"kept the users: rerun with --reuse {run_id}", flush=True)
-        else:
-            for name in names.values():
-                api.delete(f"/v1/users/{name}")
+        release(api, names.values(), args.keep or bool(args.reuse), run_id)
     for split in ("A", "B"):
         in_split = [u for u in users if u.split == split]
         print(f"\nHalf {split}:\n" + report(in_split, tallies[split], [], args.variants))
