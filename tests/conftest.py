@@ -289,7 +289,7 @@ def migrated(base_env: dict[str, str]) -> dict[str, str]:
     with one_worker_at_a_time("migrations"):
         _alembic_here(url, "downgrade", "base", "force=true")
         _alembic_here(url, "upgrade", "head")
-        asyncio.run(services.create_service_roles(base_env["COGNIS_MIGRATION_DATABASE_URL"]))
+        asyncio.run(services.create_service_roles(url))
     return base_env
 
 
