@@ -51,6 +51,15 @@ PARTIAL = (
     "0017_memory_expiry",
     "0018_agents_runs",
     "0020_user_current_covering",
+    "0021_sentence_vectors",
+    "0024_source_message_index",
+    "0025_current_hnsw",
+    "0026_retention",
+    "0028_memory_language",
+    "0034_multilingual_vector",
+    "0036_webhook_dispatch",
+    "0037_tenant_indexes",
+    "0039_entities",
 )
 # Their first concurrent index build, and the table a transaction holding an old snapshot
 # keeps it waiting on (so that the build fails on lock_timeout, its index left INVALID).
