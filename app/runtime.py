@@ -38,6 +38,7 @@ from app.ml.ner import EntityRecognizer
 from app.ml.observer import EmbeddingObserver
 from app.ml.offline import user_cache_dir
 from app.retrieval.pipeline import RetrievalPipeline
+from app.retrieval.service import SearchService
 from app.search_index.client import MemoryIndex
 from app.search_index.coverage import IndexCoverageCheck
 from app.search_index.relay import OutboxRelay
@@ -196,6 +197,18 @@ class Runtime:
         across tenants, so on the background role, like the relay."""
         return IndexCoverageCheck(
             self.background_engine, self.background_sessionmaker, self.index, self.settings.relay
+        )
+
+    @cached_property
+    def search(self) -> SearchService:
+        """Searches as every surface answers them: index wait, replica or writer, index lag."""
+        return SearchService(
+            self.retrieval,
+            self.sessionmaker,
+            self.relay,
+            self.index,
+            self.index_coverage,
+            self.reads,
         )
 
     # Ingestion: built on first use, from the parts above.

@@ -80,16 +80,17 @@ class Reads:
     ) -> tuple[T, ReadRoute]:
         """As a call, and where it ran: whether that database may miss earlier writes."""
         result, route = await self.router.read(work, fresh=fresh)
-        self._report(route)
+        self.report(route)
         return result, route
 
     async def sessionmaker_for(self, *, fresh: bool) -> async_sessionmaker[AsyncSession]:
         """For a streamed read, which opens its sessions after the response has started."""
         sessionmaker, route = await self.router.sessionmaker_for(fresh=fresh)
-        self._report(route)
+        self.report(route)
         return sessionmaker
 
-    def _report(self, route: ReadRoute) -> None:
+    def report(self, route: ReadRoute) -> None:
+        """Say in the response's headers where a read ran (with a replica configured)."""
         if not self.router.has_replica:
             return
         headers = {READ_FROM_HEADER: route.source, REPLICA_WAIT_HEADER: f"{route.waited_ms:.1f}"}

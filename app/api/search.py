@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
-from dataclasses import replace
 
-import msgspec
 from litestar import Controller, Request, post
-from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.api.consistency import wait_bound_s
 from app.api.contract import WITH_BODY, UserId, problems
@@ -27,8 +25,6 @@ from app.memories.filters import parse_filter
 from app.retrieval.profiles import lever_changes
 from app.retrieval.request import SearchRequest, SearchResponse
 from app.runtime import Runtime
-from app.search_index.freshness import IndexWait, wait_until_indexed
-from app.search_index.freshness import index_lag as index_lag_of
 
 
 def search_request(
@@ -105,50 +101,26 @@ def search_hits(response: SearchResponse, *, explain: bool) -> list[SearchHitOut
 async def search_user(
     user_id: str, data: SearchBody, runtime: Runtime, reads: Reads, request_id: str | None
 ) -> SearchOut:
-    """One search as the API answers it: checked, after the index wait `consistency` asks for,
-    on the replica or the writer, with the index's lag; the search endpoint's, and any other
-    surface's that searches (a compatibility API answers from the same)."""
+    """One search as the API answers it: checked, run by the search service (index wait,
+    replica or writer, index lag), on the wire; the search endpoint's, and any other surface's
+    that searches (a compatibility API answers from the same)."""
     settings = runtime.settings
-    searched = search_request(user_id, data, settings.retrieval, request_id)
-    timeout_s = wait_bound_s(settings.relay, data.wait_timeout_ms)
-    waited: IndexWait | None = None
-    # Waiting only matters to the BM25 leg: the vector leg reads Postgres itself.
-    if data.consistency == "indexed" and data.stages.bm25:
-        waited = await wait_until_indexed(runtime.sessionmaker, runtime.relay, user_id, timeout_s)
-
-    async def search_on(session: AsyncSession) -> tuple[IndexLagOut, SearchResponse]:
-        lag = await index_lag_of(session, runtime.index, user_id, waited)
-        index_lag = IndexLagOut(
-            pending=lag.pending,
-            unrefreshed=lag.unrefreshed,
-            oldest_pending_age_ms=lag.oldest_pending_age_ms,
-            consistency=data.consistency,
-            # After a wait, events written since the request began do not make it stale;
-            # without the BM25 leg nothing was read from the index. An index found behind
-            # Postgres (app/search_index/coverage.py) may miss any of them.
-            stale=data.stages.bm25
-            and (
-                runtime.index_coverage.behind
-                or ((not waited.indexed) if waited is not None else lag.pending > 0)
-            ),
-            waited_ms=waited.waited_ms if waited is not None else None,
-        )
-        lagging = replace(searched, index_lag=msgspec.structs.asdict(index_lag))
-        return index_lag, await runtime.retrieval.search(session, lagging)
-
-    # "indexed" reads this user's writes in Postgres too: on a replica, once it replayed them.
-    (index_lag, response), route = await reads.routed(
-        search_on, fresh=data.consistency == "indexed"
+    outcome = await runtime.search.search(
+        search_request(user_id, data, settings.retrieval, request_id),
+        consistency=data.consistency,
+        wait_timeout_s=wait_bound_s(settings.relay, data.wait_timeout_ms),
     )
-    if not route.caught_up:  # a replica that may miss this user's writes, in either leg
-        index_lag = msgspec.structs.replace(index_lag, stale=True)
+    reads.report(outcome.route)
+    response = outcome.response
     return SearchOut(
         results=search_hits(response, explain=data.explain),
         missing_legs=response.missing_legs,
         stages=response.stage_status,
         stage_durations_ms=response.stage_durations_ms,
         duration_ms=response.duration_ms,
-        index_lag=index_lag,
+        index_lag=IndexLagOut(
+            **dataclasses.asdict(outcome.freshness), consistency=data.consistency
+        ),
         query_analysis=response.analysis.explanation() if data.explain else None,
     )
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 from uuid import UUID
 
 import msgspec
@@ -13,6 +13,7 @@ from app.memories.fields import AgentId, Instant, RunId, SessionId, TopK
 from app.memories.filters import FILTER_JSON_SCHEMA
 from app.retrieval.plan import StageSwitches
 from app.retrieval.profiles import PROFILES, LeverOverrides, ProfileName
+from app.retrieval.service import Consistency
 from app.vocabulary import MAX_CONTENT_CHARS
 
 
@@ -24,7 +25,6 @@ class RrfIn(msgspec.Struct, forbid_unknown_fields=True):
     weight_bm25: Annotated[float, msgspec.Meta(ge=0, le=1)] | None = None
 
 
-Consistency = Literal["eventual", "indexed"]
 MinRelevance = Annotated[
     float,
     msgspec.Meta(
