@@ -20,7 +20,7 @@ import re
 import numpy as np
 
 from app.ingest import supersedes_ja
-from app.ingest.corrections import normalise
+from app.ingest.claims import normalise
 
 FEATURES = (
     *supersedes_ja.SHARED_FEATURES,

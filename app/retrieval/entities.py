@@ -19,13 +19,14 @@ from __future__ import annotations
 import re
 import uuid
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 from app.memories.entities import EntityRepository
 from app.retrieval.candidates import Candidate, boost_scores, rank_by_score
 from app.retrieval.function_words import FUNCTION_WORDS
-from app.retrieval.plan import Lever
+from app.retrieval.plan import Lever, Tuning
 from app.retrieval.speakers import name_pattern, named_speakers
-from app.retrieval.steps import SearchContext
+from app.retrieval.steps import SearchContext, Step
 
 # Lower-case words allowed inside a run of capitalised ones: "The Name of the Wind".
 JOINERS = frozenset({"of", "the", "de", "la", "van", "von"})
@@ -128,6 +129,25 @@ ENTITY_HOP = Lever(
 )
 
 
+@dataclass(frozen=True, slots=True)
+class Hop:
+    top_n: int  # the hits whose entities are followed
+    max_memories: int  # an entity named by more of the user's memories links nothing
+    limit: int  # memories brought in at most
+    decay: float  # the linking hit's share of score
+
+
+HOP = Tuning(
+    "entity_hop",
+    lambda basis: Hop(
+        basis.settings.entity_hop_top_n,
+        basis.settings.entity_hop_max_memories,
+        basis.settings.entity_hop_limit,
+        basis.settings.entity_hop_decay,
+    ),
+)
+
+
 def seed_scores(
     head: list[Candidate],
     hit_entities: dict[uuid.UUID, list[uuid.UUID]],
@@ -148,11 +168,11 @@ def seed_scores(
 async def entity_hop(
     ranked: list[Candidate], context: SearchContext
 ) -> tuple[list[Candidate], str]:
-    settings, request = context.plan.settings, context.request
+    hop, request = context.plan.numbers(HOP), context.request
     store = EntityRepository(context.repository.session, context.repository.where)
-    head = ranked[: settings.entity_hop_top_n]
+    head = ranked[: hop.top_n]
     names = query_entities(request.query, {c.speaker for c in ranked if c.speaker})
-    limit = settings.entity_hop_max_memories
+    limit = hop.max_memories
     query_ids = await store.named(request.user_id, names, limit) if names else []
     hit_entities = await store.entities_of(request.user_id, [c.memory_id for c in head], limit)
     seeds = seed_scores(head, hit_entities, query_ids)
@@ -163,10 +183,15 @@ async def entity_hop(
         list(seeds),
         request.session_id,
         exclude=[c.memory_id for c in ranked],
-        limit=settings.entity_hop_limit,
+        limit=hop.limit,
     )
-    decay = settings.entity_hop_decay
+    decay = hop.decay
     for memory, entity_ids in joined:
         score = decay * max(seeds[e] for e in entity_ids)
         ranked.append(Candidate(memory_id=memory.id, score=score).load(memory))
     return rank_by_score(ranked, "entity_hop"), f"{len(joined)} joined via {len(seeds)} entities"
+
+
+STEP = Step(
+    "entity_hop", entity_hop, timer="entity_hop_ms", lever=ENTITY_HOP, explains="entity_hop"
+)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from app.retrieval.candidates import Candidate, rank_by_score
 from app.retrieval.entities import names_something
-from app.retrieval.plan import Lever, RetrievalPlan
+from app.retrieval.plan import Basis, Lever, RetrievalPlan, Tuning
 from app.search_index.client import TextHit
 
 BALANCED_LEGS = Lever(
@@ -47,24 +47,48 @@ def leg_weights(
     return configured, "configured"
 
 
+@dataclass(frozen=True, slots=True)
+class Weights:
+    """The legs' fusion weights (vector, BM25) as the plan resolved them: the request's own
+    over every lever's."""
+
+    legs: tuple[float, float]
+    why: str  # "balanced" or "configured"
+    # Lever typed_weights: the weights of a query that names something (None: lever off).
+    lexical: tuple[float, float] | None
+
+
+def resolve_weights(basis: Basis) -> Weights:
+    asked = basis.asked
+
+    def over(weights: tuple[float, float]) -> tuple[float, float]:
+        weight_vector, weight_bm25 = weights
+        return (
+            asked.weight_vector if asked.weight_vector is not None else weight_vector,
+            asked.weight_bm25 if asked.weight_bm25 is not None else weight_bm25,
+        )
+
+    configured = (basis.settings.rrf_weight_vector, basis.settings.rrf_weight_bm25)
+    weights, why = leg_weights(configured, basis.on(BALANCED_LEGS), lexical=False)
+    lexical, _ = leg_weights(configured, balanced=False, lexical=True)
+    return Weights(over(weights), why, over(lexical) if basis.on(TYPED_WEIGHTS) else None)
+
+
+WEIGHTS = Tuning("fusion", resolve_weights)
+TUNINGS = (WEIGHTS,)
+
+
 def plan_weights(
     plan: RetrievalPlan, text: str, speakers: Iterable[str]
 ) -> tuple[tuple[float, float], str | None]:
     """The weights (vector, BM25) this search fuses with, and why when lever typed_weights
-    asked (the explanation's `fusion` status). `text` is what the legs searched; the
-    request's own weights win over every lever."""
-    typed = plan.on(TYPED_WEIGHTS)
-    settings = plan.settings
-    (weight_vector, weight_bm25), why = leg_weights(
-        (settings.rrf_weight_vector, settings.rrf_weight_bm25),
-        plan.on(BALANCED_LEGS),
-        typed and names_something(text, speakers),
-    )
-    if plan.weight_vector is not None:
-        weight_vector = plan.weight_vector
-    if plan.weight_bm25 is not None:
-        weight_bm25 = plan.weight_bm25
-    return (weight_vector, weight_bm25), why if typed else None
+    asked (the explanation's `fusion` status). `text` is what the legs searched."""
+    weights = plan.numbers(WEIGHTS)
+    if weights.lexical is None:
+        return weights.legs, None
+    if names_something(text, speakers):
+        return weights.lexical, "lexical query"
+    return weights.legs, weights.why
 
 
 def fuse(

@@ -26,7 +26,7 @@ from app.retrieval.candidates import Candidate
 from app.retrieval.multilingual_leg import STAGE as MULTILINGUAL_STAGE
 from app.retrieval.multilingual_leg import MultilingualHits, multilingual_leg
 from app.retrieval.person import in_first_person
-from app.retrieval.plan import Lever, RetrievalPlan
+from app.retrieval.plan import Lever, RetrievalPlan, Tuning
 from app.retrieval.speakers import known_speakers, without_names
 from app.retrieval.steps import SearchContext, Step, levers_of
 from app.retrieval.timing import StageTimer
@@ -124,28 +124,29 @@ LEVERS = (
 )
 
 
-def vector_options(plan: RetrievalPlan) -> VectorLegSettings:
-    settings = plan.settings
-    return VectorLegSettings(
-        shortlist=settings.candidates_256d,
-        keep=settings.candidates_768d,
-        ef_search=settings.hnsw_ef_search,
-        exact_max=settings.exact_search_max_memories,
-        rescore_768d=plan.runs("rescore_768d"),
-        with_context=plan.on(CONTEXT_VECTOR),
-        with_sentences=plan.on(SENTENCE_VECTOR),
-        feedback_top=settings.feedback_top if plan.on(FEEDBACK) else 0,
-        feedback_weight=settings.feedback_weight,
-    )
-
-
-def bm25_options(plan: RetrievalPlan) -> Bm25LegSettings:
-    settings = plan.settings
-    return Bm25LegSettings(
-        size=settings.bm25_candidates,
-        context_boost=settings.bm25_context_boost if plan.on(CONTEXT_BM25) else 0.0,
-        proximity_slop=settings.bm25_proximity_slop if plan.on(BM25_PROXIMITY) else None,
-    )
+VECTOR_LEG = Tuning(
+    "vector_leg",
+    lambda basis: VectorLegSettings(
+        shortlist=basis.settings.candidates_256d,
+        keep=basis.settings.candidates_768d,
+        ef_search=basis.settings.hnsw_ef_search,
+        exact_max=basis.settings.exact_search_max_memories,
+        rescore_768d=basis.runs("rescore_768d"),
+        with_context=basis.on(CONTEXT_VECTOR),
+        with_sentences=basis.on(SENTENCE_VECTOR),
+        feedback_top=basis.settings.feedback_top if basis.on(FEEDBACK) else 0,
+        feedback_weight=basis.settings.feedback_weight,
+    ),
+)
+BM25_LEG = Tuning(
+    "bm25_leg",
+    lambda basis: Bm25LegSettings(
+        size=basis.settings.bm25_candidates,
+        context_boost=basis.settings.bm25_context_boost if basis.on(CONTEXT_BM25) else 0.0,
+        proximity_slop=basis.settings.bm25_proximity_slop if basis.on(BM25_PROXIMITY) else None,
+    ),
+)
+TUNINGS = (VECTOR_LEG, BM25_LEG)
 
 
 @dataclass(slots=True)
@@ -184,7 +185,7 @@ async def search_legs(query: LegQuery, context: SearchContext, timer: StageTimer
     async def vector_path() -> (
         tuple[list[Candidate], int, np.ndarray, MultilingualHits] | EmbedderUnavailableError
     ):
-        options = vector_options(plan)
+        options = plan.numbers(VECTOR_LEG)
         embedding: Embedding | EmbedderUnavailableError
         try:
             async with asyncio.TaskGroup() as beside:
@@ -243,7 +244,7 @@ async def search_legs(query: LegQuery, context: SearchContext, timer: StageTimer
                         request.user_id,
                         query.text,
                         request.session_id,
-                        bm25_options(plan),
+                        plan.numbers(BM25_LEG),
                         timer,
                         # The filter (with the agent's and run's visibility), compiled once
                         # for OpenSearch (the vector leg's is the repository's): applied in

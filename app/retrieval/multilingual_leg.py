@@ -21,17 +21,17 @@ English model cannot judge (a non-English query, or a memory that is not English
 multilingual cosine instead, against the floor calibrated for that model
 (`multilingual_min_relevance`, docs/languages.md).
 
-Lever `language_legs`: for a query the English model cannot read, the multilingual model is
-the one judge of meaning, so what was built on English does not out-vote it. Measured on
-`make bench-japanese` (docs/benchmarks/japanese.md): with equal RRF weights, BM25's rank
-decides between any two neighbours of the multilingual ranking, and a paraphrased question
-shares few words with its answer, so a word it shares with another memory puts that one
-first. With the lever the first results are settled by the multilingual relevance, as lever
-`relevance_order` settles them by the English one: none stands above a result of the top k
-more relevant by more than `multilingual_order_margin` (0.05; BM25 and the fused order
-still break the closer calls). And a question with a time window keeps the memories dated
-inside it past the multilingual floor (a question that names only a time shares no meaning
-with its answer).
+Lever `language_legs` (its steps in app/retrieval/relevance_steps.py): for a query the English
+model cannot read, the multilingual model is the one judge of meaning, so what was built on
+English does not out-vote it. Measured on `make bench-japanese` (docs/benchmarks/japanese.md):
+with equal RRF weights, BM25's rank decides between any two neighbours of the multilingual
+ranking, and a paraphrased question shares few words with its answer, so a word it shares with
+another memory puts that one first. With the lever the first results are settled by the
+multilingual relevance, as lever `relevance_order` settles them by the English one: none stands
+above a result of the top k more relevant by more than `multilingual_order_margin` (0.05; BM25
+and the fused order still break the closer calls). And a question with a time window keeps the
+memories dated inside it past the multilingual floor (a question that names only a time shares
+no meaning with its answer).
 English questions of English users never get here: the leg does not run.
 """
 
@@ -46,19 +46,11 @@ import numpy as np
 
 from app.ml.multilingual import MultilingualEncoder
 from app.retrieval.candidates import Candidate
-from app.retrieval.plan import Lever
 from app.retrieval.timing import StageTimer
 from app.retrieval.vector_sql import SearchRepository
 from app.time_expressions import TimeWindow
 
 STAGE = "multilingual"
-LANGUAGE_LEGS = Lever(
-    "language_legs",
-    "For a query the English model cannot read (letters outside the Latin script), the "
-    "multilingual model judges: the first results are settled by the multilingual relevance "
-    "(as lever relevance_order does, at COGNIS_MULTILINGUAL_ORDER_MARGIN), and those dated "
-    "in the question's time window stay past its floor. Needs multilingual_vector.",
-)
 
 
 def query_is_english(query: str) -> bool:

@@ -19,10 +19,10 @@ from app.retrieval.candidates import Candidate
 from app.retrieval.fusion import RankedList, fuse, fuse_rrf, scored_in_order
 from app.retrieval.legs import LegQuery, search_legs
 from app.retrieval.multilingual_leg import vector_list
-from app.retrieval.plan import Lever, RetrievalPlan
+from app.retrieval.plan import Lever, RetrievalPlan, Tuning
 from app.retrieval.query_parts import QueryParts, content_words
 from app.retrieval.speakers import named_speakers, without_names
-from app.retrieval.steps import SearchContext
+from app.retrieval.steps import SearchContext, Step
 from app.retrieval.timing import StageTimer
 
 QUERY_PARTS = Lever(
@@ -38,6 +38,7 @@ EVENT_ORDER = Lever(
     "reach the top k; each result's memory carries its event_time to order them by.",
 )
 LEVERS = (QUERY_PARTS, EVENT_ORDER)
+SLOTS = Tuning("part_slots", lambda basis: basis.settings.part_slots)  # places per part
 
 
 def parts_to_search(plan: RetrievalPlan, parts: QueryParts) -> tuple[str, ...]:
@@ -136,6 +137,9 @@ def without_parts(_: list[Candidate], context: SearchContext) -> str | None:
 async def part_slots(
     ranked: list[Candidate], context: SearchContext
 ) -> tuple[list[Candidate], str]:
-    rounds = context.plan.settings.part_slots
+    rounds = context.plan.numbers(SLOTS)
     ranked = interleave_parts(ranked, len(context.parts), rounds)
     return ranked, f"{len(context.parts)} parts, {rounds} places each"
+
+
+STEP = Step("part_slots", part_slots, timer="part_slots_ms", serves=LEVERS, skip=without_parts)

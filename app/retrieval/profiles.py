@@ -5,9 +5,10 @@ LoCoMo ablation (docs/benchmarks/locomo.md). A request names a profile and may s
 levers on or off on top of it; the settings name the profile used when a request names none.
 
 Each lever is declared beside the step that reads it (legs.py, parts.py, fusion.py,
-ranking.py, relevance_steps.py); the `Levers` recipe struct and the API's `LeverOverrides`
-are made from those declarations, so a new lever is its step plus, where it earns its place,
-an entry in a recipe below.
+ranking.py, sessions.py, entities.py, relevance_steps.py), with the `Tuning` that resolves
+its step's numbers; the `Levers` recipe struct and the API's `LeverOverrides` are made from
+those declarations, so a new lever is its step plus, where it earns its place, an entry in a
+recipe below. `plan_search` resolves every tuning once per search.
 """
 
 from __future__ import annotations
@@ -18,13 +19,16 @@ import msgspec
 
 from app.config import RetrievalSettings
 from app.retrieval import fusion, legs, parts, ranking, relevance_steps
-from app.retrieval.plan import Lever, RetrievalPlan
+from app.retrieval.plan import Asked, Basis, Lever, RetrievalPlan, Tuning
 from app.retrieval.request import SearchRequest
 
 ProfileName = Literal["paper", "default"]
 
 # Every lever, in the order its step runs.
 LEVERS: tuple[Lever, ...] = (*legs.LEVERS, *parts.LEVERS, *fusion.LEVERS, *ranking.LEVERS)
+# Every step's numbers, resolved once per search.
+TUNINGS: tuple[Tuning, ...] = (*legs.TUNINGS, *fusion.TUNINGS, *ranking.TUNINGS)
+assert len({t.name for t in TUNINGS}) == len(TUNINGS), "two tunings of one name"
 
 RECIPES: dict[str, frozenset[Lever]] = {
     "paper": frozenset(),
@@ -49,7 +53,7 @@ RECIPES: dict[str, frozenset[Lever]] = {
             # Japanese and other languages the English model cannot read (docs/languages.md);
             # it does not run for an English question of a user who writes English only.
             legs.MULTILINGUAL_VECTOR,
-            ranking.LANGUAGE_LEGS,
+            relevance_steps.LANGUAGE_LEGS,
         }
     ),
 }
@@ -104,15 +108,25 @@ def resolve_levers(profile: str, overrides: LeverOverrides | None = None) -> Lev
 
 def plan_search(request: SearchRequest, settings: RetrievalSettings) -> RetrievalPlan:
     """The request's plan: its profile (else the settings') with its lever changes, its
-    stage switches, and its RRF constants over the settings'."""
+    stage switches, its RRF constant over the settings', and every step's numbers resolved
+    from those and the settings."""
     profile = request.profile or settings.retrieval_profile
-    levers = msgspec.structs.replace(PROFILES[profile], **request.levers)
-    return RetrievalPlan(
-        profile=profile,
-        levers=msgspec.structs.asdict(levers),
+    levers = msgspec.structs.asdict(msgspec.structs.replace(PROFILES[profile], **request.levers))
+    basis = Basis(
+        levers=levers,
         switches=request.switches,
-        rrf_k=request.rrf_k if request.rrf_k is not None else settings.rrf_k,
-        weight_vector=request.weight_vector,
-        weight_bm25=request.weight_bm25,
         settings=settings,
+        asked=Asked(
+            rrf_k=request.rrf_k,
+            weight_vector=request.weight_vector,
+            weight_bm25=request.weight_bm25,
+            min_relevance=request.min_relevance,
+        ),
+    )
+    return RetrievalPlan(
+        levers=levers,
+        switches=request.switches,
+        profile=profile,
+        rrf_k=request.rrf_k if request.rrf_k is not None else settings.rrf_k,
+        tuned={tuning.name: tuning.resolve(basis) for tuning in TUNINGS},
     )

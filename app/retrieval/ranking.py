@@ -4,40 +4,28 @@ Load and visibility · [speaker · entities · neighbours · time mentions · sp
 temporal boost · [sessions] · 6 de-duplication · 7 cross-encoder · relevance and its floor ·
 [relevance order · relevance guard] · [part slots] · final cut · 8 history. The bracketed
 steps are levers (part slots: query_parts and event_order, app/retrieval/parts.py); each
-step reads its own numbers from the plan's settings.
+step reads its own numbers from the plan (`plan.numbers(tuning)`, the tuning declared beside
+the step).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from app.db.tenant import current_tenant
+from app.retrieval import entities as entity_steps
+from app.retrieval import parts, relevance_steps, sessions
 from app.retrieval.candidates import Candidate
 from app.retrieval.dedup import dedup_head
-from app.retrieval.entities import ENTITY_HOP, boost_shared_entities, entity_hop
+from app.retrieval.entities import boost_shared_entities
 from app.retrieval.history import with_history
-from app.retrieval.multilingual_leg import LANGUAGE_LEGS as LANGUAGE_LEGS
 from app.retrieval.neighbours import links, spread_to_neighbours
-from app.retrieval.parts import LEVERS as PART_LEVERS
-from app.retrieval.parts import part_slots, without_parts
-from app.retrieval.plan import Lever
-from app.retrieval.relevance import (
-    score_relevance,
-)
-from app.retrieval.relevance_steps import (
-    RELEVANCE_GUARD,
-    RELEVANCE_ORDER,
-    english_reads_query,
-    exact_cosines,
-    language_order,
-    question_vector,
-    relevance,
-    relevance_guard,
-    relevance_order,
-    without_query_vector,
-)
+from app.retrieval.plan import Lever, Tuning
+from app.retrieval.relevance import score_relevance
+from app.retrieval.relevance_steps import exact_cosines, question_vector
 from app.retrieval.rerank import rerank
-from app.retrieval.sessions import SESSIONS, not_asking_for_several, sessions
 from app.retrieval.speakers import boost_named_speakers
-from app.retrieval.specificity import SPECIFICITY, boost_specific
+from app.retrieval.specificity import boost_specific
 from app.retrieval.steps import SearchContext, Step, explained_by, levers_of
 from app.retrieval.temporal import apply_temporal_boost
 from app.retrieval.time_mentions import boost_time_mentions, use_mentioned_times
@@ -62,6 +50,63 @@ TIME_MENTIONS = Lever(
     '"When" questions prefer memories that name a time; the temporal boost uses the named '
     "time where there is one.",
 )
+SPECIFICITY = Lever(
+    "specificity",
+    "Memories whose rarest words are rare among the user's own memories rank higher "
+    "(COGNIS_SPECIFICITY_BOOST): specific facts before generic chatter.",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Spread:
+    """Lever neighbours: the head whose scores spread, and the share adjacent turns get."""
+
+    top_n: int
+    decay: float
+
+
+@dataclass(frozen=True, slots=True)
+class Specificity:
+    words: int  # a memory's rarest words whose mean IDF is its specificity
+    sample: int  # the user's memories counted
+    prior: float  # memories of evidence the boost is shrunk by
+    boost: float
+
+
+@dataclass(frozen=True, slots=True)
+class TemporalWeights:
+    fused: float
+    time: float
+    floor: float
+
+
+SPEAKER_BOOST = Tuning("speaker", lambda basis: basis.settings.speaker_boost)
+ENTITY_BOOST = Tuning("entities", lambda basis: basis.settings.entity_boost)
+SPREAD = Tuning(
+    "neighbours",
+    lambda basis: Spread(basis.settings.neighbour_top_n, basis.settings.neighbour_decay),
+)
+TIME_MENTION_BOOST = Tuning("time_mentions", lambda basis: basis.settings.time_mention_boost)
+RARITY = Tuning(
+    "specificity",
+    lambda basis: Specificity(
+        basis.settings.specificity_words,
+        basis.settings.specificity_sample,
+        basis.settings.specificity_prior,
+        basis.settings.specificity_boost,
+    ),
+)
+TEMPORAL = Tuning(
+    "temporal",
+    lambda basis: TemporalWeights(
+        basis.settings.temporal_weight_fused,
+        basis.settings.temporal_weight_time,
+        basis.settings.temporal_min_score,
+    ),
+)
+DEDUP_THRESHOLD = Tuning("dedup", lambda basis: basis.settings.dedup_threshold)
+RERANK_TOP_N = Tuning("rerank", lambda basis: basis.settings.rerank_top_n)
+HISTORY_VERSIONS = Tuning("history", lambda basis: basis.settings.history_max_versions)
 
 
 async def load(ranked: Ranked, context: SearchContext) -> tuple[Ranked, None]:
@@ -75,26 +120,24 @@ async def load(ranked: Ranked, context: SearchContext) -> tuple[Ranked, None]:
 
 
 async def speaker(ranked: Ranked, context: SearchContext) -> tuple[Ranked, str]:
-    boost = context.plan.settings.speaker_boost
+    boost = context.plan.numbers(SPEAKER_BOOST)
     ranked, named = boost_named_speakers(context.request.query, ranked, boost)
     return ranked, f"boosted {', '.join(sorted(named))}" if named else "none named"
 
 
 async def entities(ranked: Ranked, context: SearchContext) -> tuple[Ranked, str]:
-    boost = context.plan.settings.entity_boost
+    boost = context.plan.numbers(ENTITY_BOOST)
     ranked, named = boost_shared_entities(context.request.query, ranked, boost)
     return ranked, f"boosted {', '.join(named)}" if named else "none named"
 
 
 async def neighbours(ranked: Ranked, context: SearchContext) -> tuple[Ranked, str]:
-    request, settings = context.request, context.plan.settings
-    chains, follows = links(ranked[: settings.neighbour_top_n])
+    request, spread = context.request, context.plan.numbers(SPREAD)
+    chains, follows = links(ranked[: spread.top_n])
     found = await context.repository.neighbours(
         request.user_id, chains, follows, request.session_id
     )
-    ranked, joined = spread_to_neighbours(
-        ranked, found, settings.neighbour_decay, settings.neighbour_top_n
-    )
+    ranked, joined = spread_to_neighbours(ranked, found, spread.decay, spread.top_n)
     return ranked, f"{joined} joined"
 
 
@@ -102,21 +145,21 @@ async def time_mentions(ranked: Ranked, context: SearchContext) -> tuple[Ranked,
     use_mentioned_times(ranked)
     if not context.analysis.asks_when:
         return ranked, "not a when-question"
-    ranked, naming = boost_time_mentions(ranked, context.plan.settings.time_mention_boost)
+    ranked, naming = boost_time_mentions(ranked, context.plan.numbers(TIME_MENTION_BOOST))
     return ranked, f"boosted {naming} naming a time"
 
 
 async def specificity(ranked: Ranked, context: SearchContext) -> tuple[Ranked, str]:
-    settings, request = context.plan.settings, context.request
+    numbers, request = context.plan.numbers(RARITY), context.request
     rarity = await context.word_rarity.get(
         (current_tenant(), request.user_id),
-        settings.specificity_words,
-        lambda: context.repository.content_sample(request.user_id, settings.specificity_sample),
+        numbers.words,
+        lambda: context.repository.content_sample(request.user_id, numbers.sample),
     )
     if rarity.spread <= 0:
         return ranked, f"too few memories ({rarity.documents})"
-    prior = settings.specificity_prior
-    return boost_specific(ranked, rarity, settings.specificity_boost, prior), (
+    prior = numbers.prior
+    return boost_specific(ranked, rarity, numbers.boost, prior), (
         f"{rarity.documents} memories' words, weight {rarity.weight(prior):.2f}"
     )
 
@@ -126,27 +169,23 @@ def without_window(_: Ranked, context: SearchContext) -> str | None:
 
 
 async def temporal(ranked: Ranked, context: SearchContext) -> tuple[Ranked, str]:
-    settings = context.plan.settings
+    weights = context.plan.numbers(TEMPORAL)
     assert context.analysis.window is not None  # skipped otherwise (without_window)
     ranked = apply_temporal_boost(
-        ranked,
-        context.analysis.window,
-        settings.temporal_weight_fused,
-        settings.temporal_weight_time,
-        settings.temporal_min_score,
+        ranked, context.analysis.window, weights.fused, weights.time, weights.floor
     )
     return ranked, "applied"
 
 
 async def dedup(ranked: Ranked, context: SearchContext) -> tuple[Ranked, str]:
     # Over the head of the list (what can still be shown).
-    request, settings = context.request, context.plan.settings
+    request, plan = context.request, context.plan
     ranked, dropped = await dedup_head(
         ranked,
         request.top_k,
-        max(request.top_k * 2, settings.rerank_top_n),
+        max(request.top_k * 2, plan.numbers(RERANK_TOP_N)),
         lambda ids: context.repository.near_duplicate_pairs(
-            request.user_id, ids, settings.dedup_threshold
+            request.user_id, ids, plan.numbers(DEDUP_THRESHOLD)
         ),
     )
     return ranked, f"dropped {len(dropped)}"
@@ -158,7 +197,7 @@ def without_cross_encoder(_: Ranked, context: SearchContext) -> str | None:
 
 async def cross_encode(ranked: Ranked, context: SearchContext) -> tuple[Ranked, str]:
     assert context.cross_encoder is not None  # skipped otherwise (without_cross_encoder)
-    top_n = context.plan.settings.rerank_top_n
+    top_n = context.plan.numbers(RERANK_TOP_N)
     ranked = await rerank(context.request.query, ranked, context.cross_encoder, top_n)
     return ranked, "applied"
 
@@ -179,7 +218,7 @@ async def history(results: Ranked, context: SearchContext) -> tuple[Ranked, str]
     earlier = await context.repository.superseded_versions(
         request.user_id, list({c.chain_id for c in results if c.chain_id}), request.session_id
     )
-    results = with_history(results, earlier, context.plan.settings.history_max_versions)
+    results = with_history(results, earlier, context.plan.numbers(HISTORY_VERSIONS))
     if context.query_vector is not None:
         question = await question_vector(context)  # as the current results' (cached)
         await score_relevance(results, exact_cosines(context, question))  # earlier versions'
@@ -191,7 +230,7 @@ RANKING_STEPS: tuple[Step[Ranked], ...] = (
     Step("speaker", speaker, timer="speaker_ms", lever=SPEAKER, explains="speaker"),
     Step("entities", entities, timer="entities_ms", lever=ENTITIES, explains="entities"),
     Step("neighbours", neighbours, timer="neighbours_ms", lever=NEIGHBOURS, explains="neighbours"),
-    Step("entity_hop", entity_hop, timer="entity_hop_ms", lever=ENTITY_HOP, explains="entity_hop"),
+    entity_steps.STEP,
     Step(
         "time_mentions",
         time_mentions,
@@ -214,14 +253,7 @@ RANKING_STEPS: tuple[Step[Ranked], ...] = (
         skip=without_window,
         explains="temporal",
     ),
-    Step(
-        "sessions",
-        sessions,
-        timer="sessions_ms",
-        lever=SESSIONS,
-        skip=not_asking_for_several,
-        explains="sessions",
-    ),
+    sessions.STEP,
     Step("dedup", dedup, timer="dedup_ms", switch="dedup"),
     Step(
         "rerank",
@@ -231,40 +263,8 @@ RANKING_STEPS: tuple[Step[Ranked], ...] = (
         skip=without_cross_encoder,
         explains="rerank",
     ),
-    Step(
-        "relevance",
-        relevance,
-        timer="relevance_ms",
-        skip=without_query_vector,
-        explains="relevance",
-    ),
-    Step(
-        "relevance_order",
-        relevance_order,
-        timer="relevance_order_ms",
-        lever=RELEVANCE_ORDER,
-        skip=without_query_vector,
-        explains="relevance_order",
-    ),
-    Step(
-        "relevance_guard",
-        relevance_guard,
-        timer="relevance_guard_ms",
-        lever=RELEVANCE_GUARD,
-        skip=without_query_vector,
-        explains="relevance_guard",
-    ),
-    # The same settling, by the multilingual relevance, for a query in another script: after
-    # the guard, since BM25's word matches are what misorder such a query's head.
-    Step(
-        "language_order",
-        language_order,
-        timer="relevance_order_ms",
-        lever=LANGUAGE_LEGS,
-        skip=english_reads_query,
-        explains="language_order",
-    ),
-    Step("part_slots", part_slots, timer="part_slots_ms", serves=PART_LEVERS, skip=without_parts),
+    *relevance_steps.STEPS,
+    parts.STEP,
     Step("final", final, explains="final"),
     Step(
         "history",
@@ -275,4 +275,19 @@ RANKING_STEPS: tuple[Step[Ranked], ...] = (
     ),
 )
 LEVERS = levers_of(RANKING_STEPS)
+TUNINGS = (
+    SPEAKER_BOOST,
+    ENTITY_BOOST,
+    SPREAD,
+    entity_steps.HOP,
+    TIME_MENTION_BOOST,
+    RARITY,
+    TEMPORAL,
+    sessions.LIFT,
+    DEDUP_THRESHOLD,
+    RERANK_TOP_N,
+    *relevance_steps.TUNINGS,
+    parts.SLOTS,
+    HISTORY_VERSIONS,
+)
 STAGES = explained_by(RANKING_STEPS)

@@ -7,15 +7,16 @@ from __future__ import annotations
 import math
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 
 from app.db.tenant import current_tenant
 from app.errors import EmbedderUnavailableError
 from app.retrieval.candidates import Candidate
-from app.retrieval.legs import CONTEXT_VECTOR, SENTENCE_VECTOR
-from app.retrieval.multilingual_leg import LANGUAGE_LEGS, dated_in_window, multilingual_judges
-from app.retrieval.plan import Lever
+from app.retrieval.legs import VECTOR_LEG
+from app.retrieval.multilingual_leg import dated_in_window, multilingual_judges
+from app.retrieval.plan import Lever, Tuning
 from app.retrieval.relevance import (
     ExactCosines,
     above_floor,
@@ -23,7 +24,7 @@ from app.retrieval.relevance import (
     score_relevance,
     settle_head,
 )
-from app.retrieval.steps import SearchContext
+from app.retrieval.steps import SearchContext, Step
 from app.vocabulary import NON_LATIN_LANGUAGES
 
 Ranked = list[Candidate]
@@ -40,6 +41,48 @@ RELEVANCE_GUARD = Lever(
     "stands above a result of the top k more relevant by more than "
     "COGNIS_RELEVANCE_ORDER_MARGIN unless both legs (BM25 and the vector leg) rank it above "
     "that one too.",
+)
+LANGUAGE_LEGS = Lever(
+    "language_legs",
+    "For a query the English model cannot read (letters outside the Latin script), the "
+    "multilingual model judges: the first results are settled by the multilingual relevance "
+    "(as lever relevance_order does, at COGNIS_MULTILINGUAL_ORDER_MARGIN), and those dated "
+    "in the question's time window stay past its floor. Needs multilingual_vector.",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Floors:
+    """Relevance's floors: the request's `min_relevance` for both, else the settings'."""
+
+    english: float
+    multilingual: float
+
+
+@dataclass(frozen=True, slots=True)
+class Settling:
+    """How the first results are settled by relevance."""
+
+    head: int  # the first results whose places relevance settles
+    margin: float  # levers relevance_order and relevance_guard
+    language_margin: float  # lever language_legs, by the multilingual relevance
+
+
+FLOORS = Tuning(
+    "relevance",
+    lambda basis: (
+        Floors(basis.settings.min_relevance, basis.settings.multilingual_min_relevance)
+        if basis.asked.min_relevance is None
+        else Floors(basis.asked.min_relevance, basis.asked.min_relevance)
+    ),
+)
+SETTLING = Tuning(
+    "relevance_order",
+    lambda basis: Settling(
+        basis.settings.relevance_order_head,
+        basis.settings.relevance_order_margin,
+        basis.settings.multilingual_order_margin,
+    ),
 )
 
 
@@ -78,8 +121,7 @@ def _known_cosine(context: SearchContext) -> Callable[[Candidate], float | None]
     """The vector leg's exact 768D cosine, where it is relevance's own (content or context,
     whichever is closer: the context lever on, and no other query vector). With the sentence
     lever it is not (a sentence's may be the best): the vector leg sets relevance itself."""
-    plan = context.plan
-    if not (plan.on(CONTEXT_VECTOR) and plan.runs("rescore_768d") and not plan.on(SENTENCE_VECTOR)):
+    if not context.plan.numbers(VECTOR_LEG).scores_relevance:
         return lambda _: None
     return lambda c: exact.score if (exact := c.stages.get("768d")) is not None else None
 
@@ -122,13 +164,9 @@ async def relevance(ranked: Ranked, context: SearchContext) -> tuple[Ranked, str
             candidate.relevance = None  # the legs' vector's: the question's replaces it
         await score_relevance(ranked, exact_cosines(context, question))
     multilingual = await _multilingual_relevance(ranked, context)
-    floor = context.request.min_relevance
-    if floor is None:
-        floor = context.plan.settings.min_relevance
-        multilingual_floor = context.plan.settings.multilingual_min_relevance
-    else:
-        multilingual_floor = floor
-    kept = above_floor(ranked, floor, multilingual, multilingual_floor)
+    floors = context.plan.numbers(FLOORS)
+    floor = floors.english
+    kept = above_floor(ranked, floor, multilingual, floors.multilingual)
     if context.plan.on(LANGUAGE_LEGS):  # what the time window dates is relevant by its date
         dated = dated_in_window(ranked, context.analysis.window, multilingual)
         dated |= {c.memory_id for c in kept}
@@ -151,7 +189,7 @@ def _settled(
     left recorded at `stage` for the results that can be shown."""
     ranked, moved = settle_head(
         ranked,
-        context.plan.settings.relevance_order_head,
+        context.plan.numbers(SETTLING).head,
         context.request.top_k,
         margin,
         backed,
@@ -166,7 +204,7 @@ def _settled(
 
 
 async def relevance_order(ranked: Ranked, context: SearchContext) -> tuple[Ranked, str]:
-    margin = context.plan.settings.relevance_order_margin
+    margin = context.plan.numbers(SETTLING).margin
     return _settled(ranked, context, "relevance_order", margin)
 
 
@@ -196,12 +234,12 @@ def _rank_in(candidate: Candidate, stages: tuple[str, ...]) -> float:
 
 
 async def relevance_guard(ranked: Ranked, context: SearchContext) -> tuple[Ranked, str]:
-    margin = context.plan.settings.relevance_order_margin
+    margin = context.plan.numbers(SETTLING).margin
     return _settled(ranked, context, "relevance_guard", margin, legs_agree_above)
 
 
 async def language_order(ranked: Ranked, context: SearchContext) -> tuple[Ranked, str]:
-    margin = context.plan.settings.multilingual_order_margin
+    margin = context.plan.numbers(SETTLING).language_margin
     return _settled(ranked, context, "language_order", margin)
 
 
@@ -218,3 +256,37 @@ def english_reads_query(_: Ranked, context: SearchContext) -> str | None:
     if not multilingual_judges(context.english_query, context.multilingual_query_vector):
         return "the English model reads the query"
     return None
+
+
+# The steps, in the order they run (RANKING_STEPS, app/retrieval/ranking.py).
+RELEVANCE = Step(
+    "relevance", relevance, timer="relevance_ms", skip=without_query_vector, explains="relevance"
+)
+RELEVANCE_ORDER_STEP = Step(
+    "relevance_order",
+    relevance_order,
+    timer="relevance_order_ms",
+    lever=RELEVANCE_ORDER,
+    skip=without_query_vector,
+    explains="relevance_order",
+)
+RELEVANCE_GUARD_STEP = Step(
+    "relevance_guard",
+    relevance_guard,
+    timer="relevance_guard_ms",
+    lever=RELEVANCE_GUARD,
+    skip=without_query_vector,
+    explains="relevance_guard",
+)
+# The same settling, by the multilingual relevance, for a query in another script: after
+# the guard, since BM25's word matches are what misorder such a query's head.
+LANGUAGE_ORDER_STEP = Step(
+    "language_order",
+    language_order,
+    timer="relevance_order_ms",
+    lever=LANGUAGE_LEGS,
+    skip=english_reads_query,
+    explains="language_order",
+)
+STEPS = (RELEVANCE, RELEVANCE_ORDER_STEP, RELEVANCE_GUARD_STEP, LANGUAGE_ORDER_STEP)
+TUNINGS = (FLOORS, SETTLING)

@@ -18,10 +18,11 @@ parts: app/retrieval/query_parts.py) are re-scored.
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import dataclass
 
 from app.retrieval.candidates import Candidate, rank_by_score
-from app.retrieval.plan import Lever
-from app.retrieval.steps import SearchContext
+from app.retrieval.plan import Lever, Tuning
+from app.retrieval.steps import SearchContext, Step
 
 SESSIONS = Lever(
     "sessions",
@@ -31,6 +32,21 @@ SESSIONS = Lever(
     "so the top k spans the matching sessions.",
 )
 BEST_OF_SESSION = 3
+
+
+@dataclass(frozen=True, slots=True)
+class SessionLift:
+    top_n: int  # the candidates whose scores make their sessions'
+    boost: float
+    decay: float
+
+
+LIFT = Tuning(
+    "sessions",
+    lambda basis: SessionLift(
+        basis.settings.session_top_n, basis.settings.session_boost, basis.settings.session_decay
+    ),
+)
 
 
 def session_of(candidate: Candidate) -> str | None:
@@ -82,11 +98,16 @@ def not_asking_for_several(_: list[Candidate], context: SearchContext) -> str | 
 
 
 async def sessions(ranked: list[Candidate], context: SearchContext) -> tuple[list[Candidate], str]:
-    settings = context.plan.settings
-    ranked, held = lift_sessions(
-        ranked,
-        settings.session_top_n,
-        settings.session_boost,
-        settings.session_decay,
-    )
+    lift = context.plan.numbers(LIFT)
+    ranked, held = lift_sessions(ranked, lift.top_n, lift.boost, lift.decay)
     return ranked, f"{held} sessions scored"
+
+
+STEP = Step(
+    "sessions",
+    sessions,
+    timer="sessions_ms",
+    lever=SESSIONS,
+    skip=not_asking_for_several,
+    explains="sessions",
+)

@@ -33,13 +33,6 @@ from dataclasses import dataclass, replace
 from statistics import fmean, pstdev
 
 from app.retrieval.candidates import Candidate, boost_scores
-from app.retrieval.plan import Lever
-
-SPECIFICITY = Lever(
-    "specificity",
-    "Memories whose rarest words are rare among the user's own memories rank higher "
-    "(COGNIS_SPECIFICITY_BOOST): specific facts before generic chatter.",
-)
 
 # A word: letters of any script, with inner apostrophes ("don't", "Charlotte's").
 _WORD = re.compile(r"[^\W\d_]+(?:['\u2019][^\W\d_]+)*")

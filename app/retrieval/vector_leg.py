@@ -41,6 +41,12 @@ class VectorLegSettings:
     feedback_top: int = 0  # m: 0 switches the lever off
     feedback_weight: float = 0.75  # beta
 
+    @property
+    def scores_relevance(self) -> bool:
+        """Whether the exact 768D score is relevance's own cosine (content or context,
+        whichever is closer): context on and rescored, and no sentence's cosine in it."""
+        return self.with_context and self.rescore_768d and not self.with_sentences
+
 
 async def vector_leg(
     repository: SearchRepository,

@@ -7,13 +7,14 @@ import dataclasses
 import pytest
 
 from app.config import Settings
-from app.retrieval import fusion, legs, ranking
+from app.retrieval import fusion, legs, ranking, relevance_steps
 from app.retrieval.candidates import boost_scores
 from app.retrieval.pipeline import STAGES
 from app.retrieval.plan import Lever, StageSwitches
 from app.retrieval.profiles import (
     LEVERS,
     RECIPES,
+    TUNINGS,
     LeverOverrides,
     Levers,
     lever_changes,
@@ -67,6 +68,42 @@ class TestPlan:
             "entities": True,
             "speaker": False,
         }
+
+    def test_each_steps_numbers_resolve_once_with_the_requests_over_the_settings(self) -> None:
+        retrieval = SETTINGS.retrieval
+        plain = plan_search(SearchRequest("u", "q", 5, profile="paper"), retrieval)
+        assert set(plain.tuned) == {tuning.name for tuning in TUNINGS}
+        assert plain.numbers(fusion.WEIGHTS) == fusion.Weights(
+            (retrieval.rrf_weight_vector, retrieval.rrf_weight_bm25), "configured", None
+        )
+        floors = plain.numbers(relevance_steps.FLOORS)
+        assert (floors.english, floors.multilingual) == (
+            retrieval.min_relevance,
+            retrieval.multilingual_min_relevance,
+        )
+        assert plain.numbers(legs.VECTOR_LEG).feedback_top == 0  # lever feedback off
+        assert plain.numbers(legs.BM25_LEG).proximity_slop is None  # lever bm25_proximity off
+        assert plain.numbers(ranking.SPEAKER_BOOST) == retrieval.speaker_boost
+
+        asked = SearchRequest(
+            "u",
+            "q",
+            5,
+            profile="paper",
+            levers={"balanced_legs": True, "typed_weights": True, "feedback": True},
+            weight_bm25=0.9,
+            min_relevance=0.4,
+            switches=StageSwitches(rescore_768d=False),
+        )
+        plan = plan_search(asked, retrieval)
+        # The request's BM25 weight wins over the balanced lever's and the lexical one's.
+        assert plan.numbers(fusion.WEIGHTS) == fusion.Weights((0.5, 0.9), "balanced", (0.3, 0.9))
+        assert fusion.plan_weights(plan, "what did we eat", []) == ((0.5, 0.9), "balanced")
+        assert fusion.plan_weights(plan, "the trip to Oslo", []) == ((0.3, 0.9), "lexical query")
+        floors = plan.numbers(relevance_steps.FLOORS)
+        assert (floors.english, floors.multilingual) == (0.4, 0.4)
+        vector = plan.numbers(legs.VECTOR_LEG)
+        assert vector.feedback_top == retrieval.feedback_top and not vector.rescore_768d
 
     def test_the_explanation_stages_follow_the_steps(self) -> None:
         assert (
