@@ -25,8 +25,9 @@ from app.retrieval.bm25_leg import Bm25LegSettings, bm25_leg
 from app.retrieval.candidates import Candidate
 from app.retrieval.multilingual_leg import STAGE as MULTILINGUAL_STAGE
 from app.retrieval.multilingual_leg import MultilingualHits, multilingual_leg
-from app.retrieval.person import in_first_person
+from app.retrieval.person import about_an_entity, in_first_person
 from app.retrieval.plan import Lever, RetrievalPlan, Tuning
+from app.retrieval.request import SearchRequest
 from app.retrieval.speakers import known_speakers, without_names
 from app.retrieval.steps import SearchContext, Step, levers_of
 from app.retrieval.timing import StageTimer
@@ -95,17 +96,24 @@ async def drop_speaker_names(query: LegQuery, context: SearchContext) -> tuple[L
     return LegQuery(text, names), text
 
 
-async def first_person(query: LegQuery, _: SearchContext) -> tuple[LegQuery, str]:
-    text = in_first_person(query.text)
+def as_the_user_tells_it(text: str, request: SearchRequest) -> str:
+    """`text` in the first person, as the user's memories tell it; a search filtered to an
+    entity keeps its third-person pronouns, which are that entity."""
+    return in_first_person(text, third_person=not about_an_entity(request.filters))
+
+
+async def first_person(query: LegQuery, context: SearchContext) -> tuple[LegQuery, str]:
+    text = as_the_user_tells_it(query.text, context.request)
     if text == query.text:
-        return query, "no second- or third-person pronoun"
+        return query, "no pronoun to put in the first person"
     return replace(query, vector_text=text), text
 
 
-def question_embedded(plan: RetrievalPlan, question: str) -> str:
+def question_embedded(plan: RetrievalPlan, request: SearchRequest) -> str:
     """The question as relevance embeds it: as asked, in the first person where lever
     first_person is on (as the vector leg embeds it)."""
-    return in_first_person(question) if plan.on(FIRST_PERSON) else question
+    question = request.query
+    return as_the_user_tells_it(question, request) if plan.on(FIRST_PERSON) else question
 
 
 # Steps on the query text, before the legs start.

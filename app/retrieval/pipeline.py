@@ -114,7 +114,7 @@ class RetrievalPipeline:
                 ranked = fuse_parts(ranked, found, plan.rrf_k)
         if found:
             status["parts"] = " | ".join(parts)
-        question = question_embedded(plan, request.query)
+        question = question_embedded(plan, request)
         # Relevance is measured with the vector leg's query vector: none when the request
         # switched the vector stage off (to skip the model), and then no relevance either.
         context = replace(

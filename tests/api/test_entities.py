@@ -150,9 +150,9 @@ async def test_search_filters_by_entity_name_or_alias(client, user_id, loaded) -
             user_id,
             "what does she do in her free time?",
             filters={"field": "entity", "op": "eq", "value": value},
-            # The filter alone decides: "she" here is Melanie, and lever first_person reads
-            # the question as the user's own ("what does I do..."), under the floor for one.
-            min_relevance=0,
+            # Under the default relevance floor: "she" here is Melanie, and lever first_person
+            # leaves a search filtered to her in the third person (read as the user's own,
+            # "what does I do...", one of her memories fell under the floor).
         )
         contents = {hit["memory"]["content"] for hit in found["results"]}
         assert contents == {MEMORIES[0]["content"], MEMORIES[1]["content"]}
