@@ -288,21 +288,26 @@ class Embedder:
     async def _embed(self, texts: list[str], work: Work) -> list[Embedding]:
         if self.backend != "http":
             return await self.batcher.submit(texts, work)
-        # The server schedules: every request goes at once, on a thread of this embedder's own
-        # pool (the query embedder has another), so a query never waits for a thread that this
-        # process's bulk requests hold while they wait in the server's queue.
+        # The server schedules: every request goes at once, a write's on a thread of this
+        # embedder's own pool, a query's from the event loop (HttpEncoder.encode_query), so a
+        # query never waits for a thread that this process's bulk requests hold while they wait
+        # in the server's queue.
         if not texts:
             return []
         self.batcher.arrived(work)  # this process's idle clock (the sentence worker's)
         self.load()
         started = time.monotonic()
-        vectors = await asyncio.get_running_loop().run_in_executor(
-            # In the caller's trace context: the request carries its traceparent.
-            self._senders,
-            tracing.in_this_context(self._model.encode_work),
-            texts,
-            work,
-        )
+        if work.work_class is WorkClass.QUERY:
+            # A query's one short request goes from the event loop, without the thread hop.
+            vectors = await self._model.encode_query(texts, work)
+        else:
+            vectors = await asyncio.get_running_loop().run_in_executor(
+                # In the caller's trace context: the request carries its traceparent.
+                self._senders,
+                tracing.in_this_context(self._model.encode_work),
+                texts,
+                work,
+            )
         # From this process's side, a request is one model call (the server's own calls may
         # gather it with other processes' texts): /metrics counts requests and texts.
         if self._observer is not None:
@@ -321,8 +326,10 @@ def build_embedder(
     intra_op_threads: int | None,
     observer: QueueObserver | None = None,
     cost_unit: CostUnit = "characters",
+    queries: bool = False,
 ) -> Embedder:
-    """An embedder as the settings describe it (the API's, the worker's, embed-serve's)."""
+    """An embedder as the settings describe it (the API's, the worker's, embed-serve's); with
+    `queries`, the queries' own (it lingers for companions as long as queries are set to)."""
     from app.ml.http_encoder import HttpEndpoint
 
     return Embedder(
@@ -330,7 +337,11 @@ def build_embedder(
         device=embedding.embedding_device,
         batch_size=embedding.embedding_batch_size,
         forward_batch_size=embedding.embedding_forward_batch_size,
-        batch_wait_ms=embedding.embedding_batch_wait_ms,
+        batch_wait_ms=(
+            embedding.query_embedding_batch_wait_ms
+            if queries
+            else embedding.embedding_batch_wait_ms
+        ),
         max_call_ms=embedding.embedding_max_call_ms,
         query_cache_size=embedding.query_embedding_cache_size,
         backend=backend,
