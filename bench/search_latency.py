@@ -12,10 +12,11 @@ tenant bound, a session and one SQL round trip); and the query embedding as the 
 this process's own request to the model service (a query, over a kept-alive connection) and
 what the service says it queued.
 
-`--compare URL` times a second API (another configuration: another branch, or the query model
-in process) in the same run, each query sent to both in alternating order, and prints B/A
-ratios: the machine is shared, so only ratios taken in one run compare. `--model-alone` also
-times the int8 query model in this process on one core (the floor of a query's embedding).
+`--compare URL` (repeatable) times other APIs (other configurations: another branch, the query
+model in process) in the same run, each query sent to every one in turn, the order rotating,
+and prints their ratios to the first: the machine is shared, so only ratios taken in one run
+compare. `--model-alone` also times the int8 query model in this process on one core (the
+floor of a query's embedding).
 Needs the running service (`make up`, or an API started by hand); erases its users at the end.
 Prints numbers; asserts nothing. Results: docs/benchmarks/search-latency.md.
 """
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import hashlib
 import os
 import random
@@ -33,6 +35,7 @@ import uuid
 from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import httpx
 import numpy as np
@@ -118,9 +121,11 @@ def questions(seed: int) -> list[str]:
     return texts
 
 
-def timed(call: Callable[[], httpx.Response]) -> tuple[float, httpx.Response]:
+def timed(
+    call: Callable[..., httpx.Response], *args: Any, **kwargs: Any
+) -> tuple[float, httpx.Response]:
     started = time.perf_counter()
-    response = call()
+    response = call(*args, **kwargs)
     return (time.perf_counter() - started) * 1000, response
 
 
@@ -141,22 +146,26 @@ def search(api: httpx.Client, user: str, query: str, into: Timings) -> None:
         into["cached_embeddings"].append(1.0)
 
 
-def fixed_costs(api: httpx.Client, empty_user: str, n: int, into: Timings) -> None:
-    """The per-request cost without a search, part by part (module docstring)."""
+def fixed_costs(apis: list[httpx.Client], empty_user: str, n: int, into: list[Timings]) -> None:
+    """The per-request cost without a search, part by part (module docstring), each
+    configuration in turn."""
     path = f"/v1/users/{empty_user}/memories"
+    wrong_key = {"X-API-Key": "not-a-key"}
     for _ in range(n):
-        into["health_ms"].append(timed(lambda: api.get("/health"))[0])
-        ms, response = timed(lambda: api.get(path, params={"limit": 1}, headers={"X-API-Key": "x"}))
-        assert response.status_code == 401, response.text
-        into["wrong_key_401_ms"].append(ms)
-        ms, response = timed(lambda: api.get(path, params={"limit": 1}))
-        response.raise_for_status()
-        into["empty_user_get_ms"].append(ms)
+        for api, timings in zip(apis, into, strict=True):
+            timings["health_ms"].append(timed(api.get, "/health")[0])
+            ms, response = timed(api.get, path, params={"limit": 1}, headers=wrong_key)
+            assert response.status_code == 401, response.text
+            timings["wrong_key_401_ms"].append(ms)
+            ms, response = timed(api.get, path, params={"limit": 1})
+            response.raise_for_status()
+            timings["empty_user_get_ms"].append(ms)
 
 
-def model_service(queries: list[str], into: Timings) -> None:
+def model_service(queries: list[str], into: Timings, url: str | None) -> None:
     """A query's embedding from this process, as the API asks for it (class query)."""
-    encoder = HttpEncoder(HttpEndpoint.from_settings(Settings().embedding))
+    endpoint = HttpEndpoint.from_settings(Settings().embedding)
+    encoder = HttpEncoder(dataclasses.replace(endpoint, url=url) if url else endpoint)
     try:
         for query in queries:
             started = time.perf_counter()
@@ -200,21 +209,22 @@ def show(labels: list[str], results: list[Timings], title: str) -> None:
                 print(f"    {len(values)} searches found their query embedding cached")
             elif values:
                 print(line(name, values))
-    if len(results) == 2:
-        a, b = results
-        for name in ("http_ms", "empty_user_get_ms"):
-            if a.get(name) and b.get(name):
-                ratios = [percentile(b[name], q) / percentile(a[name], q) for q in (50, 95)]
-                print(
-                    f"  {labels[1]} / {labels[0]} {name}: p50 x{ratios[0]:.2f}, "
-                    f"p95 x{ratios[1]:.2f}"
-                )
+    for label, timings in zip(labels[1:], results[1:], strict=True):
+        base = results[0]
+        for name in ("http_ms", "query_embedding_ms", "empty_user_get_ms"):
+            if base.get(name) and timings.get(name):
+                ratios = [
+                    percentile(timings[name], q) / percentile(base[name], q) for q in (50, 95)
+                ]
+                print(f"  {label} / {labels[0]} {name}: p50 x{ratios[0]:.2f}, p95 x{ratios[1]:.2f}")
 
 
 async def main_async(args: argparse.Namespace) -> int:
     sizes = [int(s) for s in args.sizes.split(",")]
-    bases = [args.api, *([args.compare] if args.compare else [])]
-    labels = args.labels.split(",")[: len(bases)] if args.labels else bases
+    bases = [args.api, *(args.compare or [])]
+    labels = args.labels.split(",") if args.labels else bases
+    if len(labels) != len(bases):
+        raise SystemExit(f"--labels names {len(labels)} configurations, not {len(bases)}")
     apis = [
         httpx.Client(base_url=base, headers={"X-API-Key": args.key}, timeout=60) for base in bases
     ]
@@ -238,18 +248,15 @@ async def main_async(args: argparse.Namespace) -> int:
             results: list[Timings] = [defaultdict(list) for _ in apis]
             for n in range(args.queries):
                 query = next(queries)
-                order = list(range(len(apis)))
-                if n % 2:  # alternate which configuration goes first
-                    order.reverse()
-                for i in order:
+                for k in range(len(apis)):  # who goes first rotates
+                    i = (n + k) % len(apis)
                     search(apis[i], users[size], query, results[i])
             show(labels, results, f"search, a user of {size} memories, fresh queries")
         results = [defaultdict(list) for _ in apis]
-        for api, timings in zip(apis, results, strict=True):
-            fixed_costs(api, empty_user, args.queries, timings)
+        fixed_costs(apis, empty_user, args.queries, results)
         show(labels, results, "the fixed per-request cost (no search)")
         embedding: Timings = defaultdict(list)
-        model_service([next(queries) for _ in range(args.queries)], embedding)
+        model_service([next(queries) for _ in range(args.queries)], embedding, args.model_service)
         if args.model_alone:
             model_alone([next(queries) for _ in range(args.queries)], embedding)
         show(["this process"], [embedding], "a query's embedding")
@@ -266,12 +273,21 @@ def main() -> int:
     port = os.environ.get("COGNIS_API_PORT", "8000")  # make up's (scripts/lib.sh)
     parser.add_argument("--api", default=os.environ.get("COGNIS_API", f"http://127.0.0.1:{port}"))
     parser.add_argument(
-        "--compare", metavar="URL", help="a second API (another configuration), timed alongside"
+        "--compare",
+        metavar="URL",
+        action="append",
+        help="another API (another configuration), timed alongside; may be repeated",
     )
-    parser.add_argument("--labels", help="names of the two configurations, e.g. before,after")
+    parser.add_argument("--labels", help="names of the configurations, e.g. before,after")
     parser.add_argument("--key", default=os.environ.get("COGNIS_API_KEY", "cognis-dev-key"))
     parser.add_argument("--sizes", default="10,100,1000", help="memories of each queried user")
     parser.add_argument("--queries", type=int, default=60, help="fresh queries per size")
+    parser.add_argument(
+        "--model-service",
+        metavar="URL",
+        help="the model service to time a query's embedding against (default: "
+        "COGNIS_EMBEDDING_HTTP_URL, make up's)",
+    )
     parser.add_argument(
         "--model-alone",
         action="store_true",

@@ -166,6 +166,7 @@ class Embedder:
         self._senders = ThreadPoolExecutor(HTTP_SENDERS, thread_name_prefix="embed-http")
         self._query_cache_size = query_cache_size
         self._query_cache: OrderedDict[str, Embedding] = OrderedDict()
+        self._queries_in_flight: dict[str, asyncio.Future[Embedding]] = {}
 
     @property
     def loaded(self) -> bool:
@@ -258,17 +259,49 @@ class Embedder:
         self, text: str, tenant: uuid.UUID | None = None, user: str | None = None
     ) -> Embedding:
         """One query's embedding (class QUERY: ahead of every write), from a small LRU cache
-        when it was asked recently."""
+        when it was asked recently, or from the request already under way for the same text
+        (`start_query`'s, or a concurrent search's)."""
         cached = self._query_cache.get(text)
         if cached is not None:
             self._query_cache.move_to_end(text)
             return cached
+        # Shielded: a search that goes away leaves the request to the others awaiting it.
+        return await asyncio.shield(self.start_query(text, tenant, user))
+
+    def start_query(
+        self, text: str, tenant: uuid.UUID | None = None, user: str | None = None
+    ) -> asyncio.Future[Embedding]:
+        """The query's embedding under way, without waiting for it: a search starts it while
+        it still reads what decides its final text (app/retrieval/early_embedding.py), and
+        `embed_query` of the same text then awaits this request instead of sending another."""
+        loop = asyncio.get_running_loop()
+        if (cached := self._query_cache.get(text)) is not None:
+            done: asyncio.Future[Embedding] = loop.create_future()
+            done.set_result(cached)
+            return done
+        pending = self._queries_in_flight.get(text)
+        if pending is not None and pending.get_loop() is loop:
+            return pending
+        pending = asyncio.ensure_future(self._embed_new_query(text, tenant, user))
+        self._queries_in_flight[text] = pending
+        pending.add_done_callback(lambda done: self._query_landed(text, done))
+        return pending
+
+    async def _embed_new_query(
+        self, text: str, tenant: uuid.UUID | None, user: str | None
+    ) -> Embedding:
         (embedding,) = await self.embed([text], Work(WorkClass.QUERY, tenant, user))
         if self._query_cache_size:
             self._query_cache[text] = embedding
             if len(self._query_cache) > self._query_cache_size:
                 self._query_cache.popitem(last=False)
         return embedding
+
+    def _query_landed(self, text: str, done: asyncio.Future[Embedding]) -> None:
+        if self._queries_in_flight.get(text) is done:
+            del self._queries_in_flight[text]
+        if not done.cancelled():
+            done.exception()  # retrieved: an early request nobody awaited may have failed
 
     async def embed(self, texts: list[str], work: Work) -> list[Embedding]:
         """Embed off the event loop, batched with whatever else is waiting for the model, in

@@ -227,8 +227,10 @@ class HttpEncoder:
             except httpx.TransportError as exc:  # connection refused/reset, timeouts
                 cause = _transport_cause(exc)
             else:
-                if (cause := self._refusal(response, work, body)) is None:
+                refusal = self._refusal(response, work, body)
+                if refusal is None:
                     return response
+                cause = refusal
             delay = self._next_try(attempt, retries, cause)
             attempt += 1
             time.sleep(delay)
@@ -246,8 +248,10 @@ class HttpEncoder:
             except httpx.TransportError as exc:
                 cause = _transport_cause(exc)
             else:
-                if (cause := self._refusal(response, work, body)) is None:
+                refusal = self._refusal(response, work, body)
+                if refusal is None:
                     return response
+                cause = refusal
             delay = self._next_try(attempt, retries, cause)
             attempt += 1
             await asyncio.sleep(delay)
