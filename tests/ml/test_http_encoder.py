@@ -147,6 +147,16 @@ async def test_a_query_is_sent_from_the_event_loop_and_answered_by_the_query_mod
     assert not embedder._senders._threads  # no worker thread was used for it
 
 
+def test_a_querys_vector_does_not_depend_on_the_queries_it_shares_a_call_with(
+    embed_server: str, model_path: str
+) -> None:
+    encoder = HttpEncoder(_endpoint(embed_server, model=model_path, api_key=SecretStr(SERVER_KEY)))
+    together = encoder.encode_work(SENTENCES, Work(WorkClass.QUERY))
+    alone = np.concatenate([encoder.encode_work([s], Work(WorkClass.QUERY)) for s in SENTENCES])
+
+    np.testing.assert_array_equal(together, alone)
+
+
 # --- a scripted server for the failure modes ---------------------------------------------------
 
 Answer = tuple[int, Any] | Callable[[list[str]], tuple[int, Any]]
