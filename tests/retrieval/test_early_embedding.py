@@ -85,6 +85,21 @@ async def test_the_early_request_is_the_legs_once_the_users_speakers_are_known(
     assert _asked(server)[3:] == ["Did Caroline like the museum?"]
 
 
+async def test_a_users_speakers_are_forgotten_after_their_last_search(
+    server: ScriptedServer,
+) -> None:
+    embedder = Embedder("m", backend="http", http_endpoint=_endpoint(server.url))
+    early = EarlyEmbedding(kept_s=0.0)
+    act_as(uuid.uuid4())
+    context, _ = _search(embedder, "u1", "What did Caroline paint?")
+    early.found(context, {"Caroline"})
+
+    await early.start(context)  # type: ignore[misc]
+
+    assert _asked(server) == ["What did Caroline paint?"]  # the whole question: none known
+    assert not early._speakers
+
+
 async def test_concurrent_searches_of_one_text_share_a_request(server: ScriptedServer) -> None:
     embedder = Embedder(
         "m", backend="http", http_endpoint=_endpoint(server.url), query_cache_size=0
