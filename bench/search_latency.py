@@ -3,9 +3,9 @@
 Users of 10, 100 and 1,000 memories (pairs of LoCoMo turns from ../shared/data with their real
 embeddings by the machine's model service, loaded by SQL as bench.scale loads its users) are
 searched with LoCoMo's real questions, each asked once per configuration (never a cached
-query embedding; a search that reports one under 1 ms is counted as cached). Per size: HTTP
-p50/p95 of POST /search, the server's own time and its stages (the query embedding, BM25, the
-vector leg). Then the fixed per-request cost, part by part: GET
+query embedding; a search that reports one under 1 ms found it cached, and is counted, not
+timed). Per size: HTTP p50/p95 of POST /search, the server's own time and its stages (the
+query embedding, BM25, the vector leg). Then the fixed per-request cost, part by part: GET
 /health (router, middleware, serialisation: no key, no database), a wrong key on a user route
 (+ the key guard, answered 401 before any SQL), an empty user's GET /memories?limit=1 (+ the
 tenant bound, a session and one SQL round trip); and the query embedding as the API gets it:
@@ -135,15 +135,18 @@ def search(api: httpx.Client, user: str, query: str, into: Timings) -> None:
     )
     response.raise_for_status()
     body = response.json()
+    stages = body["stage_durations_ms"]
+    if stages.get("query_embedding_ms", 1.0) < 1.0:
+        # Found cached (another question that is the same text without a speaker's name, or
+        # one an earlier run asked of this API process): counted, not timed.
+        into["cached_embeddings"].append(1.0)
+        return
     into["http_ms"].append(ms)
     into["server_ms"].append(body["duration_ms"])
     into["outside_server_ms"].append(ms - body["duration_ms"])
-    stages = body["stage_durations_ms"]
     for stage in STAGES:
         if stage in stages:
             into[stage].append(stages[stage])
-    if stages.get("query_embedding_ms", 1.0) < 1.0:
-        into["cached_embeddings"].append(1.0)
 
 
 def fixed_costs(apis: list[httpx.Client], empty_user: str, n: int, into: list[Timings]) -> None:
@@ -206,7 +209,7 @@ def show(labels: list[str], results: list[Timings], title: str) -> None:
         print(f"  {label}:")
         for name, values in timings.items():
             if name == "cached_embeddings":
-                print(f"    {len(values)} searches found their query embedding cached")
+                print(f"    {len(values)} searches found their query embedding cached (not timed)")
             elif values:
                 print(line(name, values))
     for label, timings in zip(labels[1:], results[1:], strict=True):
