@@ -23,7 +23,11 @@ from pydantic import SecretStr
 from app.config import Settings
 from app.errors import EmbedderAnswerError, EmbedderUnavailableError
 from app.ml.embedder import Embedder, matryoshka
-from app.ml.embedding_server import create_embedding_app, served_embedder
+from app.ml.embedding_server import (
+    create_embedding_app,
+    served_embedder,
+    served_query_embedder,
+)
 from app.ml.http_encoder import WORK_CLASS_HEADER, HttpEncoder, HttpEndpoint
 from app.ml.scheduling.work import Work, WorkClass
 from app.vocabulary import COARSE_DIM, EMBEDDING_DIM
@@ -401,6 +405,22 @@ def test_queries_follow_the_http_backend_unless_chosen(monkeypatch: pytest.Monke
     monkeypatch.setenv("COGNIS_EMBEDDING_BACKEND", "torch")
     monkeypatch.delenv("COGNIS_QUERY_EMBEDDING_BACKEND")
     assert Settings().embedding.query_embedding_backend != "http"  # type: ignore[call-arg]
+
+
+def test_the_model_services_query_model_waits_for_no_companions_unless_set() -> None:
+    settings = Settings(database_url="postgresql+asyncpg://x/y", embedding_batch_wait_ms=5.0)  # type: ignore[arg-type]
+    memories = served_embedder(settings.embedding)
+    queries = served_query_embedder(settings.embedding, memories)
+
+    assert queries is not memories and queries.backend == "onnx-int8"
+    assert (queries.batcher._max_wait_s, memories.batcher._max_wait_s) == (0.0, 0.005)
+    # One forward pass per query: its vector does not depend on the queries beside it.
+    assert (queries._forward_batch_size, memories._forward_batch_size) == (1, 8)
+    chosen = Settings(
+        database_url="postgresql+asyncpg://x/y",  # type: ignore[arg-type]
+        query_embedding_batch_wait_ms=2.0,
+    )
+    assert served_query_embedder(chosen.embedding, memories).batcher._max_wait_s == 0.002
 
 
 def test_embed_serve_refuses_to_forward_to_another_server() -> None:
