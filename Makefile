@@ -1,5 +1,5 @@
 # The commands the README names. `make up` serves the API; `make test` runs the suite.
-.PHONY: up up-cluster down status install test test-fast lint typecheck relay reindex backup restore bench-supersedes bench-foundation bench-locomo bench-scale bench-ingest bench-mixed bench-retry bench-hnsw bench-relay bench-filters bench-import bench-migrations check-deploy bench-embedding bench-tenants bench-faults bench-categories bench-llm-gate bench-corrections bench-local-llm bench-llm-updates llm bench-mcp bench-mcp-listing bench-small-users bench-hnsw-history bench-scale-out bench-node-loss bench-japanese bench-tracing bench-webhooks bench-erase bench-backup bench-analyst bench-task-fillfactor bench-context
+.PHONY: up up-cluster down status install test test-fast lint typecheck relay reindex backup restore bench-supersedes bench-foundation bench-locomo bench-scale bench-ingest bench-mixed bench-retry bench-hnsw bench-relay bench-filters bench-import bench-migrations check-deploy bench-embedding bench-tenants bench-faults bench-categories bench-llm-gate bench-corrections bench-local-llm bench-llm-updates llm bench-mcp bench-mcp-listing bench-small-users bench-hnsw-history bench-scale-out bench-node-loss bench-japanese bench-tracing bench-webhooks bench-erase bench-backup bench-analyst bench-task-fillfactor bench-context bench-search-latency
 
 PY := .venv/bin/python
 TEST_WORKERS ?= 2  # pytest-xdist workers; each has its own database, index and in-process API
@@ -100,6 +100,9 @@ bench-scale:  ## search latency with a large synthetic user among many (make up)
 
 bench-context:  ## context blocks (POST /context) for users of 100 and 10,000 memories: tokens, latency against search (make up)
 	set -a && . .local/cognis.env && set +a && $(PY) -m bench.scale --context --sizes 100,10000 --profiles default $(BENCH_ARGS)
+
+bench-search-latency:  ## small users' search (10, 100, 1,000 memories): HTTP p50/p95, where the time goes; COMPARE=URL times a second API alongside (make up)
+	set -a && . .local/cognis.env && set +a && $(PY) -m bench.search_latency $(if $(COMPARE),--compare $(COMPARE)) $(BENCH_ARGS)
 
 check-deploy:  ## static checks of Dockerfile, compose.yaml and terraform/ (no Docker engine, no AWS)
 	bash tests/deploy/check.sh

@@ -119,6 +119,7 @@ class Runtime:
                 settings.embedding.query_embedding_backend,
                 settings.embedding.query_embedding_intra_op_threads,
                 observer=EmbeddingObserver("queries"),
+                queries=True,
             )
             if settings.embedding.query_embedding_backend != "same"
             else embedder

@@ -54,6 +54,7 @@ EXPECTED_DEFAULTS: dict[str, object] = {
     "query_embedding_cache_size": 1024,
     "multilingual_embedder": True,
     "query_embedding_backend": "onnx-int8",
+    "query_embedding_batch_wait_ms": 0.0,
     "query_embedding_intra_op_threads": 1,
     "embedding_http_url": None,
     "embedding_http_model": None,

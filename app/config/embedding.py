@@ -97,6 +97,14 @@ class EmbeddingSettings(BaseModel):
         "memories' embedder (one model in memory); `http` when `COGNIS_EMBEDDING_BACKEND=http` "
         "and this is not set",
     )
+    query_embedding_batch_wait_ms: float = Field(
+        default=0.0,
+        ge=0,
+        description="how long a query waits for other queries to share its model call; 0: "
+        "none (queries that arrive while the model is busy still share the next call): a "
+        "query's embedding is its search's longest step, and a wait only adds to it "
+        "(docs/benchmarks/search-latency.md)",
+    )
     # Measured in docs/benchmarks/ingestion.md: one core embeds a query about as fast as two.
     query_embedding_intra_op_threads: int | None = Field(
         default=1,

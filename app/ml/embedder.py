@@ -166,6 +166,7 @@ class Embedder:
         self._senders = ThreadPoolExecutor(HTTP_SENDERS, thread_name_prefix="embed-http")
         self._query_cache_size = query_cache_size
         self._query_cache: OrderedDict[str, Embedding] = OrderedDict()
+        self._queries_in_flight: dict[str, asyncio.Future[Embedding]] = {}
 
     @property
     def loaded(self) -> bool:
@@ -258,17 +259,49 @@ class Embedder:
         self, text: str, tenant: uuid.UUID | None = None, user: str | None = None
     ) -> Embedding:
         """One query's embedding (class QUERY: ahead of every write), from a small LRU cache
-        when it was asked recently."""
+        when it was asked recently, or from the request already under way for the same text
+        (`start_query`'s, or a concurrent search's)."""
         cached = self._query_cache.get(text)
         if cached is not None:
             self._query_cache.move_to_end(text)
             return cached
+        # Shielded: a search that goes away leaves the request to the others awaiting it.
+        return await asyncio.shield(self.start_query(text, tenant, user))
+
+    def start_query(
+        self, text: str, tenant: uuid.UUID | None = None, user: str | None = None
+    ) -> asyncio.Future[Embedding]:
+        """The query's embedding under way, without waiting for it: a search starts it while
+        it still reads what decides its final text (app/retrieval/early_embedding.py), and
+        `embed_query` of the same text then awaits this request instead of sending another."""
+        loop = asyncio.get_running_loop()
+        if (cached := self._query_cache.get(text)) is not None:
+            done: asyncio.Future[Embedding] = loop.create_future()
+            done.set_result(cached)
+            return done
+        pending = self._queries_in_flight.get(text)
+        if pending is not None and pending.get_loop() is loop:
+            return pending
+        pending = asyncio.ensure_future(self._embed_new_query(text, tenant, user))
+        self._queries_in_flight[text] = pending
+        pending.add_done_callback(lambda done: self._query_landed(text, done))
+        return pending
+
+    async def _embed_new_query(
+        self, text: str, tenant: uuid.UUID | None, user: str | None
+    ) -> Embedding:
         (embedding,) = await self.embed([text], Work(WorkClass.QUERY, tenant, user))
         if self._query_cache_size:
             self._query_cache[text] = embedding
             if len(self._query_cache) > self._query_cache_size:
                 self._query_cache.popitem(last=False)
         return embedding
+
+    def _query_landed(self, text: str, done: asyncio.Future[Embedding]) -> None:
+        if self._queries_in_flight.get(text) is done:
+            del self._queries_in_flight[text]
+        if not done.cancelled():
+            done.exception()  # retrieved: an early request nobody awaited may have failed
 
     async def embed(self, texts: list[str], work: Work) -> list[Embedding]:
         """Embed off the event loop, batched with whatever else is waiting for the model, in
@@ -288,21 +321,26 @@ class Embedder:
     async def _embed(self, texts: list[str], work: Work) -> list[Embedding]:
         if self.backend != "http":
             return await self.batcher.submit(texts, work)
-        # The server schedules: every request goes at once, on a thread of this embedder's own
-        # pool (the query embedder has another), so a query never waits for a thread that this
-        # process's bulk requests hold while they wait in the server's queue.
+        # The server schedules: every request goes at once, a write's on a thread of this
+        # embedder's own pool, a query's from the event loop (HttpEncoder.encode_query), so a
+        # query never waits for a thread that this process's bulk requests hold while they wait
+        # in the server's queue.
         if not texts:
             return []
         self.batcher.arrived(work)  # this process's idle clock (the sentence worker's)
         self.load()
         started = time.monotonic()
-        vectors = await asyncio.get_running_loop().run_in_executor(
-            # In the caller's trace context: the request carries its traceparent.
-            self._senders,
-            tracing.in_this_context(self._model.encode_work),
-            texts,
-            work,
-        )
+        if work.work_class is WorkClass.QUERY:
+            # A query's one short request goes from the event loop, without the thread hop.
+            vectors = await self._model.encode_query(texts, work)
+        else:
+            vectors = await asyncio.get_running_loop().run_in_executor(
+                # In the caller's trace context: the request carries its traceparent.
+                self._senders,
+                tracing.in_this_context(self._model.encode_work),
+                texts,
+                work,
+            )
         # From this process's side, a request is one model call (the server's own calls may
         # gather it with other processes' texts): /metrics counts requests and texts.
         if self._observer is not None:
@@ -321,16 +359,25 @@ def build_embedder(
     intra_op_threads: int | None,
     observer: QueueObserver | None = None,
     cost_unit: CostUnit = "characters",
+    queries: bool = False,
 ) -> Embedder:
-    """An embedder as the settings describe it (the API's, the worker's, embed-serve's)."""
+    """An embedder as the settings describe it (the API's, the worker's, embed-serve's); with
+    `queries`, the queries' own (it lingers for companions as long as queries are set to)."""
     from app.ml.http_encoder import HttpEndpoint
 
     return Embedder(
         embedding.embedding_model,
         device=embedding.embedding_device,
         batch_size=embedding.embedding_batch_size,
-        forward_batch_size=embedding.embedding_forward_batch_size,
-        batch_wait_ms=embedding.embedding_batch_wait_ms,
+        # A query's vector is its own: int8's dynamic quantisation scales a pass by all of its
+        # texts (cosine 0.96-0.99 between a query alone and in a pass of four), so queries that
+        # share a call still run a pass each (one core gains little from batching them).
+        forward_batch_size=1 if queries else embedding.embedding_forward_batch_size,
+        batch_wait_ms=(
+            embedding.query_embedding_batch_wait_ms
+            if queries
+            else embedding.embedding_batch_wait_ms
+        ),
         max_call_ms=embedding.embedding_max_call_ms,
         query_cache_size=embedding.query_embedding_cache_size,
         backend=backend,

@@ -119,7 +119,11 @@ def served_query_embedder(embedding: EmbeddingSettings, memories: Embedder) -> E
     if backend == "same":
         return memories
     return build_embedder(
-        embedding, backend, embedding.query_embedding_intra_op_threads, cost_unit="tokens"
+        embedding,
+        backend,
+        embedding.query_embedding_intra_op_threads,
+        cost_unit="tokens",
+        queries=True,
     )
 
 

@@ -1,6 +1,7 @@
 """The "http" embedding backend: another server's OpenAI-compatible POST {url}/embeddings.
 
-It runs in a worker thread, hence synchronous (httpx.Client, which is thread-safe).
+Writes run in a worker thread, hence synchronous (httpx.Client, which is thread-safe); a query
+is sent from the event loop itself (`encode_query`, httpx.AsyncClient: no thread hop).
 `encode_work` sends a request's texts with the work they are for, in headers an
 OpenAI-compatible server ignores and `embed-serve` schedules by (the headers below): the class, the
 tenant, the user (OpenAI's own `user` field) and the time left before the deadline. The server's
@@ -19,6 +20,7 @@ the API's /ready.
 
 from __future__ import annotations
 
+import asyncio
 import random
 import time
 from dataclasses import dataclass
@@ -114,6 +116,9 @@ class HttpEncoder:
         # While tracing: a span per request, and its traceparent header, which the model
         # service's request span continues (app/ml/embedding_server.py).
         trace_http_client(self._client)
+        # Queries' own, on the event loop (`encode_query`); made in the loop that uses it.
+        self._async_client: httpx.AsyncClient | None = None
+        self._async_loop: asyncio.AbstractEventLoop | None = None
         # Why the last request found the server unavailable; None once one succeeds.
         self.unavailable: str | None = None
 
@@ -158,7 +163,26 @@ class HttpEncoder:
             ]
         )
 
+    async def encode_query(self, texts: list[str], work: Work) -> np.ndarray:
+        """`encode_work` on the caller's event loop, over a kept-alive connection of its own:
+        a query's one request takes no hop to a worker thread and back (each costs a wake-up
+        on a busy machine; docs/benchmarks/search-latency.md)."""
+        chunks = [texts[start : start + MAX_INPUTS] for start in range(0, len(texts), MAX_INPUTS)]
+        vectors = []
+        for chunk in chunks:
+            body, headers, timeout = self._request(chunk, work)
+            response = await self._post_async(body, headers, timeout, work)
+            vectors.append(self._checked(response, len(chunk)))
+        return np.concatenate(vectors)
+
     def _embed_chunk(self, texts: list[str], work: Work | None = None) -> np.ndarray:
+        body, headers, timeout = self._request(texts, work)
+        return self._checked(self._post(body, headers, timeout, work), len(texts))
+
+    def _request(
+        self, texts: list[str], work: Work | None
+    ) -> tuple[dict[str, Any], dict[str, str], float]:
+        """The body, the headers that say whose work it is, and the request's timeout."""
         body: dict[str, Any] = {
             "model": self.endpoint.model,
             "input": [text[:MAX_TEXT_CHARS] for text in texts],
@@ -178,7 +202,10 @@ class HttpEncoder:
                 timeout = remaining_ms / 1000 + self.endpoint.timeout_s
             elif work.work_class is not WorkClass.QUERY:
                 timeout = self.endpoint.queue_timeout_s
-        vectors = self._vectors(self._post(body, headers, timeout, work), len(texts))
+        return body, headers, timeout
+
+    def _checked(self, response: httpx.Response, expected: int) -> np.ndarray:
+        vectors = self._vectors(response, expected)
         if self.dimension is not None and vectors.shape[1] != self.dimension:
             self._invalid(f"{vectors.shape[1]} dimensions where {self.dimension} are expected")
         self.dimension = vectors.shape[1]
@@ -191,53 +218,98 @@ class HttpEncoder:
         timeout: float | None = None,
         work: Work | None = None,
     ) -> httpx.Response:
-        attempt = 0
-        # A query while the server is known to be down tries once: the search answers from
-        # BM25 alone instead of waiting out the backoff (the next query tries again).
-        retries = (
-            0
-            if self.unavailable is not None
-            and work is not None
-            and work.work_class is WorkClass.QUERY
-            else self.endpoint.max_retries
-        )
+        attempt, retries = 0, self._retries(work)
         while True:
             try:
                 response = self._client.post(
-                    self.url,
-                    json=body,
-                    headers=headers,
-                    timeout=timeout if timeout is not None else self.endpoint.timeout_s,
+                    self.url, json=body, headers=headers, timeout=timeout or self.endpoint.timeout_s
                 )
             except httpx.TransportError as exc:  # connection refused/reset, timeouts
-                cause = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+                cause = _transport_cause(exc)
             else:
-                status = response.status_code
-                if status < 400:
-                    self.unavailable = None
+                refusal = self._refusal(response, work, body)
+                if refusal is None:
                     return response
-                if work is not None and work.deadline is not None:
-                    _raise_scheduling_refusal(response, work, len(body["input"]))
-                cause = f"HTTP {status} {response.reason_phrase}".rstrip()
-                if status not in RETRYABLE_STATUS and status < 500:
-                    hint = REFUSAL_HINTS.get(status)
-                    self._invalid(f"refused the request ({cause})" + (f": {hint}" if hint else ""))
-            if attempt >= retries:
-                self.unavailable = cause
-                raise EmbedderUnavailableError(
-                    f"embedding server {self.url} is unavailable after {attempt + 1} "
-                    f"attempt(s): {cause}"
-                )
-            delay = self.endpoint.backoff_base_s * (2**attempt) * random.uniform(0.5, 1.0)
-            log.warning(
-                "embedder.http_retrying",
-                url=self.url,
-                attempt=attempt + 1,
-                error=cause,
-                delay_s=round(delay, 3),
-            )
+                cause = refusal
+            delay = self._next_try(attempt, retries, cause)
             attempt += 1
             time.sleep(delay)
+
+    async def _post_async(
+        self, body: dict[str, Any], headers: dict[str, str], timeout_s: float, work: Work
+    ) -> httpx.Response:
+        """`_post` on the event loop: the same tries and the same errors."""
+        client, attempt, retries = self._async_client_here(), 0, self._retries(work)
+        while True:
+            try:
+                response = await client.post(
+                    self.url, json=body, headers=headers, timeout=timeout_s
+                )
+            except httpx.TransportError as exc:
+                cause = _transport_cause(exc)
+            else:
+                refusal = self._refusal(response, work, body)
+                if refusal is None:
+                    return response
+                cause = refusal
+            delay = self._next_try(attempt, retries, cause)
+            attempt += 1
+            await asyncio.sleep(delay)
+
+    def _async_client_here(self) -> httpx.AsyncClient:
+        """This event loop's client (a test session or a CLI command may run several loops
+        one after another; a connection belongs to the loop that opened it)."""
+        loop = asyncio.get_running_loop()
+        if self._async_client is None or self._async_loop is not loop:
+            self._async_client = httpx.AsyncClient(
+                headers=self._client.headers, timeout=self.endpoint.timeout_s
+            )
+            trace_http_client(self._async_client)
+            self._async_loop = loop
+        return self._async_client
+
+    def _retries(self, work: Work | None) -> int:
+        # A query while the server is known to be down tries once: the search answers from
+        # BM25 alone instead of waiting out the backoff (the next query tries again).
+        down = self.unavailable is not None
+        if down and work is not None and work.work_class is WorkClass.QUERY:
+            return 0
+        return self.endpoint.max_retries
+
+    def _refusal(
+        self, response: httpx.Response, work: Work | None, body: dict[str, Any]
+    ) -> str | None:
+        """None for an answer; the cause of a failure worth another try; raises for a refusal
+        that would be the same again."""
+        status = response.status_code
+        if status < 400:
+            self.unavailable = None
+            return None
+        if work is not None and work.deadline is not None:
+            _raise_scheduling_refusal(response, work, len(body["input"]))
+        cause = f"HTTP {status} {response.reason_phrase}".rstrip()
+        if status not in RETRYABLE_STATUS and status < 500:
+            hint = REFUSAL_HINTS.get(status)
+            self._invalid(f"refused the request ({cause})" + (f": {hint}" if hint else ""))
+        return cause
+
+    def _next_try(self, attempt: int, retries: int, cause: str) -> float:
+        """The backoff before another try, or EmbedderUnavailableError when none is left."""
+        if attempt >= retries:
+            self.unavailable = cause
+            raise EmbedderUnavailableError(
+                f"embedding server {self.url} is unavailable after {attempt + 1} "
+                f"attempt(s): {cause}"
+            )
+        delay = self.endpoint.backoff_base_s * (2**attempt) * random.uniform(0.5, 1.0)
+        log.warning(
+            "embedder.http_retrying",
+            url=self.url,
+            attempt=attempt + 1,
+            error=cause,
+            delay_s=round(delay, 3),
+        )
+        return delay
 
     def _vectors(self, response: httpx.Response, expected: int) -> np.ndarray:
         """The answer's vectors in input order, or EmbedderAnswerError naming what is wrong."""
@@ -274,6 +346,10 @@ class HttpEncoder:
 
     def _invalid(self, what: str) -> NoReturn:
         raise EmbedderAnswerError(f"embedding server {self.url} {what}")
+
+
+def _transport_cause(exc: httpx.TransportError) -> str:
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
 
 
 def _raise_scheduling_refusal(response: httpx.Response, work: Work, texts: int) -> None:

@@ -28,6 +28,7 @@ from app.ml.cross_encoder import CrossEncoderScorer
 from app.ml.embedder import Embedder
 from app.retrieval import legs, ranking
 from app.retrieval.candidates import Candidate
+from app.retrieval.early_embedding import EarlyEmbedding
 from app.retrieval.fusion import fuse, plan_weights
 from app.retrieval.legs import QUERY_STEPS, LegHits, LegQuery, question_embedded, search_legs
 from app.retrieval.multilingual_leg import vector_list
@@ -62,6 +63,7 @@ class RetrievalPipeline:
         self._settings = settings
         self._cross_encoder = cross_encoder
         self._word_rarity = WordRarityCache(settings.specificity_ttl_s)
+        self._early = EarlyEmbedding()
 
     async def search(self, session: AsyncSession, request: SearchRequest) -> SearchResponse:
         """The stages over the user's memories. While tracing, a span `retrieval.search`
@@ -95,7 +97,9 @@ class RetrievalPipeline:
             self._cross_encoder,
             self._word_rarity,
         )
+        self._early.start(context)  # the model embeds while the speakers are looked up
         query = await run_steps(QUERY_STEPS, LegQuery(request.query), context, timer, status)
+        self._early.found(context, query.speakers)
         if query.text != request.query:  # the parts of what the legs search
             analysis = replace(analysis, parts=split_query(query.text))
             context = replace(context, analysis=analysis)

@@ -22,9 +22,14 @@ from pydantic import SecretStr
 
 from app.config import Settings
 from app.errors import EmbedderAnswerError, EmbedderUnavailableError
-from app.ml.embedder import Embedder
-from app.ml.embedding_server import create_embedding_app, served_embedder
-from app.ml.http_encoder import HttpEncoder, HttpEndpoint
+from app.ml.embedder import Embedder, matryoshka
+from app.ml.embedding_server import (
+    create_embedding_app,
+    served_embedder,
+    served_query_embedder,
+)
+from app.ml.http_encoder import WORK_CLASS_HEADER, HttpEncoder, HttpEndpoint
+from app.ml.scheduling.work import Work, WorkClass
 from app.vocabulary import COARSE_DIM, EMBEDDING_DIM
 from bench.ports import free_port
 from tests import services
@@ -127,6 +132,35 @@ def test_another_model_name_is_refused(embed_server: str) -> None:
         encoder.encode(["hello"])
 
 
+async def test_a_query_is_sent_from_the_event_loop_and_answered_by_the_query_model(
+    embed_server: str, model_path: str
+) -> None:
+    endpoint = _endpoint(embed_server, model=model_path, api_key=SecretStr(SERVER_KEY))
+    embedder = Embedder(model_path, backend="http", http_endpoint=endpoint)
+    writes = HttpEncoder(endpoint)
+
+    query = await embedder.embed_query(SENTENCES[2])
+    # The same text through the writes' thread and client, asked for as a query too.
+    (threaded,) = writes.encode_work([SENTENCES[2]], Work(WorkClass.QUERY))
+    (written,) = writes.encode_work([SENTENCES[2]], Work(WorkClass.INTERACTIVE))
+
+    # The very vector the threaded path gets (the server's query model answered both) ...
+    np.testing.assert_array_equal(query.full, matryoshka(threaded[None])[0].full)
+    # ... which is the int8 query model's, not the memories' model's (close, not equal).
+    assert 0.95 < float(threaded @ written) < 0.99999
+    assert not embedder._senders._threads  # no worker thread was used for it
+
+
+def test_a_querys_vector_does_not_depend_on_the_queries_it_shares_a_call_with(
+    embed_server: str, model_path: str
+) -> None:
+    encoder = HttpEncoder(_endpoint(embed_server, model=model_path, api_key=SecretStr(SERVER_KEY)))
+    together = encoder.encode_work(SENTENCES, Work(WorkClass.QUERY))
+    alone = np.concatenate([encoder.encode_work([s], Work(WorkClass.QUERY)) for s in SENTENCES])
+
+    np.testing.assert_array_equal(together, alone)
+
+
 # --- a scripted server for the failure modes ---------------------------------------------------
 
 Answer = tuple[int, Any] | Callable[[list[str]], tuple[int, Any]]
@@ -141,12 +175,14 @@ class ScriptedServer:
     def __init__(self, answers: list[Answer]) -> None:
         self.answers = answers
         self.requests: list[dict[str, Any]] = []
+        self.work_classes: list[str | None] = []
         script = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 script.requests.append(body)
+                script.work_classes.append(self.headers.get(WORK_CLASS_HEADER))
                 answer = script.answers[min(len(script.requests), len(script.answers)) - 1]
                 status, payload = answer(body["input"]) if callable(answer) else answer
                 if isinstance(payload, float):
@@ -310,6 +346,31 @@ def test_the_dimension_may_not_change_between_answers(scripted) -> None:
         encoder.encode(["two"])
 
 
+async def test_a_query_from_the_event_loop_is_retried_and_fails_like_a_write(scripted) -> None:
+    server = scripted([(503, {"error": "busy"}), _ok])
+    encoder = HttpEncoder(_endpoint(server.url, max_retries=2))
+
+    vectors = await encoder.encode_query(["one", "two"], Work(WorkClass.QUERY))
+
+    assert len(server.requests) == 2 and server.work_classes == ["query", "query"]
+    np.testing.assert_allclose(vectors[:, 0], [1.0, 2.0])
+    server.answers = [(500, {"error": "down"})]
+    with pytest.raises(EmbedderUnavailableError, match="3 attempt"):
+        await encoder.encode_query(["one"], Work(WorkClass.QUERY))
+    # Known to be down: the next query tries once, so its search answers from BM25 at once.
+    with pytest.raises(EmbedderUnavailableError, match="1 attempt"):
+        await encoder.encode_query(["one"], Work(WorkClass.QUERY))
+    assert len(server.requests) == 2 + 3 + 1
+
+
+async def test_a_query_from_the_event_loop_checks_the_answer(scripted) -> None:
+    server = scripted([lambda texts: (200, {"data": _answer(texts)["data"][:1]})])
+    encoder = HttpEncoder(_endpoint(server.url))
+
+    with pytest.raises(EmbedderAnswerError, match="1 embeddings for 2 texts"):
+        await encoder.encode_query(["one", "two"], Work(WorkClass.QUERY))
+
+
 def test_the_http_backend_needs_a_url() -> None:
     with pytest.raises(ValueError, match="COGNIS_EMBEDDING_HTTP_URL"):
         Settings(database_url="postgresql+asyncpg://x/y", embedding_backend="http")  # type: ignore[arg-type]
@@ -344,6 +405,22 @@ def test_queries_follow_the_http_backend_unless_chosen(monkeypatch: pytest.Monke
     monkeypatch.setenv("COGNIS_EMBEDDING_BACKEND", "torch")
     monkeypatch.delenv("COGNIS_QUERY_EMBEDDING_BACKEND")
     assert Settings().embedding.query_embedding_backend != "http"  # type: ignore[call-arg]
+
+
+def test_the_model_services_query_model_waits_for_no_companions_unless_set() -> None:
+    settings = Settings(database_url="postgresql+asyncpg://x/y", embedding_batch_wait_ms=5.0)  # type: ignore[arg-type]
+    memories = served_embedder(settings.embedding)
+    queries = served_query_embedder(settings.embedding, memories)
+
+    assert queries is not memories and queries.backend == "onnx-int8"
+    assert (queries.batcher._max_wait_s, memories.batcher._max_wait_s) == (0.0, 0.005)
+    # One forward pass per query: its vector does not depend on the queries beside it.
+    assert (queries._forward_batch_size, memories._forward_batch_size) == (1, 8)
+    chosen = Settings(
+        database_url="postgresql+asyncpg://x/y",  # type: ignore[arg-type]
+        query_embedding_batch_wait_ms=2.0,
+    )
+    assert served_query_embedder(chosen.embedding, memories).batcher._max_wait_s == 0.002
 
 
 def test_embed_serve_refuses_to_forward_to_another_server() -> None:
