@@ -52,7 +52,7 @@ class EarlyEmbedding:
         tenant = current_tenant()
         self._forget(time.monotonic() - self._kept_s)
         _, names = self._speakers.get((tenant, request.user_id, request.session_id), (0, set()))
-        text = question_embedded(plan, without_names(request.query, names))
+        text = question_embedded(plan, request, without_names(request.query, names))
         return context.embedder.start_query(text, tenant, request.user_id)
 
     def found(self, context: SearchContext, speakers: Set[str]) -> None:

@@ -109,10 +109,10 @@ async def first_person(query: LegQuery, context: SearchContext) -> tuple[LegQuer
     return replace(query, vector_text=text), text
 
 
-def question_embedded(plan: RetrievalPlan, request: SearchRequest) -> str:
-    """The question as relevance embeds it: as asked, in the first person where lever
-    first_person is on (as the vector leg embeds it)."""
-    question = request.query
+def question_embedded(plan: RetrievalPlan, request: SearchRequest, text: str | None = None) -> str:
+    """The question (or `text`, another form of it) as relevance embeds it: as asked, in the
+    first person where lever first_person is on (as the vector leg embeds it)."""
+    question = request.query if text is None else text
     return as_the_user_tells_it(question, request) if plan.on(FIRST_PERSON) else question
 
 
