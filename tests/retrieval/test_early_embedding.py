@@ -38,7 +38,7 @@ def _search(embedder: Embedder, user: str, query: str) -> tuple[SearchContext, s
     request = SearchRequest(user_id=user, query=query, top_k=5)
     plan = plan_search(request, SETTINGS.retrieval)
     context = SearchContext(request, plan, None, None, None, embedder, None, None)  # type: ignore[arg-type]
-    return context, question_embedded(plan, without_names(query, {"Caroline"}))
+    return context, question_embedded(plan, request, without_names(query, {"Caroline"}))
 
 
 def _asked(server: ScriptedServer) -> list[str]:
