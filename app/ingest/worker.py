@@ -76,6 +76,8 @@ class Prepared:
     messages: dict[uuid.UUID, Message] = field(default_factory=dict)
     embeddings: dict[uuid.UUID, Embedding] = field(default_factory=dict)
     fresh: dict[uuid.UUID, Embedding] = field(default_factory=dict)
+    # Per message, the vectors of the other texts its decision embeds.
+    prefetched: dict[uuid.UUID, dict[str, Embedding]] = field(default_factory=dict)
     failed: dict[str, Exception] = field(default_factory=dict)
 
 
@@ -206,18 +208,25 @@ class IngestWorker:
         return prepared
 
     async def _embed(self, prepared: Prepared, user_id: str, messages: list[Message]) -> None:
-        """Vectors for those of `messages` that have none yet, in one call, as `user_id`'s
-        interactive work (a group's call is charged to its first user)."""
+        """In one call, as `user_id`'s interactive work (a group's call is charged to its first
+        user): the vectors of those of `messages` that have none yet, and of the other texts
+        their decisions will embed (IngestPipeline.texts_to_prefetch)."""
         for m in messages:
             if m.embedding_768d is not None and m.embedding_256d is not None:
                 prepared.embeddings[m.id] = Embedding(
                     full=np.asarray(m.embedding_768d), coarse=np.asarray(m.embedding_256d)
                 )
         missing = [m for m in messages if m.id not in prepared.embeddings]
-        computed = await self._pipeline.embed([m.content for m in missing], user_id)
-        fresh = dict(zip((m.id for m in missing), computed, strict=True))
+        wanted = {m.id: self._pipeline.texts_to_prefetch(m.content, m.role) for m in messages}
+        others = list(dict.fromkeys(t for texts in wanted.values() for t in texts))
+        texts = [m.content for m in missing] + others
+        computed = await self._pipeline.embed(texts, user_id) if texts else []
+        fresh = dict(zip((m.id for m in missing), computed, strict=False))
+        vectors = dict(zip(others, computed[len(missing) :], strict=True))
         prepared.embeddings |= fresh
         prepared.fresh |= fresh
+        for message_id, texts in wanted.items():
+            prepared.prefetched[message_id] = {t: vectors[t] for t in texts}
 
     async def _process(self, claim: Claim, prepared: Prepared, began: float) -> None:
         messages = {
@@ -235,7 +244,7 @@ class IngestWorker:
             repository = IngestRepository(session)
             await repository.lock_user(claim.user_id)
             await repository.store_embeddings(claim.user_id, fresh)
-            outcome = await self._apply_in_order(session, claim, messages, prepared.embeddings)
+            outcome = await self._apply_in_order(session, claim, messages, prepared)
             # Checked last, so the rows are not locked (and the heartbeat not blocked) while
             # the batch is decided; a claim lost meanwhile rolls the whole batch back.
             owned = await repository.lock_owned_tasks(claim.token, claim.user_id)
@@ -261,7 +270,7 @@ class IngestWorker:
         session: AsyncSession,
         claim: Claim,
         messages: dict[uuid.UUID, Message],
-        embeddings: dict[uuid.UUID, Embedding],
+        prepared: Prepared,
     ) -> BatchOutcome:
         """Decide and apply each message in turn, each in a savepoint of the batch transaction:
         a failed message is undone alone. After one that will be retried, the rest wait."""
@@ -281,7 +290,7 @@ class IngestWorker:
                 ):
                     tracing.content("cognis.ingest.content", message.content)
                     decided, rows = await self._decide_and_apply(
-                        session, claim, task, message, embeddings[message.id]
+                        session, claim, task, message, prepared
                     )
                     tracing.annotate(
                         {
@@ -311,7 +320,7 @@ class IngestWorker:
         claim: Claim,
         task: ClaimedTask,
         message: Message,
-        embedding: Embedding,
+        prepared: Prepared,
     ) -> tuple[Decided, list[IngestDecision]]:
         """One message, in a savepoint. The memories a decision changes are not locked while it
         is made (an LLM call), so an API write may supersede or delete one before it applies:
@@ -320,7 +329,13 @@ class IngestWorker:
             try:
                 async with session.begin_nested():
                     context = message_context(
-                        claim.user_id, message.id, message, task.scope, embedding, message.metadata_
+                        claim.user_id,
+                        message.id,
+                        message,
+                        task.scope,
+                        prepared.embeddings[message.id],
+                        message.metadata_,
+                        prepared.prefetched.get(message.id),
                     )
                     decided = await self._pipeline.decide(session, context)
                     return decided, await self._pipeline.apply(session, task.job_id, decided)

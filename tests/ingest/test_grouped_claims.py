@@ -12,6 +12,7 @@ import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 
+import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.db.tenant import DEFAULT_TENANT_ID, tenant_scope
@@ -30,22 +31,32 @@ SPOILED = "a text the model cannot take"
 
 
 class CountingPipeline:
-    """The runtime's pipeline, with its model calls counted (the texts of each) and one text
-    the model fails on. With `hold`, the decisions of every user after the first to be
-    applied wait for ever (`holding` set once one waits), as in a worker about to die."""
+    """The runtime's pipeline, with its model calls counted (`calls`: the texts of each, made
+    by the worker or inside a decision) and one text the model fails on. With `hold`, the
+    decisions of every user after the first to be applied wait for ever (`holding` set once
+    one waits), as in a worker about to die."""
 
-    def __init__(self, inner: IngestPipeline) -> None:
+    def __init__(self, inner: IngestPipeline, monkeypatch: pytest.MonkeyPatch) -> None:
         self._inner = inner
         self.calls: list[list[str]] = []
         self.applied_users: list[str] = []
         self.hold = False
         self.holding = asyncio.Event()
+        embed = inner.embed
+
+        async def counted(texts: list[str], user_id: str) -> list[Embedding]:
+            self.calls.append(list(texts))
+            if any(SPOILED in t for t in texts):
+                raise EmbedderAnswerError("the model answered no vector for one text")
+            return await embed(texts, user_id)
+
+        monkeypatch.setattr(inner, "embed", counted)
 
     async def embed(self, texts: list[str], user_id: str) -> list[Embedding]:
-        self.calls.append(list(texts))
-        if any(SPOILED in t for t in texts):
-            raise EmbedderAnswerError("the model answered no vector for one text")
         return await self._inner.embed(texts, user_id)
+
+    def texts_to_prefetch(self, content: str, role: str) -> list[str]:
+        return self._inner.texts_to_prefetch(content, role)
 
     async def decide(self, session: Any, context: Any) -> Any:
         if self.hold and self.applied_users and context.user_id != self.applied_users[0]:
@@ -60,7 +71,9 @@ class CountingPipeline:
         return rows_
 
 
-def _worker(api: InProcessApi, queue: str, lease_s: float = 15.0) -> tuple[IngestWorker, Any]:
+def _worker(
+    api: InProcessApi, queue: str, monkeypatch: pytest.MonkeyPatch, lease_s: float = 15.0
+) -> tuple[IngestWorker, CountingPipeline]:
     runtime = api.app.state.runtime
     ingest = runtime.settings.ingest.model_copy(
         update={
@@ -70,7 +83,7 @@ def _worker(api: InProcessApi, queue: str, lease_s: float = 15.0) -> tuple[Inges
             "ingest_heartbeat_s": lease_s / 4,
         }
     )
-    pipeline = CountingPipeline(runtime.ingest_pipeline)
+    pipeline = CountingPipeline(runtime.ingest_pipeline, monkeypatch)
     worker = IngestWorker(runtime.background_sessionmaker, cast(Any, pipeline), ingest)
     return worker, pipeline
 
@@ -120,9 +133,9 @@ def _users(n: int) -> list[str]:
 
 
 async def test_several_users_are_claimed_embedded_in_one_call_and_applied_in_order(
-    inprocess_api: InProcessApi, db: AsyncEngine
+    inprocess_api: InProcessApi, db: AsyncEngine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    worker, pipeline = _worker(inprocess_api, f"group-{uuid.uuid4().hex[:8]}")
+    worker, pipeline = _worker(inprocess_api, f"group-{uuid.uuid4().hex[:8]}", monkeypatch)
     users = _users(3)
     texts = {
         u: [f"I keep bees in hive {u}", f"I keep bees in hive {u}", f"My sister lives in {u}"]
@@ -153,9 +166,9 @@ async def test_several_users_are_claimed_embedded_in_one_call_and_applied_in_ord
 
 
 async def test_a_text_the_model_fails_on_fails_only_its_users_batch(
-    inprocess_api: InProcessApi, db: AsyncEngine
+    inprocess_api: InProcessApi, db: AsyncEngine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    worker, pipeline = _worker(inprocess_api, f"group-{uuid.uuid4().hex[:8]}")
+    worker, pipeline = _worker(inprocess_api, f"group-{uuid.uuid4().hex[:8]}", monkeypatch)
     spoiled, fine = _users(2)
     await _queue(inprocess_api, worker, spoiled, [f"{SPOILED} {spoiled}", "I play chess"])
     await _queue(inprocess_api, worker, fine, [f"I collect stamps, album {fine}"])
@@ -173,11 +186,11 @@ async def test_a_text_the_model_fails_on_fails_only_its_users_batch(
 
 
 async def test_a_worker_dying_between_two_users_transactions_loses_nothing(
-    inprocess_api: InProcessApi, db: AsyncEngine
+    inprocess_api: InProcessApi, db: AsyncEngine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     lease_s = 2.0
     queue = f"group-{uuid.uuid4().hex[:8]}"
-    dying, pipeline = _worker(inprocess_api, queue, lease_s)
+    dying, pipeline = _worker(inprocess_api, queue, monkeypatch, lease_s)
     pipeline.hold = True
     users = _users(2)
     texts = {u: [f"I swim at the lido {u}", f"I run on Sundays {u}"] for u in users}
@@ -196,7 +209,7 @@ async def test_a_worker_dying_between_two_users_transactions_loses_nothing(
     assert [t.state for t in await _tasks(db, second)] == ["running", "running"]
     assert await _memories(db, second) == []
 
-    taking_over, _ = _worker(inprocess_api, queue, lease_s)
+    taking_over, _ = _worker(inprocess_api, queue, monkeypatch, lease_s)
     await asyncio.sleep(lease_s + 0.5)  # the dead worker's lease lapses
     assert await taking_over.run_once()
 
@@ -205,3 +218,24 @@ async def test_a_worker_dying_between_two_users_transactions_loses_nothing(
         memories = await _memories(db, user)
         assert sorted(m.content for m in memories) == sorted(texts[user])
         assert all(m.outbox == 1 for m in memories)
+
+
+async def test_the_texts_a_decision_embeds_come_with_the_claims_one_model_call(
+    inprocess_api: InProcessApi, db: AsyncEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A message of several sentences, to a user with a memory: the learned supersedes model
+    scores each sentence, whose vectors came with the message's own in the claim's call."""
+    worker, pipeline = _worker(inprocess_api, f"group-{uuid.uuid4().hex[:8]}", monkeypatch)
+    (user,) = _users(1)
+    await _queue(inprocess_api, worker, user, ["We live in Tokyo."])
+    assert await worker.run_once()
+    sentences = ["We moved to Osaka last month.", "The flat is near the river."]
+    await _queue(inprocess_api, worker, user, [" ".join(sentences)])
+    pipeline.calls.clear()
+
+    assert await worker.run_once()
+
+    assert [t.state for t in await _tasks(db, user)] == ["done", "done"]
+    (call,) = pipeline.calls  # none inside the decision
+    assert set(sentences) <= set(call)
+    assert " ".join(sentences) in call
