@@ -1,16 +1,21 @@
 """Ingestion workers: take queued messages from Postgres (FOR UPDATE SKIP LOCKED, no broker),
-run the pipeline, write the result in one transaction.
+run the pipeline, write each user's result in one transaction.
 
-A claim takes one user's due messages together (up to `ingest_claim_max_messages`), in the
+A claim takes the due messages of several users of one tenant together (up to
+`ingest_claim_max_users` users and `ingest_claim_max_messages` messages), each user's in the
 order they were sent; tenants take turns at the claim, so one tenant's backlog never holds up
-another's next message for more than a round. The batch is decided and applied in order in one
-transaction: each decision reads the store as the previous one left it, keeps its own audit
+another's next message for more than a round. The claim's messages are read in one query and
+embedded in one model call, with the other texts their decisions will embed (their sentences,
+a correction's claim). Then each user's batch is decided and applied in order in a transaction
+of its own: each decision reads the store as the previous one left it, keeps its own audit
 rows, and a message that fails is rolled back alone (a savepoint) and handled as before: bad
 input fails at once, anything else is retried later, and the messages after it wait for it.
+What fails a user's transaction, or the model on a user's text, fails only that user's batch.
 
 The claim is leased, and the lease renewed by a heartbeat while the worker works on it: if the
-worker dies mid-batch, the short lease runs out and another worker takes the tasks again within
-seconds. Nothing is written before the final transaction, so a crash leaves the store as it was.
+worker dies mid-claim, the short lease runs out and another worker takes the tasks again within
+seconds. Nothing of a user is written before its transaction, so a crash leaves each user's
+store either as it was or with that user's batch applied whole.
 """
 
 from __future__ import annotations
