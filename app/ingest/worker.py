@@ -230,8 +230,8 @@ class IngestWorker:
         vectors = dict(zip(others, computed[len(missing) :], strict=True))
         prepared.embeddings |= fresh
         prepared.fresh |= fresh
-        for message_id, texts in wanted.items():
-            prepared.prefetched[message_id] = {t: vectors[t] for t in texts}
+        for message_id, its_texts in wanted.items():
+            prepared.prefetched[message_id] = {t: vectors[t] for t in its_texts}
 
     async def _process(self, claim: Claim, prepared: Prepared, began: float) -> None:
         messages = {
