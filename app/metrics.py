@@ -132,9 +132,17 @@ INGEST_FAILURES = Counter(
 )
 for _final in ("true", "false"):
     INGEST_FAILURES.labels(final=_final)
+INGEST_CLAIM_USERS = Histogram(
+    "cognis_ingest_claim_users",
+    "Users per ingestion claim: one claim transaction and one model call for their messages "
+    "(_count: claims).",
+    buckets=(1, 2, 4, 8, 16, 32),
+    registry=REGISTRY,
+)
 INGEST_BATCH_MESSAGES = Histogram(
     "cognis_ingest_batch_messages",
-    "Messages per ingestion claim, each claim applied in one transaction (_count: claims).",
+    "Messages per user batch of an ingestion claim, each applied in one transaction (_count: "
+    "those transactions).",
     buckets=(1, 2, 4, 8, 16, 32, 64, 128),
     registry=REGISTRY,
 )

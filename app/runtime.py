@@ -95,6 +95,7 @@ class Runtime:
                 settings.store,
                 settings.store.worker_database_url.get_secret_value(),
                 application=application_name(process, "background"),
+                ping_when_idle=True,
             )
         background_sessionmaker = create_sessionmaker(background_engine)
         read_engine = (

@@ -261,24 +261,30 @@ async def _search_loop(
 
 @dataclass(frozen=True)
 class WorkCounts:
-    """Countable work of the API (from its /metrics): model calls, and ingestion claims, each
-    applied in one transaction, with the messages they carried."""
+    """Countable work of the API (from its /metrics): model calls, ingestion claims (one
+    transaction each, of one or several users), and the users' batches, each applied in one
+    transaction, with the messages they carried."""
 
     model_calls: float
     claims: float
+    batches: float
     claimed_messages: float
 
     def __sub__(self, other: WorkCounts) -> WorkCounts:
         return WorkCounts(
             self.model_calls - other.model_calls,
             self.claims - other.claims,
+            self.batches - other.batches,
             self.claimed_messages - other.claimed_messages,
         )
 
     def describe(self, messages: int) -> str:
+        per = max(messages, 1)
         return (
-            f"{self.model_calls:.0f} model calls and {self.claims:.0f} claims (one transaction "
-            f"each, {self.claimed_messages / max(self.claims, 1):.1f} messages on average) for "
+            f"{self.model_calls:.0f} model calls ({self.model_calls / per:.2f} a message), "
+            f"{self.claims:.0f} claims ({self.claims / per:.2f} a message) and "
+            f"{self.batches:.0f} apply transactions ({self.batches / per:.2f} a message, "
+            f"{self.claimed_messages / max(self.batches, 1):.1f} messages on average) for "
             f"{messages} messages"
         )
 
@@ -291,9 +297,12 @@ async def _work_counts(url: str) -> WorkCounts:
         for sample in family.samples:
             if sample.labels.get("embedder", "memories") == "memories":
                 values[sample.name] = values.get(sample.name, 0.0) + sample.value
+    batches = values.get("cognis_ingest_batch_messages_count", 0.0)
     return WorkCounts(
         values.get("cognis_embedding_batches_total", 0.0),
-        values.get("cognis_ingest_batch_messages_count", 0.0),
+        # A service without grouped claims (before issue 45) made one claim per batch.
+        values.get("cognis_ingest_claim_users_count", batches),
+        batches,
         values.get("cognis_ingest_batch_messages_sum", 0.0),
     )
 

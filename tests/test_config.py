@@ -194,6 +194,7 @@ EXPECTED_DEFAULTS: dict[str, object] = {
     "ingest_settle_ms": 0,
     "ingest_wait_timeout_s": 60.0,
     "ingest_claim_max_messages": 32,
+    "ingest_claim_max_users": 16,
     "category_uncertain_margin": 0.1,
     "category_cache_dir": None,
 }

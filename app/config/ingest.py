@@ -122,9 +122,17 @@ class IngestSettings(BaseModel):
         default=32,
         ge=1,
         le=1000,
-        description="most messages of one user claimed together, decided in order and applied "
-        "in one transaction; with an LLM that transaction stays open while each is decided: "
-        "lower it when LLM calls are slow",
+        description="most messages claimed together (one user's are decided in order and "
+        "applied in one transaction; with an LLM that transaction stays open while each is "
+        "decided: lower it when LLM calls are slow)",
+    )
+    ingest_claim_max_users: int = Field(
+        default=16,
+        ge=1,
+        le=1000,
+        description="most users of one tenant claimed together: their messages are read in "
+        "one query and embedded in one model call, then each user's applied in a transaction "
+        "of its own (1: one user per claim)",
     )
     category_uncertain_margin: float = Field(
         default=0.1,

@@ -6,6 +6,8 @@ import time
 import uuid
 from typing import Any
 
+from sqlalchemy import event
+from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.ext.asyncio import (
     AsyncEngine,
     AsyncSession,
@@ -29,6 +31,16 @@ from app.tracing.setup import trace_engine
 # transaction gets: there the roles carry them (scripts/service-roles.sql).
 SERVER_SETTINGS = {"plan_cache_mode": "force_custom_plan", "jit": "off"}
 
+# A connection is pinged at checkout only when it has been back in the pool this long: one
+# used a moment ago was alive then. SQLAlchemy's pool_pre_ping pings at every checkout, and
+# with asyncpg a ping is three round trips (BEGIN, the ping, ROLLBACK): 0.4-0.7 ms each time
+# on the 2-core VM, as much as the short transaction it guards (docs/benchmarks/ingestion.md).
+# A busy pool's connections are reused within milliseconds; should the server go away in
+# between, the statement fails once and SQLAlchemy then replaces every pooled connection: so
+# only for the background loops' engine, whose failed statement is a retried attempt.
+PING_AFTER_IDLE_S = 1.0
+_CHECKED_IN_AT = "cognis_checked_in_at"
+
 
 def _pooled_statement_name() -> str:
     """A prepared statement's name no other client of the pooler's server connection uses."""
@@ -48,10 +60,15 @@ def create_engine(
     *,
     connect_timeout_s: float | None = None,
     application: str = "cognis",
+    ping_when_idle: bool = False,
 ) -> AsyncEngine:
     """An engine for `url` (default: the service's database URL) with the service's settings;
     `connect_timeout_s` bounds a connection attempt (asyncpg's own default: 60 s);
-    `application` names its connections in pg_stat_activity (`application_name`).
+    `application` names its connections in pg_stat_activity (`application_name`);
+    `ping_when_idle`: ping a connection at checkout only when it was idle (PING_AFTER_IDLE_S),
+    for the background loops, which take a failed statement as a failed attempt and go on;
+    otherwise at every checkout (SQLAlchemy's pool_pre_ping), so a request never meets a
+    connection the server dropped.
 
     With `COGNIS_DB_POOLER=transaction` (PgBouncer in transaction mode), consecutive
     transactions of one connection may run on different server connections: asyncpg caches
@@ -72,15 +89,38 @@ def create_engine(
     engine = create_async_engine(
         url or store.database_url.get_secret_value(),
         pool_size=store.db_pool_size,
-        pool_pre_ping=True,
+        pool_pre_ping=not ping_when_idle,
         # Parameters are user content (memory text, metadata, embeddings): an error's message
         # must not carry them into logs.
         hide_parameters=True,
         connect_args=connect_args,
     )
+    if ping_when_idle:
+        _ping_when_idle(engine, PING_AFTER_IDLE_S)
     # A span per statement while tracing is on (the statement's text, never its parameters).
     trace_engine(engine)
     return engine
+
+
+def _ping_when_idle(engine: AsyncEngine, idle_s: float) -> None:
+    """Pessimistic disconnect handling, for the connections that were idle: a checkout of one
+    back in the pool for `idle_s` or more pings it first; one that does not answer is replaced
+    (DisconnectionError: the pool connects anew and tries again)."""
+    sync_engine = engine.sync_engine
+
+    @event.listens_for(sync_engine.pool, "checkin")
+    def _checked_in(dbapi_connection: Any, record: Any) -> None:
+        record.info[_CHECKED_IN_AT] = time.monotonic()
+
+    @event.listens_for(sync_engine.pool, "checkout")
+    def _checked_out(dbapi_connection: Any, record: Any, proxy: Any) -> None:
+        checked_in = record.info.get(_CHECKED_IN_AT)
+        if checked_in is None or time.monotonic() - checked_in < idle_s:
+            return  # just connected, or used a moment ago
+        try:
+            sync_engine.dialect.do_ping(dbapi_connection)
+        except Exception as exc:
+            raise DisconnectionError(f"a pooled connection did not answer: {exc}") from exc
 
 
 _OPENED_AT = "cognis_opened_at"

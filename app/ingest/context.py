@@ -52,6 +52,7 @@ def message_context(
     scope: str | None,
     embedding: Embedding | None = None,
     metadata: Mapping[str, Any] | None = None,
+    prefetched: Mapping[str, Embedding] | None = None,
 ) -> MessageContext:
     sent_at = sender_time(message)
     return MessageContext(
@@ -68,4 +69,5 @@ def message_context(
         agent_id=message.agent_id,
         run_id=message.run_id,
         metadata=dict(metadata or {}),
+        prefetched=prefetched or {},
     )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -64,6 +65,9 @@ class MessageContext:
     # The message's metadata: every memory it produces carries it (an UPDATE merges it over the
     # memory's own), so a metadata filter finds them.
     metadata: dict[str, Any] = field(default_factory=dict)
+    # Vectors of other texts step 3 may embed (its sentences, a correction's claim), computed
+    # beforehand in the worker's one model call for its claim (IngestPipeline.texts_to_prefetch).
+    prefetched: Mapping[str, Embedding] = field(default_factory=dict)
 
     @property
     def event_time(self) -> datetime:

@@ -82,6 +82,38 @@ class IngestPipeline:
         (queries first, imports after), in its tenant's and user's share."""
         return await self._embedder.embed(texts, interactive_write(user_id))
 
+    def texts_to_prefetch(self, content: str, role: str) -> list[str]:
+        """The texts besides the message itself that step 3 embeds for it on the
+        deterministic path, as far as the message alone tells: its sentences (the learned
+        supersedes model scores each, and an UPDATE's content is one of them) and an explicit
+        correction's claim and content. The worker embeds them in its claim's one model call,
+        not one call each inside the user's transaction. Whether step 3 uses them depends on
+        the memories it is shown (none for a new user): then they were embedded for nothing."""
+        if role != "user":
+            return []
+        texts: list[str] = []
+        if self._ingest.ingest_corrections and (intent := detect_intent(content)) is not None:
+            texts += [t for t in (intent.claim, intent.content) if t]
+        said = message_sentences(content)
+        # As _judged_sentences decides: the model of the message's language, when it reads
+        # this embedder's vectors (the Japanese one reads the multilingual embedder's).
+        judged_here = (
+            model_for(content).embedding_model == Path(self._embedding.embedding_model).name
+        )
+        if self._ingest.ingest_supersedes and judged_here and 1 < len(said) <= MAX_SENTENCES:
+            texts += said
+        return [t for t in dict.fromkeys(texts) if t != content]
+
+    async def _embed_for(self, context: MessageContext, texts: list[str]) -> list[Embedding]:
+        """`texts`' vectors for this message's decision: those prefetched, the rest now."""
+        missing = [t for t in dict.fromkeys(texts) if t not in context.prefetched]
+        computed = (
+            dict(zip(missing, await self.embed(missing, context.user_id), strict=True))
+            if missing
+            else {}
+        )
+        return [context.prefetched[t] if t in context.prefetched else computed[t] for t in texts]
+
     async def decide_alone(self, context: MessageContext) -> Decided:
         """`decide` against the committed store, in a session of its own (a dry run)."""
         async with self._sessionmaker() as session, session.begin():
@@ -161,7 +193,7 @@ class IngestPipeline:
                 if op.content is not None and op.content not in known
             )
         )
-        known.update(zip(new_texts, await self.embed(new_texts, context.user_id), strict=True))
+        known.update(zip(new_texts, await self._embed_for(context, new_texts), strict=True))
         await self._drop_repeated_adds(
             MemoryRepository(session), context, extraction, candidates, known
         )
@@ -178,7 +210,7 @@ class IngestPipeline:
         intent = detect_intent(context.content)
         if intent is None:
             return None
-        (claim,) = await self.embed([intent.claim], context.user_id)
+        (claim,) = await self._embed_for(context, [intent.claim])
         similarities = await MemoryRepository(session).exact_768d_scores(
             context.user_id, [c.memory_id for c in candidates], claim.full
         )
@@ -289,7 +321,7 @@ class IngestPipeline:
             vectors = [embedding.full]
             cosines = [{c.memory_id: c.similarity for c in candidates}]
         else:
-            vectors = [e.full for e in await self.embed(said, context.user_id)]
+            vectors = [e.full for e in await self._embed_for(context, said)]
             cosines = [await repository.exact_768d_scores(context.user_id, ids, v) for v in vectors]
         projections = await repository.exact_768d_scores(context.user_id, ids, model.direction)
         return _views(said, cosines, vectors, model), projections, model, candidates

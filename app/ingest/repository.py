@@ -31,8 +31,9 @@ from app.ml.embedder import Embedding
 OPEN_STATES = ("queued", "running")
 
 
-def _next_due_head() -> Select[Any]:
-    """The claim query, built once: building it per call cost more than running it.
+def _next_due_heads() -> Select[Any]:
+    """The claim query, built once: building it per call cost more than running it; at most
+    `heads` rows, one per user (only a user's head qualifies).
 
     Only the head of a (tenant, user) queue is eligible: its earliest open task, while no
     other task of that user is being worked on, so one user's messages apply in order.
@@ -74,7 +75,7 @@ def _next_due_head() -> Select[Any]:
             task.tenant_id,
             task.available_at,
         )
-        .limit(1)
+        .limit(bindparam("heads"))
         .with_for_update(skip_locked=True, of=task)
     )
 
@@ -103,7 +104,7 @@ def _user_open_tasks_after() -> Select[IngestTask, datetime]:
     )
 
 
-_NEXT_DUE_HEAD = _next_due_head()
+_NEXT_DUE_HEADS = _next_due_heads()
 _USER_OPEN_TASKS_AFTER = _user_open_tasks_after()
 
 
@@ -214,58 +215,86 @@ class IngestRepository:
             )
 
     async def get_messages(
-        self, user_id: str, message_ids: list[uuid.UUID]
+        self, user_ids: list[str], message_ids: list[uuid.UUID]
     ) -> dict[uuid.UUID, Message]:
+        """The messages of these users (a claim's) by id, in one query."""
         rows = await self.session.scalars(
-            select(Message).where(Message.user_id == user_id, Message.id.in_(message_ids))
+            select(Message).where(Message.user_id.in_(user_ids), Message.id.in_(message_ids))
         )
         return {m.id: m for m in rows}
 
     async def claim(
-        self, queue: str, lease: timedelta, max_tasks: int, after_tenant: uuid.UUID | None
-    ) -> Claim | None:
-        """Take the next due user's head task and the user's due tasks after it (at most
-        `max_tasks` in all), leased together under one token; the head is locked with SKIP
-        LOCKED, so workers never share a user. None when nothing is due."""
-        head = await self.session.scalar(
-            _NEXT_DUE_HEAD, {"queue": queue, "after_tenant": after_tenant}
-        )
-        if head is None:
-            return None
-        tasks = [head]
-        if max_tasks > 1:
-            following = await self.session.execute(
-                _USER_OPEN_TASKS_AFTER,
-                {
-                    "tenant_id": head.tenant_id,
-                    "user_id": head.user_id,
-                    "message_id": head.message_id,
-                    "limit": max_tasks - 1,
-                },
+        self,
+        queue: str,
+        lease: timedelta,
+        max_tasks: int,
+        after_tenant: uuid.UUID | None,
+        max_users: int = 1,
+    ) -> list[Claim]:
+        """Take the next due users' head tasks (at most `max_users` users, all of the tenant
+        whose turn it is) and each user's due tasks after its head (at most `max_tasks` in
+        all, each user keeping at least its head), leased together under one token; heads are
+        locked with SKIP LOCKED, so workers never share a user. Empty when nothing is due."""
+        heads = list(
+            await self.session.scalars(
+                _NEXT_DUE_HEADS,
+                {"queue": queue, "after_tenant": after_tenant, "heads": max(1, max_users)},
             )
-            for task, now in following:
-                # Up to the first task that may not run yet (other queue, backing off, leased):
-                # taking a later one would apply it before an earlier one.
-                if not _due(task, queue, now):
-                    break
-                tasks.append(task)
+        )
+        if not heads:
+            return []
+        # One tenant per claim: its texts go to the model as that tenant's work, and the
+        # tenants still take turns, claim by claim. The other tenants' heads are left (their
+        # row locks end with this transaction).
+        heads = [h for h in heads if h.tenant_id == heads[0].tenant_id]
+        room = max(max_tasks, len(heads)) - len(heads)
+        batches: list[list[IngestTask]] = []
+        for head in heads:
+            batch = [head]
+            if room > 0:
+                batch += await self._due_after(head, queue, room)
+                room -= len(batch) - 1
+            batches.append(batch)
         token = uuid.uuid4()
         expires = await self.session.scalar(select(func.now() + lease))
-        for task in tasks:
+        for task in (t for batch in batches for t in batch):
             task.state = "running"
             task.attempts += 1
             task.lease_token = token
             task.lease_expires_at = expires
         await self.session.flush()
-        return Claim(
-            tenant_id=head.tenant_id,
-            user_id=head.user_id,
-            token=token,
-            tasks=[
-                ClaimedTask(t.message_id, t.job_id, t.scope, t.attempts, t.traceparent)
-                for t in tasks
-            ],
+        return [
+            Claim(
+                tenant_id=batch[0].tenant_id,
+                user_id=batch[0].user_id,
+                token=token,
+                tasks=[
+                    ClaimedTask(t.message_id, t.job_id, t.scope, t.attempts, t.traceparent)
+                    for t in batch
+                ],
+            )
+            for batch in batches
+        ]
+
+    async def _due_after(self, head: IngestTask, queue: str, limit: int) -> list[IngestTask]:
+        """The head's user's due tasks after it, in apply order, up to the first that may not
+        run yet (other queue, backing off, leased): taking a later one would apply it before an
+        earlier one."""
+        following = await self.session.execute(
+            _USER_OPEN_TASKS_AFTER,
+            {
+                "tenant_id": head.tenant_id,
+                "user_id": head.user_id,
+                "message_id": head.message_id,
+                "limit": limit,
+            },
         )
+        due = []
+        for task, now in following:
+            if not _due(task, queue, now):
+                break
+            due.append(task)
+        return due
 
     async def renew_lease(self, token: uuid.UUID, lease: timedelta) -> bool:
         """Extend a claim's lease (the worker's heartbeat); False once it is not ours."""
@@ -283,12 +312,16 @@ class IngestRepository:
         )
         return bool(result.rowcount)  # type: ignore[attr-defined]
 
-    async def lock_owned_tasks(self, token: uuid.UUID) -> set[uuid.UUID]:
-        """Re-lock a claim's tasks for the final write (in apply order, as the claim did); the
-        ids still ours: one missing was taken over by another worker."""
+    async def lock_owned_tasks(self, token: uuid.UUID, user_id: str) -> set[uuid.UUID]:
+        """Re-lock a user's claimed tasks for the final write (in apply order, as the claim
+        did); the ids still ours: one missing was taken over by another worker."""
         rows = await self.session.scalars(
             select(IngestTask.message_id)
-            .where(IngestTask.lease_token == token, IngestTask.state == "running")
+            .where(
+                IngestTask.lease_token == token,
+                IngestTask.user_id == user_id,
+                IngestTask.state == "running",
+            )
             .order_by(IngestTask.sent_at, IngestTask.message_id)
             .with_for_update()
         )

@@ -1,16 +1,21 @@
 """Ingestion workers: take queued messages from Postgres (FOR UPDATE SKIP LOCKED, no broker),
-run the pipeline, write the result in one transaction.
+run the pipeline, write each user's result in one transaction.
 
-A claim takes one user's due messages together (up to `ingest_claim_max_messages`), in the
+A claim takes the due messages of several users of one tenant together (up to
+`ingest_claim_max_users` users and `ingest_claim_max_messages` messages), each user's in the
 order they were sent; tenants take turns at the claim, so one tenant's backlog never holds up
-another's next message for more than a round. The batch is decided and applied in order in one
-transaction: each decision reads the store as the previous one left it, keeps its own audit
+another's next message for more than a round. The claim's messages are read in one query and
+embedded in one model call, with the other texts their decisions will embed (their sentences,
+a correction's claim). Then each user's batch is decided and applied in order in a transaction
+of its own: each decision reads the store as the previous one left it, keeps its own audit
 rows, and a message that fails is rolled back alone (a savepoint) and handled as before: bad
 input fails at once, anything else is retried later, and the messages after it wait for it.
+What fails a user's transaction, or the model on a user's text, fails only that user's batch.
 
 The claim is leased, and the lease renewed by a heartbeat while the worker works on it: if the
-worker dies mid-batch, the short lease runs out and another worker takes the tasks again within
-seconds. Nothing is written before the final transaction, so a crash leaves the store as it was.
+worker dies mid-claim, the short lease runs out and another worker takes the tasks again within
+seconds. Nothing of a user is written before its transaction, so a crash leaves each user's
+store either as it was or with that user's batch applied whole.
 """
 
 from __future__ import annotations
@@ -29,7 +34,13 @@ from app import metrics, tracing
 from app.config import IngestSettings
 from app.db.models import IngestDecision, Message
 from app.db.tenant import tenant_scope
-from app.errors import ConflictError, InvalidInputError, UserErasedError
+from app.errors import (
+    ConflictError,
+    DeadlineExceededError,
+    EmbedderUnavailableError,
+    InvalidInputError,
+    UserErasedError,
+)
 from app.ingest.context import message_context
 from app.ingest.pipeline import Decided, IngestPipeline
 from app.ingest.repository import Claim, ClaimedTask, IngestRepository
@@ -44,6 +55,8 @@ RETRY_BACKOFF_MAX_S = 60.0
 # Failures that the same input will always meet again (a date overflow included); the batch
 # job worker (app/ingest/batch_worker.py) retries by the same rules.
 PERMANENT_ERRORS = (InvalidInputError, OverflowError)
+# Model failures that are about the model service, not the texts sent.
+SERVICE_ERRORS = (EmbedderUnavailableError, DeadlineExceededError)
 # How often a message is decided again when a memory its decision changes was superseded or
 # deleted meanwhile by a write that does not wait for this batch (an API PATCH or DELETE).
 DECIDE_AGAIN = 2
@@ -58,6 +71,19 @@ class Failure:
     task: ClaimedTask
     error: Exception
     final: bool
+
+
+@dataclass(slots=True)
+class Prepared:
+    """What a claim needs before its transactions: its messages and their vectors (`fresh`:
+    those computed now, to be stored), and the users whose preparation failed, with why."""
+
+    messages: dict[uuid.UUID, Message] = field(default_factory=dict)
+    embeddings: dict[uuid.UUID, Embedding] = field(default_factory=dict)
+    fresh: dict[uuid.UUID, Embedding] = field(default_factory=dict)
+    # Per message, the vectors of the other texts its decision embeds.
+    prefetched: dict[uuid.UUID, dict[str, Embedding]] = field(default_factory=dict)
+    failed: dict[str, Exception] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -79,92 +105,143 @@ class IngestWorker:
         self._sessionmaker = sessionmaker
         self._pipeline = pipeline
         self._ingest = ingest
-        self._wake = asyncio.Event()
+        # The wake-up events of the loops waiting for work (each loop has its own).
+        self._idle: list[asyncio.Event] = []
         # The tenant of this worker's last claim: the next claim starts with the tenants after
         # it (round robin; every loop of the worker shares it).
         self._last_tenant: uuid.UUID | None = None
 
     def wake(self) -> None:
-        """New work was queued by this process: do not wait for the next poll."""
-        self._wake.set()
+        """New work was queued by this process: do not wait for the next poll. One idle loop
+        is woken, not all: its claim takes every due user of the tenant, and a busy loop looks
+        for work again as soon as it is done (woken all, the others' claims find nothing)."""
+        if self._idle:
+            self._idle[-1].set()
 
-    async def claim(self) -> Claim | None:
-        """The next user's batch of due messages, the tenants taking turns."""
+    async def claim(self) -> list[Claim]:
+        """The next due users' batches of messages (one tenant's, the tenants taking turns),
+        claimed in one transaction under one lease; empty when nothing is due."""
         lease = timedelta(seconds=self._ingest.ingest_lease_s)
         async with self._sessionmaker() as session, session.begin():
-            claim = await IngestRepository(session).claim(
+            claims = await IngestRepository(session).claim(
                 self._ingest.ingest_queue,
                 lease,
                 self._ingest.ingest_claim_max_messages,
                 self._last_tenant,
+                self._ingest.ingest_claim_max_users,
             )
-        if claim is not None:
-            self._last_tenant = claim.tenant_id
-        return claim
+        if claims:
+            self._last_tenant = claims[0].tenant_id
+        return claims
 
     async def run_once(self) -> bool:
         """Process one claim if something is due; False when nothing was."""
         # The batch's write began here (before the claim): an erase of its user after this
         # deleted its tasks, and refuses the batch's transaction (app/memories/user_lock.py).
         began = time.monotonic()
-        claim = await self.claim()
-        if claim is None:
+        claims = await self.claim()
+        if not claims:
             return False
+        token = claims[0].token
+        tasks = [task for claim in claims for task in claim.tasks]
         heartbeat = renewing_lease(
-            lambda: self._renew_lease(claim.token),
+            lambda: self._renew_lease(token),
             self._ingest.ingest_heartbeat_s,
             "ingest",
-            token=str(claim.token),
+            token=str(token),
         )
         # While tracing, the claim's span: a claim of one traced message continues its trace.
         batch_span = tracing.queued_work_span(
             "ingest.batch",
-            {"cognis.ingest.messages": len(claim.tasks)},
-            [task.traceparent for task in claim.tasks],
+            {"cognis.ingest.messages": len(tasks), "cognis.ingest.users": len(claims)},
+            [task.traceparent for task in tasks],
         )
+        metrics.INGEST_CLAIM_USERS.observe(len(claims))
         # The heartbeat renews across tenants, as the claim; the work is its tenant's, so every
         # read and write stays there.
         async with heartbeat:
-            with tenant_scope(claim.tenant_id), batch_span:
-                try:
-                    await self._process(claim, began)
-                except LeaseLost:
-                    log.warning("ingest.lease_lost", message_ids=_ids(claim.tasks))
-                except UserErasedError:  # its messages and tasks went with the user
-                    log.info("ingest.user_erased", message_ids=_ids(claim.tasks))
-                except Exception as exc:
-                    await self._give_back(claim, claim.tasks, exc)
+            with tenant_scope(claims[0].tenant_id), batch_span:
+                prepared = await self._prepare(claims)
+                for claim in claims:
+                    await self._process_user(claim, prepared, began)
         return True
+
+    async def _process_user(self, claim: Claim, prepared: Prepared, began: float) -> None:
+        """One user's batch in its own transaction; what fails here is this user's alone."""
+        try:
+            failed = prepared.failed.get(claim.user_id)
+            if failed is not None:
+                raise failed
+            await self._process(claim, prepared, began)
+        except LeaseLost:
+            log.warning("ingest.lease_lost", message_ids=_ids(claim.tasks))
+        except UserErasedError:  # its messages and tasks went with the user
+            log.info("ingest.user_erased", message_ids=_ids(claim.tasks))
+        except Exception as exc:
+            await self._give_back(claim, claim.tasks, exc)
 
     async def _renew_lease(self, token: uuid.UUID) -> bool:
         lease = timedelta(seconds=self._ingest.ingest_lease_s)
         async with self._sessionmaker() as session, session.begin():
             return await IngestRepository(session).renew_lease(token, lease)
 
-    async def _message_embeddings(
-        self, user_id: str, messages: list[Message]
-    ) -> tuple[dict[uuid.UUID, Embedding], dict[uuid.UUID, Embedding]]:
-        """The messages' vectors (all of them, and those computed now), in one model call:
-        step 1 stores none (the submit answers before any model work); rows embedded before (an
-        earlier claim, or saved by an earlier version) carry theirs and are reused."""
-        embeddings = {
-            m.id: Embedding(full=np.asarray(m.embedding_768d), coarse=np.asarray(m.embedding_256d))
-            for m in messages
-            if m.embedding_768d is not None and m.embedding_256d is not None
-        }
-        missing = [m for m in messages if m.id not in embeddings]
-        computed = await self._pipeline.embed([m.content for m in missing], user_id)
-        fresh = dict(zip((m.id for m in missing), computed, strict=True))
-        return embeddings | fresh, fresh
+    async def _prepare(self, claims: list[Claim]) -> Prepared:
+        """The claim's messages, read in one query, and their vectors, in one model call
+        (step 1 stores none: the submit answers before any model work; rows embedded before,
+        by an earlier claim, carry theirs and are reused). If that call fails, each user's
+        texts are sent alone, so one user's bad text fails no other user's batch."""
+        prepared = Prepared()
+        try:
+            async with self._sessionmaker() as session:
+                prepared.messages = await IngestRepository(session).get_messages(
+                    [c.user_id for c in claims], [t.message_id for c in claims for t in c.tasks]
+                )
+            by_user = [(c.user_id, _messages_of(c, prepared.messages)) for c in claims]
+            await self._embed(prepared, claims[0].user_id, [m for _, ms in by_user for m in ms])
+        except Exception as exc:
+            # The model service away or out of time fails every text alike: no use retrying
+            # each user's alone.
+            if len(claims) == 1 or not prepared.messages or isinstance(exc, SERVICE_ERRORS):
+                prepared.failed = {c.user_id: exc for c in claims}
+                return prepared
+            log.warning("ingest.group_embedding_failed", users=len(claims), error=_describe(exc))
+            for user_id, messages in by_user:
+                try:
+                    await self._embed(prepared, user_id, messages)
+                except Exception as alone:
+                    prepared.failed[user_id] = alone
+        return prepared
 
-    async def _process(self, claim: Claim, began: float) -> None:
-        async with self._sessionmaker() as session:
-            messages = await IngestRepository(session).get_messages(
-                claim.user_id, claim.message_ids
-            )
+    async def _embed(self, prepared: Prepared, user_id: str, messages: list[Message]) -> None:
+        """In one call, as `user_id`'s interactive work (a group's call is charged to its first
+        user): the vectors of those of `messages` that have none yet, and of the other texts
+        their decisions will embed (IngestPipeline.texts_to_prefetch)."""
+        for m in messages:
+            if m.embedding_768d is not None and m.embedding_256d is not None:
+                prepared.embeddings[m.id] = Embedding(
+                    full=np.asarray(m.embedding_768d), coarse=np.asarray(m.embedding_256d)
+                )
+        missing = [m for m in messages if m.id not in prepared.embeddings]
+        wanted = {m.id: self._pipeline.texts_to_prefetch(m.content, m.role) for m in messages}
+        others = list(dict.fromkeys(t for texts in wanted.values() for t in texts))
+        texts = [m.content for m in missing] + others
+        computed = await self._pipeline.embed(texts, user_id) if texts else []
+        fresh = dict(zip((m.id for m in missing), computed, strict=False))
+        vectors = dict(zip(others, computed[len(missing) :], strict=True))
+        prepared.embeddings |= fresh
+        prepared.fresh |= fresh
+        for message_id, its_texts in wanted.items():
+            prepared.prefetched[message_id] = {t: vectors[t] for t in its_texts}
+
+    async def _process(self, claim: Claim, prepared: Prepared, began: float) -> None:
+        messages = {
+            task.message_id: prepared.messages[task.message_id]
+            for task in claim.tasks
+            if task.message_id in prepared.messages
+        }
         if not messages:  # erased meanwhile: the task rows went with them
             return
-        embeddings, fresh = await self._message_embeddings(claim.user_id, list(messages.values()))
+        fresh = {i: e for i, e in prepared.fresh.items() if i in messages}
         async with self._sessionmaker() as session, session.begin():
             # The user's write lock first (an erase takes it before the task rows): an erase
             # that ran since the claim removed the tasks and refuses this write.
@@ -172,10 +249,11 @@ class IngestWorker:
             repository = IngestRepository(session)
             await repository.lock_user(claim.user_id)
             await repository.store_embeddings(claim.user_id, fresh)
-            outcome = await self._apply_in_order(session, claim, messages, embeddings)
+            outcome = await self._apply_in_order(session, claim, messages, prepared)
             # Checked last, so the rows are not locked (and the heartbeat not blocked) while
             # the batch is decided; a claim lost meanwhile rolls the whole batch back.
-            if await repository.lock_owned_tasks(claim.token) != set(claim.message_ids):
+            owned = await repository.lock_owned_tasks(claim.token, claim.user_id)
+            if owned != set(claim.message_ids):
                 raise LeaseLost
             applied = [task.message_id for task, _, _ in outcome.applied]
             await repository.finish_tasks(applied, claim.token)
@@ -197,7 +275,7 @@ class IngestWorker:
         session: AsyncSession,
         claim: Claim,
         messages: dict[uuid.UUID, Message],
-        embeddings: dict[uuid.UUID, Embedding],
+        prepared: Prepared,
     ) -> BatchOutcome:
         """Decide and apply each message in turn, each in a savepoint of the batch transaction:
         a failed message is undone alone. After one that will be retried, the rest wait."""
@@ -217,7 +295,7 @@ class IngestWorker:
                 ):
                     tracing.content("cognis.ingest.content", message.content)
                     decided, rows = await self._decide_and_apply(
-                        session, claim, task, message, embeddings[message.id]
+                        session, claim, task, message, prepared
                     )
                     tracing.annotate(
                         {
@@ -247,7 +325,7 @@ class IngestWorker:
         claim: Claim,
         task: ClaimedTask,
         message: Message,
-        embedding: Embedding,
+        prepared: Prepared,
     ) -> tuple[Decided, list[IngestDecision]]:
         """One message, in a savepoint. The memories a decision changes are not locked while it
         is made (an LLM call), so an API write may supersede or delete one before it applies:
@@ -256,7 +334,13 @@ class IngestWorker:
             try:
                 async with session.begin_nested():
                     context = message_context(
-                        claim.user_id, message.id, message, task.scope, embedding, message.metadata_
+                        claim.user_id,
+                        message.id,
+                        message,
+                        task.scope,
+                        prepared.embeddings[message.id],
+                        message.metadata_,
+                        prepared.prefetched.get(message.id),
                     )
                     decided = await self._pipeline.decide(session, context)
                     return decided, await self._pipeline.apply(session, task.job_id, decided)
@@ -319,13 +403,22 @@ class IngestWorker:
             await webhook_events.queue(session, failed)
 
     async def _loop(self, stop: asyncio.Event) -> None:
-        await work_until_stopped(
-            self.run_once,
-            self._wake,
-            stop,
-            self._ingest.ingest_poll_interval_s,
-            "ingest.worker_error",
-        )
+        wake = asyncio.Event()
+
+        async def run_once() -> bool:
+            self._idle.remove(wake)
+            try:
+                return await self.run_once()
+            finally:
+                self._idle.append(wake)
+
+        self._idle.append(wake)
+        try:
+            await work_until_stopped(
+                run_once, wake, stop, self._ingest.ingest_poll_interval_s, "ingest.worker_error"
+            )
+        finally:
+            self._idle.remove(wake)
 
     async def run_forever(self, stop: asyncio.Event) -> None:
         """`ingest_worker_concurrency` loops, so one slow LLM call does not hold up other users."""
@@ -359,6 +452,10 @@ def _describe(exc: Exception) -> str:
 
 def _retry_in(task: ClaimedTask) -> timedelta:
     return timedelta(seconds=min(2.0**task.attempts, RETRY_BACKOFF_MAX_S))
+
+
+def _messages_of(claim: Claim, messages: dict[uuid.UUID, Message]) -> list[Message]:
+    return [messages[t.message_id] for t in claim.tasks if t.message_id in messages]
 
 
 def _ids_of(tasks: list[ClaimedTask]) -> list[uuid.UUID]:

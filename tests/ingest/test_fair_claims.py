@@ -15,6 +15,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker, create_async_engine
 
 from app.config import Settings
+from app.ingest.repository import Claim
 from app.ingest.worker import IngestWorker
 
 BACKLOG = 10_000
@@ -101,20 +102,9 @@ async def test_a_tenants_backlog_does_not_delay_another_tenants_next_message(
     await _enqueue(db, busy, queue, BACKLOG_USERS, BACKLOG)
     # Sent after the whole backlog: oldest-first would serve it after 100 other heads.
     await _enqueue(db, quiet, queue, 1, 1, after=BACKLOG)
-    # Leases that outlast the test: a claim made here must not lapse (and be taken again)
-    # however slowly a loaded machine runs the claims after it.
-    env = {
-        **migrated,
-        "COGNIS_INGEST_QUEUE": queue,
-        "COGNIS_INGEST_CLAIM_MAX_MESSAGES": "32",
-        "COGNIS_INGEST_LEASE_S": "3600",
-    }
-    with mock.patch.dict(os.environ, env, clear=True):
-        settings = Settings()
-    # Only claims are made here: no pipeline is needed.
-    worker = IngestWorker(async_sessionmaker(worker_engine), cast(Any, None), settings.ingest)
+    worker = _claiming_worker(migrated, worker_engine, queue, 32, 1)
 
-    first_round = [await worker.claim() for _ in range(2)]  # two tenants have work
+    first_round = [_one(await worker.claim()) for _ in range(2)]  # two tenants have work
 
     claims = [c for c in first_round if c is not None]
     assert {c.tenant_id for c in claims} == {busy, quiet}
@@ -126,10 +116,90 @@ async def test_a_tenants_backlog_does_not_delay_another_tenants_next_message(
     sent = await _sent_at(db, busy, [t.message_id for t in from_busy.tasks])
     assert sent == sorted(sent)
     # Turns go on: the next claims serve the busy tenant's other users, one each.
-    later = [await worker.claim() for _ in range(3)]
+    later = [_one(await worker.claim()) for _ in range(3)]
     assert all(c is not None and c.tenant_id == busy for c in later)
     users = {from_busy.user_id, *(c.user_id for c in later if c is not None)}
     assert len(users) == 4
+
+
+def _claiming_worker(
+    migrated: dict[str, str], engine: AsyncEngine, queue: str, messages: int, users: int
+) -> IngestWorker:
+    """A worker that only claims (no pipeline), on `queue`, claims of at most `messages`
+    messages of at most `users` users. Leases outlast the test: a claim made here must not
+    lapse (and be taken again) however slowly a loaded machine runs the claims after it."""
+    env = {
+        **migrated,
+        "COGNIS_INGEST_QUEUE": queue,
+        "COGNIS_INGEST_CLAIM_MAX_MESSAGES": str(messages),
+        "COGNIS_INGEST_CLAIM_MAX_USERS": str(users),
+        "COGNIS_INGEST_LEASE_S": "3600",
+    }
+    with mock.patch.dict(os.environ, env, clear=True):
+        settings = Settings()
+    return IngestWorker(async_sessionmaker(engine), cast(Any, None), settings.ingest)
+
+
+def _one(claims: list[Claim]) -> Claim | None:
+    """The user's batch of a claim of at most one user."""
+    assert len(claims) <= 1
+    return claims[0] if claims else None
+
+
+async def test_a_claim_takes_several_users_of_one_tenant_each_in_order(
+    migrated: dict[str, str],
+    db: AsyncEngine,
+    worker_engine: AsyncEngine,
+    tenants: list[uuid.UUID],
+) -> None:
+    """Users grouped in one claim (one transaction, one model call later), never two tenants
+    in one: the other tenant's users make the next claim; each user's batch in send order."""
+    queue = f"group-{uuid.uuid4().hex[:8]}"
+    first, second = await _new_tenant(db), await _new_tenant(db)
+    tenants.extend([first, second])
+    await _enqueue(db, first, queue, 5, 15)  # 5 users, 3 messages each
+    await _enqueue(db, second, queue, 2, 4, after=100)
+    worker = _claiming_worker(migrated, worker_engine, queue, 32, 4)
+
+    claims = [await worker.claim() for _ in range(4)]
+
+    # At most 4 users a claim, one tenant each: the first tenant's 5 users make two claims.
+    assert sorted(len(c) for c in claims[:2]) == [2, 4]
+    assert [c.tenant_id for c in claims[2]] == [first]
+    assert claims[3] == []
+    for group in claims[:3]:
+        assert len({c.tenant_id for c in group}) == 1
+        assert len({c.token for c in group}) == 1  # one lease for the group
+        assert len({c.user_id for c in group}) == len(group)
+    assert claims[0][0].tenant_id != claims[1][0].tenant_id  # tenants take turns
+    assert {claims[0][0].tenant_id, claims[1][0].tenant_id} == {first, second}
+    users = [c for group in claims for c in group]
+    assert len({(c.tenant_id, c.user_id) for c in users}) == 7
+    for claim in users:
+        assert len(claim.tasks) == (3 if claim.tenant_id == first else 2)
+        sent = await _sent_at(db, claim.tenant_id, claim.message_ids)
+        assert sent == sorted(sent)
+
+
+async def test_a_claim_keeps_to_its_message_limit_and_each_user_keeps_its_head(
+    migrated: dict[str, str],
+    db: AsyncEngine,
+    worker_engine: AsyncEngine,
+    tenants: list[uuid.UUID],
+) -> None:
+    queue = f"group-{uuid.uuid4().hex[:8]}"
+    tenant = await _new_tenant(db)
+    tenants.append(tenant)
+    await _enqueue(db, tenant, queue, 3, 30)  # 3 users, 10 messages each
+    worker = _claiming_worker(migrated, worker_engine, queue, 12, 3)
+
+    group = await worker.claim()
+
+    assert len(group) == 3
+    assert sum(len(c.tasks) for c in group) == 12
+    assert all(c.tasks for c in group)
+    # The oldest head's user fills the room first; a later user keeps its head at least.
+    assert [len(c.tasks) for c in group] == [10, 1, 1]
 
 
 async def _sent_at(db: AsyncEngine, tenant_id: uuid.UUID, ids: list[uuid.UUID]) -> list[Any]:
