@@ -26,7 +26,6 @@ import uuid
 from dataclasses import dataclass, field
 from datetime import timedelta
 
-import numpy as np
 import structlog
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
@@ -36,16 +35,14 @@ from app.db.models import IngestDecision, Message
 from app.db.tenant import tenant_scope
 from app.errors import (
     ConflictError,
-    DeadlineExceededError,
-    EmbedderUnavailableError,
     InvalidInputError,
     UserErasedError,
 )
 from app.ingest.context import message_context
 from app.ingest.pipeline import Decided, IngestPipeline
+from app.ingest.preparation import ClaimPreparation, Prepared
 from app.ingest.repository import Claim, ClaimedTask, IngestRepository
 from app.memories.user_lock import hold_for_write
-from app.ml.embedder import Embedding
 from app.wakeup import renewing_lease, work_until_stopped
 from app.webhooks import events as webhook_events
 
@@ -55,8 +52,6 @@ RETRY_BACKOFF_MAX_S = 60.0
 # Failures that the same input will always meet again (a date overflow included); the batch
 # job worker (app/ingest/batch_worker.py) retries by the same rules.
 PERMANENT_ERRORS = (InvalidInputError, OverflowError)
-# Model failures that are about the model service, not the texts sent.
-SERVICE_ERRORS = (EmbedderUnavailableError, DeadlineExceededError)
 # How often a message is decided again when a memory its decision changes was superseded or
 # deleted meanwhile by a write that does not wait for this batch (an API PATCH or DELETE).
 DECIDE_AGAIN = 2
@@ -71,19 +66,6 @@ class Failure:
     task: ClaimedTask
     error: Exception
     final: bool
-
-
-@dataclass(slots=True)
-class Prepared:
-    """What a claim needs before its transactions: its messages and their vectors (`fresh`:
-    those computed now, to be stored), and the users whose preparation failed, with why."""
-
-    messages: dict[uuid.UUID, Message] = field(default_factory=dict)
-    embeddings: dict[uuid.UUID, Embedding] = field(default_factory=dict)
-    fresh: dict[uuid.UUID, Embedding] = field(default_factory=dict)
-    # Per message, the vectors of the other texts its decision embeds.
-    prefetched: dict[uuid.UUID, dict[str, Embedding]] = field(default_factory=dict)
-    failed: dict[str, Exception] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -105,6 +87,7 @@ class IngestWorker:
         self._sessionmaker = sessionmaker
         self._pipeline = pipeline
         self._ingest = ingest
+        self._preparation = ClaimPreparation(sessionmaker, pipeline)
         # The wake-up events of the loops waiting for work (each loop has its own).
         self._idle: list[asyncio.Event] = []
         # The tenant of this worker's last claim: the next claim starts with the tenants after
@@ -161,7 +144,7 @@ class IngestWorker:
         # read and write stays there.
         async with heartbeat:
             with tenant_scope(claims[0].tenant_id), batch_span:
-                prepared = await self._prepare(claims)
+                prepared = await self._preparation.prepare(claims)
                 for claim in claims:
                     await self._process_user(claim, prepared, began)
         return True
@@ -184,54 +167,6 @@ class IngestWorker:
         lease = timedelta(seconds=self._ingest.ingest_lease_s)
         async with self._sessionmaker() as session, session.begin():
             return await IngestRepository(session).renew_lease(token, lease)
-
-    async def _prepare(self, claims: list[Claim]) -> Prepared:
-        """The claim's messages, read in one query, and their vectors, in one model call
-        (step 1 stores none: the submit answers before any model work; rows embedded before,
-        by an earlier claim, carry theirs and are reused). If that call fails, each user's
-        texts are sent alone, so one user's bad text fails no other user's batch."""
-        prepared = Prepared()
-        try:
-            async with self._sessionmaker() as session:
-                prepared.messages = await IngestRepository(session).get_messages(
-                    [c.user_id for c in claims], [t.message_id for c in claims for t in c.tasks]
-                )
-            by_user = [(c.user_id, _messages_of(c, prepared.messages)) for c in claims]
-            await self._embed(prepared, claims[0].user_id, [m for _, ms in by_user for m in ms])
-        except Exception as exc:
-            # The model service away or out of time fails every text alike: no use retrying
-            # each user's alone.
-            if len(claims) == 1 or not prepared.messages or isinstance(exc, SERVICE_ERRORS):
-                prepared.failed = {c.user_id: exc for c in claims}
-                return prepared
-            log.warning("ingest.group_embedding_failed", users=len(claims), error=_describe(exc))
-            for user_id, messages in by_user:
-                try:
-                    await self._embed(prepared, user_id, messages)
-                except Exception as alone:
-                    prepared.failed[user_id] = alone
-        return prepared
-
-    async def _embed(self, prepared: Prepared, user_id: str, messages: list[Message]) -> None:
-        """In one call, as `user_id`'s interactive work (a group's call is charged to its first
-        user): the vectors of those of `messages` that have none yet, and of the other texts
-        their decisions will embed (IngestPipeline.texts_to_prefetch)."""
-        for m in messages:
-            if m.embedding_768d is not None and m.embedding_256d is not None:
-                prepared.embeddings[m.id] = Embedding(
-                    full=np.asarray(m.embedding_768d), coarse=np.asarray(m.embedding_256d)
-                )
-        missing = [m for m in messages if m.id not in prepared.embeddings]
-        wanted = {m.id: self._pipeline.texts_to_prefetch(m.content, m.role) for m in messages}
-        others = list(dict.fromkeys(t for texts in wanted.values() for t in texts))
-        texts = [m.content for m in missing] + others
-        computed = await self._pipeline.embed(texts, user_id) if texts else []
-        fresh = dict(zip((m.id for m in missing), computed, strict=False))
-        vectors = dict(zip(others, computed[len(missing) :], strict=True))
-        prepared.embeddings |= fresh
-        prepared.fresh |= fresh
-        for message_id, its_texts in wanted.items():
-            prepared.prefetched[message_id] = {t: vectors[t] for t in its_texts}
 
     async def _process(self, claim: Claim, prepared: Prepared, began: float) -> None:
         messages = {
@@ -452,10 +387,6 @@ def _describe(exc: Exception) -> str:
 
 def _retry_in(task: ClaimedTask) -> timedelta:
     return timedelta(seconds=min(2.0**task.attempts, RETRY_BACKOFF_MAX_S))
-
-
-def _messages_of(claim: Claim, messages: dict[uuid.UUID, Message]) -> list[Message]:
-    return [messages[t.message_id] for t in claim.tasks if t.message_id in messages]
 
 
 def _ids_of(tasks: list[ClaimedTask]) -> list[uuid.UUID]:
