@@ -21,11 +21,13 @@ import uuid
 from collections import OrderedDict
 from collections.abc import Set
 
+from app import tracing
 from app.db.tenant import current_tenant
 from app.ml.embedder import Embedding
 from app.retrieval.legs import SPEAKER_QUERY, question_embedded
 from app.retrieval.speakers import without_names
 from app.retrieval.steps import SearchContext
+from app.retrieval.timing import SPAN_PREFIX, stage_label
 
 Key = tuple[uuid.UUID | None, str, str | None]
 # How long a user's speakers are remembered after their last search.
@@ -53,7 +55,11 @@ class EarlyEmbedding:
         self._forget(time.monotonic() - self._kept_s)
         _, names = self._speakers.get((tenant, request.user_id, request.session_id), (0, set()))
         text = question_embedded(plan, request, without_names(request.query, names))
-        return context.embedder.start_query(text, tenant, request.user_id)
+        # The stage's span (as the vector leg's own request has), for as long as it runs.
+        return tracing.span_until_done(
+            SPAN_PREFIX + stage_label("query_embedding_ms"),
+            lambda: context.embedder.start_query(text, tenant, request.user_id),
+        )
 
     def found(self, context: SearchContext, speakers: Set[str]) -> None:
         """The speakers the lookup found, for this user's next search."""

@@ -13,6 +13,7 @@ with COGNIS_TRACE_CONTENT: only `content` writes such a value, and only then.
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
@@ -85,6 +86,25 @@ def span(
         if here.is_valid and not here.trace_flags.sampled:
             return _OFF
     return _Recording(_active.tracer.start_span(name, parent, kind, attributes, links))
+
+
+def span_until_done(name: str, start: Callable[[], asyncio.Future[T]]) -> asyncio.Future[T]:
+    """`start()`'s work begun inside a span that ends when its future does: for work started
+    now and awaited later (a search's early query embedding), whose own spans are then the
+    span's children however long they run. No span while tracing is off or unsampled."""
+    if _active is None:
+        return start()
+    here = trace.get_current_span().get_span_context()
+    if here.is_valid and not here.trace_flags.sampled:
+        return start()
+    started = _active.tracer.start_span(name)
+    token = otel_context.attach(trace.set_span_in_context(started))
+    try:
+        future = start()
+    finally:
+        otel_context.detach(token)
+    future.add_done_callback(lambda _: started.end())
+    return future
 
 
 class _Recording(AbstractContextManager[Span]):

@@ -8,6 +8,7 @@ import httpx
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from app.ingest.corrections import detect_intent
 from bench.scripted_llm import Reply, ScriptedLLM
 from tests.ingest.helpers import ingest, message, model_counts, rows, wait_job
 
@@ -63,7 +64,11 @@ async def test_a_batch_is_decided_in_order_with_one_model_call_and_one_transacti
 
     assert done["state"] == "done", done
     assert after["batches"] - before["batches"] == 1  # one model call for the batch
-    assert after["texts"] - before["texts"] == 3
+    # The three messages, and with them the texts their decisions embed: "moved to" states
+    # an update, whose claim ("I live in Porto") the correction rule compares.
+    claims = [i.claim for t in (LISBON, PORTO, CAT) if (i := detect_intent(t)) is not None]
+    assert claims == ["I live in Porto"]
+    assert after["texts"] - before["texts"] == 3 + len(claims)
     tasks = await _tasks(db, job["job_id"])
     assert [t["content"] for t in tasks] == [LISBON, PORTO, CAT]
     # One transaction: now() is the same for every task it finished.
