@@ -4,6 +4,7 @@ transaction, with an audit row per decision. UPDATE supersedes, DELETE ends; not
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
 from typing import Any
 
 import msgspec
@@ -11,8 +12,23 @@ import msgspec
 from app.db.models import IngestDecision
 from app.ingest.domain import Extraction, MessageContext, Operation
 from app.memories.domain import MemoryDraft, MemoryUpdate
+from app.memories.sentences import sentence_texts
 from app.memories.service import MemoryService
 from app.ml.embedder import Embedding
+
+
+def sentence_vectors_known(
+    content: str, speaker: str | None, prefetched: Mapping[str, Embedding]
+) -> list[Any] | None:
+    """A new memory's sentence vectors where the decision already embedded every text they
+    are made of (its sentences, prefetched for the supersedes model: the same texts when the
+    memory says what the message said and names no speaker), so the background does not embed
+    them again; [] for a memory of one sentence, as the background stores; None otherwise
+    (the background embeds them, app/memories/sentence_backfill.py)."""
+    texts = sentence_texts(content, speaker)
+    if not all(text in prefetched for text in texts):
+        return None
+    return [prefetched[text].full for text in texts]
 
 
 async def apply_operation(
@@ -40,6 +56,9 @@ async def apply_operation(
                     metadata=dict(context.metadata),
                     source_message_id=context.message_id,
                     embedding=embedding,
+                    sentence_embeddings=sentence_vectors_known(
+                        op.content, context.speaker, context.prefetched
+                    ),
                 )
             ],
         )

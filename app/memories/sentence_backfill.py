@@ -4,7 +4,9 @@ A write stores its memory with the content's (and context's) vector only: embedd
 sentences as well, in the write's own model call, more than halved batch creates (0.97 of the
 model's raw speed to 0.37, docs/benchmarks/ingestion.md) and doubled time-to-searchable. So
 a memory starts with `sentence_embeddings_768d` NULL, is searchable at once by its content and
-context, and gains its sentence vectors (lever `sentence_vector`) when the model is idle:
+context, and gains its sentence vectors (lever `sentence_vector`) when the model is idle (a
+message's new memory in the message's own words, without a speaker, comes with them: its
+decision embedded the same sentences, app/ingest/apply.py):
 
 - `SentenceWorker` (app/ingest/sentence_worker.py), beside the ingestion workers
   (COGNIS_SENTENCE_VECTORS), takes the next

@@ -239,3 +239,34 @@ async def test_the_texts_a_decision_embeds_come_with_the_claims_one_model_call(
     (call,) = pipeline.calls  # none inside the decision
     assert set(sentences) <= set(call)
     assert " ".join(sentences) in call
+
+
+async def test_a_new_memory_keeps_the_sentence_vectors_its_decision_embedded(
+    inprocess_api: InProcessApi, db: AsyncEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The sentences embedded for the decision are the new memory's sentence texts (no
+    speaker, the message's own words): stored with it, so the background embeds them no
+    more; a memory of one sentence gets the empty array the background would store."""
+    worker, _ = _worker(inprocess_api, f"group-{uuid.uuid4().hex[:8]}", monkeypatch)
+    (user,) = _users(1)
+    sentences = ["We moved to Osaka last month.", "The flat is near the river."]
+    await _queue(inprocess_api, worker, user, [" ".join(sentences), "I keep two cats."])
+
+    assert await worker.run_once()
+
+    expected = await inprocess_api.app.state.runtime.ingest_pipeline.embed(sentences, user)
+    stored = await rows(
+        db,
+        "SELECT content, cardinality(sentence_embeddings_768d) AS n,"
+        " 1 - (sentence_embeddings_768d[1] <=> CAST(:a AS vector)) AS first,"
+        " 1 - (sentence_embeddings_768d[2] <=> CAST(:b AS vector)) AS second"
+        " FROM memories WHERE user_id = :u AND is_current ORDER BY content",
+        u=user,
+        a=str(list(map(float, expected[0].full))),
+        b=str(list(map(float, expected[1].full))),
+    )
+    assert [(r.content, r.n) for r in stored] == [
+        ("I keep two cats.", 0),
+        (" ".join(sentences), 2),
+    ]
+    assert stored[1].first > 0.999 and stored[1].second > 0.999
