@@ -222,7 +222,10 @@ class HttpEncoder:
         while True:
             try:
                 response = self._client.post(
-                    self.url, json=body, headers=headers, timeout=timeout or self.endpoint.timeout_s
+                    self.url,
+                    json=body,
+                    headers=headers,
+                    timeout=timeout if timeout is not None else self.endpoint.timeout_s,
                 )
             except httpx.TransportError as exc:  # connection refused/reset, timeouts
                 cause = _transport_cause(exc)
