@@ -20,6 +20,7 @@ from app.api.schemas.search import (
 )
 from app.config import RetrievalSettings
 from app.errors import InvalidInputError
+from app.memories.event_dates import event_date
 from app.memories.fields import check_instant, check_user_id
 from app.memories.filters import parse_filter
 from app.retrieval.profiles import lever_changes
@@ -86,7 +87,7 @@ def search_hits(response: SearchResponse, *, explain: bool) -> list[SearchHitOut
                 superseded=not candidate.memory.is_current,
                 # On the wire, the memory's id: the same for the hit and its versions.
                 history_of=None if candidate.history_of is None else candidate.memory.chain_id,
-                event_at=candidate.mentioned_at or candidate.when,
+                event_at=event_date(candidate.memory) or candidate.memory.created_at,
                 explanation={
                     stage: StageScoreOut(rank=s["rank"], score=s["score"])
                     for stage, s in candidate.explanation().items()

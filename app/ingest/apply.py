@@ -53,6 +53,7 @@ async def apply_operation(
                     run_id=context.run_id,
                     speaker=context.speaker,
                     event_time=op.event_time,
+                    said_at=context.sent_at,
                     metadata=dict(context.metadata),
                     source_message_id=context.message_id,
                     embedding=embedding,
@@ -84,6 +85,9 @@ async def apply_operation(
             # Only the version decided on: another writer's since is a conflict, and the
             # message is decided again on what is current (app/ingest/worker.py).
             expected_versions=frozenset({op.target.memory_id}),
+            # Its words' times were resolved into op.event_time against the message's time:
+            # the store resolves them against the same (once), not against the event time.
+            said_at=context.sent_at,
         )
         op.memory_id, op.category = memory.id, memory.category
     elif op.op == "DELETE":

@@ -87,6 +87,10 @@ def search_result(found: SearchResult, full: bool) -> dict[str, Any]:
     results = []
     for hit in found.results:
         one = compact_memory(hit.memory)
+        if hit.event_at is not None and hit.event_at != hit.memory.event_time:
+            # The fact's date where it is not its event_time (a direct write that names another
+            # time, "yesterday"): the date the context block and the profile state too.
+            one["event_at"] = plain(hit.event_at)
         if hit.relevance is not None:
             one["relevance"] = round(hit.relevance, 3)
         if hit.explanation is not None:

@@ -81,7 +81,8 @@ def link_session_turns(
 
 
 def mentioned_time(content: str, reference: datetime | None) -> datetime | None:
-    """The centre of the first time the content names, resolved against `reference` (the
-    memory's event time; the wall clock where it has none)."""
+    """The centre of the first time the content names, resolved once against `reference`:
+    when the content was said (ingestion: the message's time in the sender's offset; a direct
+    write: the memory's event time; the wall clock where it has neither)."""
     window = primary_window(content, reference or datetime.now(UTC))
     return window.center if window is not None else None

@@ -93,6 +93,11 @@ class MemoryDraft:
     embedding_ml: Any = None
     follows_chain_id: Any = None
     mentioned_at: datetime | None = None  # the time the content names (context.mentioned_time)
+    # When the content's words were said, in the speaker's UTC offset: what its relative words
+    # ("last month") are resolved against, once, when the row is written. None: the event time
+    # (a direct write's event_time is when it was said), else the write's time. Ingestion gives
+    # the message's time: its event_time is already the resolved one (app/ingest/pipeline.py).
+    said_at: datetime | None = None
     # When the memory expires; `ttl_s`, if given instead, becomes it in check_draft.
     expires_at: datetime | None = None
     ttl_s: float | None = None

@@ -13,6 +13,7 @@ from sqlalchemy import ColumnElement, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.models import Memory
+from app.memories.event_dates import event_date, event_date_sql
 from app.memories.expiry import unexpired
 from app.memories.repository import NO_VECTORS, ListFilter, one_of, visible_in_session
 
@@ -27,13 +28,12 @@ class Fact:
 
     @property
     def since(self) -> datetime:
-        """When this version's fact began: its event time when the version brought one of its
-        own (a PATCH keeps the old one otherwise), else when the version was written."""
-        event_time = self.memory.event_time
-        if event_time is not None and (
-            self.replaced is None or self.replaced.event_time != event_time
-        ):
-            return event_time
+        """When this version's fact began: its event date (app/memories/event_dates.py) when
+        the version brought one of its own (a PATCH keeps the old one otherwise), else when the
+        version was written."""
+        date = event_date(self.memory)
+        if date is not None and (self.replaced is None or event_date(self.replaced) != date):
+            return date
         return self.memory.created_at
 
 
@@ -55,7 +55,7 @@ def _conditions(listing: ListFilter) -> list[ColumnElement[bool]]:
 
 
 def _since() -> ColumnElement[datetime]:
-    return func.coalesce(Memory.event_time, Memory.created_at)
+    return func.coalesce(event_date_sql(), Memory.created_at)
 
 
 class ProfileRepository:

@@ -138,7 +138,8 @@ class MemoryService:
         await hold_for_write(self.repository.session, user_id)
         now = await self.repository.now()
         for draft in drafts:
-            draft.mentioned_at = mentioned_time(draft.content, draft.event_time or now)
+            said = draft.said_at or draft.event_time or now
+            draft.mentioned_at = mentioned_time(draft.content, said)
         memories = [
             new_version(user_id, draft, now, memory_id=memory_id)
             for draft, memory_id in zip(drafts, ids, strict=True)
@@ -258,13 +259,15 @@ class MemoryService:
         embedding: Embedding | None = None,
         work: Work | None = None,
         expected_versions: frozenset[uuid.UUID] | None = None,
+        said_at: datetime | None = None,
     ) -> Memory:
         """Supersede the memory's current version with a new one (git-like: nothing edited in
         place). `memory_id`: the memory's id or any of its versions'. `expected_versions`: the
         client's If-Match (412 unless the current version is one of them); None: the update
         applies to whichever version is current when it is written. `embedding` is the new
         content's when the caller already has it; else it is computed here, as `work`
-        (default: an interactive write of this user)."""
+        (default: an interactive write of this user). `said_at`: when the new content was
+        said (MemoryDraft.said_at; ingestion's message time)."""
         work = work or interactive_write(user_id)
         if changes.changes_nothing:
             fields = ", ".join(MemoryUpdate.__struct_fields__)
@@ -301,7 +304,7 @@ class MemoryService:
             # fields where the update leaves them (the vectors computed above serve again).
             draft = await self._next_version(changes, old, embedding, work, earlier=draft)
         now = await self.repository.now()
-        draft.mentioned_at = mentioned_time(draft.content, draft.event_time or now)
+        draft.mentioned_at = mentioned_time(draft.content, draft.said_at or draft.event_time or now)
         draft.expires_at = new_expiry if expiry_changed else old.expires_at
         old.is_current = False
         old.superseded_at = now

@@ -35,7 +35,7 @@ class ContextRequest:
     filters: Filter | None = None
 
 
-def _line(section: Section, fact: Fact, date: datetime | None = None) -> ContextLine:
+def _line(section: Section, fact: Fact) -> ContextLine:
     memory, replaced = fact.memory, fact.replaced
     shows_change = section != "profile" and replaced is not None
     return ContextLine(
@@ -44,7 +44,9 @@ def _line(section: Section, fact: Fact, date: datetime | None = None) -> Context
         chain_id=memory.chain_id,
         content=memory.content,
         category=memory.category,
-        date=date or fact.since,
+        # The fact's one date, the same in every section and on every surface (search's
+        # event_at, the profile's since, MCP): never the time its words name read again.
+        date=fact.since,
         replaced=replaced.content if shows_change and replaced is not None else None,
         replaced_id=replaced.id if shows_change and replaced is not None else None,
     )
@@ -53,13 +55,13 @@ def _line(section: Section, fact: Fact, date: datetime | None = None) -> Context
 async def build_context(
     session: AsyncSession, pipeline: RetrievalPipeline, request: ContextRequest
 ) -> ContextBlock:
-    hits: list[tuple[Memory, datetime | None]] = []
+    hits: list[Memory] = []
     if request.search is not None:
         found = await pipeline.search(session, request.search)
         # History entries (earlier versions shown beside a hit) are left out: a superseded
         # version appears only as what a current one replaced.
         hits = [
-            (c.memory, c.mentioned_at)
+            c.memory
             for c in found.results
             if c.history_of is None and c.memory is not None and c.memory.is_current
         ]
@@ -69,13 +71,10 @@ async def build_context(
     stable = await reads.current_by_category(
         request.user_id, FACTS_PER_CATEGORY, Memory.scope == "USER"
     )
-    facts = {
-        f.memory.id: f
-        for f in await reads.facts(request.user_id, [m for m, _ in hits] + changes + stable)
-    }
+    facts = {f.memory.id: f for f in await reads.facts(request.user_id, hits + changes + stable)}
     # A change is dated when it happened: the new version's own event time, else its writing.
     candidates = [
-        *(_line("relevant", facts[m.id], mentioned_at) for m, mentioned_at in hits),
+        *(_line("relevant", facts[m.id]) for m in hits),
         *(_line("changes", facts[m.id]) for m in changes),
         *(_line("profile", facts[m.id]) for m in stable),
     ]

@@ -9,8 +9,10 @@ the match into a ``(first_day, day_after_last, granularity)`` span.
 
 Past bias: conversations mostly report what already happened, so an expression that names a point
 of a cycle without saying which one ("Friday", "in May", "May 8th", "on the 8th", "in summer")
-resolves to the most recent occurrence on or before the reference. Only an explicit "next" (or
-"this" for weekdays and seasons, "in N days" for offsets) points forward.
+resolves to the most recent occurrence on or before the reference, unless its clause speaks of
+the future ("we're expecting a child in May", "I'll call on Friday": app/time_expressions/
+tense.py), when it is the next occurrence (the current one while it lasts). An explicit "next"
+(or "this" for weekdays and seasons, "in N days" for offsets) points forward anyway.
 
 Deliberate limits: the lowercase word "may" is read as a month only with a strong anchor (a year,
 an ordinal, "of", or one of in/during/since/until/through/from before it), so "I may go", "this
@@ -28,7 +30,8 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta, timezone
 
 from app.time_expressions import japanese
-from app.time_expressions.patterns import COMPILED, DASH, Span
+from app.time_expressions.patterns import COMPILED, DASH, Span, forward
+from app.time_expressions.tense import points_forward
 
 # English and Japanese: the Japanese families are written in kanji and kana, so neither
 # language's patterns can match the other's text.
@@ -66,6 +69,8 @@ def resolve_time_expressions(text: str, reference: datetime) -> list[TimeWindow]
                 span = resolve(m, ref)
             except (OverflowError, ValueError):  # "last year" in year 1: no such window
                 continue
+            if span is not None and span[1] <= ref and points_forward(text, m.start()):
+                span = forward(resolve, m, ref, span)
             if span is not None and _within_calendar(span):
                 found.append((m.start(), m.end(), span))
     chosen: list[tuple[int, int, Span]] = []

@@ -369,3 +369,38 @@ _PATTERNS: list[tuple[str, _Resolver]] = [
     (rf"\b(?:between|from)\s+(?P<year1>\d{{4}}){DASH}{_Y}", _year_range),
 ]
 COMPILED = [(re.compile(pattern, re.IGNORECASE), resolve) for pattern, resolve in _PATTERNS]
+
+
+# --- forward reading (app/time_expressions/tense.py) --------------------------------------------
+
+# Qualifiers that give a month or a season its own direction, or an open end: never turned.
+_DIRECTED = {"last", "this", "next", "since"}
+
+
+def _bare_point(m: re.Match[str]) -> bool:
+    """A point of a cycle the text does not place: no year, no last/this/next."""
+    groups = m.groupdict()
+    if any(groups.get(name) for name in ("year", "year1", "next")):
+        return False
+    rel, qualifier = _words(groups.get("rel") or ""), _words(groups.get("q") or "")
+    return rel in {"", "on"} and qualifier not in _DIRECTED
+
+
+# Per resolver of a point of a cycle: how far to move the reference for the next occurrence.
+_CYCLES: dict[_Resolver, Callable[[date], date]] = {
+    _weekday: lambda ref: ref + timedelta(days=7),
+    _day_of_month: lambda ref: _shift_months(ref, 1),
+    **{
+        resolve: lambda ref: _shift_months(ref, 12)
+        for resolve in (_day_month, _qualified_month, _season, _day_range, _month_range)
+    },
+}
+
+
+def forward(resolve: _Resolver, m: re.Match[str], ref: date, span: Span) -> Span:
+    """The next occurrence of a bare point of a cycle that `span` (the past-biased reading)
+    put wholly before the reference day; the span itself otherwise."""
+    cycle = _CYCLES.get(resolve)
+    if cycle is None or span[1] > ref or not _bare_point(m):
+        return span
+    return resolve(m, cycle(ref)) or span

@@ -148,9 +148,12 @@ class SearchHitOut(msgspec.Struct):
         datetime | None,
         msgspec.Meta(
             description="When the event the memory tells of happened, to order results by "
-            '("which came first", "how long between"): the time its content names, resolved '
-            'against when it was said ("last week"), else `memory.event_time`, else when it '
-            "was stored."
+            '("which came first", "how long between"): the one date the context block, the '
+            "profile and MCP state for it too. A memory from a message: its `event_time` (its "
+            'own words resolved when written against the message\'s time, "last month"); a '
+            "memory written directly: the time its content names, resolved when written "
+            "against its `event_time` as when it was said, else `event_time`; else when it was "
+            "stored."
         ),
     ] = None
 
