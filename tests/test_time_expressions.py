@@ -269,3 +269,43 @@ def test_invalid_calendar_dates_are_skipped() -> None:
 def test_the_calendar_edges_give_no_window_rather_than_an_overflow(reference, phrase) -> None:
     for window in resolve_time_expressions(f"what happened {phrase}?", reference):
         assert window.start < window.end
+
+
+# Tense: a bare point of a cycle in a clause about the future is its next occurrence.
+DEC = datetime(2026, 12, 7, 10, 0, tzinfo=timezone(timedelta(hours=-8)))  # Monday, Seattle
+
+TENSE_CASES: list[tuple[str, date]] = [
+    ("We're expecting a second child in May.", D(2027, 5, 1)),
+    ("We’ll fly to Rome in May", D(2027, 5, 1)),  # noqa: RUF001 (a typographic apostrophe)
+    ("I'm going to Kyoto in April", D(2027, 4, 1)),
+    ("I am planning a trip in June", D(2027, 6, 1)),
+    ("The baby is due May 8th", D(2027, 5, 8)),
+    ("I will call you on Friday", D(2026, 12, 11)),
+    ("I will pay on the 3rd", D(2027, 1, 3)),
+    ("We want to go skiing in winter", D(2026, 12, 1)),  # the current one while it lasts
+    ("We're expecting in December", D(2026, 12, 1)),
+    ("In May, we'll move", D(2027, 5, 1)),
+    ("We will travel between May and June", D(2027, 5, 1)),
+    # Reports of the past keep the past bias.
+    ("I went to Lisbon in May", D(2026, 5, 1)),
+    ("I saw her on Friday", D(2026, 12, 4)),
+    ("We were planning to go in May", D(2026, 5, 1)),
+    ("I moved to Seattle last month.", D(2026, 11, 1)),
+    # An expression that says its own direction or year is left as it is.
+    ("I will finally frame the photo from last May", D(2026, 5, 1)),
+    ("We will celebrate what happened in May 2026", D(2026, 5, 1)),
+    ("I will tell you about the 3 days ago thing", D(2026, 12, 4)),
+]
+
+
+@pytest.mark.parametrize(("text", "start"), TENSE_CASES, ids=[c[0] for c in TENSE_CASES])
+def test_tense_sets_the_direction_of_a_bare_point(text: str, start: date) -> None:
+    window = primary_window(text, DEC)
+    assert window is not None
+    assert window.start == datetime.combine(start, datetime.min.time(), tzinfo=DEC.tzinfo)
+
+
+def test_each_clause_has_its_own_tense() -> None:
+    text = "I moved here in March and we're expecting a child in May"
+    starts = [w.start.date() for w in resolve_time_expressions(text, DEC)]
+    assert starts == [D(2026, 3, 1), D(2027, 5, 1)]

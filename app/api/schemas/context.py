@@ -83,7 +83,8 @@ class CitedOut(msgspec.Struct):
         datetime,
         msgspec.Meta(
             description="The date the block gives: when the fact began or changed (the "
-            "version's event time, or the time its content names, else when it was written)."
+            "version's event date, the one search's `event_at`, the profile and MCP state; "
+            "else when it was written)."
         ),
     ]
     replaced_id: Annotated[
@@ -125,8 +126,9 @@ class ProfileFactOut(msgspec.Struct):
     since: Annotated[
         datetime,
         msgspec.Meta(
-            description="Since when it holds: the version's event time when it brought its "
-            "own, else when the version was written."
+            description="Since when it holds: the version's event date (search's `event_at`, "
+            "the context block's date) when it brought its own, else when the version was "
+            "written."
         ),
     ]
     replaced: ReplacedOut | None = None

@@ -692,7 +692,7 @@ export interface components {
             content: string;
             /**
              * Format: date-time
-             * @description The date the block gives: when the fact began or changed (the version's event time, or the time its content names, else when it was written).
+             * @description The date the block gives: when the fact began or changed (the version's event date, the one search's `event_at`, the profile and MCP state; else when it was written).
              */
             date: string;
             /**
@@ -1239,7 +1239,7 @@ export interface components {
             replaced?: components["schemas"]["ReplacedOut"] | null;
             /**
              * Format: date-time
-             * @description Since when it holds: the version's event time when it brought its own, else when the version was written.
+             * @description Since when it holds: the version's event date (search's `event_at`, the context block's date) when it brought its own, else when the version was written.
              */
             since: string;
         };
@@ -1338,7 +1338,7 @@ export interface components {
         };
         /** SearchHitOut */
         SearchHitOut: {
-            /** @description When the event the memory tells of happened, to order results by ("which came first", "how long between"): the time its content names, resolved against when it was said ("last week"), else `memory.event_time`, else when it was stored. */
+            /** @description When the event the memory tells of happened, to order results by ("which came first", "how long between"): the one date the context block, the profile and MCP state for it too. A memory from a message: its `event_time` (its own words resolved when written against the message's time, "last month"); a memory written directly: the time its content names, resolved when written against its `event_time` as when it was said, else `event_time`; else when it was stored. */
             event_at?: string | null;
             explanation?: {
                 [key: string]: components["schemas"]["StageScoreOut"];
