@@ -177,6 +177,7 @@ EXPECTED_DEFAULTS: dict[str, object] = {
     "ingest_candidates": 10,
     "ingest_llm_gate_threshold": 0.3,
     "ingest_duplicate_threshold": 0.99,
+    "ingest_facts": True,
     "ingest_corrections": True,
     "ingest_correction_threshold": 0.6,
     "ingest_supersedes": True,

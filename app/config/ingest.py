@@ -26,6 +26,14 @@ class IngestSettings(BaseModel):
     ingest_duplicate_threshold: float = Field(
         default=0.99, description="cosine at which a new fact is a duplicate (NONE)"
     )
+    # Trained and chosen in docs/benchmarks/facts.md (python -m bench.facts).
+    ingest_facts: bool = Field(
+        default=True,
+        description="without an LLM (or when its answer falls back), a user message becomes one "
+        "memory per fact it states (a sentence as said, judged by the learned fact model); "
+        "greetings, requests, questions and thanks stay in the message only. false: every user "
+        "message is one memory, as said",
+    )
     # Chosen in docs/benchmarks/corrections.md.
     ingest_corrections: bool = Field(
         default=True,

@@ -11,7 +11,8 @@ import msgspec
 
 from app.db.models import IngestDecision
 from app.ingest.domain import Extraction, MessageContext, Operation
-from app.memories.domain import MemoryDraft, MemoryUpdate
+from app.memories.context import turn_line
+from app.memories.domain import MemoryDraft, MemoryUpdate, SaidIn
 from app.memories.sentences import sentence_texts
 from app.memories.service import MemoryService
 from app.ml.embedder import Embedding
@@ -36,9 +37,13 @@ async def apply_operation(
     context: MessageContext,
     op: Operation,
     embedding: Embedding | None = None,
+    turn: Embedding | None = None,
 ) -> None:
     """Apply one operation; sets op.memory_id to the version it wrote (ADD, UPDATE).
-    `embedding` is that of op.content, computed earlier, so the store does not embed again."""
+    `embedding` is that of op.content, computed earlier, so the store does not embed again;
+    `turn` that of the message, the context vector of a fact said as part of it (op.turn)."""
+    context_text = turn_line(op.turn, context.speaker) if op.turn else None
+    context_vector = turn.full if op.turn and turn is not None else None
     if op.op == "ADD":
         assert op.content is not None
         (memory,) = await service.create(
@@ -57,6 +62,8 @@ async def apply_operation(
                     metadata=dict(context.metadata),
                     source_message_id=context.message_id,
                     embedding=embedding,
+                    context=context_text,
+                    context_embedding=context_vector,
                     sentence_embeddings=sentence_vectors_known(
                         op.content, context.speaker, context.prefetched
                     ),
@@ -85,9 +92,7 @@ async def apply_operation(
             # Only the version decided on: another writer's since is a conflict, and the
             # message is decided again on what is current (app/ingest/worker.py).
             expected_versions=frozenset({op.target.memory_id}),
-            # Its words' times were resolved into op.event_time against the message's time:
-            # the store resolves them against the same (once), not against the event time.
-            said_at=context.sent_at,
+            said_in=SaidIn(context.message_id, context.sent_at, context_text, context_vector),
         )
         op.memory_id, op.category = memory.id, memory.category
     elif op.op == "DELETE":

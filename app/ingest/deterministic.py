@@ -38,7 +38,8 @@ async def extract_deterministic(
         intent = correction.intent
         operation = Operation(
             op=intent.op,
-            content=intent.content,
+            # A new version is what the user said, as said: never an edited copy of the old one.
+            content=context.content.strip() if intent.op == "UPDATE" else None,
             scope=correction.target.scope,
             target=correction.target,
             reason=correction.reason,

@@ -104,6 +104,9 @@ class Operation:
     target: Candidate | None = None
     reason: str | None = None
     event_time: datetime | None = None
+    # The message a fact was said in, when the fact is only part of it: the new version's
+    # context (app/memories/context.py), embedded as the message was.
+    turn: str | None = None
     # Filled in by step 4.
     memory_id: uuid.UUID | None = None
 

@@ -20,6 +20,7 @@ from app.ingest.candidates import multilingual_nearest, similar_memories
 from app.ingest.corrections import Correction, detect_intent, find_target
 from app.ingest.deterministic import extract_deterministic
 from app.ingest.domain import Candidate, Extraction, MessageContext, Operation
+from app.ingest.fact_units import fact_context, judge_units, judged_here, units_to_embed
 from app.ingest.gate import llm_gate
 from app.ingest.llm_extractor import extract_with_llm
 from app.ingest.repository import IngestRepository
@@ -84,23 +85,37 @@ class IngestPipeline:
 
     def texts_to_prefetch(self, content: str, role: str) -> list[str]:
         """The texts besides the message itself that step 3 embeds for it on the
-        deterministic path, as far as the message alone tells: its sentences (the learned
-        supersedes model scores each, and an UPDATE's content is one of them) and an explicit
-        correction's claim and content. The worker embeds them in its claim's one model call,
-        not one call each inside the user's transaction. Whether step 3 uses them depends on
-        the memories it is shown (none for a new user): then they were embedded for nothing."""
+        deterministic path, as far as the message alone tells: its units, when it has several
+        (the fact model scores each, and each fact is decided and stored with its vector),
+        else its sentences (the learned supersedes model scores each, and an UPDATE's content
+        is one of them), and each explicit correction's claim. The worker embeds them in its
+        claim's one model call, not one call each inside the user's transaction. Whether step
+        3 uses them depends on the memories it is shown (none for a new user): then a claim
+        was embedded for nothing."""
         if role != "user":
             return []
-        texts: list[str] = []
-        if self._ingest.ingest_corrections and (intent := detect_intent(content)) is not None:
-            texts += [t for t in (intent.claim, intent.content) if t]
+        texts = (
+            units_to_embed(content, self._embedding.embedding_model)
+            if self._ingest.ingest_facts
+            else []
+        )
+        judged = list(texts) or [content]  # decided one by one: each unit, or the message
+        if self._ingest.ingest_corrections:
+            for unit in judged:
+                if (intent := detect_intent(unit)) is not None:
+                    texts += [t for t in (intent.claim, intent.content) if t]
         said = message_sentences(content)
         # As _judged_sentences decides: the model of the message's language, when it reads
         # this embedder's vectors (the Japanese one reads the multilingual embedder's).
-        judged_here = (
+        supersedes_reads_it = (
             model_for(content).embedding_model == Path(self._embedding.embedding_model).name
         )
-        if self._ingest.ingest_supersedes and judged_here and 1 < len(said) <= MAX_SENTENCES:
+        if (
+            len(judged) == 1
+            and self._ingest.ingest_supersedes
+            and supersedes_reads_it
+            and 1 < len(said) <= MAX_SENTENCES
+        ):
             texts += said
         return [t for t in dict.fromkeys(texts) if t != content]
 
@@ -127,34 +142,12 @@ class IngestPipeline:
             (embedding,) = await self.embed([context.content], context.user_id)
         # Compared with what the message's agent and run see: their own memories and the
         # shared ones (an UPDATE of a shared memory keeps it shared).
-        scoped = visible_to(context.agent_id, context.run_id)
         with tracing.span("ingest.candidates"):
-            candidates = await similar_memories(
-                MemoryRepository(session, to_sql(scoped) if scoped else None),
-                context,
-                embedding,
-                self._ingest,
-                self._retrieval,
-            )
+            candidates = await self._candidates(session, context, embedding)
             tracing.annotate({"cognis.ingest.candidates": len(candidates)})
 
         async def deterministic() -> Extraction:
-            # The explicit rules first; the learned model only where they found nothing.
-            correction = await self._correction(session, context, candidates)
-            supersession = (
-                None
-                if correction is not None
-                else await self._supersession(session, context, candidates, embedding)
-            )
-            return await extract_deterministic(
-                context,
-                candidates,
-                embedding,
-                self._classifier,
-                self._ingest.ingest_duplicate_threshold,
-                correction,
-                supersession,
-            )
+            return await self._extract_facts(session, context, candidates, embedding)
 
         with tracing.span("ingest.extract"):
             if self._llm is None:
@@ -190,14 +183,119 @@ class IngestPipeline:
             dict.fromkeys(
                 op.content
                 for op in extraction.operations
-                if op.content is not None and op.content not in known
+                if op.op in ("ADD", "UPDATE") and op.content is not None and op.content not in known
             )
         )
         known.update(zip(new_texts, await self._embed_for(context, new_texts), strict=True))
+        self._drop_llm_non_facts(context, extraction, known)
         await self._drop_repeated_adds(
             MemoryRepository(session), context, extraction, candidates, known
         )
         return Decided(context, extraction, known)
+
+    def _drop_llm_non_facts(
+        self, context: MessageContext, extraction: Extraction, known: dict[str, Embedding]
+    ) -> None:
+        """The LLM's facts pass the same check as the units without it: an ADD the fact model
+        scores below its threshold (a request, a greeting restated as a "fact") is NONE."""
+        if extraction.extractor != "llm" or extraction.fallback_used:
+            return
+        model = judged_here(context.content, self._embedding.embedding_model)
+        if not self._ingest.ingest_facts or model is None:
+            return
+        adds = [op for op in extraction.operations if op.op == "ADD" and op.content is not None]
+        if not adds:
+            return
+        scores = model.scores(
+            [op.content or "" for op in adds],
+            np.stack([known[op.content or ""].full for op in adds]),
+        )
+        for op, score in zip(adds, scores, strict=True):
+            if score < model.threshold:
+                op.op = "NONE"
+                op.reason = (
+                    f"the LLM's fact is not a fact to remember: fact score {score:.3f} < "
+                    f"{model.threshold:.3f}"
+                )
+
+    async def _candidates(
+        self, session: AsyncSession, context: MessageContext, embedding: Embedding
+    ) -> list[Candidate]:
+        """Step 3a: the user's current memories most similar to `embedding`, among those the
+        message's agent and run see (their own and the shared ones: an UPDATE of a shared
+        memory keeps it shared)."""
+        scoped = visible_to(context.agent_id, context.run_id)
+        return await similar_memories(
+            MemoryRepository(session, to_sql(scoped) if scoped else None),
+            context,
+            embedding,
+            self._ingest,
+            self._retrieval,
+        )
+
+    async def _extract_facts(
+        self,
+        session: AsyncSession,
+        context: MessageContext,
+        candidates: list[Candidate],
+        embedding: Embedding,
+    ) -> Extraction:
+        """The deterministic path: each fact of a user message decided on its own against the
+        memories most similar to it (app/ingest/fact_units.py); the rest of the message is
+        NONE. A message the fact model cannot judge is decided whole."""
+        model = judged_here(context.content, self._embedding.embedding_model)
+        if context.role != "user" or not self._ingest.ingest_facts or model is None:
+            return await self._decide_fact(session, context, candidates, embedding)
+        units = judge_units(context.content, embedding, context.prefetched, model)
+        operations: list[Operation] = []
+        taken: set[uuid.UUID] = set()  # a memory one fact updates or ends, no other fact may
+        for unit in units:
+            if not unit.is_fact:
+                operations.append(unit.not_kept())
+                continue
+            said = fact_context(context, unit)
+            shown = (
+                candidates
+                if said is context
+                else await self._candidates(session, said, unit.embedding)
+            )
+            decided = await self._decide_fact(
+                session, said, [c for c in shown if c.memory_id not in taken], unit.embedding
+            )
+            for op in decided.operations:
+                if said is not context:
+                    op.turn = context.content
+                if op.op in ("UPDATE", "DELETE") and op.target is not None:
+                    taken.add(op.target.memory_id)
+                if op.op == "ADD" and op.reason is None:
+                    op.reason = unit.reason
+            operations += decided.operations
+        return Extraction(operations=operations, extractor="deterministic")
+
+    async def _decide_fact(
+        self,
+        session: AsyncSession,
+        context: MessageContext,
+        candidates: list[Candidate],
+        embedding: Embedding,
+    ) -> Extraction:
+        """One fact (or a whole message) without an LLM: the explicit rules first, the learned
+        supersedes model only where they found nothing, then app/ingest/deterministic.py."""
+        correction = await self._correction(session, context, candidates)
+        supersession = (
+            None
+            if correction is not None
+            else await self._supersession(session, context, candidates, embedding)
+        )
+        return await extract_deterministic(
+            context,
+            candidates,
+            embedding,
+            self._classifier,
+            self._ingest.ingest_duplicate_threshold,
+            correction,
+            supersession,
+        )
 
     async def _correction(
         self, session: AsyncSession, context: MessageContext, candidates: list[Candidate]
@@ -370,7 +468,8 @@ class IngestPipeline:
             )
             for op in decided.extraction.operations:
                 embedding = decided.embeddings.get(op.content) if op.content is not None else None
-                await apply_operation(service, decided.context, op, embedding)
+                turn = decided.embeddings[decided.context.content] if op.turn else None
+                await apply_operation(service, decided.context, op, embedding, turn)
             rows = audit_rows(job_id, decided.context, decided.extraction)
             IngestRepository(session).add_decisions(rows)
             await session.flush()

@@ -65,6 +65,18 @@ class MemoryUpdate(msgspec.Struct, forbid_unknown_fields=True):
         return all(getattr(self, name) is msgspec.UNSET for name in self.__struct_fields__)
 
 
+@dataclass(frozen=True, slots=True)
+class SaidIn:
+    """Where an ingested version was said: its message and, for a fact said as part of the
+    message, the message as its context with that context's vector."""
+
+    message_id: uuid.UUID | None
+    # When it was said: its words' times resolve against this (MemoryDraft.said_at).
+    said_at: datetime | None = None
+    context: str | None = None
+    context_embedding: Any = None
+
+
 @dataclass(slots=True)
 class MemoryDraft:
     """What a caller wants stored; validated by `check_draft` before anything is written."""

@@ -23,6 +23,7 @@ from app.memories.cursors import decode_memory_cursor, encode_memory_cursor
 from app.memories.domain import (
     MemoryDraft,
     MemoryUpdate,
+    SaidIn,
     check_draft,
     check_event_end,
     checked_current,
@@ -259,15 +260,15 @@ class MemoryService:
         embedding: Embedding | None = None,
         work: Work | None = None,
         expected_versions: frozenset[uuid.UUID] | None = None,
-        said_at: datetime | None = None,
+        said_in: SaidIn | None = None,
     ) -> Memory:
         """Supersede the memory's current version with a new one (git-like: nothing edited in
         place). `memory_id`: the memory's id or any of its versions'. `expected_versions`: the
         client's If-Match (412 unless the current version is one of them); None: the update
         applies to whichever version is current when it is written. `embedding` is the new
         content's when the caller already has it; else it is computed here, as `work`
-        (default: an interactive write of this user). `said_at`: when the new content was
-        said (MemoryDraft.said_at; ingestion's message time)."""
+        (default: an interactive write of this user). `said_in`: the message the new version
+        was said in (ingestion), its source and, where given, its context."""
         work = work or interactive_write(user_id)
         if changes.changes_nothing:
             fields = ", ".join(MemoryUpdate.__struct_fields__)
@@ -294,7 +295,7 @@ class MemoryService:
             await require_categories(
                 self.repository.session, self._classifier, [(changes.category, "category")]
             )
-        draft = await self._next_version(changes, base, embedding, work)
+        draft = await self._next_version(changes, base, embedding, work, said_in=said_in)
         work.check_deadline()
         # Lock after embedding, so the row lock is held only for the short write.
         old = await self._lock_current(user_id, base.chain_id, expected_versions)
@@ -302,7 +303,9 @@ class MemoryService:
             # Another writer replaced `base` while this one embedded, and no If-Match asked
             # for `base` alone: this update applies to the version now current, keeping its
             # fields where the update leaves them (the vectors computed above serve again).
-            draft = await self._next_version(changes, old, embedding, work, earlier=draft)
+            draft = await self._next_version(
+                changes, old, embedding, work, earlier=draft, said_in=said_in
+            )
         now = await self.repository.now()
         draft.mentioned_at = mentioned_time(draft.content, draft.said_at or draft.event_time or now)
         draft.expires_at = new_expiry if expiry_changed else old.expires_at
@@ -330,6 +333,7 @@ class MemoryService:
         embedding: Embedding | None,
         work: Work,
         earlier: MemoryDraft | None = None,
+        said_in: SaidIn | None = None,
     ) -> MemoryDraft:
         """The draft of the version `changes` make of `base`, checked, embedded and
         categorised. `earlier`: the draft made of another version, whose vectors serve again
@@ -351,6 +355,10 @@ class MemoryService:
             follows_chain_id=base.follows_chain_id,
             language=language_kept(changes, base),
         )
+        if said_in is not None:
+            draft.source_message_id, draft.said_at = said_in.message_id, said_in.said_at
+            if said_in.context is not None:
+                draft.context, draft.context_embedding = said_in.context, said_in.context_embedding
         check_draft(draft, self._api.max_content_chars, self._api.max_metadata_bytes)
         if draft.content == base.content:
             draft.embedding = Embedding(full=base.embedding_768d, coarse=base.embedding_256d)
