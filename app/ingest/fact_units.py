@@ -16,20 +16,15 @@ its vectors come from another embedder) and the embedder the model was trained o
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from pathlib import Path
 
 import numpy as np
 
 from app.ingest.domain import MessageContext, Operation
-from app.ingest.facts import FactModel, fact_units, shipped_fact_model
+from app.ingest.facts import JAPANESE, FactModel, fact_units, shipped_fact_model
 from app.ml.embedder import Embedding
 from app.time_expressions import resolve_time_expressions
-
-# Kana or kanji: the fact model reads English vectors only.
-_JAPANESE = re.compile(r"[\u3041-\u30ff\u3400-\u4dbf\u4e00-\u9fff]")
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,10 +53,10 @@ class Unit:
 
 def judged_here(content: str, embedding_model: str) -> FactModel | None:
     """The fact model, where it can judge this message (English, the embedder it reads)."""
-    if _JAPANESE.search(content):
+    if JAPANESE.search(content):
         return None
     model = shipped_fact_model()
-    return model if model.embedding_model == Path(embedding_model).name else None
+    return model if model.reads(embedding_model) else None
 
 
 def units_to_embed(content: str, embedding_model: str) -> list[str]:
