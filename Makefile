@@ -1,5 +1,5 @@
 # The commands the README names. `make up` serves the API; `make test` runs the suite.
-.PHONY: up up-cluster down status install test test-fast lint typecheck relay reindex backup restore bench-supersedes bench-foundation bench-locomo bench-scale bench-ingest bench-mixed bench-retry bench-hnsw bench-relay bench-filters bench-import bench-migrations check-deploy bench-embedding bench-tenants bench-faults bench-categories bench-llm-gate bench-corrections bench-local-llm bench-llm-updates llm bench-mcp bench-mcp-listing bench-small-users bench-hnsw-history bench-scale-out bench-node-loss bench-japanese bench-tracing bench-webhooks bench-erase bench-backup bench-analyst bench-task-fillfactor bench-context bench-search-latency
+.PHONY: up up-cluster down status install test test-fast lint typecheck relay reindex backup restore bench-supersedes bench-facts bench-foundation bench-locomo bench-scale bench-ingest bench-mixed bench-retry bench-hnsw bench-relay bench-filters bench-import bench-migrations check-deploy bench-embedding bench-tenants bench-faults bench-categories bench-llm-gate bench-corrections bench-local-llm bench-llm-updates llm bench-mcp bench-mcp-listing bench-small-users bench-hnsw-history bench-scale-out bench-node-loss bench-japanese bench-tracing bench-webhooks bench-erase bench-backup bench-analyst bench-task-fillfactor bench-context bench-search-latency
 
 PY := .venv/bin/python
 TEST_WORKERS ?= 2  # pytest-xdist workers; each has its own database, index and in-process API
@@ -175,6 +175,9 @@ bench-corrections:  ## corrections without an LLM: precision and recall of the d
 
 bench-supersedes:  ## updates without an LLM: the supersedes model on its held-out split (BENCH_ARGS=train retrains it; add --language ja for the Japanese model)
 	$(PY) -m bench.supersedes $(if $(BENCH_ARGS),$(BENCH_ARGS),evaluate)
+
+bench-facts:  ## facts from messages without an LLM: the fact model on its held-out units and LongMemEval answer turns (BENCH_ARGS=train retrains it)
+	$(PY) -m bench.facts $(if $(BENCH_ARGS),$(BENCH_ARGS),evaluate)
 
 bench-local-llm:  ## local LLM (xllamacpp + GGUF): start-up, tokens/s, seconds per decision by threads
 	$(PY) -m bench.local_llm $(BENCH_ARGS)

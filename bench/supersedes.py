@@ -49,6 +49,7 @@ from app.ml.multilingual import MultilingualEncoder
 from app.ml.offline import user_cache_dir
 from app.ml.scheduling.work import Work, WorkClass
 from bench.corrections import shown_candidate
+from bench.logistic import fit_logistic
 
 DATA = Path(__file__).parent / "data" / "supersedes"
 TRAIN_PATH = DATA / "train.jsonl"
@@ -244,28 +245,14 @@ def fit(
     threshold: float,
     language: str = "en",
 ) -> SupersedesModel:
-    """L2-regularised logistic regression on standardised features, by Newton's method
-    (deterministic: no random start, no sampling)."""
-    mean, scale = x.mean(axis=0), x.std(axis=0)
-    scale[scale < 1e-9] = 1.0
-    z = np.hstack([(x - mean) / scale, np.ones((len(x), 1))])
-    w = np.zeros(z.shape[1])
-    penalty = np.full(z.shape[1], L2)
-    penalty[-1] = 0.0  # the bias is not shrunk
-    for _ in range(50):
-        p = 1.0 / (1.0 + np.exp(-(z @ w)))
-        gradient = z.T @ (p - y) + penalty * w
-        hessian = (z * (p * (1 - p))[:, None]).T @ z + np.diag(penalty)
-        step = np.linalg.solve(hessian, gradient)
-        w -= step
-        if np.abs(step).max() < 1e-8:
-            break
+    """The logistic regression (bench/logistic.py) over the pairs' features."""
+    mean, scale, weights, bias = fit_logistic(x, y, L2)
     return SupersedesModel(
         FEATURE_SETS[language][0],
         mean,
         scale,
-        w[:-1],
-        float(w[-1]),
+        weights,
+        bias,
         threshold,
         direction,
         embedding_model,

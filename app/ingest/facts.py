@@ -35,9 +35,12 @@ SENTENCE_END = re.compile(r"(?:[.!?]+|;)[\"'\u2019\u201d)\]]*(?=\s)")
 # Words a period does not end (titles, Latin, units); "a.m."/"p.m." end one only before a
 # capital. Lowercase, without their periods.
 ABBREVIATIONS = frozenset(
-    "dr mr mrs ms mx prof sr jr st mt ft vs etc eg ie approx appt dept est no nos vol fig "
-    "inc ltd co corp jan feb mar apr jun jul aug sep sept oct nov dec mon tue wed thu fri "
-    "sat sun ave blvd rd min max oz lb lbs pt hr hrs wk yr yrs cf al".split()
+    re.findall(
+        r"\w+",
+        "dr mr mrs ms mx prof sr jr st mt ft vs etc eg ie approx appt dept est no nos vol "
+        "fig inc ltd co corp jan feb mar apr jun jul aug sep sept oct nov dec mon tue wed "
+        "thu fri sat sun ave blvd rd min max oz lb lbs pt hr hrs wk yr yrs cf al",
+    )
 )
 TIME_ABBREVIATIONS = frozenset({"am", "pm"})
 LAST_WORD = re.compile(r"(\S+)$")
@@ -100,9 +103,8 @@ def _ends_sentence(content: str, line_start: int, match: re.Match[str]) -> bool:
         return following.isupper() and bare not in TITLES and bare not in {"eg", "ie"}
     if len(bare) == 1 and bare.isalpha() and bare != "i" and before.rstrip()[-2:-1] in " (":
         return False  # an initial: "J. K. Rowling"
-    if bare.isdigit() and not before[: found.start()].strip():
-        return False  # a list number at the start of the line: "1. Pack light"
-    return True
+    # not a list number at the start of the line: "1. Pack light"
+    return not (bare.isdigit() and not before[: found.start()].strip())
 
 
 # Titles never end a sentence, whatever follows ("Dr. Patel", "St. Louis").
@@ -262,9 +264,10 @@ class FactModel:
         dimensions = int(data["dimensions"])
         if list(data["features"])[dimensions:] != list(CUES):
             raise ValueError("fact model was trained on other cues: retrain it")
+        scale = np.asarray(data["scale"], dtype=np.float64)
         return cls(
             mean=np.asarray(data["mean"], dtype=np.float64),
-            scale=np.asarray(data["scale"], dtype=np.float64),
+            scale=np.where(scale > 0, scale, 1.0),  # never a division by zero
             weights=np.asarray(data["weights"], dtype=np.float64),
             bias=float(data["bias"]),
             threshold=float(data["threshold"]),
