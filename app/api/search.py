@@ -87,6 +87,8 @@ def search_hits(response: SearchResponse, *, explain: bool) -> list[SearchHitOut
                 # On the wire, the memory's id: the same for the hit and its versions.
                 history_of=None if candidate.history_of is None else candidate.memory.chain_id,
                 event_at=candidate.mentioned_at or candidate.when,
+                earlier=candidate.later_id is not None,
+                later_memory_id=candidate.later_id,
                 explanation={
                     stage: StageScoreOut(rank=s["rank"], score=s["score"])
                     for stage, s in candidate.explanation().items()
