@@ -15,6 +15,7 @@ memory that a newer one contradicts, the newest of those.
 from __future__ import annotations
 
 import uuid
+from collections import defaultdict
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -62,30 +63,23 @@ def _subject(claim: Claim, speaker: str | None) -> str:
 
 
 def later_of(memories: Sequence[Stated]) -> dict[uuid.UUID, uuid.UUID]:
-    """For each memory that a newer one contradicts, the key of the newest that does."""
-    read = [
-        (memory, {(_subject(c, memory.speaker), c) for c in claims_of(memory.content)})
-        for memory in memories
-    ]
-    read = [(memory, claims) for memory, claims in read if claims]
+    """For each memory that a newer one contradicts, the key of the newest that does. Only
+    claims of one person and one relation are compared (a bucket each)."""
+    buckets: dict[tuple[str, str], list[tuple[Stated, Claim]]] = defaultdict(list)
+    for memory in memories:
+        for claim in claims_of(memory.content):
+            buckets[(_subject(claim, memory.speaker), claim.relation)].append((memory, claim))
     later: dict[uuid.UUID, Stated] = {}
-    for i, (a, a_claims) in enumerate(read):
-        for b, b_claims in read[i + 1 :]:
-            if a.newness == b.newness or not _disagree(a_claims, b_claims):
-                continue
-            older, newer = (a, b) if a.newness < b.newness else (b, a)
-            known = later.get(older.key)
-            if known is None or known.newness < newer.newness:
-                later[older.key] = newer
+    for stated_claims in buckets.values():
+        for i, (a, claim_a) in enumerate(stated_claims):
+            for b, claim_b in stated_claims[i + 1 :]:
+                if a.newness == b.newness or not contradicts(claim_a, claim_b):
+                    continue
+                older, newer = (a, b) if a.newness < b.newness else (b, a)
+                known = later.get(older.key)
+                if known is None or known.newness < newer.newness:
+                    later[older.key] = newer
     return {key: newer.key for key, newer in later.items()}
-
-
-def _disagree(a: set[tuple[str, Claim]], b: set[tuple[str, Claim]]) -> bool:
-    return any(
-        who_a == who_b and contradicts(claim_a, claim_b)
-        for who_a, claim_a in a
-        for who_b, claim_b in b
-    )
 
 
 def newer_above(ordered: list[K], later: dict[K, K]) -> list[K]:
