@@ -142,6 +142,20 @@ def _value(text: str) -> frozenset[str]:
     return _words(_VALUE_END.sub("", _AGAIN.sub("", text)))
 
 
+_PAST_FORMS = frozenset(
+    re.findall(
+        r"\w+",
+        "got gotten went gone had did done made took taken saw seen met came gave given found "
+        "left told thought felt kept began begun bought brought caught taught sold said ran won "
+        "lost wrote written read spent sent built",
+    )
+)
+
+
+def _past(verb: str) -> bool:
+    return verb.endswith("ed") or verb in _PAST_FORMS
+
+
 def _lemma(verb: str) -> str:
     """A verb's stem, enough to tell "learning" and "learn", "smoking" and "smoke" alike."""
     verb = verb.lower()
@@ -216,8 +230,8 @@ def _claims_of_predicate(subject: str, rest: str) -> list[Claim]:
     # After "am", only a verb's -ing form ("learning the violin") is an action.
     if not verb.isalpha() or not verb.islower() or (be is not None and not verb.endswith("ing")):
         return []
-    if verb in ("a", "an", "the", "not", "no", "to", "in"):
-        return []
+    if verb in ("a", "an", "the", "not", "no", "to", "in") or _past(verb):
+        return []  # an event ("we talked", "I haven't got the chance"), not a standing fact
     return [Claim(subject, f"do {_lemma(verb)}", _value(obj), ended)]
 
 
