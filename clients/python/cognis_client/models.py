@@ -344,6 +344,10 @@ class CitedMemory(msgspec.Struct, frozen=True):
     replaced_id: UUID | None = None
     replaced_content: str | None = None
     version_id: UUID | None = None
+    # A newer current memory contradicts this one: the block states it first and this line
+    # as "(earlier; later: …)"; its id and content.
+    later_id: UUID | None = None
+    later_content: str | None = None
 
 
 class Context(msgspec.Struct, frozen=True):
