@@ -142,6 +142,8 @@ class ContextController(Controller):
                     date=line.date,
                     replaced_id=line.replaced_id,
                     replaced_content=line.replaced,
+                    later_id=line.later_id,
+                    later_content=line.later,
                 )
                 for line in block.lines
             ],

@@ -88,6 +88,8 @@ def search_hits(response: SearchResponse, *, explain: bool) -> list[SearchHitOut
                 # On the wire, the memory's id: the same for the hit and its versions.
                 history_of=None if candidate.history_of is None else candidate.memory.chain_id,
                 event_at=event_date(candidate.memory) or candidate.memory.created_at,
+                earlier=candidate.later_id is not None,
+                later_memory_id=candidate.later_id,
                 explanation={
                     stage: StageScoreOut(rank=s["rank"], score=s["score"])
                     for stage, s in candidate.explanation().items()

@@ -93,6 +93,10 @@ def search_result(found: SearchResult, full: bool) -> dict[str, Any]:
             one["event_at"] = plain(hit.event_at)
         if hit.relevance is not None:
             one["relevance"] = round(hit.relevance, 3)
+        if hit.earlier and hit.later_memory_id is not None:
+            # A newer memory (ranked above) contradicts this one: the agent should use that.
+            one["earlier"] = True
+            one["later_id"] = short_id(hit.later_memory_id)
         if hit.explanation is not None:
             one["explanation"] = plain(hit.explanation)
         results.append(one)

@@ -37,6 +37,8 @@ class Candidate:
     text: str = ""  # content, then context (what text-matching stages read)
     # The query's cosine to the memory on a fixed [0, 1] scale (app/retrieval/relevance.py).
     relevance: float | None = None
+    # Lever newer_first: the chain id of a newer current memory that contradicts this one.
+    later_id: uuid.UUID | None = None
 
     def load(self, memory: Memory) -> Candidate:
         self.memory = memory

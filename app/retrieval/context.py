@@ -6,7 +6,8 @@ and cuts them."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import uuid
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -15,6 +16,7 @@ from app.db.models import Memory
 from app.memories.filters import Filter, to_sql
 from app.memories.profile import Fact, ProfileRepository
 from app.retrieval.context_block import ContextBlock, ContextLine, Section, Template, fit_block
+from app.retrieval.disagreement import Stated, later_of
 from app.retrieval.pipeline import RetrievalPipeline
 from app.retrieval.request import SearchRequest
 
@@ -78,4 +80,30 @@ async def build_context(
         *(_line("changes", facts[m.id]) for m in changes),
         *(_line("profile", facts[m.id]) for m in stable),
     ]
-    return fit_block(candidates, request.template, request.max_tokens, request.as_of)
+    return fit_block(
+        newer_first(candidates, facts), request.template, request.max_tokens, request.as_of
+    )
+
+
+def newer_first(lines: list[ContextLine], facts: dict[uuid.UUID, Fact]) -> list[ContextLine]:
+    """Each line that a newer current memory contradicts marked earlier (app/retrieval/
+    disagreement.py), with the newer memory's line stated just before it, in its section
+    (the block states each memory once: its first line)."""
+    firsts = {line.memory_id: line for line in reversed(lines)}
+    later = later_of(
+        [
+            Stated(m.id, m.content, m.speaker, m.event_time, m.created_at)
+            for m in (facts[memory_id].memory for memory_id in firsts)
+        ]
+    )
+    if not later:
+        return lines
+    ordered: list[ContextLine] = []
+    for line in lines:
+        newer_id = later.get(line.memory_id)
+        if newer_id is not None:
+            newer = firsts[newer_id]
+            ordered.append(replace(newer, section=line.section))
+            line = replace(line, later=newer.content, later_id=newer.chain_id)
+        ordered.append(line)
+    return ordered

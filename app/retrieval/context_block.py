@@ -47,6 +47,10 @@ class ContextLine:
     date: datetime  # when the fact began (or, for a change, when it changed)
     replaced: str | None = None  # the content of the version this one replaced
     replaced_id: uuid.UUID | None = None
+    # A newer current memory that contradicts this one (app/retrieval/disagreement.py): its
+    # content and id. The line is stated as earlier, after the newer one.
+    later: str | None = None
+    later_id: uuid.UUID | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,15 +66,20 @@ def _day(moment: datetime) -> str:
 
 
 def _statement(line: ContextLine) -> str:
-    if line.replaced is None:
-        return line.content
-    return f"{line.content} (changed from: {line.replaced})"
+    statement = line.content
+    if line.replaced is not None:
+        statement += f" (changed from: {line.replaced})"
+    if line.later is not None:
+        statement += f" (earlier; later: {line.later})"
+    return statement
 
 
 def _json_line(line: ContextLine) -> dict[str, str]:
     stated = {"date": _day(line.date), "category": line.category, "content": line.content}
     if line.replaced is not None:
         stated["replaced"] = line.replaced
+    if line.later is not None:
+        stated["earlier_than"] = line.later
     return stated
 
 

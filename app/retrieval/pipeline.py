@@ -5,7 +5,7 @@ small user, else HNSW → exact 768D [→ feedback]) · 3 BM25 [+ proximity] [bo
 each part of a multi-part question, beside them] · 4 weighted RRF [balanced or typed weights]
 [+ the parts' rankings] · load and visibility · [speaker · entities · neighbours · time
 mentions · specificity] · 5 temporal boost · [sessions] · 6 de-duplication · 7 cross-encoder
-· relevance · [relevance order · relevance guard] · [part slots] · 8 history.
+· relevance · [relevance order · relevance guard] · [part slots] · [newer first] · 8 history.
 The bracketed steps and the legs' options are levers, each declared beside its step; the
 profiles (app/retrieval/profiles.py) are recipes of them: `paper` runs SPEC's 8 stages
 exactly, `default` the levers that earned their place. Every stage can be switched off per

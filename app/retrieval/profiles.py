@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Annotated, Literal, get_args
 import msgspec
 
 from app.config import RetrievalSettings
-from app.retrieval import fusion, legs, parts, ranking, relevance_steps
+from app.retrieval import disagreement, fusion, legs, parts, ranking, relevance_steps
 from app.retrieval.plan import Asked, Basis, Lever, RetrievalPlan, Tuning
 from app.retrieval.request import SearchRequest
 
@@ -49,6 +49,8 @@ RECIPES: dict[str, frozenset[Lever]] = {
             ranking.TIME_MENTIONS,
             ranking.SPECIFICITY,
             relevance_steps.RELEVANCE_GUARD,
+            # A replaced fact never passes as current (app/retrieval/disagreement.py).
+            disagreement.NEWER_FIRST,
             fusion.BALANCED_LEGS,
             # Japanese and other languages the English model cannot read (docs/languages.md);
             # it does not run for an English question of a user who writes English only.

@@ -2,10 +2,10 @@
 
 Load and visibility · [speaker · entities · neighbours · time mentions · specificity] · 5
 temporal boost · [sessions] · 6 de-duplication · 7 cross-encoder · relevance and its floor ·
-[relevance order · relevance guard] · [part slots] · final cut · 8 history. The bracketed
-steps are levers (part slots: query_parts and event_order, app/retrieval/parts.py); each
-step reads its own numbers from the plan (`plan.numbers(tuning)`, the tuning declared beside
-the step).
+[relevance order · relevance guard] · [part slots] · [newer first] · final cut · 8 history.
+The bracketed steps are levers (part slots: query_parts and event_order,
+app/retrieval/parts.py); each step reads its own numbers from the plan (`plan.numbers(tuning)`,
+the tuning declared beside the step).
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from app.retrieval import entities as entity_steps
 from app.retrieval import parts, relevance_steps, sessions
 from app.retrieval.candidates import Candidate
 from app.retrieval.dedup import dedup_head
+from app.retrieval.disagreement import NEWER_FIRST, mark_earlier
 from app.retrieval.entities import boost_shared_entities
 from app.retrieval.history import with_history
 from app.retrieval.neighbours import links, spread_to_neighbours
@@ -202,6 +203,14 @@ async def cross_encode(ranked: Ranked, context: SearchContext) -> tuple[Ranked, 
     return ranked, "applied"
 
 
+async def newer_first(ranked: Ranked, context: SearchContext) -> tuple[Ranked, str]:
+    # Over the head of the list, as de-duplication: a newer fact below it is not pulled up.
+    top_k = context.request.top_k
+    window = max(top_k * 2, context.plan.numbers(RERANK_TOP_N))
+    head, marked, moved = mark_earlier(ranked[:window], top_k)
+    return head + ranked[window:], f"{marked} marked earlier, {moved} moved"
+
+
 async def final(ranked: Ranked, context: SearchContext) -> tuple[Ranked, None]:
     results = ranked[: context.request.top_k]
     for position, candidate in enumerate(results, start=1):
@@ -265,6 +274,7 @@ RANKING_STEPS: tuple[Step[Ranked], ...] = (
     ),
     *relevance_steps.STEPS,
     parts.STEP,
+    Step("newer_first", newer_first, timer="newer_first_ms", lever=NEWER_FIRST),
     Step("final", final, explains="final"),
     Step(
         "history",

@@ -42,7 +42,10 @@ async def test_a_turn_of_several_facts_becomes_one_memory_per_fact_and_one_of_th
     assert update["operation"] == "UPDATE"
     assert update["target_memory_id"] == stored["I live in Boston."]["memory_id"]
     versions = await history(client, user_id, update["memory_id"])
-    assert [v["content"] for v in versions] == ["I live in Boston.", "I moved to Seattle last month."]
+    assert [v["content"] for v in versions] == [
+        "I live in Boston.",
+        "I moved to Seattle last month.",
+    ]
     current = sorted(m["content"] for m in await current_memories(client, user_id))
     assert current == ["Hi, I'm Priya.", "I moved to Seattle last month."]
 
@@ -50,9 +53,7 @@ async def test_a_turn_of_several_facts_becomes_one_memory_per_fact_and_one_of_th
 async def test_requests_greetings_and_thanks_stay_in_the_message(
     client: httpx.AsyncClient, user_id: str
 ) -> None:
-    turn = (
-        "Could you recommend a running app? We just moved to Valencia, so I need new routes."
-    )
+    turn = "Could you recommend a running app? We just moved to Valencia, so I need new routes."
     job = await ingest(client, user_id, message(turn))
     by_content = {d["content"]: d for d in decisions(job)}
     assert by_content["Could you recommend a running app?"]["operation"] == "NONE"

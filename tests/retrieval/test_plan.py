@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 
 from app.config import Settings
-from app.retrieval import fusion, legs, ranking, relevance_steps
+from app.retrieval import disagreement, fusion, legs, ranking, relevance_steps
 from app.retrieval.candidates import boost_scores
 from app.retrieval.pipeline import STAGES
 from app.retrieval.plan import Lever, StageSwitches
@@ -59,11 +59,12 @@ class TestPlan:
 
     def test_every_lever_is_a_field_of_the_structs_and_recipes_use_declared_ones(self) -> None:
         names = [lever.name for lever in LEVERS]
-        assert len(set(names)) == len(names) == 23
+        assert len(set(names)) == len(names) == 24
         assert list(Levers.__struct_fields__) == names
         assert list(LeverOverrides.__struct_fields__) == names
         assert all(recipe <= set(LEVERS) for recipe in RECIPES.values())
         assert fusion.BALANCED_LEGS in RECIPES["default"] and not RECIPES["paper"]
+        assert disagreement.NEWER_FIRST in RECIPES["default"]
         assert lever_changes(LeverOverrides(entities=True, speaker=False)) == {
             "entities": True,
             "speaker": False,

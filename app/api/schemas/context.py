@@ -92,6 +92,14 @@ class CitedOut(msgspec.Struct):
         msgspec.Meta(description="The version a change replaced: a version id."),
     ] = None
     replaced_content: str | None = None
+    later_id: Annotated[
+        UUID | None,
+        msgspec.Meta(
+            description="Set when a newer current memory contradicts this one (the block "
+            "marks the line earlier and states the newer one before it): the newer memory's id."
+        ),
+    ] = None
+    later_content: str | None = None
 
 
 class ContextOut(msgspec.Struct):

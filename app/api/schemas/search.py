@@ -144,6 +144,22 @@ class SearchHitOut(msgspec.Struct):
         ),
     ] = None
     explanation: dict[str, StageScoreOut] | None = None
+    earlier: Annotated[
+        bool,
+        msgspec.Meta(
+            description="True when a newer current memory contradicts this one (another value "
+            "of where the user lives, works, their job, partner, age, field of study or diet, "
+            "or the fact's end: lever `newer_first`): this one is the earlier fact, and the "
+            "newer one ranks above it. Prefer `later_memory_id`'s memory."
+        ),
+    ] = False
+    later_memory_id: Annotated[
+        UUID | None,
+        msgspec.Meta(
+            description="With `earlier`: the id (`memory.id`) of the newest memory that "
+            "contradicts this one. Null otherwise."
+        ),
+    ] = None
     event_at: Annotated[
         datetime | None,
         msgspec.Meta(

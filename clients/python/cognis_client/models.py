@@ -97,6 +97,10 @@ class SearchHit(msgspec.Struct, frozen=True):
     # When the event the memory tells of happened (the time its content names, else its
     # event_time, else when stored): what to order "which came first" answers by.
     event_at: datetime | None = None
+    # A newer current memory contradicts this one (another value of the same single-valued
+    # fact, or its end): this is the earlier fact; `later_memory_id` is the newer one's id.
+    earlier: bool = False
+    later_memory_id: UUID | None = None
 
     def stage(self, name: str) -> StageScore | None:
         """This hit at one stage, when explained: "256d", "768d", "bm25", "rrf", "relevance",
@@ -340,6 +344,10 @@ class CitedMemory(msgspec.Struct, frozen=True):
     replaced_id: UUID | None = None
     replaced_content: str | None = None
     version_id: UUID | None = None
+    # A newer current memory contradicts this one: the block states it first and this line
+    # as "(earlier; later: …)"; its id and content.
+    later_id: UUID | None = None
+    later_content: str | None = None
 
 
 class Context(msgspec.Struct, frozen=True):

@@ -700,6 +700,9 @@ export interface components {
              * @description The memory's id, the same for its whole life: every update and the delete keep it (it is its first version's id). GET, PATCH, DELETE and history take it, as they take any of its versions' ids.
              */
             id: string;
+            later_content?: string | null;
+            /** @description Set when a newer current memory contradicts this one (the block marks the line earlier and states the newer one before it): the newer memory's id. */
+            later_id?: string | null;
             replaced_content?: string | null;
             /** @description The version a change replaced: a version id. */
             replaced_id?: string | null;
@@ -985,6 +988,8 @@ export interface components {
             multilingual_vector?: boolean | null;
             /** @description Adjacent turns of a high-ranked memory share a decayed part of its score. */
             neighbours?: boolean | null;
+            /** @description Of two current memories that contradict each other (where the user lives, works, their job, partner, age, field of study or diet, or a fact and its end), the newer ranks above the older, which is marked `earlier` with the newer one's id. */
+            newer_first?: boolean | null;
             /** @description A question whose syntax joins several parts ("X and Y", "between X and Y", "before/after X", "X or Y", comparisons) searches each part too, and keeps places in the top k for each (COGNIS_PART_SLOTS). */
             query_parts?: boolean | null;
             /** @description The fused order stands in the first results only where the evidence backs it: none stands above a result of the top k more relevant by more than COGNIS_RELEVANCE_ORDER_MARGIN unless both legs (BM25 and the vector leg) rank it above that one too. */
@@ -1322,7 +1327,7 @@ export interface components {
             /** @description Results whose `relevance` is below this are left out, before the top_k cut: fewer results, or none when nothing is relevant. Null: COGNIS_MIN_RELEVANCE; 0: none left out. Needs the vector stage (relevance is measured with its query vector): with `stages.vector` false it is a 400, and the setting's default does not apply. */
             min_relevance?: number | null;
             /**
-             * @description "paper": SPEC's 8 stages exactly; "default": SPEC's 8 stages plus the levers speaker_query, first_person, context_vector, sentence_vector, context_bm25, multilingual_vector, balanced_legs, speaker, time_mentions, specificity, relevance_guard, language_legs. Null: COGNIS_RETRIEVAL_PROFILE.
+             * @description "paper": SPEC's 8 stages exactly; "default": SPEC's 8 stages plus the levers speaker_query, first_person, context_vector, sentence_vector, context_bm25, multilingual_vector, balanced_legs, speaker, time_mentions, specificity, relevance_guard, language_legs, newer_first. Null: COGNIS_RETRIEVAL_PROFILE.
              * @enum {null|string}
              */
             profile?: "paper" | "default" | null;
@@ -1338,6 +1343,11 @@ export interface components {
         };
         /** SearchHitOut */
         SearchHitOut: {
+            /**
+             * @description True when a newer current memory contradicts this one (another value of where the user lives, works, their job, partner, age, field of study or diet, or the fact's end: lever `newer_first`): this one is the earlier fact, and the newer one ranks above it. Prefer `later_memory_id`'s memory.
+             * @default false
+             */
+            earlier?: boolean;
             /** @description When the event the memory tells of happened, to order results by ("which came first", "how long between"): the one date the context block, the profile and MCP state for it too. A memory from a message: its `event_time` (its own words resolved when written against the message's time, "last month"); a memory written directly: the time its content names, resolved when written against its `event_time` as when it was said, else `event_time`; else when it was stored. */
             event_at?: string | null;
             explanation?: {
@@ -1345,6 +1355,8 @@ export interface components {
             } | null;
             /** @description Set on an earlier version shown beside its memory's hit: that memory's id (the hit's `memory.id`, and this version's too). Null on a hit. */
             history_of?: string | null;
+            /** @description With `earlier`: the id (`memory.id`) of the newest memory that contradicts this one. Null otherwise. */
+            later_memory_id?: string | null;
             memory: components["schemas"]["MemoryOut"];
             rank: number;
             /** @description The query's cosine similarity to the memory in the 768D embedding space (its content or its contextual text, whichever is closer), clipped to 0-1: a fixed scale that depends on the query and this memory only, so one threshold (`min_relevance`) means the same for every query. Null when the request switched the vector stage off (the query is then not embedded). */
