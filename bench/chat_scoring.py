@@ -118,12 +118,15 @@ def _check_user(user: ChatUser) -> None:
             raise ValueError(f"{user.name}: {q.replaced} is said after {q.current}")
 
 
+def _rows(path: Path) -> list[dict[str, Any]]:
+    """A JSON-lines file's rows."""
+    lines = path.read_text(encoding="utf-8").splitlines()
+    return [json.loads(line) for line in lines if line.strip()]
+
+
 def load_chat_users(split: str, data: Path = DATA) -> list[ChatUser]:
     users = []
-    for line in (data / f"{split}.jsonl").read_text(encoding="utf-8").splitlines():
-        if not line.strip():
-            continue
-        row = json.loads(line)
+    for row in _rows(data / f"{split}.jsonl"):
         questions = [
             Question(q["question"], tuple(q["current"]), tuple(q.get("replaced", ())))
             for q in row["questions"]
@@ -146,10 +149,7 @@ def _check_case(case: UpdateCase) -> None:
 
 def load_update_cases(split: str, data: Path = DATA) -> list[UpdateCase]:
     cases = []
-    for line in (data / f"updates_{split}.jsonl").read_text(encoding="utf-8").splitlines():
-        if not line.strip():
-            continue
-        row = json.loads(line)
+    for row in _rows(data / f"updates_{split}.jsonl"):
         case = UpdateCase(
             row["case"],
             row["split"],
