@@ -62,7 +62,7 @@ FOLDS = 5
 L2_GRID = (10.0, 30.0, 100.0, 300.0, 1000.0, 3000.0)
 # A dimension that barely moves (all-mpnet-base-v2 has two, std ~1e-7) is left unscaled.
 MIN_SCALE = 1e-4
-TARGET_PRECISION = 0.92
+TARGET_PRECISION = 0.90
 THRESHOLDS = tuple(round(t / 100, 2) for t in range(5, 96))
 BENCH = Work(WorkClass.BULK)  # offline measurements: no tenant, no deadline
 

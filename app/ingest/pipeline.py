@@ -187,36 +187,10 @@ class IngestPipeline:
             )
         )
         known.update(zip(new_texts, await self._embed_for(context, new_texts), strict=True))
-        self._drop_llm_non_facts(context, extraction, known)
         await self._drop_repeated_adds(
             MemoryRepository(session), context, extraction, candidates, known
         )
         return Decided(context, extraction, known)
-
-    def _drop_llm_non_facts(
-        self, context: MessageContext, extraction: Extraction, known: dict[str, Embedding]
-    ) -> None:
-        """The LLM's facts pass the same check as the units without it: an ADD the fact model
-        scores below its threshold (a request, a greeting restated as a "fact") is NONE."""
-        if extraction.extractor != "llm" or extraction.fallback_used:
-            return
-        model = judged_here(context.content, self._embedding.embedding_model)
-        if not self._ingest.ingest_facts or model is None:
-            return
-        adds = [op for op in extraction.operations if op.op == "ADD" and op.content is not None]
-        if not adds:
-            return
-        scores = model.scores(
-            [op.content or "" for op in adds],
-            np.stack([known[op.content or ""].full for op in adds]),
-        )
-        for op, score in zip(adds, scores, strict=True):
-            if score < model.threshold:
-                op.op = "NONE"
-                op.reason = (
-                    f"the LLM's fact is not a fact to remember: fact score {score:.3f} < "
-                    f"{model.threshold:.3f}"
-                )
 
     async def _candidates(
         self, session: AsyncSession, context: MessageContext, embedding: Embedding
@@ -250,7 +224,10 @@ class IngestPipeline:
         operations: list[Operation] = []
         taken: set[uuid.UUID] = set()  # a memory one fact updates or ends, no other fact may
         for unit in units:
-            if not unit.is_fact:
+            # A retraction or correction is a request ("please forget that I'm vegetarian"),
+            # not a fact, and is still decided: the rules find what it ends or replaces.
+            asks = self._ingest.ingest_corrections and detect_intent(unit.text) is not None
+            if not unit.is_fact and not asks:
                 operations.append(unit.not_kept())
                 continue
             said = fact_context(context, unit)
@@ -262,6 +239,10 @@ class IngestPipeline:
             decided = await self._decide_fact(
                 session, said, [c for c in shown if c.memory_id not in taken], unit.embedding
             )
+            if not unit.is_fact:  # only what the rules found: no new memory of a request
+                decided.operations = [
+                    unit.not_kept() if op.op == "ADD" else op for op in decided.operations
+                ]
             for op in decided.operations:
                 if said is not context:
                     op.turn = context.content
