@@ -97,14 +97,17 @@ async def test_forget_that_ends_the_memory_without_removing_it(
     "text",
     ["I moved the meeting to Friday", "Actually I love it!", "Do you remember where I live?"],
 )
-async def test_an_uncertain_message_stays_an_add(
+async def test_an_uncertain_message_changes_nothing_it_might_be_about(
     client: httpx.AsyncClient, user_id: str, text: str
 ) -> None:
+    """No correction: the message is a new fact (ADD) or, the fact model judging it no fact
+    ("Do you remember where I live?"), stays in the message (NONE); the memory stays as it was."""
     (home,) = decisions(await ingest(client, user_id, message("I live in Tokyo")))
     (decision,) = decisions(await ingest(client, user_id, message(text)))
-    assert decision["operation"] == "ADD" and decision["target_memory_id"] is None
+    assert decision["operation"] in ("ADD", "NONE") and decision["target_memory_id"] is None
+    added = [text] if decision["operation"] == "ADD" else []
     contents = sorted(m["content"] for m in await current_memories(client, user_id))
-    assert contents == sorted(["I live in Tokyo", text])
+    assert contents == sorted(["I live in Tokyo", *added])
     assert len(await history(client, user_id, home["memory_id"])) == 1
 
 
@@ -133,7 +136,7 @@ async def test_a_dry_run_shows_the_correction_and_changes_nothing(
     (decision,) = result["decisions"]
     assert decision["operation"] == "UPDATE" and decision["memory_id"] is None
     assert decision["target_memory_id"] == home["memory_id"]
-    assert decision["content"] == "I live in Kyoto"
+    assert decision["content"] == "I now live in Kyoto"  # as said, never an edited copy
     assert "rule 'now'" in decision["reason"]
     (current,) = await current_memories(client, user_id)
     assert current["id"] == home["memory_id"] and current["content"] == "I live in Tokyo"
@@ -146,7 +149,8 @@ async def test_a_correction_never_touches_another_users_memory(
     (decision,) = decisions(await ingest(client, user_id, message("I moved to Osaka")))
     assert decision["operation"] == "ADD" and decision["target_memory_id"] is None
     (retraction,) = decisions(await ingest(client, user_id, message("I no longer live in Tokyo")))
-    assert retraction["operation"] == "ADD"
+    # Nothing of this user's to end: a new fact, or (judged no fact) nothing at all.
+    assert retraction["operation"] in ("ADD", "NONE") and retraction["target_memory_id"] is None
     (kept,) = await current_memories(client, other_user_id)
     assert kept["id"] == theirs["memory_id"] and kept["content"] == "I live in Tokyo"
     assert len(await history(client, other_user_id, theirs["memory_id"])) == 1
@@ -165,7 +169,8 @@ async def test_a_correction_never_touches_another_tenants_memory(
         (decision,) = decisions(await ingest(two, user, message("I moved to Osaka")))
         assert decision["operation"] == "ADD"
         (forget,) = decisions(await ingest(two, user, message("Forget that I live in Tokyo")))
-        assert forget["operation"] == "ADD"
+        # A request with nothing of this tenant's to end: it stays in the message.
+        assert forget["operation"] == "NONE" and forget["target_memory_id"] is None
         (kept,) = await current_memories(one, user)
         assert kept["id"] == home["memory_id"] and kept["content"] == "I live in Tokyo"
         # In its own tenant the same message is a correction.

@@ -139,7 +139,11 @@ async def test_context_scope_binds_the_memory_to_the_session(
     await ingest(
         client,
         user_id,
-        message("Let's keep answers short today", scope="CONTEXT", session_id="sess-9"),
+        message(
+            "I am at the airport waiting for my flight to Lisbon",
+            scope="CONTEXT",
+            session_id="sess-9",
+        ),
     )
     (memory,) = await current_memories(client, user_id)
     assert memory["scope"] == "CONTEXT" and memory["session_id"] == "sess-9"

@@ -241,15 +241,16 @@ async def test_the_texts_a_decision_embeds_come_with_the_claims_one_model_call(
     assert " ".join(sentences) in call
 
 
-async def test_a_new_memory_keeps_the_sentence_vectors_its_decision_embedded(
+async def test_each_fact_is_stored_with_the_vector_its_decision_embedded(
     inprocess_api: InProcessApi, db: AsyncEngine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The sentences embedded for the decision are the new memory's sentence texts (no
-    speaker, the message's own words): stored with it, so the background embeds them no
-    more; a memory of one sentence gets the empty array the background would store."""
+    """The units embedded in the claim's model call for the fact model are the facts' own
+    vectors: each fact of a message of several is stored with its unit's vector (no second
+    embedding), and, one sentence each, with the empty array of sentence vectors the
+    background would store (so it has nothing left to embed)."""
     worker, _ = _worker(inprocess_api, f"group-{uuid.uuid4().hex[:8]}", monkeypatch)
     (user,) = _users(1)
-    sentences = ["We moved to Osaka last month.", "The flat is near the river."]
+    sentences = ["We moved to Osaka last month.", "My sister visits us every spring."]
     await _queue(inprocess_api, worker, user, [" ".join(sentences), "I keep two cats."])
 
     assert await worker.run_once()
@@ -258,8 +259,8 @@ async def test_a_new_memory_keeps_the_sentence_vectors_its_decision_embedded(
     stored = await rows(
         db,
         "SELECT content, cardinality(sentence_embeddings_768d) AS n,"
-        " 1 - (sentence_embeddings_768d[1] <=> CAST(:a AS vector)) AS first,"
-        " 1 - (sentence_embeddings_768d[2] <=> CAST(:b AS vector)) AS second"
+        " 1 - (embedding_768d <=> CAST(:a AS vector)) AS to_first,"
+        " 1 - (embedding_768d <=> CAST(:b AS vector)) AS to_second"
         " FROM memories WHERE user_id = :u AND is_current ORDER BY content",
         u=user,
         a=str(list(map(float, expected[0].full))),
@@ -267,6 +268,7 @@ async def test_a_new_memory_keeps_the_sentence_vectors_its_decision_embedded(
     )
     assert [(r.content, r.n) for r in stored] == [
         ("I keep two cats.", 0),
-        (" ".join(sentences), 2),
+        (sentences[1], 0),
+        (sentences[0], 0),
     ]
-    assert stored[1].first > 0.999 and stored[1].second > 0.999
+    assert stored[1].to_second > 0.999 and stored[2].to_first > 0.999
