@@ -53,8 +53,11 @@ def fact_units(content: str) -> list[str]:
     case, chat is often lowercase), except after an abbreviation ("Dr.", "e.g.", "St."), an
     initial ("J. K."), a list number ("1.") or an ellipsis before a lowercase word; a decimal
     ("3.5") has no space after its point. Short pieces ("Hi!", "Thanks!") stay units of their
-    own, never glued to the next fact. Japanese text is returned whole. At most MAX_SENTENCES
-    units: the last one runs from its start to the message's end (tail kept, in one unit)."""
+    own, never glued to the next fact; but a short piece that leans on the one before ("I've
+    started eating fish again. So pescatarian I guess.", "I moved to Leeds. Settled in now.")
+    stays with it (`_leans_back`): alone it says nothing. Japanese text is returned whole. At
+    most MAX_SENTENCES units: the last one runs from its start to the message's end (tail
+    kept, in one unit)."""
     text = content.strip()
     if not text:
         return []
@@ -62,10 +65,43 @@ def fact_units(content: str) -> list[str]:
         return [text]
     spans: list[tuple[int, int]] = []
     for line in re.finditer(r"[^\n]+", content):
-        spans.extend(_sentence_spans(content, line.start(), line.end()))
+        for start, end in _sentence_spans(content, line.start(), line.end()):
+            before = spans[-1] if spans and spans[-1][0] >= line.start() else None
+            if before is not None and _leans_back(content[start:end], content[slice(*before)]):
+                spans[-1] = (spans[-1][0], end)
+            else:
+                spans.append((start, end))
     if len(spans) > MAX_SENTENCES:
         spans = [*spans[: MAX_SENTENCES - 1], (spans[MAX_SENTENCES - 1][0], spans[-1][1])]
     return [content[start:end] for start, end in spans]
+
+
+# A piece of fewer words than this, with no subject of its own, leans on the piece before.
+LEANING_WORDS = 6
+OWN_SUBJECT = re.compile(r"^\W*(?:i|i'm|i've|i'd|i'll|we|we're|we've|my|our|me)\b")
+
+
+def _leans_back(piece: str, before: str) -> bool:
+    """Whether `piece` is a short statement without a subject of its own ("So pescatarian I
+    guess.", "Down to 2 now.", "Beach 10 minutes away.") after a statement (`before`, on its
+    line): neither is a question, greeting, thanks, request or reaction."""
+    lower = piece.lower().replace("\u2019", "'")
+    return (
+        len(lower.split()) < LEANING_WORDS
+        and OWN_SUBJECT.search(lower) is None
+        and _states(lower)
+        and _states(before.lower().replace("\u2019", "'"))
+    )
+
+
+def _states(lower: str) -> bool:
+    """Neither a question nor a greeting, thanks, request or reaction."""
+    return (
+        "?" not in lower
+        and GREETING_OR_THANKS.search(lower) is None
+        and REQUEST_OPENING.search(lower) is None
+        and REACTION.search(lower) is None
+    )
 
 
 def _sentence_spans(content: str, start: int, end: int) -> list[tuple[int, int]]:

@@ -94,11 +94,11 @@ class IngestPipeline:
         was embedded for nothing."""
         if role != "user":
             return []
-        texts = (
-            units_to_embed(content, self._embedding.embedding_model)
-            if self._ingest.ingest_facts
-            else []
+        by_facts = (
+            self._ingest.ingest_facts
+            and judged_here(content, self._embedding.embedding_model) is not None
         )
+        texts = units_to_embed(content, self._embedding.embedding_model) if by_facts else []
         judged = list(texts) or [content]  # decided one by one: each unit, or the message
         if self._ingest.ingest_corrections:
             for unit in judged:
@@ -111,7 +111,7 @@ class IngestPipeline:
             model_for(content).embedding_model == Path(self._embedding.embedding_model).name
         )
         if (
-            len(judged) == 1
+            not by_facts  # a fact is judged whole (its own vector), never by its sentences
             and self._ingest.ingest_supersedes
             and supersedes_reads_it
             and 1 < len(said) <= MAX_SENTENCES
@@ -237,7 +237,11 @@ class IngestPipeline:
                 else await self._candidates(session, said, unit.embedding)
             )
             decided = await self._decide_fact(
-                session, said, [c for c in shown if c.memory_id not in taken], unit.embedding
+                session,
+                said,
+                [c for c in shown if c.memory_id not in taken],
+                unit.embedding,
+                whole=True,
             )
             if not unit.is_fact:  # only what the rules found: no new memory of a request
                 decided.operations = [
@@ -259,14 +263,16 @@ class IngestPipeline:
         context: MessageContext,
         candidates: list[Candidate],
         embedding: Embedding,
+        whole: bool = False,
     ) -> Extraction:
         """One fact (or a whole message) without an LLM: the explicit rules first, the learned
-        supersedes model only where they found nothing, then app/ingest/deterministic.py."""
+        supersedes model only where they found nothing, then app/ingest/deterministic.py.
+        `whole`: the text is one fact, judged and stored whole (never cut into sentences)."""
         correction = await self._correction(session, context, candidates)
         supersession = (
             None
             if correction is not None
-            else await self._supersession(session, context, candidates, embedding)
+            else await self._supersession(session, context, candidates, embedding, whole)
         )
         return await extract_deterministic(
             context,
@@ -307,12 +313,14 @@ class IngestPipeline:
         context: MessageContext,
         candidates: list[Candidate],
         embedding: Embedding,
+        whole: bool = False,
     ) -> Supersession | None:
         """The current memory one sentence of a user message supersedes, by the learned model
-        (app/ingest/supersedes.py), if the setting is on and its score reaches the threshold."""
+        (app/ingest/supersedes.py), if the setting is on and its score reaches the threshold.
+        `whole`: the message is one fact, judged as one sentence."""
         if not self._ingest.ingest_supersedes:
             return None
-        judged = await self._judged_sentences(session, context, candidates, embedding)
+        judged = await self._judged_sentences(session, context, candidates, embedding, whole)
         if judged is None:
             return None
         views, projections, model, candidates = judged
@@ -360,6 +368,7 @@ class IngestPipeline:
         context: MessageContext,
         candidates: list[Candidate],
         embedding: Embedding,
+        whole: bool = False,
     ) -> tuple[list[SentenceView], dict[uuid.UUID, float], SupersedesModel, list[Candidate]] | None:
         """What the learned supersedes model judges a user message by: its sentences' cosines
         to the memories shown, and the memories' projections on the model's direction. None
@@ -372,7 +381,7 @@ class IngestPipeline:
         candidates it judges come last."""
         if context.role != "user" or not candidates:
             return None
-        said = message_sentences(context.content)
+        said = [context.content.strip()] if whole else message_sentences(context.content)
         if not said or len(said) > MAX_SENTENCES:
             return None
         model = model_for(context.content)

@@ -30,6 +30,7 @@ import numpy as np
 
 from app.ingest import supersedes_ja
 from app.ingest.domain import Candidate, Operation
+from app.ingest.facts import fact_units
 from app.ingest.supersedes_en import pair_features
 from app.ingest.supersedes_weights import (
     FEATURE_SETS,
@@ -112,9 +113,14 @@ class SentenceView:
 
 
 def judgeable(candidates: Sequence[Candidate], speaker: str | None) -> list[Candidate]:
-    """The memories a model may supersede: of one sentence, said by the message's speaker."""
+    """The memories a model may supersede: of one fact (one sentence, or one unit as a message
+    is cut into facts: a sentence with the short piece that leans on it), said by the
+    message's speaker."""
     return [
-        c for c in candidates if c.speaker == speaker and len(message_sentences(c.content)) == 1
+        c
+        for c in candidates
+        if c.speaker == speaker
+        and (len(message_sentences(c.content)) == 1 or len(fact_units(c.content)) == 1)
     ]
 
 
