@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from app.ingest.domain import MessageContext, Operation
-from app.ingest.facts import JAPANESE, FactModel, fact_units, shipped_fact_model
+from app.ingest.facts import JAPANESE, FactJudgement, FactModel, fact_units, shipped_fact_model
 from app.ml.embedder import Embedding
 from app.time_expressions import resolve_time_expressions
 
@@ -31,20 +31,20 @@ from app.time_expressions import resolve_time_expressions
 class Unit:
     """A part of the message as said, its vector, and the fact model's verdict."""
 
-    text: str
+    judgement: FactJudgement
     embedding: Embedding
-    score: float
-    threshold: float
+
+    @property
+    def text(self) -> str:
+        return self.judgement.unit
 
     @property
     def is_fact(self) -> bool:
-        return self.score >= self.threshold
+        return self.judgement.is_fact
 
     @property
     def reason(self) -> str:
-        verdict = ">=" if self.is_fact else "<"
-        kind = "a fact" if self.is_fact else "not a fact to remember"
-        return f"{kind}: fact score {self.score:.3f} {verdict} {self.threshold:.3f}"
+        return self.judgement.reason
 
     def not_kept(self) -> Operation:
         """The NONE that records a unit the message keeps and the memories do not."""
@@ -76,10 +76,10 @@ def judge_units(
     """Every unit of the message with the model's score; `vectors` holds each unit's."""
     units = fact_units(content)
     embeddings = [message_embedding if unit == content.strip() else vectors[unit] for unit in units]
-    scores = model.scores(units, np.stack([e.full for e in embeddings]))
+    judgements = model.judge(units, np.stack([e.full for e in embeddings]))
     return [
-        Unit(unit, embedding, float(score), model.threshold)
-        for unit, embedding, score in zip(units, embeddings, scores, strict=True)
+        Unit(judgement, embedding)
+        for judgement, embedding in zip(judgements, embeddings, strict=True)
     ]
 
 

@@ -58,7 +58,7 @@ async def test_requests_greetings_and_thanks_stay_in_the_message(
     by_content = {d["content"]: d for d in decisions(job)}
     assert by_content["Could you recommend a running app?"]["operation"] == "NONE"
     assert by_content["Could you recommend a running app?"]["reason"].startswith(
-        "not a fact to remember: fact score"
+        "not a fact: score"
     )
     kept = "We just moved to Valencia, so I need new routes."
     assert by_content[kept]["operation"] == "ADD"
