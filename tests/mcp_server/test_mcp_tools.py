@@ -620,7 +620,13 @@ async def test_results_are_compact_unless_asked_in_full(api: ApiProcess, user_id
         full = payload(await mcp.call_tool("search_memories", {**query, **FULL}))
         (hit,) = compact["results"]
         (row,) = full["results"]
-        assert set(hit) == {"id", "content", "category", "event_time", "relevance"}
+        # `event_at` only where the date the content names differs from `event_time` ("every
+        # Sunday" names one), and then the one the full result states.
+        assert set(hit) - {"event_at"} == {"id", "content", "category", "event_time", "relevance"}
+        if "event_at" in hit:
+            stated = datetime.fromisoformat(hit["event_at"])
+            assert stated == datetime.fromisoformat(row["event_at"])
+            assert stated != datetime.fromisoformat(row["memory"]["event_time"])
         assert hit["id"] == row["memory"]["id"].replace("-", "")[:8]
         assert hit["relevance"] == round(row["relevance"], 3)
         # The point of it: a fraction of the characters in an agent's context.
