@@ -223,16 +223,46 @@ class FactJudgement:
     unit: str
     score: float
     threshold: float
+    # A plain statement the user makes about themselves (`said_of_self`): a fact whatever
+    # the score.
+    of_self: bool = False
 
     @property
     def is_fact(self) -> bool:
-        return self.score >= self.threshold
+        return self.score >= self.threshold or self.of_self
 
     @property
     def reason(self) -> str:
         verdict = "fact" if self.is_fact else "not a fact"
-        sign = ">=" if self.is_fact else "<"
-        return f"{verdict}: score {self.score:.2f} {sign} threshold {self.threshold:.2f}"
+        sign = ">=" if self.score >= self.threshold else "<"
+        said = "said of oneself, " if self.of_self and self.score < self.threshold else ""
+        return f"{verdict}: {said}score {self.score:.2f} {sign} threshold {self.threshold:.2f}"
+
+
+# "I think", "I wonder", "I'd like": the opening of an opinion or a request, not a fact.
+NOT_OF_SELF = re.compile(
+    r"^\W*(?:i|we)\s*(?:'d|'ll|think|guess|wonder|hope|wish|mean|see|agree|understand|know|"
+    r"feel like|suppose|'m not sure|am not sure|was wondering|would|will|could|can|should|"
+    r"need you|want you|like that|love that|like this|love this|like it|love it)\b"
+)
+
+
+def said_of_self(unit: str) -> bool:
+    """A plain statement whose subject is the user ("I started learning Rust", "We keep bees",
+    "My sister lives in Porto"): not a question, greeting, thanks, request, reaction, or an
+    opinion or wish opening ("I think ...", "I'd like ...")."""
+    lower = unit.lower().replace("\u2019", "'")
+    return (
+        OWN_SUBJECT.search(lower) is not None
+        and NOT_OF_SELF.search(lower) is None
+        and "?" not in lower
+        and THANKS.search(lower) is None  # "morning" may be a time of day here, not a greeting
+        and REQUEST_OPENING.search(lower) is None
+        and REACTION.search(lower) is None
+    )
+
+
+THANKS = re.compile(r"\b(?:thanks|thank|thx|appreciate)\b")
 
 
 @dataclass(frozen=True, slots=True)
@@ -268,7 +298,7 @@ class FactModel:
         """Each unit's score against the threshold (the shipped one unless given)."""
         t = self.threshold if threshold is None else threshold
         return [
-            FactJudgement(u, float(s), t)
+            FactJudgement(u, float(s), t, said_of_self(u))
             for u, s in zip(units, self.scores(units, vectors), strict=True)
         ]
 

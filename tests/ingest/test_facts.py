@@ -135,7 +135,9 @@ def test_a_judgement_says_its_score_and_threshold() -> None:
     assert [j.is_fact for j in judged] == [True, True]
     assert judged[0].reason.startswith("fact: score ")
     judged = model.judge(units, vectors, threshold=1.01)
-    assert not any(j.is_fact for j in judged)
+    # Above any score: only a plain statement about oneself is still a fact.
+    assert [j.is_fact for j in judged] == [True, False]
+    assert judged[0].reason.startswith("fact: said of oneself, score ")
     assert "< threshold 1.01" in judged[1].reason
     assert model.facts([], np.zeros((0, model.dimensions))) == []
 
