@@ -59,10 +59,9 @@ def judged_here(content: str, embedding_model: str) -> FactModel | None:
     return model if model.reads(embedding_model) else None
 
 
-def units_to_embed(content: str, embedding_model: str) -> list[str]:
-    """The units whose vectors the fact model needs besides the message's own."""
-    if judged_here(content, embedding_model) is None:
-        return []
+def units_to_embed(content: str) -> list[str]:
+    """The units whose vectors the fact model needs besides the message's own (for a message
+    `judged_here`)."""
     units = fact_units(content)
     return [] if units == [content.strip()] else units
 

@@ -98,7 +98,7 @@ class IngestPipeline:
             self._ingest.ingest_facts
             and judged_here(content, self._embedding.embedding_model) is not None
         )
-        texts = units_to_embed(content, self._embedding.embedding_model) if by_facts else []
+        texts = units_to_embed(content) if by_facts else []
         judged = list(texts) or [content]  # decided one by one: each unit, or the message
         if self._ingest.ingest_corrections:
             for unit in judged:
@@ -140,8 +140,6 @@ class IngestPipeline:
         embedding = context.embedding
         if embedding is None:  # a dry run: the message was not saved
             (embedding,) = await self.embed([context.content], context.user_id)
-        # Compared with what the message's agent and run see: their own memories and the
-        # shared ones (an UPDATE of a shared memory keeps it shared).
         with tracing.span("ingest.candidates"):
             candidates = await self._candidates(session, context, embedding)
             tracing.annotate({"cognis.ingest.candidates": len(candidates)})
