@@ -1,5 +1,5 @@
 # The commands the README names. `make up` serves the API; `make test` runs the suite.
-.PHONY: up up-cluster down status install test test-fast lint typecheck relay reindex backup restore bench-supersedes bench-facts bench-foundation bench-locomo bench-scale bench-ingest bench-mixed bench-retry bench-hnsw bench-relay bench-filters bench-import bench-migrations check-deploy bench-embedding bench-tenants bench-faults bench-categories bench-llm-gate bench-corrections bench-local-llm bench-llm-updates llm bench-mcp bench-mcp-listing bench-small-users bench-hnsw-history bench-scale-out bench-node-loss bench-japanese bench-tracing bench-webhooks bench-erase bench-backup bench-analyst bench-task-fillfactor bench-context bench-search-latency bench-newer-first bench-chat
+.PHONY: up up-cluster down status install test test-fast lint typecheck relay reindex backup restore bench-supersedes bench-facts bench-foundation bench-locomo bench-scale bench-ingest bench-mixed bench-retry bench-hnsw bench-relay bench-filters bench-import bench-migrations check-deploy bench-embedding bench-tenants bench-faults bench-categories bench-llm-gate bench-corrections bench-local-llm bench-llm-updates llm bench-mcp bench-mcp-listing bench-small-users bench-chat-users bench-hnsw-history bench-scale-out bench-node-loss bench-japanese bench-tracing bench-webhooks bench-erase bench-backup bench-analyst bench-task-fillfactor bench-context bench-search-latency bench-newer-first bench-chat
 
 PY := .venv/bin/python
 TEST_WORKERS ?= 2  # pytest-xdist workers; each has its own database, index and in-process API
@@ -76,6 +76,9 @@ bench-newer-first:  ## the newer_first lever's contradiction detector: how often
 
 bench-small-users:  ## users of 5-40 memories from LoCoMo sessions: hit@1/@3 and relevance inversions per size (make up)
 	$(PY) -m bench.small_users $(BENCH_ARGS)
+
+bench-chat-users:  ## LongMemEval dev chats as small users: hit@1/3/5 right after writing and settled, train/validation, default vs paper (make up)
+	$(PY) -m bench.chat_users $(BENCH_ARGS)
 
 bench-chat:  ## chat-style users whose facts change (bench/data/chat/, dev and held-out): hit@1, replaced above current, context blocks; chat-style updates: recall, precision, unrelated facts ended (make up)
 	$(PY) -m bench.chat $(BENCH_ARGS)

@@ -106,6 +106,7 @@ EXPECTED_DEFAULTS: dict[str, object] = {
     "history_max_versions": 20,
     "memory_context_turns": 1,
     "sentence_vectors": True,
+    "sentence_vectors_at_write": 64,
     "retrieval_profile": "default",
     "bm25_context_boost": 0.5,
     "bm25_proximity_slop": 5,

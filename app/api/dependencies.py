@@ -25,6 +25,7 @@ def memory_service(session: AsyncSession, runtime: Runtime) -> MemoryService:
         settings.api,
         settings.ingest,
         settings.retrieval,
+        settings.retrieval.sentence_vectors_at_write if settings.retrieval.sentence_vectors else 0,
     )
 
 

@@ -99,8 +99,17 @@ class RetrievalSettings(BaseModel):
     sentence_vectors: bool = Field(
         default=True,
         description="beside the ingestion workers, embed the sentences of new memories of "
-        "several sentences while the model is idle (at most 12 each; lever `sentence_vector`); "
-        "false: none (`python -m app embed-sentences` adds them)",
+        "several sentences while the model is idle (at most 12 each; lever `sentence_vector`), "
+        "and those of a small write with it (COGNIS_SENTENCE_VECTORS_AT_WRITE); false: none "
+        "(`python -m app embed-sentences` adds them)",
+    )
+    sentence_vectors_at_write: int = Field(
+        default=64,
+        ge=0,
+        description="a write through the API (a memory, a batch, a PATCH) whose memories "
+        "have at most this many sentences in all embeds them in its own model call, so search "
+        "ranks by them at once; larger batches, batch jobs, imports and messages leave them "
+        "to the background (COGNIS_SENTENCE_VECTORS); 0: always the background",
     )
     retrieval_profile: Literal["paper", "default"] = Field(
         default="default",

@@ -15,6 +15,7 @@ from app.errors import TooMuchWorkError
 from app.memories.categories import choose_categories
 from app.memories.context import contextual_text
 from app.memories.domain import MemoryDraft
+from app.memories.sentences import sentence_texts
 from app.ml.categories import CategoryClassifier
 from app.ml.embedder import Embedder
 from app.ml.language import detect_language
@@ -26,32 +27,47 @@ def interactive_write(user_id: str) -> Work:
     return Work(WorkClass.INTERACTIVE, current_tenant(), user_id)
 
 
-async def embed_drafts(drafts: list[MemoryDraft], embedder: Embedder, work: Work) -> None:
-    """Embed the drafts that have no embedding yet, and the contextual text of those with a
-    context (app/memories/context.py), in one call. Their sentences are embedded later, in
-    the background (app/memories/sentence_backfill.py)."""
+async def embed_drafts(
+    drafts: list[MemoryDraft], embedder: Embedder, work: Work, sentences: int = 0
+) -> None:
+    """Embed the drafts that have no embedding yet, the contextual text of those with a
+    context (app/memories/context.py) and, when the drafts have at most `sentences` sentence
+    texts in all, their sentences (app/memories/sentences.py), in one call. Past that (and by
+    default: 0) their sentences are embedded later, in the background
+    (app/memories/sentence_backfill.py)."""
     missing = [d for d in drafts if d.embedding is None]
     with_context = [
         (d, text)
         for d in drafts
         if d.context_embedding is None and (text := contextual_text(d)) is not None
     ]
+    with_sentences = [
+        (d, sentence_texts(d.content, d.speaker))
+        for d in drafts
+        if sentences and d.sentence_embeddings is None
+    ]
+    if sum(len(texts) for _, texts in with_sentences) > sentences:
+        with_sentences = []
+    texts = [d.content for d in missing] + [text for _, text in with_context]
+    texts += [text for _, sentence_texts_ in with_sentences for text in sentence_texts_]
     try:
-        embeddings = await embedder.embed(
-            [d.content for d in missing] + [text for _, text in with_context], work
-        )
+        embeddings = await embedder.embed(texts, work)
     except TooMuchWorkError as exc:
-        # The model counts texts (a memory is one or two); the client sent memories, and can
+        # The model counts texts (a memory is one or more); the client sent memories, and can
         # only act on a number of those.
         if work.deadline is None:
             raise
         raise work.deadline.too_much(
             exc.extra["needed_ms"] / 1000, len(drafts), "memories"
         ) from exc
-    for draft, embedding in zip(missing, embeddings[: len(missing)], strict=True):
-        draft.embedding = embedding
-    for (draft, _), embedding in zip(with_context, embeddings[len(missing) :], strict=True):
-        draft.context_embedding = embedding.full
+    made = iter(embeddings)
+    for draft in missing:
+        draft.embedding = next(made)
+    for draft, _ in with_context:
+        draft.context_embedding = next(made).full
+    for draft, sentence_texts_ in with_sentences:
+        # A memory of one sentence gets [], as the background stores: its content's vector.
+        draft.sentence_embeddings = [next(made).full for _ in sentence_texts_]
     if embedder.multilingual is not None:
         without = [d for d in drafts if d.embedding_ml is None]
         vectors = await embedder.multilingual.encode([d.content for d in without])
@@ -65,10 +81,12 @@ async def complete_drafts(
     embedder: Embedder,
     classifier: CategoryClassifier,
     work: Work,
+    sentences: int = 0,
 ) -> None:
-    """Every draft embedded, and categorised by its embedding where no category was given
-    (POST /memories and imports alike)."""
-    await embed_drafts(drafts, embedder, work)
+    """Every draft embedded (with its sentences, within `sentences`: embed_drafts), and
+    categorised by its embedding where no category was given (POST /memories and imports
+    alike)."""
+    await embed_drafts(drafts, embedder, work, sentences)
     await choose_categories(session, classifier, drafts)
 
 

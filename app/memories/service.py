@@ -59,13 +59,19 @@ class MemoryService:
         api: ApiSettings,
         ingest: IngestSettings,
         retrieval: RetrievalSettings,
+        sentences_at_write: int = 0,
     ) -> None:
+        """`sentences_at_write`: the most sentence texts a write embeds in its own call
+        (embed_drafts); the API's service gives COGNIS_SENTENCE_VECTORS_AT_WRITE, the
+        ingestion and batch-job workers none (their drafts come embedded, and no model call
+        may run inside their transaction)."""
         self.repository = MemoryRepository(session)
         self._embedder = embedder
         self._classifier = classifier
         self._api = api
         self._ingest = ingest
         self._retrieval = retrieval
+        self._sentences_at_write = sentences_at_write
 
     async def create(
         self, user_id: str, drafts: list[MemoryDraft], work: Work | None = None
@@ -133,7 +139,12 @@ class MemoryService:
             link_session_turns(drafts, ids, last, self._retrieval.memory_context_turns)
         # Embedding is slow CPU work: done before the first write.
         await complete_drafts(
-            self.repository.session, drafts, self._embedder, self._classifier, work
+            self.repository.session,
+            drafts,
+            self._embedder,
+            self._classifier,
+            work,
+            self._sentences_at_write,
         )
         work.check_deadline()
         await hold_for_write(self.repository.session, user_id)
@@ -378,7 +389,7 @@ class MemoryService:
             draft.embedding_ml = earlier.embedding_ml
         else:
             draft.embedding = embedding
-            await embed_drafts([draft], self._embedder, work)
+            await embed_drafts([draft], self._embedder, work, self._sentences_at_write)
         # Only an explicit null asks for a new choice: new content alone keeps the category.
         await choose_categories(self.repository.session, self._classifier, [draft])
         return draft

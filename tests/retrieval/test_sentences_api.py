@@ -9,6 +9,7 @@ import asyncio
 import json
 
 import numpy as np
+import pytest
 from sqlalchemy import text
 
 from app.ingest.sentence_worker import SentenceWorker
@@ -39,6 +40,19 @@ async def stored_sentences(db, memory_id: str) -> list[np.ndarray] | None:
     return None if value is None else [np.array(json.loads(v)) for v in value]
 
 
+@pytest.fixture(autouse=True)
+def background_only(request, inprocess_api, monkeypatch):
+    """The background's tests: writes leave every sentence to it, as a large batch's do
+    (COGNIS_SENTENCE_VECTORS_AT_WRITE 0). The write path's own tests (`at_write`) run with
+    sentence vectors on, as a server does (the test processes turn them off: their worker
+    would embed the whole database's backlog beside every test)."""
+    retrieval = inprocess_api.app.state.runtime.settings.retrieval
+    if "at_write" in request.node.name:
+        monkeypatch.setattr(retrieval, "sentence_vectors", True)
+    else:
+        monkeypatch.setattr(retrieval, "sentence_vectors_at_write", 0)
+
+
 async def embedded(inprocess_api, texts: list[str]) -> list[np.ndarray]:
     embedder = inprocess_api.app.state.runtime.embedder
     return [np.asarray(e.full) for e in await embedder.embed(texts, Work(WorkClass.INTERACTIVE))]
@@ -54,6 +68,53 @@ def assert_same_vectors(stored: list[np.ndarray] | None, expected: list[np.ndarr
     assert stored is not None and len(stored) == len(expected)
     for got, want in zip(stored, expected, strict=True):
         assert float(got @ want) > 0.999  # unit vectors: the same text, embedded
+
+
+async def test_a_small_write_embeds_its_sentences_at_write_in_its_own_call(
+    client, db, inprocess_api, user_id
+) -> None:
+    """Within COGNIS_SENTENCE_VECTORS_AT_WRITE, a write is searchable by its sentences at
+    once: nothing is left pending for the background, and the vectors are the background's."""
+    runtime = inprocess_api.app.state.runtime
+    limit = runtime.settings.retrieval.sentence_vectors_at_write
+    assert limit >= len(LONG_SENTENCES)
+    long = await create_memory(client, user_id, LONG, speaker="Ann")
+    short = await create_memory(client, user_id, "I drink green tea every morning.", speaker="Ann")
+    expected = await embedded(inprocess_api, LONG_SENTENCES)
+    assert_same_vectors(await stored_sentences(db, long["id"]), expected)
+    assert await stored_sentences(db, short["id"]) == []  # one sentence: the content's vector
+    renewed = "I sold my pottery wheel last week. Now I paint landscapes on weekends."
+    url = f"/v1/users/{user_id}/memories/{long['id']}"
+    patched = (await client.patch(url, json={"content": renewed})).json()
+    assert_same_vectors(
+        await stored_sentences(db, patched["version_id"]),
+        await embedded(
+            inprocess_api,
+            ["Ann: I sold my pottery wheel last week.", "Ann: Now I paint landscapes on weekends."],
+        ),
+    )
+    report = await embed_missing_sentences(
+        runtime.background_sessionmaker, runtime.embedder, user_id
+    )
+    assert (report.memories, report.sentences) == (0, 0)
+
+
+async def test_a_batch_past_the_limit_leaves_its_sentences_to_the_background_not_at_write(
+    client, db, inprocess_api, user_id, monkeypatch
+) -> None:
+    """A batch of more sentences than COGNIS_SENTENCE_VECTORS_AT_WRITE costs its write the
+    content's vectors only (bulk throughput), whole: not some of its memories either."""
+    retrieval = inprocess_api.app.state.runtime.settings.retrieval
+    memories = [{"content": f"{LONG} Batch turn {i} of many."} for i in range(3)]
+    per_memory = 3
+    monkeypatch.setattr(retrieval, "sentence_vectors_at_write", per_memory * len(memories) - 1)
+    response = await client.post(f"/v1/users/{user_id}/memories/batch", json={"memories": memories})
+    assert response.status_code == 201, response.text
+    for item in response.json()["items"]:
+        assert await stored_sentences(db, item["id"]) is None
+    await embed_pending(inprocess_api, user_id)
+    for item in response.json()["items"]:
+        assert len(await stored_sentences(db, item["id"]) or []) == per_memory
 
 
 async def test_each_sentence_is_embedded_after_the_write_as_its_speakers_line(
