@@ -1,5 +1,5 @@
 # The commands the README names. `make up` serves the API; `make test` runs the suite.
-.PHONY: up up-cluster down status install test test-fast lint typecheck relay reindex backup restore bench-supersedes bench-facts bench-foundation bench-locomo bench-scale bench-ingest bench-mixed bench-retry bench-hnsw bench-relay bench-filters bench-import bench-migrations check-deploy bench-embedding bench-tenants bench-faults bench-categories bench-llm-gate bench-corrections bench-local-llm bench-llm-updates llm bench-mcp bench-mcp-listing bench-small-users bench-chat-users bench-hnsw-history bench-scale-out bench-node-loss bench-japanese bench-tracing bench-webhooks bench-erase bench-backup bench-analyst bench-task-fillfactor bench-context bench-search-latency bench-newer-first bench-chat
+.PHONY: up up-cluster down status install install-test install-test-venv test test-fast lint typecheck relay reindex backup restore bench-supersedes bench-facts bench-foundation bench-locomo bench-scale bench-ingest bench-mixed bench-retry bench-hnsw bench-relay bench-filters bench-import bench-migrations check-deploy bench-embedding bench-tenants bench-faults bench-categories bench-llm-gate bench-corrections bench-local-llm bench-llm-updates llm bench-mcp bench-mcp-listing bench-small-users bench-chat-users bench-hnsw-history bench-scale-out bench-node-loss bench-japanese bench-tracing bench-webhooks bench-erase bench-backup bench-analyst bench-task-fillfactor bench-context bench-search-latency bench-newer-first bench-chat
 
 PY := .venv/bin/python
 TEST_WORKERS ?= 2  # pytest-xdist workers; each has its own database, index and in-process API
@@ -26,13 +26,19 @@ status:
 	-bash scripts/pg-replica.sh status
 	-bash scripts/opensearch-cluster.sh status
 
-install:
+install:  ## what the service needs: Postgres + pgvector, OpenSearch, the models, .venv (runtime)
 	bash scripts/install.sh
 
-test: install  ## the whole suite against real Postgres, OpenSearch and HTTP
+install-test: install  ## that and the test kit: pytest and linters, chromium, node, pgbouncer, helm, a test LLM
+	bash scripts/install-test-tools.sh
+
+install-test-venv:  ## only .venv's test and lint tools (what `make test-fast` needs)
+	bash scripts/install-test-tools.sh venv
+
+test: install-test  ## the whole suite against real Postgres, OpenSearch and HTTP
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
-test-fast:  ## the edit loop: the tests that need no service (no Postgres, OpenSearch or model server) and load no model
+test-fast: install-test-venv  ## the edit loop: the tests that need no service (no Postgres, OpenSearch or model server) and load no model
 	COGNIS_TEST_NO_SERVICES=1 $(PY) -m pytest -n $(TEST_WORKERS) -q -p no:cacheprovider -m "not models" $(PYTEST_ARGS)
 
 lint:

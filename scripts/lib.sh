@@ -46,6 +46,17 @@ die() {
     exit 1
 }
 
+# step NAME COMMAND...: run one install step, logging its seconds (the README's table of them).
+step() {
+    local name="$1" t0 t1
+    shift
+    t0=$(date +%s)
+    log "== $name"
+    "$@"
+    t1=$(date +%s)
+    log "== $name done in $((t1 - t0))s"
+}
+
 # tool_venv NAME REQUIREMENT: prints the path of a virtualenv of its own for a tool the project
 # runs but does not import (uv, checkov), in the per-user cache so that clones share it;
 # (re)installed when missing or when REQUIREMENT changed. uv installs it when it can.

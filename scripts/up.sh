@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# `make up`: install what is missing, start Postgres and OpenSearch, migrate, start the API.
+# `make up`: install what the service needs (scripts/install.sh: no test kit), start Postgres and
+# OpenSearch, migrate, start the API.
 set -euo pipefail
 # shellcheck source=scripts/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"

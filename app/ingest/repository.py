@@ -279,6 +279,36 @@ class IngestRepository:
             .values(state="queued", attempts=IngestTask.attempts - 1, lease_token=None)
         )
 
+    async def cancel_open(
+        self, user_id: str, agent_id: str | None, run_id: str | None, reason: str
+    ) -> int:
+        """Mark failed, with `reason`, the user's tasks not yet applied (queued, or claimed by a
+        worker that has not committed them), only those of messages of `agent_id` / `run_id`
+        when named; how many. A worker holding one finds it no longer its own when it commits
+        (lock_owned_tasks) and rolls its batch back, so none of them becomes a memory. The
+        caller holds the user's ingestion lock (lock_user) first: a batch already being
+        written is then committed before this runs, and its memories are there to delete."""
+        of_messages = select(Message.id).where(Message.user_id == user_id)
+        if agent_id is not None:
+            of_messages = of_messages.where(Message.agent_id == agent_id)
+        if run_id is not None:
+            of_messages = of_messages.where(Message.run_id == run_id)
+        result = await self.session.execute(
+            update(IngestTask)
+            .where(
+                IngestTask.user_id == user_id,
+                IngestTask.state.in_(("queued", "running")),
+                IngestTask.message_id.in_(of_messages),
+            )
+            .values(
+                state="failed",
+                finished_at=func.now(),
+                lease_token=None,
+                last_error=reason[:2000],
+            )
+        )
+        return int(result.rowcount)  # type: ignore[attr-defined]
+
     async def move_user_to_back(self, user_id: str) -> None:
         """After a batch: the user's next task counts as due from now, so the claim's "oldest
         head first" serves the tenant's other users before this user's backlog again."""

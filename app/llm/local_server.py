@@ -39,7 +39,7 @@ def serve_gguf(llm: LlmSettings) -> int:
         import xllamacpp
     except ImportError as exc:
         raise SystemExit(
-            "xllamacpp is not installed: run scripts/install-llm.sh (or make install)"
+            "xllamacpp is not installed: run scripts/install-llm.sh (or make install-test)"
         ) from exc
 
     params = xllamacpp.CommonParams()

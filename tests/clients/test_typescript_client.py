@@ -47,9 +47,10 @@ def checked(*args: str | Path, **kwargs) -> subprocess.CompletedProcess:
 @pytest.fixture(scope="module")
 def node_modules() -> Path:
     """clients/typescript/node_modules as package-lock.json pins it: `npm ci` (from npm's
-    cache after the first time) unless scripts/install.sh's stamp says it is current."""
+    cache after the first time) unless the stamp of scripts/install-test-tools.sh says it is
+    current."""
     if shutil.which("npm") is None or shutil.which("node") is None:
-        pytest.fail("node and npm are missing: `make install` (scripts/install.sh) installs them")
+        pytest.fail("node and npm are missing: `make install-test` installs them")
     want = hashlib.sha256((TS / "package-lock.json").read_bytes()).hexdigest()
     stamp = TS / "node_modules" / ".cognis-lock.sha256"
     if not stamp.exists() or stamp.read_text().strip() != want:

@@ -18,20 +18,20 @@ import pytest
 from mem0 import AsyncMemoryClient, MemoryClient
 from mem0.exceptions import MemoryNotFoundError, ValidationError
 
+from tests.compat.clients import mem0_of, native_of
 from tests.conftest import ADMIN_KEY, API_KEY, ApiProcess
 from tests.doc_blocks import one_run_by
 
 
 @pytest.fixture
 def mem0(api: ApiProcess) -> Iterator[MemoryClient]:
-    client = MemoryClient(api_key=API_KEY, host=api.url)
-    yield client
-    client.client.close()
+    with mem0_of(api) as client:
+        yield client
 
 
 @pytest.fixture
 def native(api: ApiProcess) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=api.url, headers={"X-API-Key": API_KEY}, timeout=60) as http:
+    with native_of(api) as http:
         yield http
 
 
@@ -161,12 +161,38 @@ def test_history_lists_every_version(mem0: MemoryClient, user_id: str) -> None:
     assert {h["memory_id"] for h in history} == {memory_id}
 
 
-def test_delete_removes_it_from_search_and_listing(mem0: MemoryClient, user_id: str) -> None:
+def test_delete_removes_it_from_search_listing_and_get(mem0: MemoryClient, user_id: str) -> None:
     memory_id = _plain(mem0, user_id, "Ines is allergic to shellfish.")
     assert mem0.delete(memory_id)["message"]
     found = mem0.search("What is Ines allergic to?", filters={"user_id": user_id})
     assert memory_id not in [r["id"] for r in found["results"]]
     assert mem0.get_all(filters={"user_id": user_id})["count"] == 0
+    with pytest.raises(MemoryNotFoundError, match="deleted"):
+        mem0.get(memory_id)
+    assert [h["event"] for h in mem0.history(memory_id)] == ["ADD", "DELETE"]
+
+
+def test_threshold_and_score_are_on_mem0s_scale(
+    mem0: MemoryClient, native: httpx.Client, user_id: str
+) -> None:
+    """score is the square root of the relevance, threshold asks for its square: the right
+    answer passes mem0's habitual 0.5, an unrelated memory does not."""
+    cello = _plain(mem0, user_id, "Ines plays the cello in an orchestra.")
+    _plain(mem0, user_id, "The office kitchen got a new espresso machine.")
+    question = "What instrument does Ines play?"
+    relevance = {
+        hit["memory"]["chain_id"]: hit["relevance"]
+        for hit in native.post(
+            f"/v1/users/{user_id}/search",
+            json={"query": question, "consistency": "indexed", "min_relevance": 0},
+        ).json()["results"]
+    }
+    found = mem0.search(question, filters={"user_id": user_id}, threshold=0.5)
+    assert [r["id"] for r in found["results"]] == [cello], relevance
+    assert found["results"][0]["score"] == pytest.approx(relevance[cello] ** 0.5, abs=0.01)
+    assert mem0.search(question, filters={"user_id": user_id}, threshold=0.99)["results"] == []
+    with pytest.raises(ValidationError, match="threshold"):
+        mem0.search(question, filters={"user_id": user_id}, threshold=5)
 
 
 def test_delete_all_by_user_and_by_run(mem0: MemoryClient, user_id: str) -> None:

@@ -30,7 +30,7 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 CHROMEDRIVER = shutil.which("chromedriver")
 pytestmark = pytest.mark.skipif(
     CHROMIUM is None or CHROMEDRIVER is None,
-    reason="needs Debian's chromium and chromium-driver (scripts/install.sh installs them)",
+    reason="needs Debian's chromium and chromium-driver (`make install-test` installs them)",
 )
 # Set to a folder to refresh the docs' screenshots: COGNIS_CONSOLE_SCREENSHOTS=docs/console
 SCREENSHOTS = os.environ.get("COGNIS_CONSOLE_SCREENSHOTS")

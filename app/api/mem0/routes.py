@@ -9,16 +9,18 @@ its tenant like any other spelling of it (app/tenants/authentication.py)."""
 from __future__ import annotations
 
 import uuid
-from typing import Any
+from typing import Annotated, Any
 
-from litestar import Controller, Request, delete, get, post, put
+from litestar import Controller, Request, Response, delete, get, post, put
 from litestar.di import Provide
+from litestar.openapi.datastructures import ResponseSpec
 from litestar.params import Parameter
+from litestar.status_codes import HTTP_200_OK, HTTP_202_ACCEPTED
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.api.contract import COMMON, USER_WRITE, problems
-from app.api.deadlines import write_work
+from app.api.deadlines import DEADLINE_HEADER, MAX_DEADLINE_MS, write_work
 from app.api.dependencies import memory_service, provide_ingest_service, provide_memory_service
 from app.api.mem0.bodies import (
     batch_items,
@@ -30,6 +32,8 @@ from app.api.mem0.bodies import (
     sent_at_of,
     text_field,
 )
+from app.api.mem0.refusals import MEM0_HANDLERS
+from app.api.mem0.scores import relevance_floor, score_of
 from app.api.mem0.translate import expiration, history_out, memory_out
 from app.api.memories import _draft
 from app.api.messages import _incoming
@@ -41,7 +45,8 @@ from app.api.search import search_user
 from app.db.models import Memory
 from app.db.tenant import current_tenant
 from app.errors import InvalidInputError, NotFoundError
-from app.ingest.service import IngestService
+from app.ingest.cancel import cancel_queued
+from app.ingest.service import IngestService, JobView
 from app.memories.domain import MemoryUpdate, parse_memory_id
 from app.memories.filters import all_of, deletion_filter, parse_filter, to_sql, visible_to
 from app.memories.repository import ListFilter
@@ -50,6 +55,16 @@ from app.ml.scheduling.work import Work, WorkClass
 from app.runtime import Runtime
 
 COMMON_PROBLEMS = problems(*USER_WRITE, 404)
+# The client's deadline, as on the native writes; refused here with 429 (app/api/mem0/refusals.py).
+Mem0Deadline = Annotated[
+    str | None,
+    Parameter(
+        header=DEADLINE_HEADER,
+        description=f"Milliseconds this client will wait (1-{MAX_DEADLINE_MS}). A write that "
+        "cannot be done within them (nor within the server's own deadline) is refused with "
+        "429 and Retry-After, and nothing of it is written.",
+    ),
+]
 # mem0's page size when get_all names none, and the listing's page here.
 DEFAULT_PAGE_SIZE = 100
 _LIST_PAGE = 200
@@ -59,8 +74,26 @@ def mem0_memory(memory: Memory) -> dict[str, Any]:
     return memory_out(MemoryOut.of(memory))
 
 
-def _work(runtime: Runtime, user_id: str) -> Work:
-    return write_work(WorkClass.INTERACTIVE, user_id, runtime.settings.api.write_deadline_ms, None)
+def _work(runtime: Runtime, user_id: str, deadline_ms: str | None = None) -> Work:
+    """An interactive write's model work: the server's deadline, or the client's shorter
+    X-Cognis-Deadline-Ms (an httpx client given to mem0's MemoryClient can send it)."""
+    return write_work(
+        WorkClass.INTERACTIVE, user_id, runtime.settings.api.write_deadline_ms, deadline_ms
+    )
+
+
+def _queued(job_id: uuid.UUID, message: str) -> Response[dict[str, Any]]:
+    """mem0's answer to an add whose processing is queued (its async mode's): 202, the job
+    as the event to follow (GET /v1/users/{user}/jobs/{event_id})."""
+    event = {"message": message, "status": "PENDING", "event_id": str(job_id)}
+    return Response({"results": [event]}, status_code=HTTP_202_ACCEPTED)
+
+
+def _failed(view: JobView) -> dict[str, Any]:
+    """A job that failed for good, as mem0's event of it: never an empty success."""
+    errors = sorted({t.last_error for t in view.tasks if t.last_error})
+    message = "processing these messages failed" + (f": {'; '.join(errors)}" if errors else "")
+    return {"results": [{"message": message, "status": "FAILED", "event_id": str(view.job_id)}]}
 
 
 def _event(memory_id: uuid.UUID, content: str, event: str) -> dict[str, Any]:
@@ -109,6 +142,8 @@ class Mem0Controller(Controller):
         "service": Provide(provide_memory_service),
         "ingest": Provide(provide_ingest_service),
     }
+    # A write refused for load is a 429 with Retry-After here: what mem0's client surfaces.
+    exception_handlers = MEM0_HANDLERS
 
     @get(
         "/v1/ping",
@@ -123,11 +158,28 @@ class Mem0Controller(Controller):
         "/v3/memories/add",
         status_code=200,
         summary="mem0: add messages (infer: through ingestion; else stored as given)",
-        responses=COMMON_PROBLEMS,
+        description="200 with the events of what was added; 202 with a PENDING event (the "
+        "job's id as `event_id`) when the messages are queued: `async_mode`, or their "
+        "processing not finished within COGNIS_INGEST_WAIT_TIMEOUT_S.",
+        responses={
+            HTTP_202_ACCEPTED: ResponseSpec(
+                data_container=dict[str, Any],
+                description='Queued, not yet processed: `{"results": [{"message", '
+                '"status": "PENDING", "event_id"}]}`; the event id is the job\'s.',
+                generate_examples=False,
+            ),
+            **COMMON_PROBLEMS,
+            **problems(429),
+        },
     )
     async def add(
-        self, data: Any, service: MemoryService, ingest: IngestService, runtime: Runtime
-    ) -> dict[str, Any]:
+        self,
+        data: Any,
+        service: MemoryService,
+        ingest: IngestService,
+        runtime: Runtime,
+        deadline_ms: Mem0Deadline = None,
+    ) -> Response[dict[str, Any]]:
         body, user_id, _ = scoped_body(data)
         messages = body.get("messages")
         if not isinstance(messages, list) or not messages:
@@ -137,7 +189,7 @@ class Mem0Controller(Controller):
             "agent_id": body.get("agent_id"),
             "run_id": body.get("run_id"),
         }
-        work = _work(runtime, user_id)
+        work = _work(runtime, user_id, deadline_ms)
         if body.get("infer", True) is False:
             # Stored as written, as POST /memories stores them (its schema checks them).
             drafts = [
@@ -155,7 +207,8 @@ class Mem0Controller(Controller):
                 if not (isinstance(m, dict) and m.get("role") == "system")
             ]
             written = await service.create(user_id, drafts, work)
-            return {"results": [_event(m.chain_id, m.content, "ADD") for m in written]}
+            events = [_event(m.chain_id, m.content, "ADD") for m in written]
+            return Response({"results": events}, status_code=HTTP_200_OK)
         sent_at = sent_at_of(body.get("timestamp"))
         incoming = [
             _incoming(
@@ -174,17 +227,19 @@ class Mem0Controller(Controller):
         # As POST /messages: step 1 committed by the service before any slow work.
         job_id, _ = await ingest.submit(user_id, incoming, work)
         if body.get("async_mode") is True:
-            return {
-                "results": [
-                    {
-                        "message": "Memory processing has been queued for background execution",
-                        "status": "PENDING",
-                        "event_id": str(job_id),
-                    }
-                ]
-            }
+            return _queued(job_id, "Memory processing has been queued for background execution")
         view = await ingest.wait_for_job(user_id, job_id)
-        return {"results": await _events(service, user_id, view.decisions)}
+        if view.state == "failed":
+            return Response(_failed(view), status_code=HTTP_200_OK)
+        if view.state != "done":
+            # Saved and queued, not yet applied: its event, never an empty success.
+            return _queued(
+                job_id,
+                "Memory processing is queued and has not finished yet; the memories appear "
+                "once it has (follow the event_id)",
+            )
+        events = await _events(service, user_id, view.decisions)
+        return Response({"results": events}, status_code=HTTP_200_OK)
 
     @post(
         "/v3/memories",
@@ -240,9 +295,11 @@ class Mem0Controller(Controller):
         body, user_id, tree = scoped_body(data)
         query: dict[str, Any] = {"query": body.get("query"), "filters": tree}
         query["consistency"] = "indexed"  # mem0's add is read by the next search
-        for key, mapped in (("top_k", "top_k"), ("limit", "top_k"), ("threshold", "min_relevance")):
+        for key in ("top_k", "limit"):
             if body.get(key) is not None:
-                query[mapped] = body[key]
+                query["top_k"] = body[key]
+        if body.get("threshold") is not None:
+            query["min_relevance"] = relevance_floor(_threshold(body["threshold"]))
         for key in ("agent_id", "run_id"):
             if body.get(key) is not None:
                 query[key] = body[key]
@@ -255,7 +312,10 @@ class Mem0Controller(Controller):
         )
         return {
             "results": [
-                memory_out(hit.memory, hit.relevance if hit.relevance is not None else hit.score)
+                memory_out(
+                    hit.memory,
+                    score_of(hit.relevance) if hit.relevance is not None else hit.score,
+                )
                 for hit in found.results
                 if hit.history_of is None
             ]
@@ -269,7 +329,11 @@ class Mem0Controller(Controller):
             # By the memory's id (mem0's): its current version, its last once deleted.
             return await memory_service(session, runtime).get(await _owner(session, wanted), wanted)
 
-        return mem0_memory(await reads(read, fresh=True))
+        memory = await reads(read, fresh=True)
+        if not memory.is_current:
+            # Deleted, as mem0 answers it: gone from get; history(id) still lists its versions.
+            raise NotFoundError(f"memory {memory_id} was deleted (history(id) shows its versions)")
+        return mem0_memory(memory)
 
     @put(
         "/v1/memories/{memory_id:str}",
@@ -310,11 +374,18 @@ class Mem0Controller(Controller):
                 "run_id narrow it to that agent's or run's memories)",
                 field="user_id",
             )
+        # The messages still queued (of that agent or run) first, in the same transaction:
+        # none of them becomes a memory after this answer.
+        cancelled = await cancel_queued(service.repository.session, user_id, agent_id, run_id)
         # Exactly that agent's or run's memories, as DELETE /v1/users/{u}/memories ends them.
         owned = deletion_filter(None, agent_id, run_id)
         listing = ListFilter(where=to_sql(owned) if owned is not None else None)
         ended = await service.delete_all(user_id, listing)
-        return {"message": "Memories deleted successfully!", "deleted": len(ended)}
+        return {
+            "message": "Memories deleted successfully!",
+            "deleted": len(ended),
+            "cancelled_messages": cancelled,
+        }
 
     @get(
         "/v1/memories/{memory_id:str}/history",
@@ -351,6 +422,12 @@ class Mem0Controller(Controller):
         for item in items:
             await _delete(service, item_memory_id(item))
         return {"message": f"Successfully deleted {len(items)} memories"}
+
+
+def _threshold(raw: Any) -> float:
+    if isinstance(raw, bool) or not isinstance(raw, int | float) or not 0 <= raw <= 1:
+        raise InvalidInputError("threshold must be a number from 0 to 1", field="threshold")
+    return float(raw)
 
 
 async def _events(

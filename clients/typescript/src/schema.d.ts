@@ -624,7 +624,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** mem0: add messages (infer: through ingestion; else stored as given) */
+        /**
+         * mem0: add messages (infer: through ingestion; else stored as given)
+         * @description 200 with the events of what was added; 202 with a PENDING event (the job's id as `event_id`) when the messages are queued: `async_mode`, or their processing not finished within COGNIS_INGEST_WAIT_TIMEOUT_S.
+         */
         post: operations["V3MemoriesAddAdd"];
         delete?: never;
         options?: never;
@@ -5186,7 +5189,10 @@ export interface operations {
     V3MemoriesAddAdd: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Milliseconds this client will wait (1-3600000). A write that cannot be done within them (nor within the server's own deadline) is refused with 429 and Retry-After, and nothing of it is written. */
+                "X-Cognis-Deadline-Ms"?: string | null;
+            };
             path?: never;
             cookie?: never;
         };
@@ -5198,6 +5204,17 @@ export interface operations {
         responses: {
             /** @description Request fulfilled, document follows */
             200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            /** @description Queued, not yet processed: `{"results": [{"message", "status": "PENDING", "event_id"}]}`; the event id is the job's. */
+            202: {
                 headers: {
                     [name: string]: unknown;
                 };
