@@ -124,6 +124,7 @@ async def search_user(
         index_lag=IndexLagOut(
             **dataclasses.asdict(outcome.freshness), consistency=data.consistency
         ),
+        sentences_pending=response.sentences_pending,
         query_analysis=response.analysis.explanation() if data.explain else None,
     )
 

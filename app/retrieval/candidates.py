@@ -39,6 +39,8 @@ class Candidate:
     relevance: float | None = None
     # Lever newer_first: the chain id of a newer current memory that contradicts this one.
     later_id: uuid.UUID | None = None
+    # Lever sentence_vector: ranked by content and context only, its sentences still pending.
+    sentences_pending: bool = False
 
     def load(self, memory: Memory) -> Candidate:
         self.memory = memory

@@ -52,3 +52,9 @@ class SearchResponse:
     stage_durations_ms: dict[str, float]
     stage_status: dict[str, str]
     duration_ms: float
+
+    @property
+    def sentences_pending(self) -> int:
+        """Results the sentence lever ranked without their sentence vectors (not made yet:
+        app/memories/sentence_backfill.py): a later search may rank them higher."""
+        return sum(c.sentences_pending for c in self.results)

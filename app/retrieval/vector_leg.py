@@ -89,6 +89,7 @@ async def vector_leg(
             for candidate in candidates:
                 if (found := cosines.get(candidate.memory_id)) is not None:
                     candidate.relevance = on_scale(found.best(context=True, sentence=False))
+                    candidate.sentences_pending = found.sentences_pending
         else:
             exact = await exact_scores(user_id, ids, embedding.full)
         ranked = rescored(candidates, exact, "768d")

@@ -34,8 +34,10 @@ _SENTENCE_DISTANCE = (
     .scalar_subquery()
     .label("sentence_distance")
 )
+# Its sentences not embedded yet (written past COGNIS_SENTENCE_VECTORS_AT_WRITE): [] is done.
+_SENTENCES_PENDING = MEMORIES.c.sentence_embeddings_768d.is_(None).label("sentences_pending")
 _EXACT_768D_WITH_CONTEXT = exact_768d(_CONTEXT_DISTANCE)
-_EXACT_768D_ALL = exact_768d(_CONTEXT_DISTANCE, _SENTENCE_DISTANCE)
+_EXACT_768D_ALL = exact_768d(_CONTEXT_DISTANCE, _SENTENCE_DISTANCE, _SENTENCES_PENDING)
 _HAS_OTHER_LANGUAGE = select(
     exists().where(
         MEMORIES.c.user_id == bindparam("user_id"), MEMORIES.c.is_current, OTHER_LANGUAGE
@@ -51,6 +53,7 @@ class MemoryCosines:
     content: float
     context: float | None
     sentence: float | None
+    sentences_pending: bool = False  # several sentences, their vectors not made yet
 
     def best(self, context: bool, sentence: bool) -> float:
         """The best cosine among the content's and, where asked for and present, the others'."""
@@ -106,6 +109,7 @@ class SearchRepository(MemoryRepository):
                 content=1.0 - float(r.distance),
                 context=cosine(r._mapping.get("context_distance")),
                 sentence=cosine(r._mapping.get("sentence_distance")),
+                sentences_pending=bool(r._mapping.get("sentences_pending")),
             )
             for r in rows
         }

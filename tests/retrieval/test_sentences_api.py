@@ -105,16 +105,32 @@ async def test_a_batch_past_the_limit_leaves_its_sentences_to_the_background_not
     """A batch of more sentences than COGNIS_SENTENCE_VECTORS_AT_WRITE costs its write the
     content's vectors only (bulk throughput), whole: not some of its memories either."""
     retrieval = inprocess_api.app.state.runtime.settings.retrieval
-    memories = [{"content": f"{LONG} Batch turn {i} of many."} for i in range(3)]
+    memories = [
+        {"content": f"{LONG} We are going back there next month."},
+        {
+            "content": "I sold my pottery wheel last week. Now I paint landscapes every "
+            "weekend. It is much calmer for me."
+        },
+        {
+            "content": "My pottery teacher moved to Leeds in May. The class has a new teacher "
+            "now. She is very kind to everyone."
+        },
+    ]
     per_memory = 3
     monkeypatch.setattr(retrieval, "sentence_vectors_at_write", per_memory * len(memories) - 1)
     response = await client.post(f"/v1/users/{user_id}/memories/batch", json={"memories": memories})
     assert response.status_code == 201, response.text
     for item in response.json()["items"]:
         assert await stored_sentences(db, item["id"]) is None
+    # A search meanwhile says it ranked them without their sentences.
+    body = {"profile": "default", "top_k": 5, "levers": {"sentence_vector": True}}
+    before = await search(client, user_id, "pottery class", **body)
+    assert before["sentences_pending"] == len(before["results"]) > 1
     await embed_pending(inprocess_api, user_id)
     for item in response.json()["items"]:
         assert len(await stored_sentences(db, item["id"]) or []) == per_memory
+    after = await search(client, user_id, "pottery class", **body)
+    assert after["sentences_pending"] == 0 and len(after["results"]) == len(before["results"])
 
 
 async def test_each_sentence_is_embedded_after_the_write_as_its_speakers_line(

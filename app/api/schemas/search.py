@@ -219,4 +219,13 @@ class SearchOut(msgspec.Struct):
     stage_durations_ms: dict[str, float]
     duration_ms: float
     index_lag: IndexLagOut
+    sentences_pending: Annotated[
+        int,
+        msgspec.Meta(
+            description="How many results were ranked without their sentence vectors (lever "
+            "`sentence_vector`): memories of a write past COGNIS_SENTENCE_VECTORS_AT_WRITE "
+            "whose sentences the background has not embedded yet. 0: every result was ranked "
+            "with every signal its profile reads."
+        ),
+    ] = 0
     query_analysis: dict[str, Any] | None = None

@@ -126,6 +126,9 @@ class SearchResult(msgspec.Struct, frozen=True):
     stage_durations_ms: dict[str, float]
     duration_ms: float
     index_lag: IndexLag
+    # Results ranked without their sentence vectors (not embedded yet): a later search may
+    # rank them higher.
+    sentences_pending: int = 0
     query_analysis: dict[str, Any] | None = None
 
     @property

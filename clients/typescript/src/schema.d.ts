@@ -1377,6 +1377,11 @@ export interface components {
                 [key: string]: unknown;
             } | null;
             results: components["schemas"]["SearchHitOut"][];
+            /**
+             * @description How many results were ranked without their sentence vectors (lever `sentence_vector`): memories of a write past COGNIS_SENTENCE_VECTORS_AT_WRITE whose sentences the background has not embedded yet. 0: every result was ranked with every signal its profile reads.
+             * @default 0
+             */
+            sentences_pending?: number;
             stage_durations_ms: {
                 [key: string]: number;
             };
