@@ -427,7 +427,7 @@ def is_outage(exc: BaseException) -> bool:
             return False
         if isinstance(seen, OUTAGE_ERRORS):
             return True
-        seen = seen.__cause__ or seen.__context__
+        seen = seen.__cause__  # raised `from` it: what the outage became
     return False
 
 

@@ -36,10 +36,11 @@ async def embed_drafts(drafts: list[MemoryDraft], embedder: Embedder, work: Work
         for d in drafts
         if d.context_embedding is None and (text := contextual_text(d)) is not None
     ]
+    texts = [d.content for d in missing] + [text for _, text in with_context]
     try:
-        embeddings = await embedder.embed(
-            [d.content for d in missing] + [text for _, text in with_context], work
-        )
+        # Nothing to embed (a decision computed every vector): no call, so a write that holds
+        # its transaction never waits on the model queue for nothing.
+        embeddings = await embedder.embed(texts, work) if texts else []
     except TooMuchWorkError as exc:
         # The model counts texts (a memory is one or two); the client sent memories, and can
         # only act on a number of those.

@@ -161,11 +161,6 @@ async def test_the_entity_backfill_recognises_with_no_transaction_open(
     assert probe.found == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the worker decides and applies a user's batch in one transaction: a memory's "
-    "context vector (and an LLM's answer) is computed inside it (issue 56, item 3, open)",
-)
 async def test_the_ingestion_worker_calls_models_with_no_transaction_open(
     client, user_id, inprocess_api, sessions, probe, probed_embedder
 ) -> None:
