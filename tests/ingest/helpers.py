@@ -14,6 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 from app.ingest.pipeline import IngestPipeline
 from app.ingest.service import IngestService
 from app.ingest.worker import IngestWorker
+from app.llm.client import ChatClient
 from app.ml.embedder import Embedder
 
 
@@ -90,6 +91,7 @@ def ingestion_on(
     sessionmaker: async_sessionmaker[AsyncSession],
     embedder: Embedder,
     queue: str,
+    llm: ChatClient | None = None,
     **ingest: Any,
 ) -> tuple[IngestService, IngestWorker]:
     """An ingestion service and its worker built from `runtime`'s parts, on a queue of the
@@ -102,7 +104,7 @@ def ingestion_on(
         sessionmaker,
         embedder,
         runtime.classifier,
-        None,
+        llm,
         api=settings.api,
         embedding=settings.embedding,
         ingest=ingest_settings,
