@@ -33,7 +33,6 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 import structlog
-from sqlalchemy.exc import InterfaceError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app import metrics, tracing
@@ -52,6 +51,7 @@ from app.ingest.pipeline import Decided, IngestPipeline
 from app.ingest.preparation import ClaimPreparation, Prepared
 from app.ingest.repository import Claim, ClaimedTask, IngestRepository
 from app.memories.user_lock import hold_for_write
+from app.outages import causes, unavailable_store
 from app.wakeup import renewing_lease, work_until_stopped
 from app.webhooks import events as webhook_events
 
@@ -62,17 +62,10 @@ RETRY_BACKOFF_MAX_S = 60.0
 # of it), between these bounds: a long outage costs few claims, a short one little delay.
 OUTAGE_BACKOFF_MIN_S = 1.0
 OUTAGE_BACKOFF_MAX_S = 30.0
-# Failures that are a dependency's unavailability, not the message's fault: the model service
-# unreachable, out of time or answering 503 (after the client's own retries), the database
-# unreachable or its connection lost.
-OUTAGE_ERRORS = (
-    EmbedderUnavailableError,
-    DeadlineExceededError,
-    OperationalError,
-    InterfaceError,
-    ConnectionError,
-    TimeoutError,
-)
+# Failures that are the model service's unavailability, not the message's fault: unreachable,
+# out of time or answering 503 (after the client's own retries). A store's is told by
+# app/outages.py, the rule the API's 503s follow.
+MODEL_OUTAGE_ERRORS = (EmbedderUnavailableError, DeadlineExceededError)
 # Failures that the same input will always meet again (a date overflow included); the batch
 # job worker (app/ingest/batch_worker.py) retries by the same rules.
 PERMANENT_ERRORS = (InvalidInputError, OverflowError)
@@ -420,15 +413,11 @@ def _describe(exc: Exception) -> str:
 
 
 def is_outage(exc: BaseException) -> bool:
-    """Whether `exc`, or an error it was raised from, is a dependency's unavailability."""
-    seen: BaseException | None = exc
-    for _ in range(8):  # the chain of causes, not forever
-        if seen is None:
-            return False
-        if isinstance(seen, OUTAGE_ERRORS):
-            return True
-        seen = seen.__cause__  # raised `from` it: what the outage became
-    return False
+    """Whether `exc`, or an error it was raised from, is a dependency's unavailability: the
+    model service's, or a store's connection-level failure (app/outages.py)."""
+    if unavailable_store(exc) is not None:
+        return True
+    return any(isinstance(error, MODEL_OUTAGE_ERRORS) for error in causes(exc))
 
 
 def _age_s(task: ClaimedTask) -> float:

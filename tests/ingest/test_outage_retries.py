@@ -10,10 +10,13 @@ from datetime import UTC, datetime
 
 import pytest
 from sqlalchemy import text
+from sqlalchemy.exc import InterfaceError as DBAPIInterfaceError
 
 from app.db.tenant import DEFAULT_TENANT_ID, tenant_scope
+from app.errors import EmbedderUnavailableError, InvalidInputError
 from app.ingest.domain import IncomingMessage
 from app.ingest.service import IngestService
+from app.ingest.worker import is_outage
 from app.ml.embedder import Embedder, build_embedder
 from tests.conftest import run_cli_async, wait_until
 from tests.ingest.helpers import ingestion_on
@@ -118,3 +121,18 @@ async def _due(db, user_id: str) -> bool:  # type: ignore[no-untyped-def]
 async def read_job(service: IngestService, user_id: str, job_id):  # type: ignore[no-untyped-def]
     with tenant_scope(DEFAULT_TENANT_ID):
         return await service.read_job(user_id, job_id)
+
+
+def test_an_outage_is_the_model_services_or_a_stores_never_the_messages() -> None:
+    def raised_from(cause: Exception) -> Exception:
+        try:
+            raise RuntimeError("while embedding the claim") from cause
+        except RuntimeError as exc:
+            return exc
+
+    assert is_outage(EmbedderUnavailableError("embedding server unavailable: HTTP 503"))
+    assert is_outage(raised_from(EmbedderUnavailableError("connection refused")))
+    assert is_outage(DBAPIInterfaceError("SELECT 1", {}, Exception("connection is closed")))
+    assert not is_outage(InvalidInputError("year 1 is out of range"))
+    assert not is_outage(OverflowError("date value out of range"))
+    assert not is_outage(raised_from(ValueError("a bug")))
