@@ -53,12 +53,16 @@ async def health() -> dict[str, str]:
     tags=["health"],
     summary="Readiness: Postgres, OpenSearch, model, outbox backlog, sentences to embed, "
     "batch jobs not yet written",
+    description="`status`: `ready`; `degraded` (200: still serving, `search` says how: "
+    "`bm25-only` while the model service cannot embed, so writes wait or answer 503 and "
+    "searches use BM25 alone; `vector-only` while OpenSearch is down or the index behind); "
+    "`starting` (503: this process is still loading its models); `down` (503: Postgres "
+    "unreachable, nothing can be served).",
     responses={
         503: ResponseSpec(
             data_container=dict[str, Any],
-            description="Not serving: Postgres is down, or the model cannot embed (not loaded "
-            "yet, or the model service unreachable: `model` says why); the body has the same "
-            "checks.",
+            description="Down (Postgres unreachable) or starting (models still loading); the "
+            "body has the same checks.",
             generate_examples=False,
         )
     },
@@ -86,16 +90,27 @@ async def ready(state: State) -> Response[dict[str, Any]]:
     checks["opensearch"] = "up" if await runtime.index.ping() else "down"
     # The last coverage check (cached): an index behind Postgres is degraded, not unavailable.
     checks.update(index_readiness(runtime.index_coverage.latest))
-    # Writes need the model (searches fall back to BM25 without it): like Postgres, not serving.
     checks["model"] = await _model_state(runtime)
-    serving = checks["postgres"] == "up" and checks["model"] == "up"
-    # Without OpenSearch the service still serves (vector-only search, outbox holds writes).
-    status = (
-        "ready"
-        if serving and checks["opensearch"] == "up" and checks["index"] != "behind"
-        else ("degraded" if serving else "unavailable")
+    status, search = serving_state(checks)
+    return Response(
+        {"status": status, "search": search, **checks},
+        status_code=503 if status in ("down", "starting") else 200,
     )
-    return Response({"status": status, **checks}, status_code=200 if serving else 503)
+
+
+def serving_state(checks: dict[str, Any]) -> tuple[str, str]:
+    """`/ready`'s status and how searches are answered, from its checks. Only Postgres down
+    is "down" (503): without the model, searches answer from BM25 alone and messages wait in
+    the queue (they are applied once it is back); without OpenSearch, from the vectors alone.
+    A load balancer that took such an instance out would take out every instance at once."""
+    if checks["postgres"] != "up":
+        return "down", "none"
+    if not checks["model_loaded"]:  # this process still loading its models: not yet serving
+        return "starting", "none"
+    bm25 = checks["opensearch"] == "up" and checks.get("index") != "behind"
+    if checks["model"] != "up":
+        return "degraded", "bm25-only" if checks["opensearch"] == "up" else "none"
+    return ("ready", "full") if bm25 else ("degraded", "vector-only")
 
 
 async def _observe_stores(runtime: Runtime) -> None:

@@ -1,6 +1,6 @@
 """Command line: serve, relay, worker, reindex, embed-sentences, extract-entities,
-embed-multilingual, retention, import, export, backup, restore, admin, webhooks, migrate,
-embed-serve, mcp."""
+embed-multilingual, requeue-messages, retention, import, export, backup, restore, admin,
+webhooks, migrate, embed-serve, mcp."""
 
 # Every command and its flags are declared here; what each does lives beside: processes.py (the
 # long-running ones), maintenance.py (the stores), admin.py (tenants and their keys),
@@ -70,6 +70,14 @@ def main(argv: list[str] | None = None) -> int:
     multilingual.add_argument("--user", help="only this user's memories (with --tenant)")
     multilingual.add_argument("--batch-size", type=_positive, default=500, help="memories a batch")
     multilingual.set_defaults(func=maintenance.embed_multilingual)
+    requeue = commands.add_parser(
+        "requeue-messages",
+        help="queue failed ingestion tasks again (their messages are stored; docs/operations.md)",
+    )
+    requeue.add_argument("--tenant", help="only this tenant's tasks (id or name)")
+    requeue.add_argument("--user", help="only this user's tasks")
+    requeue.add_argument("--queue", help="only this queue's tasks (default: every queue)")
+    requeue.set_defaults(func=maintenance.requeue_messages)
     retention = commands.add_parser(
         "retention",
         help="delete rows whose use is over, once (delivered outbox events, expired "

@@ -134,6 +134,23 @@ def embed_multilingual(args: argparse.Namespace) -> int:
     return with_runtime(body, "embed-multilingual")
 
 
+def requeue_messages(args: argparse.Namespace) -> int:
+    """Failed ingestion tasks queued again (app.ingest.repository.requeue_failed): after an
+    outage longer than COGNIS_INGEST_OUTAGE_MAX_AGE_S, or a fix for what failed them."""
+    from app.db.tenant import act_as
+    from app.ingest.repository import IngestRepository
+
+    async def body(runtime: Runtime) -> int:
+        if args.tenant is not None:  # only its rows: the background role, bound to it
+            act_as(await tenant_id_of(runtime, args.tenant))
+        async with runtime.background_sessionmaker() as session, session.begin():
+            count = await IngestRepository(session).requeue_failed(args.queue, args.user)
+        print(f"requeued {count} failed messages", flush=True)
+        return 0
+
+    return with_runtime(body, "requeue-messages")
+
+
 def retention(args: argparse.Namespace) -> int:
     """One pass of the retention job (app/db/retention.py); with --dry-run, what it would
     delete."""

@@ -117,6 +117,14 @@ class IngestSettings(BaseModel):
         description="attempts before a job is marked failed (an ingestion job's message stays "
         "stored; a batch job writes none of its memories)",
     )
+    ingest_outage_max_age_s: float = Field(
+        default=6 * 3600.0,
+        description="an ingestion task that fails because a dependency is unavailable (the "
+        "model service unreachable, timing out or answering 503; Postgres unreachable) spends "
+        "no attempt: it waits with backoff (up to a minute) for as long as the outage lasts, "
+        "until its message is this old; then it is failed (`python -m app requeue-messages` "
+        "queues it again)",
+    )
     ingest_settle_ms: int = Field(
         default=0,
         description="delay before a job can be taken, so near-simultaneous messages of a user "

@@ -29,6 +29,9 @@ class ClaimedTask:
     # The W3C traceparent of the request that queued it (tracing on then): its spans continue
     # that trace.
     traceparent: str | None = None
+    # When it was queued: a task held up by an outage waits until it is this old plus
+    # COGNIS_INGEST_OUTAGE_MAX_AGE_S (None: no limit known).
+    queued_at: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,7 +182,9 @@ class IngestRepository:
                 user_id=batch[0].user_id,
                 token=token,
                 tasks=[
-                    ClaimedTask(t.message_id, t.job_id, t.scope, t.attempts, t.traceparent)
+                    ClaimedTask(
+                        t.message_id, t.job_id, t.scope, t.attempts, t.traceparent, t.created_at
+                    )
                     for t in batch
                 ],
             )
@@ -267,6 +272,45 @@ class IngestRepository:
             .where(IngestTask.message_id == message_id, IngestTask.lease_token == token)
             .values(**values)
         )
+
+    async def postpone_task(
+        self, message_id: uuid.UUID, token: uuid.UUID, error: str, retry_in: timedelta
+    ) -> None:
+        """Give back a task that failed because a dependency was unavailable (an outage, not
+        the message's fault): queued again after `retry_in`, its attempt not counted."""
+        await self.session.execute(
+            update(IngestTask)
+            .where(IngestTask.message_id == message_id, IngestTask.lease_token == token)
+            .values(
+                state="queued",
+                attempts=IngestTask.attempts - 1,
+                available_at=func.now() + retry_in,
+                lease_token=None,
+                last_error=error[:2000],
+            )
+        )
+
+    async def requeue_failed(self, queue: str | None = None, user_id: str | None = None) -> int:
+        """Failed tasks (of one queue, one user, or all) queued again as if just accepted: no
+        attempt spent, the outage age counted from now; how many."""
+        statement = (
+            update(IngestTask)
+            .where(IngestTask.state == "failed")
+            .values(
+                state="queued",
+                attempts=0,
+                available_at=func.now(),
+                created_at=func.now(),
+                finished_at=None,
+                lease_token=None,
+            )
+        )
+        if queue is not None:
+            statement = statement.where(IngestTask.queue == queue)
+        if user_id is not None:
+            statement = statement.where(IngestTask.user_id == user_id)
+        result = await self.session.execute(statement.returning(IngestTask.message_id))
+        return len(result.all())
 
     async def return_unstarted(self, message_ids: list[uuid.UUID], token: uuid.UUID) -> None:
         """Hand back claimed tasks that were not attempted (an earlier one of the batch will be

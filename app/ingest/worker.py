@@ -12,6 +12,12 @@ rows, and a message that fails is rolled back alone (a savepoint) and handled as
 input fails at once, anything else is retried later, and the messages after it wait for it.
 What fails a user's transaction, or the model on a user's text, fails only that user's batch.
 
+A task that fails because a dependency is unavailable (the model service unreachable, timing
+out or answering 503; Postgres unreachable) spends no attempt: the message is not at fault,
+so it waits with backoff for as long as the outage lasts, up to COGNIS_INGEST_OUTAGE_MAX_AGE_S
+after it was queued; only then is it failed, and `python -m app requeue-messages` queues the
+failed ones again (a message accepted is a message applied, issue 56).
+
 The claim is leased, and the lease renewed by a heartbeat while the worker works on it: if the
 worker dies mid-claim, the short lease runs out and another worker takes the tasks again within
 seconds. Nothing of a user is written before its transaction, so a crash leaves each user's
@@ -24,7 +30,7 @@ import asyncio
 import time
 import uuid
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import structlog
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
@@ -35,6 +41,8 @@ from app.db.models import IngestDecision, Message
 from app.db.tenant import tenant_scope
 from app.errors import (
     ConflictError,
+    DeadlineExceededError,
+    EmbedderUnavailableError,
     InvalidInputError,
     UserErasedError,
 )
@@ -43,12 +51,21 @@ from app.ingest.pipeline import Decided, IngestPipeline
 from app.ingest.preparation import ClaimPreparation, Prepared
 from app.ingest.repository import Claim, ClaimedTask, IngestRepository
 from app.memories.user_lock import hold_for_write
+from app.outages import causes, unavailable_store
 from app.wakeup import renewing_lease, work_until_stopped
 from app.webhooks import events as webhook_events
 
 log = structlog.get_logger(__name__)
 
 RETRY_BACKOFF_MAX_S = 60.0
+# While a dependency is away, a task tries again after a pause that grows with its wait (half
+# of it), between these bounds: a long outage costs few claims, a short one little delay.
+OUTAGE_BACKOFF_MIN_S = 1.0
+OUTAGE_BACKOFF_MAX_S = 30.0
+# Failures that are the model service's unavailability, not the message's fault: unreachable,
+# out of time or answering 503 (after the client's own retries). A store's is told by
+# app/outages.py, the rule the API's 503s follow.
+MODEL_OUTAGE_ERRORS = (EmbedderUnavailableError, DeadlineExceededError)
 # Failures that the same input will always meet again (a date overflow included); the batch
 # job worker (app/ingest/batch_worker.py) retries by the same rules.
 PERMANENT_ERRORS = (InvalidInputError, OverflowError)
@@ -66,6 +83,7 @@ class Failure:
     task: ClaimedTask
     error: Exception
     final: bool
+    outage: bool = False  # a dependency was away: tried again without spending an attempt
 
 
 @dataclass(slots=True)
@@ -193,13 +211,7 @@ class IngestWorker:
             applied = [task.message_id for task, _, _ in outcome.applied]
             await repository.finish_tasks(applied, claim.token)
             for failure in outcome.failures:
-                await repository.release_task(
-                    failure.task.message_id,
-                    claim.token,
-                    _describe(failure.error),
-                    _retry_in(failure.task),
-                    failure.final,
-                )
+                await self._release(repository, claim, failure)
             await repository.return_unstarted(_ids_of(outcome.unstarted), claim.token)
             await repository.move_user_to_back(claim.user_id)
             await webhook_events.queue(session, _processed_events(claim, outcome))
@@ -239,12 +251,14 @@ class IngestWorker:
                         }
                     )
             except Exception as exc:
-                final = self._is_final(task, exc)
-                outcome.failures.append(Failure(task, exc, final))
+                failure = self._failure(task, exc)
+                final = failure.final
+                outcome.failures.append(failure)
                 log.exception(
                     "ingest.task_failed",
                     message_id=str(task.message_id),
                     final=final,
+                    outage=failure.outage,
                     error=_describe(exc),
                 )
                 if not final:
@@ -289,10 +303,24 @@ class IngestWorker:
                 )
         raise AssertionError("unreachable")
 
-    def _is_final(self, task: ClaimedTask, exc: Exception) -> bool:
+    def _failure(self, task: ClaimedTask, exc: Exception) -> Failure:
+        """What a task's failure means: an outage waits (until the task is too old), bad input
+        fails at once, anything else is tried again up to COGNIS_INGEST_MAX_ATTEMPTS."""
+        if is_outage(exc):
+            return Failure(task, exc, _age_s(task) >= self._ingest.ingest_outage_max_age_s, True)
         # Bad input stays bad: retrying it only holds up the user's later messages.
         permanent = isinstance(exc, PERMANENT_ERRORS)
-        return permanent or task.attempts >= self._ingest.ingest_max_attempts
+        return Failure(task, exc, permanent or task.attempts >= self._ingest.ingest_max_attempts)
+
+    async def _release(self, repository: IngestRepository, claim: Claim, failure: Failure) -> None:
+        """A failed task back to the queue (after a pause), or failed for good."""
+        task, error = failure.task, _describe(failure.error)
+        if failure.outage and not failure.final:
+            await repository.postpone_task(task.message_id, claim.token, error, _outage_wait(task))
+            return
+        await repository.release_task(
+            task.message_id, claim.token, error, _retry_in(task), failure.final
+        )
 
     def _report(self, claim: Claim, outcome: BatchOutcome) -> None:
         """Metrics and logs, once the batch is committed."""
@@ -324,11 +352,10 @@ class IngestWorker:
             repository = IngestRepository(session)
             failed: list[webhook_events.Event] = []
             for task in tasks:
-                final = self._is_final(task, exc)
+                failure = self._failure(task, exc)
+                final = failure.final
                 metrics.INGEST_FAILURES.labels(final=str(final).lower()).inc()
-                await repository.release_task(
-                    task.message_id, claim.token, error, _retry_in(task), final
-                )
+                await self._release(repository, claim, failure)
                 if final:
                     failed.append(
                         webhook_events.message_processed(
@@ -383,6 +410,26 @@ def _processed_events(claim: Claim, outcome: BatchOutcome) -> list[webhook_event
 
 def _describe(exc: Exception) -> str:
     return f"{type(exc).__name__}: {exc}"
+
+
+def is_outage(exc: BaseException) -> bool:
+    """Whether `exc`, or an error it was raised from, is a dependency's unavailability: the
+    model service's, or a store's connection-level failure (app/outages.py)."""
+    if unavailable_store(exc) is not None:
+        return True
+    return any(isinstance(error, MODEL_OUTAGE_ERRORS) for error in causes(exc))
+
+
+def _age_s(task: ClaimedTask) -> float:
+    """Seconds since the task was queued (0 when unknown)."""
+    if task.queued_at is None:
+        return 0.0
+    return (datetime.now(UTC) - task.queued_at).total_seconds()
+
+
+def _outage_wait(task: ClaimedTask) -> timedelta:
+    wait = min(max(_age_s(task) / 2, OUTAGE_BACKOFF_MIN_S), OUTAGE_BACKOFF_MAX_S)
+    return timedelta(seconds=wait)
 
 
 def _retry_in(task: ClaimedTask) -> timedelta:

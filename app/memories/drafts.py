@@ -51,7 +51,9 @@ async def embed_drafts(
     texts = [d.content for d in missing] + [text for _, text in with_context]
     texts += [text for _, sentence_texts_ in with_sentences for text in sentence_texts_]
     try:
-        embeddings = await embedder.embed(texts, work)
+        # Nothing to embed (a decision computed every vector): no call, so a write that holds
+        # its transaction never waits on the model queue for nothing.
+        embeddings = await embedder.embed(texts, work) if texts else []
     except TooMuchWorkError as exc:
         # The model counts texts (a memory is one or more); the client sent memories, and can
         # only act on a number of those.

@@ -4,7 +4,8 @@ stored per user (0039, docs/entities.md).
 A write stores its memory with `entities_at` NULL. `EntityWorker`, beside the ingestion
 workers (COGNIS_ENTITIES), takes the next current versions still NULL once the embedding
 model has been idle for a moment (the write path keeps the cores), runs the NER model over
-them (app/ml/ner.py) in a thread, and in one transaction per batch links each version to its
+them (app/ml/ner.py) in a thread with no transaction open (the batch is read in one short
+transaction, written in another), and in that second transaction links each version to its
 entities, creating or extending the user's entities; `python -m app extract-entities` does
 the same at once. Rows are locked only after the model ran, and a row a write holds is
 skipped (SKIP LOCKED) and left for a later batch, as the sentence worker does. The reads
@@ -218,6 +219,7 @@ async def extract_missing_entities(
     after: uuid.UUID | None = None
     batches = 0
     while max_batches is None or batches < max_batches:
+        # The NER model runs between two short transactions, never inside one.
         async with sessionmaker() as session, session.begin():
             query = (
                 select(
@@ -237,11 +239,12 @@ async def extract_missing_entities(
             if after is not None:
                 query = query.where(Memory.id > after)
             rows = (await session.execute(query)).all()
-            if not rows:
-                break
-            texts = [row.content for row in rows]
-            languages = [row.language for row in rows]
-            mentions = await anyio.to_thread.run_sync(recognizer.extract, texts, languages)
+        if not rows:
+            break
+        texts = [row.content for row in rows]
+        languages = [row.language for row in rows]
+        mentions = await anyio.to_thread.run_sync(recognizer.extract, texts, languages)
+        async with sessionmaker() as session, session.begin():
             locked = set(
                 (
                     await session.execute(
@@ -262,7 +265,7 @@ async def extract_missing_entities(
                 await session.execute(
                     update(Memory).where(Memory.id.in_(locked)).values(entities_at=func.now())
                 )
-            after = rows[-1].id
+        after = rows[-1].id
         batches += 1
         report.memories += len(locked)
         if progress is not None:

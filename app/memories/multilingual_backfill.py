@@ -2,8 +2,9 @@
 0034) for current memories written without it: before 0034, or while
 COGNIS_MULTILINGUAL_EMBEDDER was off. Until then the multilingual leg does not see them.
 
-Current versions only (what search reads), in batches by id, each in its own transaction: an
-interrupted run keeps what it committed and a rerun takes the rows still NULL. A row is only
+Current versions only (what search reads), in batches by id: each batch read in one short
+transaction, encoded with none open, and written in a second one; an interrupted run keeps
+what it committed and a rerun takes the rows still NULL. A row is only
 written while still NULL, so a concurrent write's vector is never overwritten.
 """
 
@@ -34,19 +35,21 @@ async def embed_missing_multilingual(
     done = 0
     after: uuid.UUID | None = None
     while True:
+        # The model call between two short transactions, never inside one.
         async with sessionmaker() as session, session.begin():
             query = next_batch((Memory.id, Memory.content), _PENDING, user_id, after, batch_size)
             rows = (await session.execute(query)).all()
-            if not rows:
-                return done
-            vectors = await encoder.encode([row.content for row in rows])
+        if not rows:
+            return done
+        vectors = await encoder.encode([row.content for row in rows])
+        async with sessionmaker() as session, session.begin():
             for row, vector in zip(rows, vectors, strict=True):
                 await session.execute(
                     update(Memory)
                     .where(Memory.id == row.id, Memory.embedding_ml.is_(None))
                     .values(embedding_ml=vector)
                 )
-            after = rows[-1].id
+        after = rows[-1].id
         done += len(rows)
         if progress is not None:
             progress(done)

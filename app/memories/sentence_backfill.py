@@ -15,8 +15,9 @@ decision embedded the same sentences, app/ingest/apply.py):
   arrives meanwhile waits for one short call at most), and stores them;
 - `python -m app embed-sentences` does the same at once, for memories of any age.
 
-Current versions only (what search reads), in batches by id, each in its own transaction:
-an interrupted run keeps what it committed, and picks up the rows whose vectors are still
+Current versions only (what search reads), in batches by id: each batch read in one short
+transaction, embedded with none open, and written in a second one; an interrupted run keeps
+what it committed, and picks up the rows whose vectors are still
 NULL (a partial index keeps that cheap, migration 0021). A memory of one sentence gets an
 empty array, so it is not read again. A row is only written while still NULL, so two workers
 (or a worker and the command) never overwrite each other; a new version written meanwhile is
@@ -105,20 +106,23 @@ async def embed_missing_sentences(
     batches = 0
     work = Work(WorkClass.BACKGROUND if background else WorkClass.BULK)
     while max_batches is None or batches < max_batches:
+        # Three steps, the model call between two short transactions (never inside one: a
+        # session idle in a transaction pins the vacuum horizon and queues any ALTER TABLE).
         async with sessionmaker() as session, session.begin():
             query = next_batch(
                 (Memory.id, Memory.content, Memory.speaker), _PENDING, user_id, after, batch_size
             )
             rows = (await session.execute(query)).all()
-            if not rows:
-                break
-            texts = [sentence_texts(row.content, row.speaker) for row in rows]
-            flat = [text for sentences in texts for text in sentences]
-            embedded = iter(await embedder.embed(flat, work) if flat else [])
-            vectors = {
-                row.id: [next(embedded).full for _ in sentences]
-                for row, sentences in zip(rows, texts, strict=True)
-            }
+        if not rows:
+            break
+        texts = [sentence_texts(row.content, row.speaker) for row in rows]
+        flat = [text for sentences in texts for text in sentences]
+        embedded = iter(await embedder.embed(flat, work) if flat else [])
+        vectors = {
+            row.id: [next(embedded).full for _ in sentences]
+            for row, sentences in zip(rows, texts, strict=True)
+        }
+        async with sessionmaker() as session, session.begin():
             writable = await _lock_still_pending(session, list(vectors))
             for memory_id in writable:
                 await session.execute(
@@ -126,7 +130,7 @@ async def embed_missing_sentences(
                     .where(Memory.id == memory_id)
                     .values(sentence_embeddings_768d=vectors[memory_id])
                 )
-            after = rows[-1].id
+        after = rows[-1].id
         batches += 1
         report.memories += len(writable)
         report.sentences += sum(len(vectors[memory_id]) for memory_id in writable)

@@ -29,7 +29,7 @@ async def test_bearer_token_is_accepted(anonymous, user_id) -> None:
 async def test_health_ready_and_schema_are_open(anonymous) -> None:
     assert (await anonymous.get("/health")).json() == {"status": "ok"}
     ready = (await anonymous.get("/ready")).json()
-    assert ready["status"] == "ready"
+    assert ready["status"] == "ready" and ready["search"] == "full"
     assert ready["postgres"] == "up"
     assert ready["opensearch"] == "up"
     assert ready["model_loaded"] is True

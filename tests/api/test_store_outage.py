@@ -53,7 +53,7 @@ async def test_postgres_outage_is_503_with_retry_after(
             "erase": await http.delete(f"/v1/users/{user_id}"),
         }
     assert ready.status_code == 503
-    assert ready.json()["postgres"].startswith("down")
+    assert ready.json()["postgres"].startswith("down") and ready.json()["status"] == "down"
     for name, response in responses.items():
         assert response.status_code == 503, (name, response.text)
         assert response.headers["content-type"].startswith("application/problem+json"), name

@@ -9,7 +9,13 @@ from typing import Any
 
 import httpx
 from sqlalchemy import text
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
+
+from app.ingest.pipeline import IngestPipeline
+from app.ingest.service import IngestService
+from app.ingest.worker import IngestWorker
+from app.llm.client import ChatClient
+from app.ml.embedder import Embedder
 
 
 def message(content: str, timestamp: str | None = None, **fields: Any) -> dict[str, Any]:
@@ -78,3 +84,31 @@ async def model_counts(client: httpx.AsyncClient) -> dict[str, float]:
     counts = {"texts": 0.0, "batches": 0.0}
     counts.update({kind: float(value) for kind, value in _SAMPLE.findall(response.text)})
     return counts
+
+
+def ingestion_on(
+    runtime: Any,
+    sessionmaker: async_sessionmaker[AsyncSession],
+    embedder: Embedder,
+    queue: str,
+    llm: ChatClient | None = None,
+    **ingest: Any,
+) -> tuple[IngestService, IngestWorker]:
+    """An ingestion service and its worker built from `runtime`'s parts, on a queue of the
+    test's own (no other worker takes its tasks), with these sessions and this embedder."""
+    settings = runtime.settings
+    ingest_settings = settings.ingest.model_copy(
+        update={"ingest_queue": queue, "ingest_settle_ms": 0, **ingest}
+    )
+    pipeline = IngestPipeline(
+        sessionmaker,
+        embedder,
+        runtime.classifier,
+        llm,
+        api=settings.api,
+        embedding=settings.embedding,
+        ingest=ingest_settings,
+        retrieval=settings.retrieval,
+    )
+    worker = IngestWorker(sessionmaker, pipeline, ingest_settings)
+    return IngestService(sessionmaker, pipeline, worker, settings.api, ingest_settings), worker

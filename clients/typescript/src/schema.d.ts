@@ -115,7 +115,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Readiness: Postgres, OpenSearch, model, outbox backlog, sentences to embed, batch jobs not yet written */
+        /**
+         * Readiness: Postgres, OpenSearch, model, outbox backlog, sentences to embed, batch jobs not yet written
+         * @description `status`: `ready`; `degraded` (200: still serving, `search` says how: `bm25-only` while the model service cannot embed, so writes wait or answer 503 and searches use BM25 alone; `vector-only` while OpenSearch is down or the index behind); `starting` (503: this process is still loading its models); `down` (503: Postgres unreachable, nothing can be served).
+         */
         get: operations["ReadyReady"];
         put?: never;
         post?: never;
@@ -2003,7 +2006,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Not serving: Postgres is down, or the model cannot embed (not loaded yet, or the model service unreachable: `model` says why); the body has the same checks. */
+            /** @description Down (Postgres unreachable) or starting (models still loading); the body has the same checks. */
             503: {
                 headers: {
                     [name: string]: unknown;
