@@ -1,12 +1,16 @@
-"""Sentence vectors are embedded in the background, when the model has nothing else to do.
+"""Sentence vectors of large writes are embedded in the background, when the model is idle.
 
-A write stores its memory with the content's (and context's) vector only: embedding its
-sentences as well, in the write's own model call, more than halved batch creates (0.97 of the
-model's raw speed to 0.37, docs/benchmarks/ingestion.md) and doubled time-to-searchable. So
-a memory starts with `sentence_embeddings_768d` NULL, is searchable at once by its content and
-context, and gains its sentence vectors (lever `sentence_vector`) when the model is idle (a
-message's new memory in the message's own words, without a speaker, comes with them: its
-decision embedded the same sentences, app/ingest/apply.py):
+A small API write (at most COGNIS_SENTENCE_VECTORS_AT_WRITE sentences: one memory, a small
+user's batch) embeds its sentences in its own model call (app/memories/drafts.py), so a
+search right after it ranks by them (docs/benchmarks/chat-users.md). A larger batch, a batch
+job or an import stores its memories with the content's (and context's) vector only:
+embedding every sentence as well, in the write's own call, more than halved batch creates
+(0.97 of the model's raw speed to 0.37, docs/benchmarks/ingestion.md) and doubled
+time-to-searchable. Such a memory starts with `sentence_embeddings_768d` NULL, is searchable
+at once by its content and context (a search says how many results it ranked so:
+`sentences_pending`), and gains its sentence vectors (lever `sentence_vector`) when the model
+is idle (a message's new memory in the message's own words, without a speaker, comes with
+them: its decision embedded the same sentences, app/ingest/apply.py):
 
 - `SentenceWorker` (app/ingest/sentence_worker.py), beside the ingestion workers
   (COGNIS_SENTENCE_VECTORS), takes the next
