@@ -188,6 +188,10 @@ def base_env(service_urls: services.ServiceUrls, index_name: str) -> dict[str, s
             # So does the sentence worker (tests/retrieval/test_sentences_api.py): beside
             # every test's ingestion workers it would embed the whole database's backlog.
             "COGNIS_SENTENCE_VECTORS": "false",
+            # Backpressure (app/ingest/backlog.py) only where a test asks for it
+            # (tests/ingest/test_backpressure.py): tests queue messages for workers they start
+            # later, and a busy run's backlog is not a test's subject.
+            "COGNIS_INGEST_MAX_WAIT_S": "0",
             # And the index coverage check (tests/search_index/test_coverage.py): an API
             # process's check must not re-queue the index a test is deleting or rebuilding.
             "COGNIS_INDEX_CHECK_INTERVAL_S": "0",

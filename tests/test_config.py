@@ -193,6 +193,7 @@ EXPECTED_DEFAULTS: dict[str, object] = {
     "ingest_lease_s": 15.0,
     "ingest_heartbeat_s": 5.0,
     "ingest_max_attempts": 5,
+    "ingest_max_wait_s": 30.0,
     "ingest_outage_max_age_s": 21600.0,
     "ingest_settle_ms": 0,
     "ingest_wait_timeout_s": 60.0,

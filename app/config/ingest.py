@@ -117,6 +117,14 @@ class IngestSettings(BaseModel):
         description="attempts before a job is marked failed (an ingestion job's message stays "
         "stored; a batch job writes none of its memories)",
     )
+    ingest_max_wait_s: float = Field(
+        default=30.0,
+        ge=0,
+        description="backpressure: a message is refused (429 + Retry-After, nothing stored) "
+        "when its queue's backlog would keep it from being applied within this many seconds "
+        "(the oldest waiting message's age, or the waiting messages at the last minute's "
+        "apply rate; app/ingest/backlog.py); 0: accept every message whatever the lag",
+    )
     ingest_outage_max_age_s: float = Field(
         default=6 * 3600.0,
         description="an ingestion task that fails because a dependency is unavailable (the "

@@ -11,6 +11,7 @@ from datetime import timedelta
 from app import tracing
 from app.config import ApiSettings, IngestSettings
 from app.errors import InvalidInputError
+from app.ingest.backlog import check_backlog
 from app.ingest.domain import ROLES, IncomingMessage, SavedMessage
 from app.ingest.repository import IngestRepository
 from app.memories.domain import check_content, check_metadata
@@ -74,6 +75,8 @@ async def save_messages(
     e.g. while the user's write lock is held by an erase."""
     check_user_id(user_id)
     check_messages(messages, api, ingest)
+    if ingest.ingest_max_wait_s > 0:
+        check_backlog(await repository.backlog(ingest.ingest_queue), ingest.ingest_max_wait_s)
     await hold_for_write(repository.session, user_id)
     job_id = uuid.uuid4()
     settle = timedelta(milliseconds=ingest.ingest_settle_ms)

@@ -13,6 +13,7 @@ from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.models import IngestDecision, IngestTask, Message
+from app.ingest.backlog import WINDOW_S, Backlog
 from app.ingest.domain import IncomingMessage
 from app.ingest.due_tasks import NEXT_DUE_HEADS, USER_OPEN_TASKS_AFTER
 from app.ml.embedder import Embedding
@@ -271,6 +272,35 @@ class IngestRepository:
             update(IngestTask)
             .where(IngestTask.message_id == message_id, IngestTask.lease_token == token)
             .values(**values)
+        )
+
+    async def backlog(self, queue: str) -> Backlog:
+        """The queue's open tasks, the oldest one's wait and the tasks applied within the last
+        WINDOW_S seconds, as this session's tenant sees them (app/ingest/backlog.py)."""
+        open_ = IngestTask.state.in_(("queued", "running"))
+        row = (
+            await self.session.execute(
+                select(
+                    func.count().filter(open_),
+                    func.extract(
+                        "epoch", func.now() - func.min(IngestTask.created_at).filter(open_)
+                    ),
+                    func.count().filter(
+                        IngestTask.state == "done",
+                        IngestTask.finished_at > func.now() - timedelta(seconds=WINDOW_S),
+                    ),
+                ).where(
+                    IngestTask.queue == queue,
+                    open_
+                    | (
+                        IngestTask.state.in_(("done", "failed"))
+                        & (IngestTask.finished_at > func.now() - timedelta(seconds=WINDOW_S))
+                    ),
+                )
+            )
+        ).one()
+        return Backlog(
+            open=int(row[0]), oldest_s=max(0.0, float(row[1] or 0.0)), applied=int(row[2])
         )
 
     async def postpone_task(
