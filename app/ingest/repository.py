@@ -18,6 +18,11 @@ from app.ingest.due_tasks import NEXT_DUE_HEADS, USER_OPEN_TASKS_AFTER
 from app.ml.embedder import Embedding
 
 
+def ingest_lock_key(tenant_id: uuid.UUID, user_id: str) -> str:
+    """The key that serialises one user's ingestion (of one tenant) across workers."""
+    return f"cognis-ingest:{tenant_id}:{user_id}"
+
+
 @dataclass(frozen=True, slots=True)
 class ClaimedTask:
     """What the worker keeps of a claimed task (plain data: no ORM row to expire)."""
@@ -237,11 +242,12 @@ class IngestRepository:
         )
         return set(rows)
 
-    async def lock_user(self, user_id: str) -> None:
-        """Serialise writes of one user's ingestion across workers (transaction-scoped)."""
+    async def lock_user(self, tenant_id: uuid.UUID, user_id: str) -> None:
+        """Serialise writes of one user's ingestion across workers (transaction-scoped). The
+        key names the tenant: two tenants' users of the same id never wait for each other."""
         await self.session.execute(
             text("SELECT pg_advisory_xact_lock(hashtextextended(:key, 0))"),
-            {"key": f"cognis-ingest:{user_id}"},
+            {"key": ingest_lock_key(tenant_id, user_id)},
         )
 
     async def finish_tasks(self, message_ids: list[uuid.UUID], token: uuid.UUID) -> None:
