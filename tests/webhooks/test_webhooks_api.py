@@ -197,6 +197,14 @@ async def test_bad_subscriptions_are_refused_with_a_reason(tenant: httpx.AsyncCl
         assert words in refused.json()["detail"]
 
 
+async def test_a_delivery_id_beyond_bigint_is_not_found(tenant: httpx.AsyncClient) -> None:
+    for delivery_id in (2**63, 2**64 + 1):
+        path = f"/v1/webhooks/{uuid.uuid4()}/deliveries/{delivery_id}/redeliver"
+        missing = await tenant.post(path)
+        assert missing.status_code == 404, missing.text
+        assert missing.headers["content-type"].startswith("application/problem+json")
+
+
 async def test_a_port_out_of_range_is_refused_even_where_private_receivers_are_allowed(
     tenant: httpx.AsyncClient, allow_private: None
 ) -> None:
