@@ -8,17 +8,14 @@ import uuid
 
 import httpx
 import pytest
-from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.ingest.repository import ingest_lock_key
 from tests.conftest import InProcessApi
+from tests.factories import hold_user_lock
 from tests.ingest.helpers import ingest, message, wait_job
 from tests.tenants.helpers import new_tenant, tenant_client
 
 pytestmark = pytest.mark.usefixtures("ingest_worker")
-
-_HOLD = text("SELECT pg_advisory_xact_lock(hashtextextended(:key, 0))")
 
 
 async def test_one_tenants_held_user_does_not_hold_another_tenants_user_of_the_same_id(
@@ -32,7 +29,8 @@ async def test_one_tenants_held_user_does_not_hold_another_tenants_user_of_the_s
         db.connect() as holder,
     ):
         await holder.begin()
-        await holder.execute(_HOLD, {"key": ingest_lock_key(uuid.UUID(first.tenant_id), user)})
+        # As another worker holds it (FOR NO KEY UPDATE, app/ingest/repository.py).
+        await hold_user_lock(holder, first.tenant_id, user, "NO KEY UPDATE")
         # The other tenant's user of the same id is applied while the first one's is held.
         job = await asyncio.wait_for(ingest(b, user, message("I keep bees in Ghent")), 60)
         assert job["state"] == "done"
