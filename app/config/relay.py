@@ -49,7 +49,10 @@ class RelaySettings(BaseModel):
         default=8, ge=1, description="POSTs of one webhook event before it is marked dead"
     )
     webhook_timeout_s: float = Field(
-        default=10.0, gt=0, description="how long a webhook receiver has to answer one POST"
+        default=10.0,
+        gt=0,
+        description="how long a webhook receiver has to answer one POST, connection and whole "
+        "answer included",
     )
     webhook_backoff_base_s: float = Field(
         default=2.0,

@@ -105,8 +105,15 @@ class WebhookDispatcher:
             "webhook-signature": sign(subscription.secret, event_id, timestamp, body),
         }
         started = time.perf_counter()
+        deadline = self._relay.webhook_timeout_s
         try:
-            response = await client.post(subscription.url, content=body, headers=headers)
+            # httpx's timeout bounds each read, not the request: a receiver that trickles its
+            # answer a byte at a time would hold the POST for ever. This bounds the whole of it.
+            async with asyncio.timeout(deadline):
+                response = await client.post(subscription.url, content=body, headers=headers)
+        except TimeoutError:
+            elapsed = int((time.perf_counter() - started) * 1000)
+            return Outcome(None, f"Timeout: no whole answer within {deadline} s", elapsed)
         except (httpx.HTTPError, httpx.InvalidURL) as exc:
             elapsed = int((time.perf_counter() - started) * 1000)
             return Outcome(None, f"{type(exc).__name__}: {exc}"[:500], elapsed)
