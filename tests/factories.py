@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 from opensearchpy import AsyncOpenSearch
 from sqlalchemy import text
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 
 async def create_memory(
@@ -142,3 +142,40 @@ async def spoil_batch_job(db: AsyncEngine, job_id: str, position: int) -> None:
             ),
             {"path": [str(position), "category"], "id": job_id},
         )
+
+
+async def hold_user_lock(
+    connection: AsyncConnection, tenant_id: object, user_id: str, mode: str = "UPDATE"
+) -> None:
+    """Take the user's row of user_locks in `connection`'s transaction, until it ends, as an
+    erase does (FOR UPDATE) or a write (FOR KEY SHARE): app/memories/user_lock.py."""
+    tenant = {"t": str(tenant_id), "u": user_id}
+    set_tenant = text("SELECT set_config('cognis.tenant_id', :t, true)")
+    # The row committed first, as for a user who has written before: a row this transaction
+    # made would hold every lock mode of the user until it ends (theirs wait at the key).
+    async with connection.engine.begin() as maker:
+        await maker.execute(set_tenant, tenant)
+        await maker.execute(
+            text("INSERT INTO user_locks VALUES (CAST(:t AS uuid), :u) ON CONFLICT DO NOTHING"),
+            tenant,
+        )
+    await connection.execute(set_tenant, tenant)
+    lock = "SELECT 1 FROM user_locks WHERE tenant_id = CAST(:t AS uuid) AND user_id = :u FOR "
+    await connection.execute(text(lock + mode), tenant)
+
+
+async def blocked_by(connection: AsyncConnection) -> int:
+    """How many other sessions wait for a lock `connection` holds: directly, or behind one
+    that does (the second waiter for a row waits for the first, which holds the row's
+    tuple lock)."""
+    # pg_stat_activity is read once per transaction unless its snapshot is dropped.
+    await connection.execute(text("SELECT pg_stat_clear_snapshot()"))
+    blocked = await connection.scalar(
+        text(
+            "WITH direct AS (SELECT pid FROM pg_stat_activity"
+            " WHERE pg_backend_pid() = ANY(pg_blocking_pids(pid)))"
+            " SELECT count(*) FROM pg_stat_activity AS a WHERE a.pid IN (SELECT pid FROM direct)"
+            " OR pg_blocking_pids(a.pid) && ARRAY(SELECT pid FROM direct)"
+        )
+    )
+    return int(blocked or 0)

@@ -61,6 +61,7 @@ PARTIAL = (
     "0036_webhook_dispatch",
     "0037_tenant_indexes",
     "0039_entities",
+    "0040_lookup_indexes",
 )
 # Their first concurrent index build, and the table a transaction holding an old snapshot
 # keeps it waiting on (so that the build fails on lock_timeout, its index left INVALID).

@@ -22,6 +22,9 @@ from tests.conftest import ROOT, alembic_async, run_cli, run_cli_async, upgrade_
 from tests.schema_dump import scratch_database
 
 EXPECTED_INDEXES = {
+    # 0040: an analyst's chain history, and the foreign key a category rename cascades through.
+    "ingest_decisions_memory_id_idx": ("btree", "(memory_id)"),
+    "memories_category_idx": ("btree", "(category)"),
     "memories_embedding_256d_hnsw_idx": (
         "hnsw",
         "vector_cosine_ops",

@@ -112,7 +112,11 @@ class WebhookController(Controller):
     async def redeliver(
         self, webhook_id: uuid.UUID, delivery_id: int, db_session: AsyncSession
     ) -> DeliveryOut:
-        delivery = await subscriptions.redeliver(db_session, webhook_id, delivery_id)
+        # Ids are bigint: one outside it names no delivery (and would not bind as a parameter).
+        in_range = 0 < delivery_id < 2**63
+        delivery = (
+            await subscriptions.redeliver(db_session, webhook_id, delivery_id) if in_range else None
+        )
         if delivery is None:
             raise NotFoundError(f"no delivery {delivery_id} of webhook {webhook_id}")
         return _delivery_out(delivery, [])

@@ -40,15 +40,19 @@ class RelaySettings(BaseModel):
     relay_backoff_max_s: float = Field(default=300.0, description="longest retry backoff")
     webhook_allow_private: bool = Field(
         default=False,
-        description="accept webhook URLs whose host resolves to a loopback, private, link-local "
-        "or unspecified address (refused by default: a tenant must not reach the internal "
-        "network through the service)",
+        description="accept webhook URLs whose host resolves to an address that is not "
+        "globally reachable (loopback, private, link-local, carrier-grade NAT...), when "
+        "subscribing and when delivering (refused by default: a tenant must not reach the "
+        "internal network through the service)",
     )
     webhook_max_attempts: int = Field(
         default=8, ge=1, description="POSTs of one webhook event before it is marked dead"
     )
     webhook_timeout_s: float = Field(
-        default=10.0, gt=0, description="how long a webhook receiver has to answer one POST"
+        default=10.0,
+        gt=0,
+        description="how long a webhook receiver has to answer one POST, connection and whole "
+        "answer included",
     )
     webhook_backoff_base_s: float = Field(
         default=2.0,

@@ -16,6 +16,7 @@ from app.db.models import IngestDecision, IngestTask, Message
 from app.ingest.backlog import WINDOW_S, Backlog
 from app.ingest.domain import IncomingMessage
 from app.ingest.due_tasks import NEXT_DUE_HEADS, USER_OPEN_TASKS_AFTER
+from app.memories.user_lock import lock_user_row
 from app.ml.embedder import Embedding
 
 
@@ -243,12 +244,11 @@ class IngestRepository:
         )
         return set(rows)
 
-    async def lock_user(self, user_id: str) -> None:
-        """Serialise writes of one user's ingestion across workers (transaction-scoped)."""
-        await self.session.execute(
-            text("SELECT pg_advisory_xact_lock(hashtextextended(:key, 0))"),
-            {"key": f"cognis-ingest:{user_id}"},
-        )
+    async def lock_user(self, tenant_id: uuid.UUID, user_id: str) -> None:
+        """Serialise writes of one user's ingestion across workers (transaction-scoped): the
+        user's row of user_locks FOR NO KEY UPDATE, so the user's request writes (FOR KEY
+        SHARE) go on beside it, an erase waits, and no reader can take it."""
+        await lock_user_row(self.session, tenant_id, user_id, "NO KEY UPDATE")
 
     async def finish_tasks(self, message_ids: list[uuid.UUID], token: uuid.UUID) -> None:
         if not message_ids:

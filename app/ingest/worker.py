@@ -200,7 +200,7 @@ class IngestWorker:
             # that ran since the claim removed the tasks and refuses this write.
             await hold_for_write(session, claim.user_id, began)
             repository = IngestRepository(session)
-            await repository.lock_user(claim.user_id)
+            await repository.lock_user(claim.tenant_id, claim.user_id)
             await repository.store_embeddings(claim.user_id, fresh)
             outcome = await self._apply_in_order(session, claim, messages, prepared)
             # Checked last, so the rows are not locked (and the heartbeat not blocked) while

@@ -19,6 +19,7 @@ from litestar.exceptions import NotAuthorizedException
 from litestar.handlers import ASGIRouteHandler, BaseRouteHandler
 from litestar.types import Guard, Receive, Scope, Send
 
+from app.mcp_server.body_check import refuse_unparsable
 from app.mcp_server.identity import McpSettings
 from app.mcp_server.tools import build_server
 
@@ -54,6 +55,11 @@ def mcp_endpoint(guards: list[Guard]) -> tuple[ASGIRouteHandler, Callable[[Lites
 
     @asgi(MCP_PATH, guards=[_with_mcp_hint(g) for g in guards], include_in_schema=False)
     async def mcp(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope.get("method") == "POST":
+            checked = await refuse_unparsable(scope, receive, send)
+            if checked is None:
+                return
+            receive = checked
         await manager.handle_request({**scope, "cognis_mcp_in_process": True}, receive, send)  # type: ignore[arg-type]
 
     @contextlib.asynccontextmanager

@@ -22,7 +22,6 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from app.config import RelaySettings
 from app.db.models import MemoryExpiry, OutboxEvent
 from app.db.tenant import tenant_scope
-from app.memories.user_lock import user_lock_key
 from app.wakeup import sleep_until_woken
 from app.webhooks import events as webhook_events
 
@@ -61,10 +60,18 @@ _DUE_CHAINS = text(
     """
 )
 # Each user exclusively, as an erase does, but only if free now: a user whose write is in
-# flight (holding the lock shared) is skipped, never waited for.
+# flight (holding its row of user_locks) is skipped, never waited for. The rows are made first
+# for users who have none yet (written before 0041_user_locks).
+_MAKE_USER_ROWS = text(
+    "INSERT INTO user_locks (tenant_id, user_id)"
+    " SELECT * FROM unnest(CAST(:tenants AS uuid[]), CAST(:users AS text[]))"
+    " ON CONFLICT DO NOTHING"
+)
 _TRY_LOCK_USERS = text(
-    "SELECT key FROM unnest(CAST(:keys AS text[])) AS key"
-    " WHERE pg_try_advisory_xact_lock(hashtextextended(key, 0))"
+    "SELECT tenant_id, user_id FROM user_locks"
+    " WHERE (tenant_id, user_id) IN"
+    " (SELECT * FROM unnest(CAST(:tenants AS uuid[]), CAST(:users AS text[])))"
+    " FOR UPDATE SKIP LOCKED"
 )
 # Whole chains only (a version references the one it replaced), and only those still expired
 # now that their users are locked: a PATCH that committed meanwhile may have cleared it.
@@ -101,11 +108,11 @@ async def reap_expired(session: AsyncSession, limit: int) -> Reaped:
     due = (await session.execute(_DUE_CHAINS, {"limit": limit})).all()
     if not due:
         return Reaped()
-    keys = {user_lock_key(row.tenant_id, row.user_id) for row in due}
-    locked: set[str] = set(
-        (await session.execute(_TRY_LOCK_USERS, {"keys": sorted(keys)})).scalars().all()
-    )
-    chains = [row.chain_id for row in due if user_lock_key(row.tenant_id, row.user_id) in locked]
+    keys = sorted({(row.tenant_id, row.user_id) for row in due})
+    users = {"tenants": [k[0] for k in keys], "users": [k[1] for k in keys]}
+    await session.execute(_MAKE_USER_ROWS, users)
+    locked = {tuple(r) for r in (await session.execute(_TRY_LOCK_USERS, users)).all()}
+    chains = [row.chain_id for row in due if (row.tenant_id, row.user_id) in locked]
     more = len(due) >= limit
     if not chains:
         return Reaped(users_busy=len(keys), more=more)
@@ -153,7 +160,7 @@ async def reap_expired(session: AsyncSession, limit: int) -> Reaped:
     return Reaped(
         memories=len({(r.tenant_id, r.chain_id) for r in removed}),
         versions=len(removed),
-        users_busy=len(keys - locked),
+        users_busy=len(set(keys) - locked),
         more=more,
     )
 

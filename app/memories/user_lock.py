@@ -6,6 +6,7 @@ guarantees under concurrent writes"). The erases themselves are app/memories/era
 from __future__ import annotations
 
 import time
+import uuid
 from datetime import timedelta
 
 from sqlalchemy import DateTime, func, select, text
@@ -16,19 +17,35 @@ from app.db.models import UserErasure
 from app.db.tenant import current_tenant
 from app.errors import UserErasedError
 
-# One lock per user, transaction-scoped: writers hold it shared, an erase exclusive. So an
-# erase waits for the writes already in their transaction and no write starts during it.
-_USER_WRITE_LOCK = text("SELECT pg_advisory_xact_lock_shared(hashtextextended(:key, 0))")
-_USER_ERASE_LOCK = text("SELECT pg_advisory_xact_lock(hashtextextended(:key, 0))")
+# One lock per user, transaction-scoped: a row of user_locks (0041), not an advisory lock, so
+# that no role but the service's can take it (row locks need UPDATE on the table; any role may
+# take any advisory lock). Writers hold it FOR KEY SHARE, an erase FOR UPDATE (it waits for the
+# writes already in their transaction, and no write starts during it), the ingestion worker
+# FOR NO KEY UPDATE (one worker per user at a time, beside the user's request writes).
+_TENANT = "coalesce(CAST(:tenant AS uuid), cognis_tenant())"
+_MAKE_ROW = text(
+    f"INSERT INTO user_locks (tenant_id, user_id) VALUES ({_TENANT}, :user) "  # noqa: S608 (constant)
+    "ON CONFLICT DO NOTHING"
+)
+LOCK_MODES = ("KEY SHARE", "UPDATE", "NO KEY UPDATE")
+_LOCK_ROW = {
+    mode: text(
+        f"SELECT 1 FROM user_locks WHERE tenant_id = {_TENANT} AND user_id = :user FOR {mode}"  # noqa: S608 (constants)
+    )
+    for mode in LOCK_MODES
+}
 
 
-def _user_lock_key(user_id: str) -> str:
-    return user_lock_key(current_tenant(), user_id)
-
-
-def user_lock_key(tenant_id: object, user_id: str) -> str:
-    """The advisory lock key of one user of one tenant (work across tenants names it)."""
-    return f"cognis-user:{tenant_id}:{user_id}"
+async def lock_user_row(
+    session: AsyncSession, tenant_id: uuid.UUID | None, user_id: str, mode: str
+) -> None:
+    """Lock the user's row of user_locks in `mode` until the transaction ends, making the row
+    on the user's first lock (`tenant_id` None: the transaction's tenant)."""
+    params = {"tenant": tenant_id, "user": user_id}
+    while (await session.execute(_LOCK_ROW[mode], params)).first() is None:
+        # No row yet (or one deleted while this waited): make it, then lock it. Two first
+        # writers of a user meet at the primary key, the second waiting for the first.
+        await session.execute(_MAKE_ROW, params)
 
 
 async def hold_for_write(session: AsyncSession, user_id: str, began: float | None = None) -> None:
@@ -47,7 +64,7 @@ async def hold_for_write(session: AsyncSession, user_id: str, began: float | Non
     held = session.info.get("write_holds")
     if held is not None and held[0] is transaction and user_id in held[1]:
         return
-    await session.execute(_USER_WRITE_LOCK, {"key": _user_lock_key(user_id)})
+    await lock_user_row(session, current_tenant(), user_id, "KEY SHARE")
     if began is None:
         began = opened_at(session)
     erased = select(UserErasure.erased_at).where(UserErasure.user_id == user_id).scalar_subquery()
@@ -82,4 +99,4 @@ async def hold_for_erase(session: AsyncSession, user_id: str) -> None:
     """Take the user's lock exclusively, until commit: the writes of the user already in their
     transaction finish first, and none starts until this transaction ends (app/memories/
     erasure.py)."""
-    await session.execute(_USER_ERASE_LOCK, {"key": _user_lock_key(user_id)})
+    await lock_user_row(session, current_tenant(), user_id, "UPDATE")

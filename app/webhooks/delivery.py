@@ -23,6 +23,7 @@ from app.db.models import WebhookAttempt, WebhookDelivery, WebhookSubscription
 from app.db.notifications import listening
 from app.wakeup import work_until_stopped
 from app.webhooks.signing import sign
+from app.webhooks.transport import webhook_client
 
 log = structlog.get_logger(__name__)
 
@@ -81,7 +82,7 @@ class WebhookDispatcher:
         self._store = store
         self._batch_size = batch_size
         self.wake = asyncio.Event()
-        self._client: httpx.AsyncClient | None = None
+        self._clients: dict[bool, httpx.AsyncClient] = {}
 
     def backoff(self, attempts: int) -> timedelta:
         base = self._relay.webhook_backoff_base_s * (2 ** min(attempts - 1, 20))
@@ -104,9 +105,16 @@ class WebhookDispatcher:
             "webhook-signature": sign(subscription.secret, event_id, timestamp, body),
         }
         started = time.perf_counter()
+        deadline = self._relay.webhook_timeout_s
         try:
-            response = await client.post(subscription.url, content=body, headers=headers)
-        except httpx.HTTPError as exc:
+            # httpx's timeout bounds each read, not the request: a receiver that trickles its
+            # answer a byte at a time would hold the POST for ever. This bounds the whole of it.
+            async with asyncio.timeout(deadline):
+                response = await client.post(subscription.url, content=body, headers=headers)
+        except TimeoutError:
+            elapsed = int((time.perf_counter() - started) * 1000)
+            return Outcome(None, f"Timeout: no whole answer within {deadline} s", elapsed)
+        except (httpx.HTTPError, httpx.InvalidURL) as exc:
             elapsed = int((time.perf_counter() - started) * 1000)
             return Outcome(None, f"{type(exc).__name__}: {exc}"[:500], elapsed)
         elapsed = int((time.perf_counter() - started) * 1000)
@@ -115,17 +123,20 @@ class WebhookDispatcher:
 
     def _http(self) -> httpx.AsyncClient:
         """One client for the dispatcher's life: the CA bundle loaded once, connections to a
-        receiver kept alive from one batch to the next (closed when the loop stops)."""
-        if self._client is None:
-            self._client = httpx.AsyncClient(
-                timeout=self._relay.webhook_timeout_s, follow_redirects=False
+        receiver kept alive from one batch to the next (closed when the loop stops). Unless
+        the operator allows private receivers, its connections go to checked global addresses
+        only (app/webhooks/transport.py); the setting is read at each batch."""
+        allow_private = self._relay.webhook_allow_private
+        if allow_private not in self._clients:
+            self._clients[allow_private] = webhook_client(
+                timeout_s=self._relay.webhook_timeout_s, allow_private=allow_private
             )
-        return self._client
+        return self._clients[allow_private]
 
     async def close(self) -> None:
-        if self._client is not None:
-            await self._client.aclose()
-            self._client = None
+        clients, self._clients = list(self._clients.values()), {}
+        for client in clients:
+            await client.aclose()
 
     async def run_once(self) -> bool:
         """Claim one batch of due deliveries, POST them, record the outcomes. One transaction:

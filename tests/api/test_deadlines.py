@@ -25,6 +25,7 @@ from app.db.tenant import DEFAULT_TENANT_ID
 from app.ml.scheduling.dispatcher import MicroBatcher
 from app.ml.scheduling.work import Work, WorkClass
 from tests.conftest import InProcessApi, wait_until
+from tests.factories import blocked_by, hold_user_lock
 from tests.ingest.helpers import current_memories, decisions, wait_job
 
 BUSY = "the model is busy with this"
@@ -165,12 +166,9 @@ async def test_a_deadline_that_passes_while_waiting_for_the_lock_commits_nothing
     )
     assert created.status_code == 201, created.text
     deadline_ms = 2000
-    key = f"cognis-user:{DEFAULT_TENANT_ID}:{user_id}"
     async with db.connect() as holder:
         transaction = await holder.begin()
-        await holder.execute(
-            text("SELECT pg_advisory_xact_lock(hashtextextended(:key, 0))"), {"key": key}
-        )
+        await hold_user_lock(holder, DEFAULT_TENANT_ID, user_id)
         started = time.monotonic()
         write = asyncio.create_task(
             client.patch(
@@ -181,15 +179,7 @@ async def test_a_deadline_that_passes_while_waiting_for_the_lock_commits_nothing
         )
 
         async def waiting_for_the_lock() -> bool:
-            waiting = await holder.scalar(
-                text(
-                    "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
-                    " AND ((classid::bigint << 32) | objid::bigint)"
-                    " = hashtextextended(:key, 0)"
-                ),
-                {"key": key},
-            )
-            return bool(waiting)
+            return await blocked_by(holder) > 0
 
         await wait_until(waiting_for_the_lock, timeout=deadline_ms / 1000, interval=0.02)
         # The deadline passes while the write waits (the condition this test is about).

@@ -13,12 +13,12 @@ from datetime import timedelta
 import httpx
 import pytest
 from sqlalchemy import text
-from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession
 
 from app.db.retention import POLICIES, purge_batch
 from app.db.tenant import DEFAULT_TENANT_ID
 from tests.conftest import InProcessApi, wait_until
-from tests.factories import create_memory
+from tests.factories import blocked_by, create_memory, hold_user_lock
 
 KEY = "Idempotency-Key"
 REPLAYED = "Idempotency-Replayed"
@@ -124,25 +124,13 @@ async def test_the_key_on_another_request_is_refused(
 
 
 @contextlib.asynccontextmanager
-async def writes_held(db: AsyncEngine, user_id: str) -> AsyncIterator[AsyncEngine]:
+async def writes_held(db: AsyncEngine, user_id: str) -> AsyncIterator[AsyncConnection]:
     """Hold the user's write lock as an erase does (app/memories/user_lock.py): writes of the
     user stop just before their first row, after their key check and embedding."""
     async with db.connect() as connection:
-        lock = f"cognis-user:{DEFAULT_TENANT_ID}:{user_id}"
-        await connection.execute(
-            text("SELECT pg_advisory_xact_lock(hashtextextended(:k, 0))"), {"k": lock}
-        )
-        yield db
+        await hold_user_lock(connection, DEFAULT_TENANT_ID, user_id)
+        yield connection
         await connection.rollback()
-
-
-async def waiting_writers(db: AsyncEngine) -> int:
-    async with db.connect() as connection:
-        return int(
-            await connection.scalar(
-                text("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted")
-            )
-        )
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -154,11 +142,11 @@ async def test_racing_duplicates_write_once(
     method, path, body = await prepare(client, user_id, kind)
     before = await writes(db, user_id, kind)
     headers = new_key()
-    async with writes_held(db, user_id):
+    async with writes_held(db, user_id) as holder:
         racing = [asyncio.create_task(send(client, method, path, body, headers)) for _ in "ab"]
 
         async def both_waiting() -> bool:
-            return await waiting_writers(db) >= 2
+            return await blocked_by(holder) >= 2
 
         await wait_until(both_waiting, timeout=60, interval=0.05)
     first, second = sorted(

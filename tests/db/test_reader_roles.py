@@ -149,6 +149,12 @@ async def test_an_analyst_can_neither_write_nor_change_the_schema(
                 DDL,
             ),
             ("SET ROLE cognis_auditor", "permission denied"),
+            # The service's per-user locks are rows of user_locks (0041_user_locks): an
+            # analyst can neither take one nor lock any row the service writes.
+            ("SELECT 1 FROM user_locks FOR KEY SHARE", "permission denied"),
+            ("SELECT 1 FROM user_locks FOR UPDATE", "permission denied"),
+            ("SELECT 1 FROM memories FOR KEY SHARE", "permission denied"),
+            ("LOCK TABLE user_locks IN ACCESS SHARE MODE", "permission denied"),
         ):
             await _fails(url, statement, match)
     async with owner.connect() as connection:

@@ -29,6 +29,7 @@ from app import __version__
 from bench.ports import free_port
 from tests.conftest import API_KEY, ROOT, ApiProcess
 from tests.factories import deployment_category
+from tests.mcp_server.helpers import INITIALIZE
 
 # The stored rows, as the REST API returns them (tools answer compactly by default).
 FULL = {"full": True}
@@ -277,16 +278,7 @@ async def test_http_endpoint_in_the_api_uses_the_connection_headers(
 
 
 async def test_http_endpoint_needs_an_api_key(api: ApiProcess, user_id: str) -> None:
-    initialize = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": "2025-06-18",
-            "capabilities": {},
-            "clientInfo": {"name": "test", "version": "0"},
-        },
-    }
+    initialize = INITIALIZE
     accept = {"Accept": "application/json, text/event-stream", "X-Cognis-User": user_id}
     async with httpx.AsyncClient(base_url=api.url, timeout=30) as http:
         anonymous = await http.post("/mcp", json=initialize, headers=accept)

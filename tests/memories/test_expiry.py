@@ -14,7 +14,13 @@ from sqlalchemy import text
 from app.db.tenant import DEFAULT_TENANT_ID, tenant_scope
 from app.memories.expiry_reaper import ExpiryReaper, Reaped
 from tests.conftest import InProcessApi, wait_until
-from tests.factories import create_memory, indexed_document, search, stage_rank
+from tests.factories import (
+    create_memory,
+    hold_user_lock,
+    indexed_document,
+    search,
+    stage_rank,
+)
 from tests.imports.helpers import NDJSON, jsonl
 
 
@@ -339,11 +345,8 @@ async def test_the_reaper_skips_a_user_whose_write_is_in_flight(
     runtime = inprocess_api.app.state.runtime
     going = await create_memory(client, user_id, "Expiring while a write runs", ttl_s=3600)
     await _expire_now(db, going["chain_id"])
-    key = f"cognis-user:{DEFAULT_TENANT_ID}:{user_id}"
     async with db.connect() as writer:
-        await writer.execute(
-            text("SELECT pg_advisory_xact_lock_shared(hashtextextended(:k, 0))"), {"k": key}
-        )
+        await hold_user_lock(writer, DEFAULT_TENANT_ID, user_id, "KEY SHARE")
         reaped = await asyncio.wait_for(runtime.reaper.reap_due(), timeout=10)
         assert reaped.users_busy >= 1
         still = await _rows(

@@ -88,6 +88,7 @@ def relay_env(migrated: dict[str, str]) -> dict[str, str]:
         "COGNIS_WEBHOOK_BACKOFF_BASE_S": "0.05",
         "COGNIS_RELAY_BACKOFF_MAX_S": "0.5",
         "COGNIS_WEBHOOK_TIMEOUT_S": "5",
+        "COGNIS_WEBHOOK_ALLOW_PRIVATE": "true",  # the receiver is on loopback
     }
 
 

@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import InProcessApi, wait_until
+from tests.conftest import InProcessApi, only_running, wait_until
 from tests.tenants.helpers import new_tenant, tenant_client
 from tests.webhooks.helpers import Receiver, memories_path, signed_by, subscribe
 
@@ -164,6 +164,14 @@ async def test_a_dead_letter_after_the_limit_then_redelivered_on_request(
         "http://[::1]:9000/hook",
         "http://0.0.0.0/hook",
         "http://localhost/hook",
+        # Not global although neither loopback nor private to older checks (issue 54).
+        "http://100.100.100.200/latest/meta-data/",
+        "http://100.64.0.1/hook",
+        "http://[2002:7f00:1::]/hook",
+        "http://192.0.0.192/hook",
+        "http://[fec0::1]/hook",
+        "http://[64:ff9b::a00:1]/hook",
+        "http://[::ffff:10.0.0.1]/hook",
     ],
 )
 async def test_private_addresses_are_refused_unless_allowed(
@@ -179,11 +187,65 @@ async def test_private_addresses_are_refused_unless_allowed(
 async def test_bad_subscriptions_are_refused_with_a_reason(tenant: httpx.AsyncClient) -> None:
     for body, words in (
         ({"url": "ftp://example.com/x"}, "http or https"),
+        ({"url": "https://example.com:99999/x"}, "cannot be parsed"),
+        ({"url": "https://example.com:0/x"}, "between 1 and 65535"),
+        ({"url": "http://[::1/x"}, "cannot be parsed"),
         ({"url": "https://example.com/x", "event_types": ["memory.exploded"]}, "choose among"),
     ):
         refused = await tenant.post("/v1/webhooks", json=body)
         assert refused.status_code == 400, refused.text
         assert words in refused.json()["detail"]
+
+
+async def test_a_delivery_id_beyond_bigint_is_not_found(tenant: httpx.AsyncClient) -> None:
+    for delivery_id in (2**63, 2**64 + 1):
+        path = f"/v1/webhooks/{uuid.uuid4()}/deliveries/{delivery_id}/redeliver"
+        missing = await tenant.post(path)
+        assert missing.status_code == 404, missing.text
+        assert missing.headers["content-type"].startswith("application/problem+json")
+
+
+async def test_a_port_out_of_range_is_refused_even_where_private_receivers_are_allowed(
+    tenant: httpx.AsyncClient, allow_private: None
+) -> None:
+    refused = await tenant.post("/v1/webhooks", json={"url": "http://127.0.0.1:99999/hook"})
+    assert refused.status_code == 400, refused.text
+    assert refused.headers["content-type"].startswith("application/problem+json")
+
+
+async def test_an_address_turned_internal_after_subscribing_is_not_delivered_to(
+    tenant: httpx.AsyncClient,
+    receiver: Receiver,
+    allow_private: None,
+    inprocess_api: InProcessApi,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """DNS rebinding: the host passed the check when it subscribed (here because private
+    receivers were allowed then) and resolves to loopback when delivered; the dispatcher
+    checks the address again when it connects and never reaches the receiver."""
+    hook = await subscribe(tenant, receiver.url.replace("127.0.0.1", "localhost"))
+    runtime = inprocess_api.app.state.runtime
+    monkeypatch.setattr(runtime.settings.relay, "webhook_allow_private", False)
+    deliveries = f"/v1/webhooks/{hook['id']}/deliveries"
+    # The session's relay (which may reach loopback) frozen: this process's dispatcher,
+    # with the operator's default, delivers alone.
+    with only_running():
+        user = f"rebound-{uuid.uuid4().hex[:8]}"
+        created = await tenant.post(memories_path(user), json={"content": "kept in"})
+        assert created.status_code == 201, created.text
+
+        async def attempted() -> list[dict[str, Any]]:
+            await runtime.webhooks.run_once()
+            items = (await tenant.get(deliveries)).json()["items"]
+            return items if items and items[0]["log"] else []
+
+        (delivery,) = await wait_until(attempted)
+    attempt = delivery["log"][0]
+    assert attempt["status_code"] is None
+    assert attempt["error"].startswith("ConnectError"), attempt["error"]
+    assert "loopback" in attempt["error"] and "COGNIS_WEBHOOK_ALLOW_PRIVATE" in attempt["error"]
+    assert delivery["status"] == "pending"  # retried later, like any refused connection
+    assert receiver.received == []
 
 
 async def test_erasing_a_user_removes_its_queued_events_but_not_its_user_erased(

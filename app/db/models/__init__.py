@@ -5,7 +5,7 @@ tables of one part of the service."""
 from app.db.models.base import NAMING_CONVENTION, Base, in_list, tenant_column
 from app.db.models.console import ConsoleSession
 from app.db.models.entities import Entity, MemoryEntity
-from app.db.models.erasure import MemoryExpiry, ScopeErasure, UserErasure
+from app.db.models.erasure import MemoryExpiry, ScopeErasure, UserErasure, UserLock
 from app.db.models.ingest import EXTRACTORS, LLM_GATES, TASK_STATES, IngestDecision, IngestTask
 from app.db.models.memories import Category, Memory, Message
 from app.db.models.outbox import OUTBOX_OPS, OutboxEvent
@@ -40,6 +40,7 @@ __all__ = [
     "OutboxEvent",
     "ScopeErasure",
     "UserErasure",
+    "UserLock",
     "WebhookAttempt",
     "WebhookDelivery",
     "WebhookSubscription",

@@ -82,3 +82,15 @@ class ScopeErasure(Base):
         CheckConstraint("agent_id IS NOT NULL OR run_id IS NOT NULL", name="names_a_scope"),
         Index(None, "user_id", "erased_at"),
     )
+
+
+class UserLock(Base):
+    """The row whose lock serialises a user's writes (0041): FOR KEY SHARE by a write, FOR
+    UPDATE by an erase, FOR NO KEY UPDATE by the ingestion worker (app/memories/user_lock.py).
+    Row locks need UPDATE on the table, which only the service's roles have, so no reader can
+    take one, where any role may take any advisory lock."""
+
+    __tablename__ = "user_locks"
+
+    tenant_id: Mapped[uuid.UUID] = tenant_column(primary_key=True)
+    user_id: Mapped[str] = mapped_column(Text, primary_key=True)

@@ -139,4 +139,6 @@ class IngestDecision(Base):
         Index(None, "user_id", "created_at"),
         # An analyst's queries over its whole tenant, per day, or of one user (0037).
         Index(None, "tenant_id", "user_id", "created_at"),
+        # The decision behind a memory version, for an analyst's chain history (0040).
+        Index(None, "memory_id"),
     )

@@ -235,6 +235,8 @@ class Memory(Base):
             postgresql_where=text("is_current"),
         ),
         Index("memories_chain_version_idx", "chain_id", "version", unique=True),
+        # The foreign key to categories: a rename cascades through it (0040).
+        Index(None, "category"),
         # One import per external id and user of a tenant; the chain's first version has the id.
         Index(
             "memories_user_external_id_idx",
