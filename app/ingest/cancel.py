@@ -21,5 +21,5 @@ async def cancel_queued(
     its memories are there for the caller to delete afterwards."""
     await hold_for_write(session, user_id)
     repository = IngestRepository(session)
-    await repository.lock_user(user_id)
+    await repository.lock_user(None, user_id)  # None: the transaction's tenant
     return await repository.cancel_open(user_id, agent_id, run_id, CANCELLED)

@@ -244,10 +244,11 @@ class IngestRepository:
         )
         return set(rows)
 
-    async def lock_user(self, tenant_id: uuid.UUID, user_id: str) -> None:
+    async def lock_user(self, tenant_id: uuid.UUID | None, user_id: str) -> None:
         """Serialise writes of one user's ingestion across workers (transaction-scoped): the
         user's row of user_locks FOR NO KEY UPDATE, so the user's request writes (FOR KEY
-        SHARE) go on beside it, an erase waits, and no reader can take it."""
+        SHARE) go on beside it, an erase waits, and no reader can take it (`tenant_id` None:
+        the transaction's tenant)."""
         await lock_user_row(self.session, tenant_id, user_id, "NO KEY UPDATE")
 
     async def finish_tasks(self, message_ids: list[uuid.UUID], token: uuid.UUID) -> None:
