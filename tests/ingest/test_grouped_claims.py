@@ -329,8 +329,9 @@ async def test_delete_all_waits_for_a_batch_being_written_and_deletes_its_memori
     async def delete_waits_on_the_users_lock() -> bool:
         waiting = await scalar(
             db,
-            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
-            " AND database = (SELECT oid FROM pg_database WHERE datname = current_database())",
+            # The worker holds the user's row of user_locks: the delete waits for it.
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+            " AND cardinality(pg_blocking_pids(pid)) > 0",
         )
         return bool(waiting)
 
