@@ -181,7 +181,9 @@ def base_env(service_urls: services.ServiceUrls, index_name: str) -> dict[str, s
             # Webhooks (tests/webhooks/): retries within a test's wait, a dead letter at 3.
             "COGNIS_WEBHOOK_MAX_ATTEMPTS": "3",
             "COGNIS_WEBHOOK_BACKOFF_BASE_S": "0.2",
-            "COGNIS_WEBHOOK_TIMEOUT_S": "2",
+            # The whole POST's deadline (connect, send, answer): 2 s timed out loopback
+            # receivers that answer at once when both cores ran a full suite, so the default.
+            "COGNIS_WEBHOOK_TIMEOUT_S": "10",
             # The expiry reaper runs when a test says so (tests/memories/test_expiry.py): an
             # expired memory must be seen hidden before any reaper has run.
             "COGNIS_EXPIRY_REAP_INTERVAL_S": "0",

@@ -9,8 +9,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 # Keys whose parent rows are never deleted while children exist, each with its reason.
 EXEMPT = {
-    # categories: a closed vocabulary (0700); a category in use cannot be deleted (NO ACTION).
-    "memories_category_fkey",
+    # (memories_category_fkey has its index since 0040: a category rename cascaded through
+    # every version without it.)
     # One row per analyst login role: a tenant's delete reads a handful of rows.
     "analyst_tenants_tenant_id_fkey",
 }

@@ -28,12 +28,18 @@ from tests.api.test_idempotency import (
     new_key,
     prepare,
     send,
-    waiting_writers,
     writes,
     writes_held,
 )
 from tests.conftest import API_KEY, ApiProcess, wait_until
-from tests.factories import create_memory, indexed_document, search, stage_rank, user_row_counts
+from tests.factories import (
+    blocked_by,
+    create_memory,
+    indexed_document,
+    search,
+    stage_rank,
+    user_row_counts,
+)
 from tests.ingest.helpers import decisions, ingest, message, rows, scalar, wait_job
 from tests.scale.round_robin import RoundRobinProxy
 from tests.test_erase import _write_until, assert_only_what_began_after_the_erase
@@ -141,14 +147,14 @@ async def test_duplicates_racing_on_both_processes_write_once(
     method, path, body = await prepare(via_a, user_id, kind)
     before = await writes(db, user_id, kind)
     headers = new_key()
-    async with writes_held(db, user_id):
+    async with writes_held(db, user_id) as holder:
         racing = [
             asyncio.create_task(send(http, method, path, body, headers))
             for http in (via_a, via_b, via_a, via_b, via_a, via_b)
         ]
 
         async def all_waiting() -> bool:
-            return await waiting_writers(db) >= len(racing)
+            return await blocked_by(holder) >= len(racing)
 
         await wait_until(all_waiting, timeout=60, interval=0.05)
     answers = await asyncio.gather(*racing)

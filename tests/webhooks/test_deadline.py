@@ -1,5 +1,5 @@
 """A receiver that trickles its answer a byte at a time is cut off at COGNIS_WEBHOOK_TIMEOUT_S
-(2 s in the tests) for the whole POST, not for each read (issue 54): httpx's own timeout let
+(10 s, the default) for the whole POST, not for each read (issue 54): httpx's own timeout let
 one such POST run for 60 s and hold the dispatcher's batch with it."""
 
 from __future__ import annotations
