@@ -349,7 +349,9 @@ class ApiProcess(ServiceProcess):
         # No entity worker unless the test asks for one (COGNIS_ENTITIES=true): each would read
         # every pending memory of the worker's database, Japanese ones through GiNZA (~0.9 GB
         # resident), and the session keeps several of these processes alive at once.
-        env = {"COGNIS_ENTITIES": "false", **env}
+        # Its webhook dispatcher delivers the shared database's events too, to the tests'
+        # receivers on loopback (refused at connect time otherwise: a spurious failed attempt).
+        env = {"COGNIS_ENTITIES": "false", "COGNIS_WEBHOOK_ALLOW_PRIVATE": "true", **env}
         super().__init__(env, name, "serve", "--port", str(self.port))
 
     def client(self, timeout: float = 60) -> httpx.AsyncClient:
