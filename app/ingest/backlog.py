@@ -57,6 +57,7 @@ class IngestBacklogError(CognisError):
 
 
 def check_backlog(backlog: Backlog, bound_s: float) -> None:
-    """IngestBacklogError when the backlog's expected wait is past `bound_s` (0: no bound)."""
-    if bound_s > 0 and backlog.expected_wait_s() > bound_s:
+    """IngestBacklogError when the backlog's expected wait is past `bound_s` (> 0: with no
+    bound the caller reads no backlog at all, app/ingest/intake.py)."""
+    if backlog.expected_wait_s() > bound_s:
         raise IngestBacklogError(backlog, bound_s)

@@ -75,7 +75,7 @@ async def save_messages(
     e.g. while the user's write lock is held by an erase."""
     check_user_id(user_id)
     check_messages(messages, api, ingest)
-    if ingest.ingest_max_wait_s > 0:
+    if ingest.ingest_max_wait_s > 0:  # 0: no bound, and no read of the backlog
         check_backlog(await repository.backlog(ingest.ingest_queue), ingest.ingest_max_wait_s)
     await hold_for_write(repository.session, user_id)
     job_id = uuid.uuid4()
