@@ -433,6 +433,16 @@ def relay(migrated: dict[str, str]) -> Iterator[ServiceProcess]:
     process.stop()
 
 
+@pytest.fixture
+def backfill_alone(relay: ServiceProcess) -> Iterator[None]:
+    """Every other service process frozen for the test (the relay runs): the session's API
+    process's entity worker reads the whole database's new memories whenever its model is
+    idle, and locks a row it stores, so a backfill a test runs would skip that row (SKIP
+    LOCKED) or find the memories already read."""
+    with only_running(relay):
+        yield
+
+
 class InProcessApi:
     """The real app in the test process: httpx's ASGI transport, the lifespan entered once."""
 

@@ -4,12 +4,14 @@ user, and followed by the entity hop to a memory neither leg found."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
 
 import pytest
-from sqlalchemy import text
+from sqlalchemy import func, select, text
 
+from app.db.models import Memory
 from app.memories.entities import extract_missing_entities
 from app.ml.ner import EntityRecognizer
 from tests.factories import search
@@ -31,8 +33,22 @@ def recognizer() -> EntityRecognizer:
 
 
 async def _extract(inprocess_api, recognizer, user_id: str) -> None:
+    """Every current memory of the user read for entities. The session's API process runs an
+    entity worker on the same database: a row it is storing is skipped here (SKIP LOCKED), so
+    read again until none of the user's is left unread (it commits within a batch)."""
     runtime = inprocess_api.app.state.runtime
-    await extract_missing_entities(runtime.background_sessionmaker, recognizer, user_id=user_id)
+    deadline = asyncio.get_running_loop().time() + 60
+    while True:
+        await extract_missing_entities(runtime.background_sessionmaker, recognizer, user_id=user_id)
+        async with runtime.background_sessionmaker() as session:
+            unread = await session.scalar(
+                select(func.count())
+                .select_from(Memory)
+                .where(Memory.user_id == user_id, Memory.is_current, Memory.entities_at.is_(None))
+            )
+        if not unread or asyncio.get_running_loop().time() > deadline:
+            return
+        await asyncio.sleep(0.2)
 
 
 async def _entities(client, user_id: str, **params) -> dict:

@@ -41,11 +41,12 @@ async def stored_sentences(db, memory_id: str) -> list[np.ndarray] | None:
 
 
 @pytest.fixture(autouse=True)
-def background_only(request, inprocess_api, monkeypatch):
+def background_only(request, inprocess_api, monkeypatch, backfill_alone):
     """The background's tests: writes leave every sentence to it, as a large batch's do
     (COGNIS_SENTENCE_VECTORS_AT_WRITE 0). The write path's own tests (`at_write`) run with
     sentence vectors on, as a server does (the test processes turn them off: their worker
-    would embed the whole database's backlog beside every test)."""
+    would embed the whole database's backlog beside every test). The backfills here are
+    the tests' alone: no other process's entity worker locks a row they would skip."""
     retrieval = inprocess_api.app.state.runtime.settings.retrieval
     if "at_write" in request.node.name:
         monkeypatch.setattr(retrieval, "sentence_vectors", True)
