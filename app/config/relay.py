@@ -54,6 +54,18 @@ class RelaySettings(BaseModel):
         description="how long a webhook receiver has to answer one POST, connection and whole "
         "answer included",
     )
+    webhook_concurrency: int = Field(
+        default=50,
+        ge=1,
+        description="webhook POSTs one dispatcher has in flight at once, all tenants together",
+    )
+    webhook_tenant_concurrency: int = Field(
+        default=4,
+        ge=1,
+        description="webhook POSTs one dispatcher has in flight at once for one tenant: a "
+        "tenant's slow receivers take at most this many slots, the rest go to other tenants "
+        "(claimed round-robin)",
+    )
     webhook_backoff_base_s: float = Field(
         default=2.0,
         gt=0,

@@ -1,8 +1,13 @@
-"""The dispatcher: claims due webhook deliveries (FOR UPDATE SKIP LOCKED, across tenants on
-the background role, like the outbox relay), POSTs each signed, and records every attempt.
-Per subscription and user, a delivery waits while an earlier one is pending, so a receiver
-sees one user's events in order; a failure backs off exponentially and, after
-COGNIS_WEBHOOK_MAX_ATTEMPTS, leaves the delivery dead (redelivered on request)."""
+"""The dispatcher: leases due webhook deliveries (across tenants on the background role, like
+the outbox relay; app/webhooks/claims.py), POSTs each signed, and records each attempt as
+soon as its own POST ends. Per subscription and user, a delivery waits while an earlier one
+is pending, so a receiver sees one user's events in order; a failure backs off exponentially
+and, after COGNIS_WEBHOOK_MAX_ATTEMPTS, leaves the delivery dead (redelivered on request).
+
+Tenants cannot hold each other's events: every POST ends at COGNIS_WEBHOOK_TIMEOUT_S (the
+whole request), a tenant has at most COGNIS_WEBHOOK_TENANT_CONCURRENCY POSTs in flight in
+one dispatcher, claims go round-robin across tenants, and a freed slot is filled at once
+(not when a batch's slowest POST ends)."""
 
 from __future__ import annotations
 
@@ -10,18 +15,19 @@ import asyncio
 import json
 import random
 import time
+import uuid
 from dataclasses import dataclass
 from datetime import timedelta
 
 import httpx
 import structlog
-from sqlalchemy import func, insert, select, text, update
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.config import RelaySettings, StoreSettings
-from app.db.models import WebhookAttempt, WebhookDelivery, WebhookSubscription
 from app.db.notifications import listening
+from app.db.tenant import tenant_scope
 from app.wakeup import work_until_stopped
+from app.webhooks.claims import ClaimedDelivery, claim_due, record_attempt
 from app.webhooks.signing import sign
 from app.webhooks.transport import webhook_client
 
@@ -30,20 +36,9 @@ log = structlog.get_logger(__name__)
 # Notified by a statement that queued deliveries (0036_webhook_dispatch's trigger).
 WEBHOOK_CHANNEL = "cognis_webhooks"
 
-_DUE = text(
-    """
-    SELECT d.id FROM webhook_deliveries AS d
-    WHERE d.status = 'pending' AND d.next_attempt_at <= now()
-      AND NOT EXISTS (
-        SELECT 1 FROM webhook_deliveries AS e
-        WHERE e.subscription_id = d.subscription_id AND e.user_id = d.user_id
-          AND e.status = 'pending' AND e.id < d.id
-      )
-    ORDER BY d.id
-    LIMIT :limit
-    FOR UPDATE SKIP LOCKED
-    """
-)
+# How long past its POST's deadline a claim stays leased: time to record the outcome. A
+# dispatcher that died mid-POST leaves the delivery due again after deadline + this.
+LEASE_MARGIN = timedelta(seconds=10)
 
 
 @dataclass
@@ -57,7 +52,7 @@ class Outcome:
         return self.status_code is not None and 200 <= self.status_code < 300
 
 
-def body_of(delivery: WebhookDelivery) -> bytes:
+def body_of(delivery: ClaimedDelivery) -> bytes:
     return json.dumps(
         {
             "id": str(delivery.event_id),
@@ -75,26 +70,27 @@ class WebhookDispatcher:
         sessionmaker: async_sessionmaker[AsyncSession],
         relay: RelaySettings,
         store: StoreSettings,
-        batch_size: int = 50,
     ) -> None:
         self._sessionmaker = sessionmaker
         self._relay = relay
         self._store = store
-        self._batch_size = batch_size
         self.wake = asyncio.Event()
         self._clients: dict[bool, httpx.AsyncClient] = {}
+        # POSTs in flight per tenant, and the tasks of those the loop started.
+        self._in_flight: dict[uuid.UUID, int] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    @property
+    def in_flight(self) -> int:
+        """POSTs of this dispatcher in flight now, all tenants together."""
+        return sum(self._in_flight.values())
 
     def backoff(self, attempts: int) -> timedelta:
         base = self._relay.webhook_backoff_base_s * (2 ** min(attempts - 1, 20))
         capped = min(base, self._relay.relay_backoff_max_s)
         return timedelta(seconds=capped * random.uniform(0.5, 1.0))
 
-    async def _post(
-        self,
-        client: httpx.AsyncClient,
-        subscription: WebhookSubscription,
-        delivery: WebhookDelivery,
-    ) -> Outcome:
+    async def _post(self, client: httpx.AsyncClient, delivery: ClaimedDelivery) -> Outcome:
         body = body_of(delivery)
         timestamp = int(time.time())
         event_id = str(delivery.event_id)
@@ -102,7 +98,7 @@ class WebhookDispatcher:
             "content-type": "application/json",
             "webhook-id": event_id,
             "webhook-timestamp": str(timestamp),
-            "webhook-signature": sign(subscription.secret, event_id, timestamp, body),
+            "webhook-signature": sign(delivery.secret, event_id, timestamp, body),
         }
         started = time.perf_counter()
         deadline = self._relay.webhook_timeout_s
@@ -110,7 +106,7 @@ class WebhookDispatcher:
             # httpx's timeout bounds each read, not the request: a receiver that trickles its
             # answer a byte at a time would hold the POST for ever. This bounds the whole of it.
             async with asyncio.timeout(deadline):
-                response = await client.post(subscription.url, content=body, headers=headers)
+                response = await client.post(delivery.url, content=body, headers=headers)
         except TimeoutError:
             elapsed = int((time.perf_counter() - started) * 1000)
             return Outcome(None, f"Timeout: no whole answer within {deadline} s", elapsed)
@@ -123,9 +119,9 @@ class WebhookDispatcher:
 
     def _http(self) -> httpx.AsyncClient:
         """One client for the dispatcher's life: the CA bundle loaded once, connections to a
-        receiver kept alive from one batch to the next (closed when the loop stops). Unless
+        receiver kept alive from one POST to the next (closed when the loop stops). Unless
         the operator allows private receivers, its connections go to checked global addresses
-        only (app/webhooks/transport.py); the setting is read at each batch."""
+        only (app/webhooks/transport.py); the setting is read at each claim."""
         allow_private = self._relay.webhook_allow_private
         if allow_private not in self._clients:
             self._clients[allow_private] = webhook_client(
@@ -138,78 +134,81 @@ class WebhookDispatcher:
         for client in clients:
             await client.aclose()
 
-    async def run_once(self) -> bool:
-        """Claim one batch of due deliveries, POST them, record the outcomes. One transaction:
-        the rows stay locked while their POSTs are in flight."""
-        async with self._sessionmaker() as session, session.begin():
-            ids = list((await session.scalars(_DUE, {"limit": self._batch_size})).all())
-            if not ids:
-                return False
-            deliveries = list(
-                await session.scalars(select(WebhookDelivery).where(WebhookDelivery.id.in_(ids)))
-            )
-            subscriptions = {
-                s.id: s
-                for s in await session.scalars(
-                    select(WebhookSubscription).where(
-                        WebhookSubscription.id.in_({d.subscription_id for d in deliveries})
-                    )
+    async def _claim(self) -> list[ClaimedDelivery]:
+        """Lease what the free slots allow (one short transaction), and count it in flight."""
+        free = self._relay.webhook_concurrency - self.in_flight
+        if free <= 0:
+            return []
+        # Across tenants, whichever task calls (a test's, bound to the tenant it acts as).
+        with tenant_scope(None):
+            async with self._sessionmaker() as session, session.begin():
+                claimed = await claim_due(
+                    session,
+                    limit=free,
+                    per_tenant=self._relay.webhook_tenant_concurrency,
+                    in_flight=dict(self._in_flight),
+                    lease=timedelta(seconds=self._relay.webhook_timeout_s) + LEASE_MARGIN,
                 )
-            }
-            client = self._http()
-            outcomes = await asyncio.gather(
-                *(self._post(client, subscriptions[d.subscription_id], d) for d in deliveries)
-            )
-            await self._record(session, deliveries, outcomes)
-            return True
+        for delivery in claimed:
+            self._in_flight[delivery.tenant_id] = self._in_flight.get(delivery.tenant_id, 0) + 1
+        return claimed
 
-    async def _record(
-        self, session: AsyncSession, deliveries: list[WebhookDelivery], outcomes: list[Outcome]
-    ) -> None:
-        """Every attempt logged in one statement, the delivered rows marked in one more; a
-        failure is scheduled again (or dead) one by one."""
-        await session.execute(
-            insert(WebhookAttempt),
-            [
-                {
-                    "tenant_id": d.tenant_id,
-                    "delivery_id": d.id,
-                    "status_code": o.status_code,
-                    "error": o.error,
-                    "duration_ms": o.duration_ms,
-                }
-                for d, o in zip(deliveries, outcomes, strict=True)
-            ],
-        )
-        delivered = [d.id for d, o in zip(deliveries, outcomes, strict=True) if o.ok]
-        if delivered:
-            await session.execute(
-                update(WebhookDelivery)
-                .where(WebhookDelivery.id.in_(delivered))
-                .values(
-                    status="delivered",
-                    attempts=WebhookDelivery.attempts + 1,
-                    delivered_at=func.clock_timestamp(),
-                )
-            )
-        for delivery, outcome in zip(deliveries, outcomes, strict=True):
-            if outcome.ok:
-                continue
-            attempts = delivery.attempts + 1
-            values: dict[str, object] = {"attempts": attempts}
-            if attempts >= self._relay.webhook_max_attempts:
-                values.update(status="dead")
+    async def _deliver(self, client: httpx.AsyncClient, delivery: ClaimedDelivery) -> None:
+        """POST one claimed delivery and record its outcome at once, in a transaction of its
+        own; then free its tenant's slot and wake the loop to fill it."""
+        try:
+            outcome = await self._post(client, delivery)
+            with tenant_scope(None):
+                async with self._sessionmaker() as session, session.begin():
+                    status = await record_attempt(
+                        session,
+                        delivery,
+                        status_code=outcome.status_code,
+                        error=outcome.error,
+                        duration_ms=outcome.duration_ms,
+                        max_attempts=self._relay.webhook_max_attempts,
+                        backoff=self.backoff(delivery.attempts + 1),
+                    )
+            if status == "dead":
                 log.warning("webhooks.dead", delivery_id=delivery.id, error=outcome.error)
+        except Exception as exc:
+            # The database away: the lease runs out and the delivery is due again.
+            log.exception("webhooks.record_failed", delivery_id=delivery.id, error=str(exc))
+        finally:
+            left = self._in_flight[delivery.tenant_id] - 1
+            if left:
+                self._in_flight[delivery.tenant_id] = left
             else:
-                values.update(next_attempt_at=func.now() + self.backoff(attempts))
-            await session.execute(
-                update(WebhookDelivery).where(WebhookDelivery.id == delivery.id).values(**values)
-            )
+                del self._in_flight[delivery.tenant_id]
+            self.wake.set()
+
+    async def run_once(self) -> bool:
+        """Claim what is due (within the free slots), POST it, record each outcome as its POST
+        ends; return when all of those are recorded. False: nothing was due."""
+        claimed = await self._claim()
+        if not claimed:
+            return False
+        client = self._http()
+        await asyncio.gather(*(self._deliver(client, d) for d in claimed))
+        return True
+
+    async def _start_due(self) -> bool:
+        """The loop's step: claim what is due and start each POST in a task of its own,
+        without waiting for any. False: nothing was claimed (none due, or no free slot)."""
+        claimed = await self._claim()
+        client = self._http() if claimed else None
+        for delivery in claimed:
+            assert client is not None
+            task = asyncio.create_task(self._deliver(client, delivery))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+        return bool(claimed)
 
     async def run_forever(self, stop: asyncio.Event) -> None:
         """Until `stop` is set: woken by the NOTIFY of each statement that queues deliveries
-        (0036_webhook_dispatch), polling every COGNIS_RELAY_POLL_INTERVAL_S as the fallback
-        (and for retries coming due)."""
+        (0036_webhook_dispatch) and by each POST that ends (its slot is free), polling every
+        COGNIS_RELAY_POLL_INTERVAL_S as the fallback (and for retries coming due). POSTs in
+        flight when it stops are cancelled: their leases run out and they are sent again."""
         log.info("webhooks.dispatcher_started")
         try:
             async with listening(
@@ -220,12 +219,16 @@ class WebhookDispatcher:
                 "webhooks",
             ):
                 await work_until_stopped(
-                    self.run_once,
+                    self._start_due,
                     self.wake,
                     stop,
                     self._relay.relay_poll_interval_s,
                     "webhooks.dispatch_error",
                 )
         finally:
+            tasks = list(self._tasks)
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
             await self.close()
         log.info("webhooks.dispatcher_stopped")

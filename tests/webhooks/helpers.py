@@ -4,6 +4,7 @@ API, and checking what a receiver was sent."""
 from __future__ import annotations
 
 import json
+import socket
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -84,3 +85,85 @@ def signed_by(event: dict[str, Any], secret: str) -> bool:
 
 def memories_path(user: str) -> str:
     return f"/v1/users/{user}/memories"
+
+
+class SlowReceiver:
+    """A receiver on loopback that is slow on purpose, on a raw socket: `hold` answers 200
+    only once `release` is set (a receiver that sleeps), `trickle` sends a 200 whose 100-byte
+    body comes a byte every `every_s` (a receiver that trickles). It counts the requests it
+    has open now and at most, so a test can tell what is in flight without a clock."""
+
+    def __init__(self, mode: str, every_s: float = 0.5) -> None:
+        assert mode in ("hold", "trickle")
+        self.mode, self.every_s = mode, every_s
+        self.release = threading.Event()
+        self.arrived = threading.Event()
+        self.stop = threading.Event()
+        self.lock = threading.Lock()
+        self.open_now = self.max_open = self.requests = 0
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.server.getsockname()[1]}/hook"
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _read_request(self, connection: socket.socket) -> None:
+        data = b""
+        while b"\r\n\r\n" not in data:
+            chunk = connection.recv(65536)
+            if not chunk:
+                return
+            data += chunk
+        head, _, body = data.partition(b"\r\n\r\n")
+        length = next(
+            (
+                int(line.split(b":")[1])
+                for line in head.split(b"\r\n")
+                if line.lower().startswith(b"content-length:")
+            ),
+            0,
+        )
+        while len(body) < length:
+            chunk = connection.recv(65536)
+            if not chunk:
+                return
+            body += chunk
+
+    def _answer(self, connection: socket.socket) -> None:
+        with connection:
+            self._read_request(connection)
+            with self.lock:
+                self.requests += 1
+                self.open_now += 1
+                self.max_open = max(self.max_open, self.open_now)
+            self.arrived.set()
+            try:
+                if self.mode == "hold":
+                    # Released by the test; a minute at most, so nothing hangs for ever.
+                    self.release.wait(60)
+                    connection.sendall(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n")
+                    return
+                connection.sendall(b"HTTP/1.1 200 OK\r\ncontent-length: 100\r\n\r\n")
+                for _ in range(100):
+                    if self.stop.wait(self.every_s):
+                        return
+                    connection.sendall(b"x")
+            except OSError:
+                return  # the dispatcher gave up on it
+            finally:
+                with self.lock:
+                    self.open_now -= 1
+
+    def _serve(self) -> None:
+        self.server.settimeout(0.05)
+        while not self.stop.is_set():
+            try:
+                connection, _ = self.server.accept()
+            except TimeoutError:
+                continue
+            threading.Thread(target=self._answer, args=(connection,), daemon=True).start()
+
+    def close(self) -> None:
+        self.stop.set()
+        self.release.set()
+        self.thread.join()
+        self.server.close()
