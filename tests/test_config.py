@@ -145,6 +145,8 @@ EXPECTED_DEFAULTS: dict[str, object] = {
     "webhook_allow_private": False,
     "webhook_max_attempts": 8,
     "webhook_timeout_s": 10.0,
+    "webhook_concurrency": 50,
+    "webhook_tenant_concurrency": 4,
     "webhook_backoff_base_s": 2.0,
     "erase_handoff_s": 30.0,
     "erase_tombstone_s": 86400.0,

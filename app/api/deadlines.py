@@ -28,11 +28,14 @@ from app.runtime import Runtime
 
 DEADLINE_HEADER = "X-Cognis-Deadline-Ms"
 MAX_DEADLINE_MS = 3_600_000
+# 1 to MAX_DEADLINE_MS as digits: what the OpenAPI document says the header takes.
+DEADLINE_PATTERN = r"^(?:[1-9][0-9]{0,5}|[1-2][0-9]{6}|3[0-5][0-9]{5}|3600000)$"
 
 RequestedDeadline = Annotated[
     str | None,
     Parameter(
         header=DEADLINE_HEADER,
+        schema_extra={"pattern": DEADLINE_PATTERN},
         description=f"Milliseconds this client will wait (1-{MAX_DEADLINE_MS}). A write that "
         "cannot be done within them (nor within the server's own deadline) is refused with "
         "503 and Retry-After, and nothing of it is written.",

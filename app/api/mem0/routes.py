@@ -20,8 +20,9 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.api.contract import COMMON, USER_WRITE, problems
-from app.api.deadlines import DEADLINE_HEADER, MAX_DEADLINE_MS, write_work
+from app.api.deadlines import DEADLINE_HEADER, DEADLINE_PATTERN, MAX_DEADLINE_MS, write_work
 from app.api.dependencies import memory_service, provide_ingest_service, provide_memory_service
+from app.api.mem0 import openapi as bodies_doc
 from app.api.mem0.bodies import (
     batch_items,
     body_of,
@@ -55,11 +56,13 @@ from app.ml.scheduling.work import Work, WorkClass
 from app.runtime import Runtime
 
 COMMON_PROBLEMS = problems(*USER_WRITE, 404)
+Mem0MemoryId = Annotated[str, bodies_doc.MEMORY_ID_PARAMETER]
 # The client's deadline, as on the native writes; refused here with 429 (app/api/mem0/refusals.py).
 Mem0Deadline = Annotated[
     str | None,
     Parameter(
         header=DEADLINE_HEADER,
+        schema_extra={"pattern": DEADLINE_PATTERN},
         description=f"Milliseconds this client will wait (1-{MAX_DEADLINE_MS}). A write that "
         "cannot be done within them (nor within the server's own deadline) is refused with "
         "429 and Retry-After, and nothing of it is written.",
@@ -174,7 +177,7 @@ class Mem0Controller(Controller):
     )
     async def add(
         self,
-        data: Any,
+        data: Annotated[Any, bodies_doc.ADD],
         service: MemoryService,
         ingest: IngestService,
         runtime: Runtime,
@@ -249,7 +252,7 @@ class Mem0Controller(Controller):
     )
     async def get_all(
         self,
-        data: Any,
+        data: Annotated[Any, bodies_doc.LIST],
         reads: Reads,
         runtime: Runtime,
         page: int = Parameter(default=1, ge=1),
@@ -290,7 +293,11 @@ class Mem0Controller(Controller):
         responses=COMMON_PROBLEMS,
     )
     async def search(
-        self, data: Any, runtime: Runtime, reads: Reads, request: Request
+        self,
+        data: Annotated[Any, bodies_doc.SEARCH],
+        runtime: Runtime,
+        reads: Reads,
+        request: Request,
     ) -> dict[str, Any]:
         body, user_id, tree = scoped_body(data)
         query: dict[str, Any] = {"query": body.get("query"), "filters": tree}
@@ -322,7 +329,9 @@ class Mem0Controller(Controller):
         }
 
     @get("/v1/memories/{memory_id:str}", summary="mem0: one memory", responses=COMMON_PROBLEMS)
-    async def get_memory(self, memory_id: str, reads: Reads, runtime: Runtime) -> dict[str, Any]:
+    async def get_memory(
+        self, memory_id: Mem0MemoryId, reads: Reads, runtime: Runtime
+    ) -> dict[str, Any]:
         wanted = parse_memory_id(memory_id)
 
         async def read(session: AsyncSession) -> Memory:
@@ -341,7 +350,11 @@ class Mem0Controller(Controller):
         responses=COMMON_PROBLEMS,
     )
     async def update(
-        self, memory_id: str, data: Any, service: MemoryService, runtime: Runtime
+        self,
+        memory_id: Mem0MemoryId,
+        data: Annotated[Any, bodies_doc.UPDATE],
+        service: MemoryService,
+        runtime: Runtime,
     ) -> dict[str, Any]:
         return mem0_memory(await _update(service, runtime, memory_id, body_of(data)))
 
@@ -351,7 +364,9 @@ class Mem0Controller(Controller):
         summary="mem0: delete a memory (its current version ends; its history stays)",
         responses=COMMON_PROBLEMS,
     )
-    async def delete_memory(self, memory_id: str, service: MemoryService) -> dict[str, Any]:
+    async def delete_memory(
+        self, memory_id: Mem0MemoryId, service: MemoryService
+    ) -> dict[str, Any]:
         await _delete(service, memory_id)
         return {"message": "Memory deleted successfully!"}
 
@@ -392,7 +407,9 @@ class Mem0Controller(Controller):
         summary="mem0: a memory's history (ADD, UPDATE..., DELETE)",
         responses=COMMON_PROBLEMS,
     )
-    async def history(self, memory_id: str, reads: Reads, runtime: Runtime) -> list[dict[str, Any]]:
+    async def history(
+        self, memory_id: Mem0MemoryId, reads: Reads, runtime: Runtime
+    ) -> list[dict[str, Any]]:
         wanted = parse_memory_id(memory_id)
 
         async def read(session: AsyncSession) -> list[Memory]:
@@ -404,7 +421,10 @@ class Mem0Controller(Controller):
 
     @put("/v1/batch", summary="mem0: update several memories", responses=COMMON_PROBLEMS)
     async def batch_update(
-        self, data: Any, service: MemoryService, runtime: Runtime
+        self,
+        data: Annotated[Any, bodies_doc.BATCH_UPDATE],
+        service: MemoryService,
+        runtime: Runtime,
     ) -> dict[str, Any]:
         items = batch_items(data)
         for item in items:
@@ -417,7 +437,9 @@ class Mem0Controller(Controller):
         summary="mem0: delete several memories",
         responses=COMMON_PROBLEMS,
     )
-    async def batch_delete(self, data: Any, service: MemoryService) -> dict[str, Any]:
+    async def batch_delete(
+        self, data: Annotated[Any, bodies_doc.BATCH_DELETE], service: MemoryService
+    ) -> dict[str, Any]:
         items = batch_items(data)
         for item in items:
             await _delete(service, item_memory_id(item))
