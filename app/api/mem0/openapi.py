@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from litestar.params import Body, Parameter
+from litestar.params import Body, BodyKwarg, Parameter
 
 from app.memories.fields import USER_ID_REGEX
 from app.vocabulary import MAX_BATCH_ITEMS, MAX_CONTENT_CHARS, MAX_TOP_K
@@ -41,7 +41,7 @@ _FILTERS: dict[str, Any] = {
 }
 
 
-def _object(required: list[str], properties: dict[str, Any], description: str) -> Body:
+def _object(required: list[str], properties: dict[str, Any], description: str) -> BodyKwarg:
     return Body(
         description=description,
         schema_extra={
@@ -92,7 +92,7 @@ SEARCH = _object(
 )
 
 
-def _batch(item: list[str], description: str) -> Body:
+def _batch(item: list[str], description: str) -> BodyKwarg:
     properties = {"memory_id": MEMORY_ID, "text": _TEXT}
     return _object(
         ["memories"],
