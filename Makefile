@@ -1,5 +1,5 @@
 # The commands the README names. `make up` serves the API; `make test` runs the suite.
-.PHONY: up up-cluster down status install install-test install-test-venv test test-fast lint typecheck relay reindex backup restore bench-supersedes bench-facts bench-foundation bench-locomo bench-scale bench-ingest bench-mixed bench-retry bench-hnsw bench-relay bench-filters bench-import bench-migrations check-deploy bench-embedding bench-tenants bench-faults bench-categories bench-llm-gate bench-corrections bench-local-llm bench-llm-updates llm bench-mcp bench-mcp-listing bench-small-users bench-chat-users bench-hnsw-history bench-scale-out bench-node-loss bench-japanese bench-tracing bench-webhooks bench-erase bench-backup bench-analyst bench-task-fillfactor bench-context bench-search-latency bench-newer-first bench-chat
+.PHONY: up up-cluster down status install install-test install-test-venv test test-fast lint typecheck relay reindex backup restore bench-supersedes bench-facts bench-foundation bench-locomo bench-scale bench-ingest bench-mixed bench-retry bench-hnsw bench-relay bench-filters bench-import bench-migrations check-deploy bench-embedding bench-tenants bench-faults bench-categories bench-llm-gate bench-corrections bench-local-llm bench-llm-updates llm bench-mcp bench-mcp-listing bench-small-users bench-chat-users bench-hnsw-history bench-scale-out bench-node-loss bench-japanese bench-tracing bench-webhooks bench-webhook-isolation bench-erase bench-backup bench-analyst bench-task-fillfactor bench-context bench-search-latency bench-newer-first bench-chat
 
 PY := .venv/bin/python
 TEST_WORKERS ?= 2  # pytest-xdist workers; each has its own database, index and in-process API
@@ -130,6 +130,9 @@ bench-node-loss:  ## kill -9 one node of a 3-node OpenSearch cluster under load:
 
 bench-webhooks:  ## webhooks: latency commit -> receipt, events/s per relay, to a loopback receiver (COGNIS_WEBHOOK_ALLOW_PRIVATE=true make up)
 	$(PY) -m bench.webhooks $(BENCH_ARGS)
+
+bench-webhook-isolation:  ## webhooks: another tenant's latency beside a sleeping and a trickling receiver (COGNIS_WEBHOOK_ALLOW_PRIVATE=true make up)
+	$(PY) -m bench.webhook_isolation $(BENCH_ARGS)
 
 bench-ingest:  ## write path: raw model texts/s, batch create, messages/s, time-to-searchable, search under load
 	set -a && . .local/cognis.env && set +a && $(PY) -m bench.ingestion $(BENCH_ARGS)

@@ -10,18 +10,22 @@ timed from the 201's arrival to the receipt. First alone (the baseline), then wh
 tenant's subscriptions are a receiver that sleeps `--sleep-s` before answering and one that
 trickles its answer a byte every `--trickle-every-s`, and the noisy tenant keeps writing (a
 memory every `--noisy-every-s`, on several users), so its slow deliveries are always queued.
-Prints the p50 (and spread) of both and their ratio; asserts nothing.
+The noisy tenant's writes alone (no subscription) are measured between the two: what its
+load costs the quiet tenant without any slow receiver. Prints the p50 (and spread) of the
+three and their ratios; asserts nothing.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import socket
 import sys
 import threading
 import time
 import uuid
+from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -40,7 +44,8 @@ class TricklingReceiver:
         self.stop = threading.Event()
         self.server = socket.create_server(("127.0.0.1", 0))
         self.url = f"http://127.0.0.1:{self.server.getsockname()[1]}/hook"
-        threading.Thread(target=self._serve, daemon=True).start()
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
 
     def _answer(self, connection: socket.socket) -> None:
         with connection:
@@ -65,6 +70,7 @@ class TricklingReceiver:
 
     def close(self) -> None:
         self.stop.set()
+        self.thread.join()
         self.server.close()
 
 
@@ -113,6 +119,20 @@ def keep_writing(client: httpx.Client, every_s: float, stop: threading.Event) ->
     return written
 
 
+@contextlib.contextmanager
+def noisy_writes(client: httpx.Client, every_s: float, warm_s: float) -> Iterator[None]:
+    """The noisy tenant writing in a thread for the block (after `warm_s` of it)."""
+    stop = threading.Event()
+    writer = threading.Thread(target=keep_writing, args=(client, every_s, stop))
+    writer.start()
+    time.sleep(warm_s)
+    try:
+        yield
+    finally:
+        stop.set()
+        writer.join()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--api", default=os.environ.get("COGNIS_API", "http://127.0.0.1:8000"))
@@ -136,30 +156,30 @@ def main() -> int:
     try:
         subscribe(quiet, fast.url)
         quiet_latencies(quiet, fast, 3)  # connections and caches warm
-        results["baseline"] = quiet_latencies(quiet, fast, args.samples)
+        results["alone"] = quiet_latencies(quiet, fast, args.samples)
+        # The noisy tenant's writes alone first: what its load costs without a slow receiver.
+        with noisy_writes(noisy, args.noisy_every_s, args.warm_s):
+            results["writes"] = quiet_latencies(quiet, fast, args.samples)
         subscribe(noisy, sleeping.url)
         subscribe(noisy, trickling.url)
-        stop = threading.Event()
-        writer = threading.Thread(target=keep_writing, args=(noisy, args.noisy_every_s, stop))
-        writer.start()
-        time.sleep(args.warm_s)
-        try:
+        with noisy_writes(noisy, args.noisy_every_s, args.warm_s):
             results["slow"] = quiet_latencies(quiet, fast, args.samples)
-        finally:
-            stop.set()
-            writer.join()
     finally:
         trickling.close()
         sleeping.close()
         fast.close()
-    base, slow = sorted(results["baseline"]), sorted(results["slow"])
-    print(f"quiet tenant's latency, 201 -> receipt, ms (n={args.samples} each):")
-    print(f"  alone:                                      {summary(base)}")
+    p50 = {name: sorted(values)[len(values) // 2] for name, values in results.items()}
+    print(f"quiet tenant's latency, 201 -> receipt (n={args.samples} each):")
+    print(f"  alone:                                   {summary(results['alone'])}")
+    print(f"  noisy tenant writing, no subscriptions:  {summary(results['writes'])}")
     print(
-        f"  noisy tenant with a {args.sleep_s:g} s sleeper and a byte-every-"
-        f"{args.trickle_every_s:g}-s trickler: {summary(slow)}"
+        f"  noisy tenant writing, a {args.sleep_s:g} s sleeper and a byte-every-"
+        f"{args.trickle_every_s:g}-s trickler subscribed: {summary(results['slow'])}"
     )
-    print(f"  p50 ratio: {slow[len(slow) // 2] / base[len(base) // 2]:.2f}")
+    print(
+        f"  p50 ratio, slow receivers / alone: {p50['slow'] / p50['alone']:.2f}; "
+        f"slow receivers / the same writes without them: {p50['slow'] / p50['writes']:.2f}"
+    )
     print(f"load average at the end: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     return 0
 
