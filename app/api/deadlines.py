@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from litestar import Request, Response
+from litestar.openapi.spec import OpenAPIType
 from litestar.params import Parameter
 
 from app.api.contract import UserId
@@ -30,12 +31,15 @@ DEADLINE_HEADER = "X-Cognis-Deadline-Ms"
 MAX_DEADLINE_MS = 3_600_000
 # 1 to MAX_DEADLINE_MS as digits: what the OpenAPI document says the header takes.
 DEADLINE_PATTERN = r"^(?:[1-9][0-9]{0,5}|[1-2][0-9]{6}|3[0-5][0-9]{5}|3600000)$"
+# The header's schema: a string of those digits (an absent header is no deadline; `null` is
+# no value a header can carry, so the document does not offer it).
+DEADLINE_SCHEMA = {"oneOf": None, "type": OpenAPIType.STRING, "pattern": DEADLINE_PATTERN}
 
 RequestedDeadline = Annotated[
     str | None,
     Parameter(
         header=DEADLINE_HEADER,
-        schema_extra={"pattern": DEADLINE_PATTERN},
+        schema_extra=DEADLINE_SCHEMA,
         description=f"Milliseconds this client will wait (1-{MAX_DEADLINE_MS}). A write that "
         "cannot be done within them (nor within the server's own deadline) is refused with "
         "503 and Retry-After, and nothing of it is written.",

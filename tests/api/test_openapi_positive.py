@@ -22,9 +22,9 @@ from tests.conftest import API_KEY, ApiProcess
 
 pytestmark = pytest.mark.slow
 
-EXAMPLES_PER_OPERATION = 25
+EXAMPLES_PER_OPERATION = 10
 SEED = 20261208
-REQUEST_TIMEOUT_S = 60
+REQUEST_TIMEOUT_S = 120  # past COGNIS_INGEST_WAIT_TIMEOUT_S (60 s): an add then answers 202
 OPERATIONS = {
     "POST /v3/memories/add",
     "POST /v3/memories",
@@ -35,7 +35,6 @@ OPERATIONS = {
     "PUT /v1/memories/{memory_id}",
     "DELETE /v1/memories/{memory_id}",
     "GET /v1/memories/{memory_id}/history",
-    "POST /v1/users/{user_id}/memories",
 }
 SETTINGS = hypothesis.settings(
     max_examples=EXAMPLES_PER_OPERATION,

@@ -27,17 +27,18 @@ _TEXT: dict[str, Any] = {
     "type": "string",
     "minLength": 1,
     "maxLength": MAX_CONTENT_CHARS,
-    "pattern": r"^[^\x00\ud800-\udfff]*\S[^\x00\ud800-\udfff]*$",
+    "pattern": r"^[^\x00]*[^\x00\s][^\x00]*$",
 }
 MEMORY_ID: dict[str, Any] = {"type": "string", "format": "uuid"}
 # A memory's id in a mem0 path: a UUID (anything else is a 400).
 MEMORY_ID_PARAMETER = Parameter(description="The memory's id.", schema_extra=MEMORY_ID)
+# Described as an empty object: what the filters may hold (the user, conditions, AND/OR)
+# depends on the other fields (one user in all), beyond what a schema says.
 _FILTERS: dict[str, Any] = {
     "type": "object",
-    "properties": {"user_id": USER_ID},
-    "additionalProperties": False,
-    "description": "mem0's filters: the user here (or `user_id` beside them). Further "
-    "conditions (agent_id, run_id, categories, metadata, AND/OR) are taken too: docs/mem0.md.",
+    "maxProperties": 0,
+    "description": "mem0's filters. Taken beside `user_id` (naming the same user, or none): "
+    "agent_id, run_id, categories, metadata conditions, AND/OR: docs/mem0.md.",
 }
 
 
@@ -48,6 +49,9 @@ def _object(required: list[str], properties: dict[str, Any], description: str) -
             "type": "object",
             "required": required,
             "properties": properties,
+            # mem0's client sends fields beside these, which are ignored; the document names
+            # only what is read (a field it does not name may be refused, e.g. holding NUL).
+            "additionalProperties": False,
         },
     )
 
@@ -64,6 +68,7 @@ ADD = _object(
                 "type": "object",
                 "required": ["content"],
                 "properties": {"role": {"enum": ["user", "assistant"]}, "content": _TEXT},
+                "additionalProperties": False,
             },
         },
         "infer": {"type": "boolean"},
@@ -105,6 +110,7 @@ def _batch(item: list[str], description: str) -> BodyKwarg:
                     "type": "object",
                     "required": item,
                     "properties": {k: properties[k] for k in item},
+                    "additionalProperties": False,
                 },
             }
         },

@@ -20,7 +20,7 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.api.contract import COMMON, USER_WRITE, problems
-from app.api.deadlines import DEADLINE_HEADER, DEADLINE_PATTERN, MAX_DEADLINE_MS, write_work
+from app.api.deadlines import DEADLINE_HEADER, DEADLINE_SCHEMA, MAX_DEADLINE_MS, write_work
 from app.api.dependencies import memory_service, provide_ingest_service, provide_memory_service
 from app.api.mem0 import openapi as bodies_doc
 from app.api.mem0.bodies import (
@@ -62,7 +62,7 @@ Mem0Deadline = Annotated[
     str | None,
     Parameter(
         header=DEADLINE_HEADER,
-        schema_extra={"pattern": DEADLINE_PATTERN},
+        schema_extra=DEADLINE_SCHEMA,
         description=f"Milliseconds this client will wait (1-{MAX_DEADLINE_MS}). A write that "
         "cannot be done within them (nor within the server's own deadline) is refused with "
         "429 and Retry-After, and nothing of it is written.",
@@ -304,7 +304,10 @@ class Mem0Controller(Controller):
         query["consistency"] = "indexed"  # mem0's add is read by the next search
         for key in ("top_k", "limit"):
             if body.get(key) is not None:
-                query["top_k"] = body[key]
+                # JSON has one number type: 5.0 is the integer 5 (JSON Schema's too).
+                value = body[key]
+                whole = isinstance(value, float) and value.is_integer()
+                query["top_k"] = int(value) if whole else value
         if body.get("threshold") is not None:
             query["min_relevance"] = relevance_floor(_threshold(body["threshold"]))
         for key in ("agent_id", "run_id"):
