@@ -2028,7 +2028,13 @@ export interface operations {
         };
         requestBody: {
             content: {
-                "application/json": unknown;
+                "application/json": {
+                    memories: {
+                        /** Format: uuid */
+                        memory_id: string;
+                        text: string;
+                    }[];
+                };
             };
         };
         responses: {
@@ -2126,7 +2132,12 @@ export interface operations {
         };
         requestBody: {
             content: {
-                "application/json": unknown;
+                "application/json": {
+                    memories: {
+                        /** Format: uuid */
+                        memory_id: string;
+                    }[];
+                };
             };
         };
         responses: {
@@ -2318,6 +2329,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description The memory's id. */
                 memory_id: string;
             };
             cookie?: never;
@@ -2414,13 +2426,16 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description The memory's id. */
                 memory_id: string;
             };
             cookie?: never;
         };
         requestBody: {
             content: {
-                "application/json": unknown;
+                "application/json": {
+                    text: string;
+                };
             };
         };
         responses: {
@@ -2514,6 +2529,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description The memory's id. */
                 memory_id: string;
             };
             cookie?: never;
@@ -2610,6 +2626,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description The memory's id. */
                 memory_id: string;
             };
             cookie?: never;
@@ -3596,7 +3613,7 @@ export interface operations {
             };
             header?: {
                 /** @description Milliseconds this client will wait (1-3600000). A write that cannot be done within them (nor within the server's own deadline) is refused with 503 and Retry-After, and nothing of it is written. */
-                "X-Cognis-Deadline-Ms"?: string | null;
+                "X-Cognis-Deadline-Ms"?: string;
                 /** @description 1-256 visible ASCII characters, e.g. a random UUID, new for each logical write and the same on each retry of it. A retry with the same key (same user, same request) gets the first response again, with `Idempotency-Replayed: true`, and writes nothing; the same key with another request gets 422; while the first request still runs, a retry waits for it or gets 409 (`code: idempotency_key_in_use`, Retry-After). Kept for COGNIS_IDEMPOTENCY_TTL_S (a day). */
                 "Idempotency-Key"?: string | null;
             };
@@ -3806,7 +3823,7 @@ export interface operations {
             };
             header?: {
                 /** @description Milliseconds this client will wait (1-3600000). A write that cannot be done within them (nor within the server's own deadline) is refused with 503 and Retry-After, and nothing of it is written. */
-                "X-Cognis-Deadline-Ms"?: string | null;
+                "X-Cognis-Deadline-Ms"?: string;
                 /** @description 1-256 visible ASCII characters, e.g. a random UUID, new for each logical write and the same on each retry of it. A retry with the same key (same user, same request) gets the first response again, with `Idempotency-Replayed: true`, and writes nothing; the same key with another request gets 422; while the first request still runs, a retry waits for it or gets 409 (`code: idempotency_key_in_use`, Retry-After). Kept for COGNIS_IDEMPOTENCY_TTL_S (a day). */
                 "Idempotency-Key"?: string | null;
             };
@@ -4198,7 +4215,7 @@ export interface operations {
             };
             header?: {
                 /** @description Milliseconds this client will wait (1-3600000). A write that cannot be done within them (nor within the server's own deadline) is refused with 503 and Retry-After, and nothing of it is written. */
-                "X-Cognis-Deadline-Ms"?: string | null;
+                "X-Cognis-Deadline-Ms"?: string;
                 /** @description 1-256 visible ASCII characters, e.g. a random UUID, new for each logical write and the same on each retry of it. A retry with the same key (same user, same request) gets the first response again, with `Idempotency-Replayed: true`, and writes nothing; the same key with another request gets 422; while the first request still runs, a retry waits for it or gets 409 (`code: idempotency_key_in_use`, Retry-After). Kept for COGNIS_IDEMPOTENCY_TTL_S (a day). */
                 "Idempotency-Key"?: string | null;
                 /** @description The version you read (its `version_id`, or a response's ETag; quoted or not; several comma-separated, or `*` for any): the write is done only while the memory's current version is that one, else 412 naming the current version (`current_version_id`), and nothing is written. Without it the write applies to whichever version is current (last writer wins). */
@@ -4413,7 +4430,7 @@ export interface operations {
             };
             header?: {
                 /** @description Milliseconds this client will wait (1-3600000). A write that cannot be done within them (nor within the server's own deadline) is refused with 503 and Retry-After, and nothing of it is written. */
-                "X-Cognis-Deadline-Ms"?: string | null;
+                "X-Cognis-Deadline-Ms"?: string;
                 /** @description 1-256 visible ASCII characters, e.g. a random UUID, new for each logical write and the same on each retry of it. A retry with the same key (same user, same request) gets the first response again, with `Idempotency-Replayed: true`, and writes nothing; the same key with another request gets 422; while the first request still runs, a retry waits for it or gets 409 (`code: idempotency_key_in_use`, Retry-After). Kept for COGNIS_IDEMPOTENCY_TTL_S (a day). */
                 "Idempotency-Key"?: string | null;
             };
@@ -5105,7 +5122,12 @@ export interface operations {
         };
         requestBody: {
             content: {
-                "application/json": unknown;
+                "application/json": {
+                    /** @description mem0's filters. Taken beside `user_id` (naming the same user, or none): agent_id, run_id, categories, metadata conditions, AND/OR: docs/mem0.md. */
+                    filters?: Record<string, never>;
+                    /** @description The user: 1-128 characters, letters, digits and _ . : @ -, starting with a letter or digit. */
+                    user_id: string;
+                };
             };
         };
         responses: {
@@ -5199,14 +5221,24 @@ export interface operations {
             query?: never;
             header?: {
                 /** @description Milliseconds this client will wait (1-3600000). A write that cannot be done within them (nor within the server's own deadline) is refused with 429 and Retry-After, and nothing of it is written. */
-                "X-Cognis-Deadline-Ms"?: string | null;
+                "X-Cognis-Deadline-Ms"?: string;
             };
             path?: never;
             cookie?: never;
         };
         requestBody: {
             content: {
-                "application/json": unknown;
+                "application/json": {
+                    async_mode?: boolean;
+                    infer?: boolean;
+                    messages: {
+                        content: string;
+                        /** @enum {unknown} */
+                        role?: "user" | "assistant";
+                    }[];
+                    /** @description The user: 1-128 characters, letters, digits and _ . : @ -, starting with a letter or digit. */
+                    user_id: string;
+                };
             };
         };
         responses: {
@@ -5315,7 +5347,15 @@ export interface operations {
         };
         requestBody: {
             content: {
-                "application/json": unknown;
+                "application/json": {
+                    /** @description mem0's filters. Taken beside `user_id` (naming the same user, or none): agent_id, run_id, categories, metadata conditions, AND/OR: docs/mem0.md. */
+                    filters?: Record<string, never>;
+                    query: string;
+                    threshold?: number;
+                    top_k?: number;
+                    /** @description The user: 1-128 characters, letters, digits and _ . : @ -, starting with a letter or digit. */
+                    user_id: string;
+                };
             };
         };
         responses: {
