@@ -48,22 +48,22 @@ lint:
 typecheck:
 	.venv/bin/mypy app
 
-relay:  ## a standalone outbox relay (scale-out); uses .local/cognis.env
-	set -a && . .local/cognis.env && set +a && $(PY) -m app relay
+relay:  ## a standalone outbox relay (scale-out); uses .local/cognis.env (the service's roles only)
+	scripts/role-env.sh service $(PY) -m app relay
 
 reindex:  ## rebuild the OpenSearch index from Postgres
-	set -a && . .local/cognis.env && set +a && $(PY) -m app reindex
+	scripts/role-env.sh service $(PY) -m app reindex
 
 backup:  ## dump Postgres whole, row counts checked (docs/operations.md); BACKUP=file to choose
-	set -a && . .local/cognis.env && set +a && $(PY) -m app backup $(or $(BACKUP),.local/backups/cognis-$(shell date -u +%Y%m%dT%H%MZ).dump)
+	scripts/role-env.sh backup $(PY) -m app backup $(or $(BACKUP),.local/backups/cognis-$(shell date -u +%Y%m%dT%H%MZ).dump)
 
 restore:  ## restore BACKUP=file into a new database INTO=name, checked against its counts
 	@test -n "$(BACKUP)" -a -n "$(INTO)" || { echo "usage: make restore BACKUP=file INTO=new_database" >&2; exit 2; }
-	set -a && . .local/cognis.env && set +a && $(PY) -m app restore $(BACKUP) --into $(INTO)
+	scripts/role-env.sh restore $(PY) -m app restore $(BACKUP) --into $(INTO)
 
 .PHONY: retention
 retention:  ## delete what retention allows, once (docs/operations.md); DRY_RUN=1 only counts it
-	set -a && . .local/cognis.env && set +a && $(PY) -m app retention $(if $(DRY_RUN),--dry-run)
+	scripts/role-env.sh service $(PY) -m app retention $(if $(DRY_RUN),--dry-run)
 
 bench-foundation:  ## outbox lag and search latency against the running service (make up)
 	set -a && . .local/cognis.env && set +a && $(PY) -m bench.foundation
