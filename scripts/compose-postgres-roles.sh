@@ -4,6 +4,6 @@
 #   docker compose exec postgres bash /docker-entrypoint-initdb.d/10-cognis-roles.sh
 set -euo pipefail
 psql -v ON_ERROR_STOP=1 --username "$POSTGRES_USER" --dbname "$POSTGRES_DB" \
-    -v app=cognis_app -v app_pw="$COGNIS_APP_DB_PASSWORD" \
+    -v owner="$POSTGRES_USER" -v app=cognis_app -v app_pw="$COGNIS_APP_DB_PASSWORD" \
     -v worker=cognis_worker -v worker_pw="$COGNIS_WORKER_DB_PASSWORD" \
     -f /cognis/service-roles.sql

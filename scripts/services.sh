@@ -101,13 +101,14 @@ pg_provision() {
     fi
     chmod 600 "$PG_PWFILE"
     pw=$(pg_password)
-    # The owner (migrations) has CREATEROLE: migration 0007 creates the cognis_rw and
-    # cognis_background groups, and the tests make their own logins in them.
+    # The owner (migrations) may create databases but not roles (issue 53: on PostgreSQL 15
+    # CREATEROLE lets a role grant itself pg_execute_server_program): the roles are made here,
+    # by the superuser, in pg_provision_service_roles (scripts/service-roles.sql).
     # pgvector is not a trusted extension: create it (as superuser) in template1 so that every
     # new database, including cognis and cognis_test, already has it.
     pg_admin_psql -d postgres -v pw="$pw" -v u="$DB_USER" <<'SQL'
 SELECT format('CREATE ROLE %I LOGIN CREATEDB', :'u') WHERE NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = :'u') \gexec
-ALTER ROLE :"u" WITH LOGIN CREATEDB CREATEROLE PASSWORD :'pw';
+ALTER ROLE :"u" WITH LOGIN CREATEDB NOCREATEROLE PASSWORD :'pw';
 \c template1
 CREATE EXTENSION IF NOT EXISTS vector;
 \c postgres
@@ -120,18 +121,35 @@ SQL
     done
     pg_provision_service_roles
     pg_provision_backup_role
+    pg_provision_role_admin
+}
+
+# The test kit's role admin: the tests make logins of their own (one per xdist worker's
+# database, throwaway analysts), which takes CREATEROLE. Only the tests use it (its URL is
+# COGNIS_TEST_ROLE_ADMIN_URL, which scripts/role-env.sh gives no process); no service does.
+ROLE_ADMIN_DB_USER=cognis_roleadmin
+pg_provision_role_admin() {
+    pg_provision_login "$ROLE_ADMIN_DB_USER" "CREATEROLE NOCREATEDB NOBYPASSRLS"
+}
+
+pg_provision_login() {  # ROLE ATTRIBUTES [SQL...]: a login with its generated password
+    local role=$1 attributes=$2
+    shift 2
+    {
+        cat <<'SQL'
+SELECT format('CREATE ROLE %I', :'u') WHERE NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = :'u') \gexec
+SQL
+        echo "ALTER ROLE :\"u\" WITH LOGIN $attributes PASSWORD :'pw';"
+        printf '%s\n' "$@"
+    } | pg_admin_psql -d postgres -v u="$role" -v pw="$(service_password "$role")"
 }
 
 # The role `make backup` dumps as (app/db/backup.py): it must see every tenant's rows, so only a
 # superuser can make it (BYPASSRLS); it reads (pg_read_all_data) and can do nothing else.
 BACKUP_DB_USER=cognis_backup
 pg_provision_backup_role() {
-    pg_admin_psql -d postgres -v u="$BACKUP_DB_USER" -v pw="$(service_password "$BACKUP_DB_USER")" <<'SQL'
-SELECT format('CREATE ROLE %I', :'u') WHERE NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = :'u') \gexec
-ALTER ROLE :"u" WITH LOGIN BYPASSRLS NOCREATEDB NOCREATEROLE PASSWORD :'pw';
-GRANT pg_read_all_data TO :"u";
-GRANT CONNECT ON DATABASE cognis, cognis_test TO :"u";
-SQL
+    pg_provision_login "$BACKUP_DB_USER" "BYPASSRLS NOCREATEDB NOCREATEROLE" \
+        'GRANT pg_read_all_data TO :"u";' 'GRANT CONNECT ON DATABASE cognis, cognis_test TO :"u";'
 }
 
 service_password() {  # ROLE: its generated password, kept beside the owner's
@@ -142,7 +160,8 @@ service_password() {  # ROLE: its generated password, kept beside the owner's
 
 # The service's logins (idempotent; see scripts/service-roles.sql).
 pg_provision_service_roles() {
-    pg_admin_psql -d postgres -v app="$APP_DB_USER" -v app_pw="$(service_password "$APP_DB_USER")" \
+    pg_admin_psql -d postgres -v owner="$DB_USER" \
+        -v app="$APP_DB_USER" -v app_pw="$(service_password "$APP_DB_USER")" \
         -v worker="$WORKER_DB_USER" -v worker_pw="$(service_password "$WORKER_DB_USER")" \
         <"$ROOT/scripts/service-roles.sql"
 }
@@ -281,6 +300,8 @@ write_env() {
                 echo "COGNIS_MIGRATION_DATABASE_URL=postgresql+asyncpg://$DB_USER:$pw@$server/cognis"
                 echo "COGNIS_TEST_DATABASE_URL=postgresql+asyncpg://$DB_USER:$pw@$server/cognis_test"
                 echo "COGNIS_BACKUP_DATABASE_URL=postgresql+asyncpg://$BACKUP_DB_USER:$(service_password "$BACKUP_DB_USER")@$server/cognis"
+                # The tests' role admin (pg_provision_role_admin): no process but pytest's.
+                echo "COGNIS_TEST_ROLE_ADMIN_URL=postgresql+asyncpg://$ROLE_ADMIN_DB_USER:$(service_password "$ROLE_ADMIN_DB_USER")@$server/postgres"
             fi
             echo "COGNIS_OPENSEARCH_URL=http://127.0.0.1:$COGNIS_OS_PORT"
             if [[ -f "$MODELS_DIR/all-mpnet-base-v2/modules.json" ]]; then

@@ -16,6 +16,7 @@ from sqlalchemy import text
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
+from app.db.backup import counts_path
 from tests.conftest import run_cli_async
 from tests.db.test_row_security import SET_TENANT, VECTOR_768, _new_tenant, _seed
 from tests.services import LOCAL_DIR, _read_env_file
@@ -138,6 +139,14 @@ async def test_a_backup_restores_whole_into_a_new_database(
                 service.render_as_string(hide_password=False), tenant_id, user
             )
             assert len(found) == (1 if tenant_id == tenant_ids[0] else 2)
+        # The next `make backup` of the restored database works: the restore granted the
+        # backup role its CONNECT (a dump carries no database privileges).
+        again_dump = tmp_path / "restored.dump"
+        done = await run_cli_async(
+            migrated, "app", "backup", str(again_dump), "--database-url", _backup_url(restored)
+        )
+        assert done.returncode == 0, done.stderr
+        assert json.loads(counts_path(again_dump).read_text()) == counts
         # A restore never lands on data: the same database again is refused.
         again = await run_cli_async(migrated, "app", "restore", str(dump), "--into", restored)
         assert again.returncode == 1
