@@ -22,10 +22,13 @@ ROOT = Path(__file__).resolve().parents[2]
 
 async def tenant_id_of(runtime: Runtime, ref: str) -> uuid.UUID:
     """A tenant's id from its id or name (a CognisError if there is none)."""
+    from app.db.tenant import tenant_scope
     from app.tenants.service import TenantAdmin
 
-    async with runtime.sessionmaker() as session:
-        return (await TenantAdmin(session).tenant(ref)).id
+    # The worker role with no tenant set: only it sees every tenant's row (0042).
+    with tenant_scope(None):
+        async with runtime.background_sessionmaker() as session:
+            return (await TenantAdmin(session).tenant(ref)).id
 
 
 def reindex(args: argparse.Namespace) -> int:
