@@ -122,6 +122,17 @@ SQL
     pg_provision_service_roles
     pg_provision_backup_role
     pg_provision_role_admin
+    pg_harden_databases
+}
+
+# What only the superuser can take from PUBLIC (large objects, per-table statistics: see
+# scripts/database-hardening.sql), in every database that accepts connections: template1, so
+# that new databases (the tests' own) have it, and those made before.
+pg_harden_databases() {
+    local db
+    for db in $(pg_admin_psql -d postgres -At -c "SELECT datname FROM pg_database WHERE datallowconn"); do
+        pg_admin_psql -d "$db" <"$ROOT/scripts/database-hardening.sql"
+    done
 }
 
 # The test kit's role admin: the tests make logins of their own (one per xdist worker's
