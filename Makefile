@@ -61,6 +61,10 @@ restore:  ## restore BACKUP=file into a new database INTO=name, checked against 
 	@test -n "$(BACKUP)" -a -n "$(INTO)" || { echo "usage: make restore BACKUP=file INTO=new_database" >&2; exit 2; }
 	scripts/role-env.sh restore $(PY) -m app restore $(BACKUP) --into $(INTO)
 
+.PHONY: pitr-drill
+pitr-drill:  ## rehearse a restore to a point in time (WAL archive, pg_basebackup) on scratch clusters of its own
+	bash scripts/pitr-drill.sh
+
 .PHONY: retention
 retention:  ## delete what retention allows, once (docs/operations.md); DRY_RUN=1 only counts it
 	scripts/role-env.sh service $(PY) -m app retention $(if $(DRY_RUN),--dry-run)

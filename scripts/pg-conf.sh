@@ -29,6 +29,17 @@ log_min_duration_statement = '1s'
 log_autovacuum_min_duration = '1s'
 log_temp_files = '64MB'
 EOF
+if [[ -n "${COGNIS_PG_ARCHIVE_DIR:-}" ]]; then
+    # WAL archiving for point-in-time recovery (docs/operations.md; `make pitr-drill` rehearses
+    # it): every completed segment copied to a folder the postgres account may write, at least
+    # every 5 minutes. Takes effect on the next restart.
+    cat <<EOF
+wal_level = replica
+archive_mode = on
+archive_command = 'test ! -f $COGNIS_PG_ARCHIVE_DIR/%f && cp %p $COGNIS_PG_ARCHIVE_DIR/%f'
+archive_timeout = '5min'
+EOF
+fi
 if [[ -f "$("$PG_CONFIG" --pkglibdir 2>/dev/null || echo /nonexistent)/pg_stat_statements.so" ]]; then
     cat <<EOF
 shared_preload_libraries = 'pg_stat_statements'
