@@ -11,7 +11,8 @@ data is then read back (`pg_restore --data-only`) and counted per table: the fil
 
 A restore goes into a new database: `pg_restore --no-owner --single-transaction
 --exit-on-error`, without the extensions' comments (their owner is the superuser who created
-them, which a database owner is not), then the database-level privileges migration
+them, which a database owner is not) and the catalog's privileges the superuser's hardening
+changed (a new database has them from template1), then the database-level privileges migration
 0023_path_proof sets and the backup roles' CONNECT, then the rows counted again against the
 dump's counts. OpenSearch is not in the dump: `python -m app reindex` rebuilds it from the
 restored Postgres.
@@ -54,6 +55,14 @@ BEGIN
     END LOOP;
 END $$
 """
+
+
+def _superusers_entry(listed: str) -> bool:
+    """An entry of `pg_restore --list` only a superuser may restore: an extension's comment
+    (its owner is the superuser who created it), and the privileges of the catalog's own
+    functions and views, which scripts/database-hardening.sql changes (pg_dump dumps those
+    changes; the owner may not repeat them, and a new database has them from template1)."""
+    return "COMMENT - EXTENSION" in listed or " ACL pg_catalog " in listed
 
 
 class BackupError(RuntimeError):
@@ -200,7 +209,7 @@ async def restore(owner_url: str, dump_file: Path, progress: Progress = print) -
         listing = dump_file.with_name(dump_file.name + ".list")
         try:
             contents = await _run("pg_restore", "--list", str(dump_file))
-            entries = [ln for ln in contents.splitlines() if "COMMENT - EXTENSION" not in ln]
+            entries = [ln for ln in contents.splitlines() if not _superusers_entry(ln)]
             listing.write_text("\n".join(entries) + "\n")
             progress(f"restoring {dump_file} into {make_url(owner_url).database}")
             await _run(

@@ -175,3 +175,20 @@ async def test_a_role_that_cannot_see_every_row_gets_no_dump(
     assert "cannot read every row" in done.stderr
     assert not dump.with_name("partial.dump.partial").exists()
     assert not dump.exists()
+
+
+def test_a_restore_leaves_the_superusers_entries_out() -> None:
+    """The catalog's privileges that scripts/database-hardening.sql changed are in every dump
+    of a hardened database; as the owner, their REVOKE fails ("permission denied for function
+    lo_creat"), so the restore skips them (the new database has them from template1)."""
+    from app.db.backup import _superusers_entry
+
+    listing = {
+        "3993; 0 0 ACL pg_catalog FUNCTION lo_creat(integer) postgres": True,
+        "4013; 0 0 ACL pg_catalog TABLE pg_stat_all_indexes postgres": True,
+        "4101; 0 0 COMMENT - EXTENSION vector": True,
+        "3991; 0 0 ACL - SCHEMA public pg_database_owner": False,
+        "4120; 0 0 ACL public TABLE memories cognis": False,
+        "4125; 0 0 ACL public FUNCTION cognis_key_owner(text, text) cognis": False,
+    }
+    assert {line: _superusers_entry(line) for line in listing} == listing
