@@ -23,7 +23,7 @@ from app.config import IngestSettings
 from app.heartbeat import Heartbeats, read_heartbeats
 from app.ingest.worker import IngestWorker
 from tests import services
-from tests.conftest import LOG_DIR, ROOT, _alembic_here, one_worker_at_a_time
+from tests.conftest import LOG_DIR, ROOT, _alembic_here, one_worker_at_a_time, run_cli
 
 MAX_AGE_S = 3.0
 
@@ -32,15 +32,7 @@ def heartbeat_check(
     env: dict[str, str], module: tuple[str, ...] = ("app.heartbeat",)
 ) -> subprocess.CompletedProcess[str]:
     """The probe's command, as the chart runs it (or `app heartbeat-check`, the same check)."""
-    return subprocess.run(
-        [sys.executable, "-m", *module],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    return run_cli(env, *module, timeout=60)
 
 
 def wait_for_check(env: dict[str, str], passing: bool, timeout: float = 120) -> str:
