@@ -97,17 +97,3 @@ def check(directory: str | None, max_age_s: float) -> int:
     if not state.ages_s:
         print(f"no loop has beaten in {directory}")
     return 0 if state.alive else 1
-
-
-def main() -> int:
-    """`python -m app.heartbeat`: the check with this process's settings, importing no more
-    than the settings (a probe runs it every period; `python -m app heartbeat-check` is the
-    same check through the whole command line)."""
-    from app.config import get_settings
-
-    relay = get_settings().relay
-    return check(relay.heartbeat_dir, relay.heartbeat_max_age_s)
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -28,11 +28,9 @@ from tests.conftest import LOG_DIR, ROOT, _alembic_here, one_worker_at_a_time, r
 MAX_AGE_S = 3.0
 
 
-def heartbeat_check(
-    env: dict[str, str], module: tuple[str, ...] = ("app.heartbeat",)
-) -> subprocess.CompletedProcess[str]:
-    """The probe's command, as the chart runs it (or `app heartbeat-check`, the same check)."""
-    return run_cli(env, *module, timeout=60)
+def heartbeat_check(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """The probe's command, as the chart runs it."""
+    return run_cli(env, "app", "heartbeat-check", timeout=60)
 
 
 def wait_for_check(env: dict[str, str], passing: bool, timeout: float = 120) -> str:
@@ -123,7 +121,7 @@ def test_a_hung_process_fails_the_check_and_a_running_one_passes(
 
 def test_the_command_line_check_and_no_heartbeat_dir(background_env: dict[str, str]) -> None:
     """Without COGNIS_HEARTBEAT_DIR there is nothing to prove: exit 2, not a silent pass."""
-    result = heartbeat_check(background_env, ("app", "heartbeat-check"))
+    result = heartbeat_check(background_env)
     assert result.returncode == 2, result.stdout + result.stderr
     assert "COGNIS_HEARTBEAT_DIR" in result.stdout
 

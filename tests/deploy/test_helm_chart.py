@@ -123,7 +123,7 @@ def test_processes_commands_and_probes_as_in_compose_and_terraform() -> None:
     for name in ("relay", "worker"):
         container = pod(find(docs, "Deployment", f"-{name}"))["containers"][0]
         for probe in ("startupProbe", "livenessProbe"):
-            assert container[probe]["exec"]["command"] == ["python", "-m", "app.heartbeat"]
+            assert container[probe]["exec"]["command"] == ["python", "-m", "app", "heartbeat-check"]
     assert api["livenessProbe"]["httpGet"] == {"path": "/health", "port": "http"}
     assert api["readinessProbe"]["httpGet"] == {"path": "/ready", "port": "http"}
     assert api["ports"][0]["containerPort"] == 8000
