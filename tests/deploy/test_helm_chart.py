@@ -425,6 +425,10 @@ def test_network_policies_open_only_the_ports_each_pod_serves() -> None:
     (api_in,) = policies["api"]["ingress"]
     assert api_in["ports"] == [{"port": "http", "protocol": "TCP"}]
     assert api_in["from"][0]["namespaceSelector"]  # values' apiFrom
+    # and the `helm test` pod, whose labels the last peer selects
+    (test_pod,) = [d for d in docs if d["kind"] == "Pod"]
+    tester = api_in["from"][-1]["podSelector"]["matchLabels"]
+    assert tester.items() <= test_pod["metadata"]["labels"].items()
     (embedder_in,) = policies["embedder"]["ingress"]
     callers = {
         p["podSelector"]["matchLabels"]["app.kubernetes.io/component"] for p in embedder_in["from"]
