@@ -50,6 +50,7 @@ from app.errors import (
     InvalidInputError,
     UserErasedError,
 )
+from app.heartbeat import Beat, Heartbeats
 from app.ingest.context import message_context
 from app.ingest.domain import MessageContext
 from app.ingest.llm_answer import LlmAnswer, StaleAnswer
@@ -442,7 +443,7 @@ class IngestWorker:
                     )
             await webhook_events.queue(session, failed)
 
-    async def _loop(self, stop: asyncio.Event) -> None:
+    async def _loop(self, stop: asyncio.Event, beat: Beat | None = None) -> None:
         wake = asyncio.Event()
 
         async def run_once() -> bool:
@@ -455,16 +456,23 @@ class IngestWorker:
         self._idle.append(wake)
         try:
             await work_until_stopped(
-                run_once, wake, stop, self._ingest.ingest_poll_interval_s, "ingest.worker_error"
+                run_once,
+                wake,
+                stop,
+                self._ingest.ingest_poll_interval_s,
+                "ingest.worker_error",
+                beat,
             )
         finally:
             self._idle.remove(wake)
 
-    async def run_forever(self, stop: asyncio.Event) -> None:
-        """`ingest_worker_concurrency` loops, so one slow LLM call does not hold up other users."""
+    async def run_forever(self, stop: asyncio.Event, heartbeats: Heartbeats | None = None) -> None:
+        """`ingest_worker_concurrency` loops, so one slow LLM call does not hold up other users;
+        with `heartbeats`, each beats a file of its own (`ingest-<n>`): one hung loop shows."""
         log.info("ingest.worker_started", queue=self._ingest.ingest_queue)
         loops = max(1, self._ingest.ingest_worker_concurrency)
-        await asyncio.gather(*(self._loop(stop) for _ in range(loops)))
+        beats = heartbeats or Heartbeats(None)
+        await asyncio.gather(*(self._loop(stop, beats.loop(f"ingest-{n}")) for n in range(loops)))
         log.info("ingest.worker_stopped")
 
 
