@@ -272,6 +272,7 @@ class WorkCounts:
     claims: float
     batches: float
     claimed_messages: float
+    model_texts: float = 0.0  # texts the model embedded (the API process's memory embedder)
 
     def __sub__(self, other: WorkCounts) -> WorkCounts:
         return WorkCounts(
@@ -279,11 +280,13 @@ class WorkCounts:
             self.claims - other.claims,
             self.batches - other.batches,
             self.claimed_messages - other.claimed_messages,
+            self.model_texts - other.model_texts,
         )
 
     def describe(self, messages: int) -> str:
         per = max(messages, 1)
         return (
+            f"{self.model_texts:.0f} model texts ({self.model_texts / per:.2f} a message) in "
             f"{self.model_calls:.0f} model calls ({self.model_calls / per:.2f} a message), "
             f"{self.claims:.0f} claims ({self.claims / per:.2f} a message) and "
             f"{self.batches:.0f} apply transactions ({self.batches / per:.2f} a message, "
@@ -307,6 +310,7 @@ async def _work_counts(url: str) -> WorkCounts:
         values.get("cognis_ingest_claim_users_count", batches),
         batches,
         values.get("cognis_ingest_batch_messages_sum", 0.0),
+        values.get("cognis_embedding_texts_total", 0.0),
     )
 
 
