@@ -1,5 +1,5 @@
 # The commands the README names. `make up` serves the API; `make test` runs the suite.
-.PHONY: up up-cluster down status install install-test install-test-venv test test-fast lint typecheck relay reindex backup restore bench-supersedes bench-facts bench-foundation bench-locomo bench-scale bench-ingest bench-mixed bench-retry bench-hnsw bench-relay bench-filters bench-import bench-migrations check-deploy bench-embedding bench-tenants bench-faults bench-categories bench-llm-gate bench-corrections bench-local-llm bench-llm-updates llm bench-mcp bench-mcp-listing bench-small-users bench-chat-users bench-hnsw-history bench-scale-out bench-node-loss bench-japanese bench-tracing bench-webhooks bench-erase bench-backup bench-analyst bench-task-fillfactor bench-context bench-search-latency bench-newer-first bench-chat
+.PHONY: up up-cluster down status install install-test install-test-venv test test-fast lint typecheck relay reindex backup restore bench-supersedes bench-facts bench-foundation bench-locomo bench-scale bench-ingest bench-mixed bench-retry bench-hnsw bench-relay bench-filters bench-import bench-migrations check-deploy dist bench-embedding bench-tenants bench-faults bench-categories bench-llm-gate bench-corrections bench-local-llm bench-llm-updates llm bench-mcp bench-mcp-listing bench-small-users bench-chat-users bench-hnsw-history bench-scale-out bench-node-loss bench-japanese bench-tracing bench-webhooks bench-erase bench-backup bench-analyst bench-task-fillfactor bench-context bench-search-latency bench-newer-first bench-chat
 
 PY := .venv/bin/python
 TEST_WORKERS ?= 2  # pytest-xdist workers; each has its own database, index and in-process API
@@ -39,7 +39,7 @@ test: install-test  ## the whole suite against real Postgres, OpenSearch and HTT
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 test-fast: install-test-venv  ## the edit loop: the tests that need no service (no Postgres, OpenSearch or model server) and load no model
-	COGNIS_TEST_NO_SERVICES=1 $(PY) -m pytest -n $(TEST_WORKERS) -q -p no:cacheprovider -m "not models" $(PYTEST_ARGS)
+	COGNIS_TEST_NO_SERVICES=1 $(PY) -m pytest -n $(TEST_WORKERS) -q -p no:cacheprovider -m "not models and not slow" $(PYTEST_ARGS)
 
 lint:
 	.venv/bin/ruff check app migrations tests bench clients/python
@@ -125,6 +125,9 @@ bench-search-latency:  ## small users' search (10, 100, 1,000 memories): HTTP p5
 
 check-deploy:  ## static checks of Dockerfile, compose.yaml and terraform/ (no Docker engine, no AWS)
 	bash tests/deploy/check.sh
+
+dist:  ## the Python client's wheel, the TypeScript package, the chart and the image (its build context without a Docker engine) into dist/, with SHA256SUMS; nothing uploaded
+	bash scripts/dist.sh
 
 bench-scale-out:  ## reads on the Postgres replica vs the writer under a bulk import; replica lag (make up-cluster)
 	$(PY) -m bench.scale_out_replica $(BENCH_ARGS)

@@ -80,6 +80,9 @@ def pytest_configure(config: pytest.Config) -> None:
         "models: loads a real model in the test's own process (set from the test's fixtures, "
         "or by the test; `make test-fast` leaves these out, CI runs them)",
     )
+    config.addinivalue_line(
+        "markers", "slow: takes more than 20 s on its own (a build: `make dist`'s artefacts)"
+    )
     if not hasattr(config, "workerinput"):  # where every test's report arrives
         config.pluginmanager.register(Costs(services.LOCAL_DIR / "test-costs.json"), "costs")
     if NO_SERVICES:
