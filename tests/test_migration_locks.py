@@ -19,7 +19,8 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from tests.conftest import ROOT, run_cli_async, upgrade_in_process
-from tests.test_migrations import Scratch, scratch  # noqa: F401 (the fixture)
+from tests.test_migrations import Scratch
+from tests.test_migrations import scratch as scratch_fixture  # noqa: F401 (`scratch`)
 
 
 async def _migration_waits(engine: AsyncEngine, stop: asyncio.Event) -> list[float]:
