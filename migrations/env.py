@@ -157,6 +157,7 @@ class _StopOnSignal:
         self.signal: int | None = None
         self.received = asyncio.Event()
         self._cancelling: set[asyncio.Task[None]] = set()
+        self._before: dict[int, Any] = {}
         event.listen(engine.sync_engine, "before_cursor_execute", self._refuse_after_signal)
 
     def install(self) -> bool:
@@ -165,14 +166,17 @@ class _StopOnSignal:
         if threading.current_thread() is not threading.main_thread():
             return False
         loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
+        self._before = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
+        for sig in self._before:
             loop.add_signal_handler(sig, self._received, sig)
         return True
 
     def remove(self) -> None:
+        """The handlers of the process that ran alembic (`python -m app migrate`, a test)."""
         loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
+        for sig, before in self._before.items():
             loop.remove_signal_handler(sig)
+            signal.signal(sig, before)
 
     def _received(self, sig: int) -> None:
         if self.signal is not None:
@@ -185,8 +189,13 @@ class _StopOnSignal:
             task.add_done_callback(self._cancelling.discard)
 
     async def _cancel(self, pid: int) -> None:
-        async with self.engine.connect() as connection:
-            await connection.execute(text("SELECT pg_cancel_backend(:pid)"), {"pid": pid})
+        # An engine of its own: the migration's refuses every statement once signalled.
+        canceller = create_async_engine(self.engine.url, poolclass=NullPool)
+        try:
+            async with canceller.connect() as connection:
+                await connection.execute(text("SELECT pg_cancel_backend(:pid)"), {"pid": pid})
+        finally:
+            await canceller.dispose()
 
     def _refuse_after_signal(self, *_args: Any) -> None:
         if self.signal is not None:

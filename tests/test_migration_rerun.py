@@ -271,7 +271,9 @@ async def test_a_concurrent_build_interrupted_midway_is_rebuilt_by_the_rerun(
                     revision,
                 )
                 assert failed.returncode != 0
-                assert "waited longer than lock_timeout" in failed.stderr, failed.stderr[-2000:]
+                assert "waited longer than concurrent_lock_timeout (1s)" in failed.stderr, (
+                    failed.stderr[-2000:]
+                )
                 await old_snapshot.rollback()
             async with engine.connect() as connection:
                 valid = await connection.execute(
