@@ -13,14 +13,22 @@ import os
 import signal
 import sys
 import time
+from collections.abc import AsyncIterator
 
 import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from tests.conftest import ROOT, run_cli_async, upgrade_in_process
+from tests.schema_dump import scratch_database
 from tests.test_migrations import Scratch
-from tests.test_migrations import scratch as scratch_fixture  # noqa: F401 (`scratch`)
+
+
+@pytest.fixture
+async def scratch(migrated: dict[str, str]) -> AsyncIterator[Scratch]:
+    """An empty database of the test's own (tests/test_migrations.py's)."""
+    async with scratch_database(migrated["COGNIS_MIGRATION_DATABASE_URL"]) as url:
+        yield Scratch(url, {**migrated, "COGNIS_MIGRATION_DATABASE_URL": url})
 
 
 async def _migration_waits(engine: AsyncEngine, stop: asyncio.Event) -> list[float]:
