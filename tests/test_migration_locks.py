@@ -19,6 +19,7 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
+from app.db.migration_locks import LOCK_NOT_AVAILABLE, QUERY_CANCELED, LockRetry
 from tests.conftest import ROOT, run_cli_async, upgrade_in_process
 from tests.schema_dump import scratch_database
 from tests.test_migrations import Scratch
@@ -193,3 +194,25 @@ async def test_a_killed_migration_leaves_no_index_build_running(
     finally:
         await engine.dispose()
         await old.dispose()
+
+
+class _Error(Exception):
+    def __init__(self, sqlstate: str) -> None:
+        super().__init__(sqlstate)
+        self.orig = type("Orig", (), {"sqlstate": sqlstate})()
+
+
+def test_tries_back_off_until_the_budget_is_spent() -> None:
+    """Waits double from 0.5 s up to 10 s (jittered by a quarter), the last one cut to what
+    is left; another error, or a spent budget, is not tried again."""
+    retry = LockRetry(budget_s=20.0)
+    assert retry.next_wait(_Error(QUERY_CANCELED)) is None
+    waits = []
+    while (wait := retry.next_wait(_Error(LOCK_NOT_AVAILABLE))) is not None:
+        waits.append(wait)
+        retry.started -= wait  # as if it had waited
+    assert 0.375 <= waits[0] <= 0.625 and 0.75 <= waits[1] <= 1.25
+    assert all(wait <= 12.5 for wait in waits)
+    assert sum(waits) == pytest.approx(20.0, abs=0.1)
+    assert retry.tries == len(waits) + 1
+    assert LockRetry(budget_s=0).next_wait(_Error(LOCK_NOT_AVAILABLE)) is None
