@@ -249,8 +249,8 @@ async def test_a_concurrent_build_interrupted_midway_is_rebuilt_by_the_rerun(
     migrated: dict[str, str], stepped: dict[str, str], revision: str
 ) -> None:
     """A build that fails (here: its concurrent_lock_timeout while it waits for a transaction
-    with an older snapshot, as a statement_timeout or a cancel would) leaves an INVALID index behind, which
-    `CREATE INDEX CONCURRENTLY IF NOT EXISTS` alone would keep for good."""
+    with an older snapshot, as a statement_timeout or a cancel would) leaves an INVALID index
+    behind, which `CREATE INDEX CONCURRENTLY IF NOT EXISTS` alone would keep for good."""
     owner = migrated["COGNIS_MIGRATION_DATABASE_URL"]
     template = stepped[CHAIN[CHAIN.index(revision) - 1]]
     index = FIRST_BUILD[revision]
