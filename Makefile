@@ -162,7 +162,7 @@ bench-filters:  ## filtered vector search: recall@10 vs an exact filtered scan, 
 bench-import:  ## bulk import: memories/s with precomputed vectors, with and without --defer-index
 	set -a && . .local/cognis.env && set +a && $(PY) -m bench.imports $(BENCH_ARGS)
 
-bench-migrations:  ## upgrade first revision -> head on 1M memories under load: wall time, longest blocking lock
+bench-migrations:  ## upgrade first revision -> head on 1M memories under load (--long-reader-s: and a report): wall time, longest blocking lock, slowest read/write
 	set -a && . .local/cognis.env && set +a && $(PY) -m bench.migrations $(BENCH_ARGS)
 
 bench-tenants:  ## OpenSearch: one index filtered by tenant against an index per tenant (scratch indexes)
@@ -181,6 +181,10 @@ bench-ner:  ## NER on 50 English and 40 Japanese chat sentences (bench/data/ner_
 .PHONY: bench-entities
 bench-entities:  ## the NER model's cost on the write path: embedding texts/s alone and beside a busy entity worker
 	set -a && . .local/cognis.env && set +a && $(PY) -m bench.entities $(BENCH_ARGS)
+
+.PHONY: bench-language-backfill
+bench-language-backfill:  ## python -m app detect-languages (0028's backfill) on 50k versions: rate, time at 1M
+	set -a && . .local/cognis.env && set +a && $(PY) -m bench.language_backfill $(BENCH_ARGS)
 
 .PHONY: bench-language
 bench-language:  ## language detection on short chat turns (bench/data/language_turns.tsv): accuracy per language

@@ -77,6 +77,14 @@ def main(argv: list[str] | None = None) -> int:
     multilingual.add_argument("--user", help="only this user's memories (with --tenant)")
     multilingual.add_argument("--batch-size", type=_positive, default=500, help="memories a batch")
     multilingual.set_defaults(func=maintenance.embed_multilingual)
+    languages = commands.add_parser(
+        "detect-languages",
+        help="label memory versions stored without a language (after migration 0028; rerunnable)",
+    )
+    languages.add_argument("--tenant", help="only this tenant's memories (id or name)")
+    languages.add_argument("--user", help="only this user's memories (with --tenant)")
+    languages.add_argument("--batch-size", type=_positive, default=1000, help="versions a batch")
+    languages.set_defaults(func=maintenance.detect_languages)
     requeue = commands.add_parser(
         "requeue-messages",
         help="queue failed ingestion tasks again (their messages are stored; docs/operations.md)",
