@@ -70,15 +70,17 @@ COPY sql ./sql
 # Aurora and other managed Postgres hand out the password separately (e.g. from Secrets Manager):
 # when COGNIS_DATABASE_URL is unset, build it from DB_HOST, DB_PORT, DB_NAME, DB_USERNAME,
 # DB_PASSWORD (URL-quoted) and DB_SSL (asyncpg's ssl mode, e.g. "require"); and with
-# DB_READER_HOST (Aurora's reader endpoint), COGNIS_READ_DATABASE_URL the same way.
+# DB_READER_HOST (Aurora's reader endpoint), COGNIS_READ_DATABASE_URL the same way; and with
+# WORKER_DB_USERNAME / WORKER_DB_PASSWORD (the API task's second login, for its admin routes and
+# in-process workers), COGNIS_WORKER_DATABASE_URL on the writer.
 RUN printf '%s\n' \
       '#!/opt/venv/bin/python' \
       'import os, sys' \
       'from urllib.parse import quote' \
       'env = os.environ' \
-      'def url(host):' \
+      'def url(host, login="DB_"):' \
       '    parts = [quote(env.get(k, d), safe="") for k, d in' \
-      '             (("DB_USERNAME", "postgres"), ("DB_PASSWORD", ""), ("DB_NAME", "cognis"))]' \
+      '             ((login + "USERNAME", "postgres"), (login + "PASSWORD", ""), ("DB_NAME", "cognis"))]' \
       '    url = "postgresql+asyncpg://%s:%s@%s:%s/%s" % (' \
       '        parts[0], parts[1], host, env.get("DB_PORT", "5432"), parts[2])' \
       '    if env.get("DB_SSL"):' \
@@ -88,6 +90,8 @@ RUN printf '%s\n' \
       '    env["COGNIS_DATABASE_URL"] = url(env["DB_HOST"])' \
       'if not env.get("COGNIS_READ_DATABASE_URL") and env.get("DB_READER_HOST"):' \
       '    env["COGNIS_READ_DATABASE_URL"] = url(env["DB_READER_HOST"])' \
+      'if not env.get("COGNIS_WORKER_DATABASE_URL") and env.get("DB_HOST") and env.get("WORKER_DB_USERNAME"):' \
+      '    env["COGNIS_WORKER_DATABASE_URL"] = url(env["DB_HOST"], "WORKER_DB_")' \
       'args = sys.argv[1:] or ["python", "-m", "app", "serve"]' \
       'os.execvp(args[0], args)' \
       > /usr/local/bin/cognis-entrypoint \

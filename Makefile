@@ -1,5 +1,5 @@
 # The commands the README names. `make up` serves the API; `make test` runs the suite.
-.PHONY: up up-cluster down status install install-test install-test-venv test test-fast lint typecheck relay reindex backup restore bench-supersedes bench-facts bench-foundation bench-locomo bench-scale bench-ingest bench-mixed bench-retry bench-hnsw bench-relay bench-filters bench-import bench-migrations check-deploy bench-embedding bench-tenants bench-faults bench-categories bench-llm-gate bench-corrections bench-local-llm bench-llm-updates llm bench-mcp bench-mcp-listing bench-small-users bench-chat-users bench-hnsw-history bench-scale-out bench-node-loss bench-japanese bench-tracing bench-webhooks bench-webhook-isolation bench-erase bench-backup bench-analyst bench-task-fillfactor bench-context bench-search-latency bench-newer-first bench-chat
+.PHONY: up up-cluster down status install install-test install-test-venv test test-fast lint typecheck relay reindex backup restore bench-supersedes bench-facts bench-foundation bench-locomo bench-scale bench-ingest bench-mixed bench-retry bench-hnsw bench-relay bench-filters bench-import bench-migrations check-deploy dist bench-embedding bench-tenants bench-faults bench-categories bench-llm-gate bench-corrections bench-local-llm bench-llm-updates llm bench-mcp bench-mcp-listing bench-small-users bench-chat-users bench-hnsw-history bench-scale-out bench-node-loss bench-japanese bench-tracing bench-webhooks bench-webhook-isolation bench-erase bench-backup bench-analyst bench-task-fillfactor bench-context bench-search-latency bench-newer-first bench-chat
 
 PY := .venv/bin/python
 TEST_WORKERS ?= 2  # pytest-xdist workers; each has its own database, index and in-process API
@@ -39,7 +39,7 @@ test: install-test  ## the whole suite against real Postgres, OpenSearch and HTT
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 test-fast: install-test-venv  ## the edit loop: the tests that need no service (no Postgres, OpenSearch or model server) and load no model
-	COGNIS_TEST_NO_SERVICES=1 $(PY) -m pytest -n $(TEST_WORKERS) -q -p no:cacheprovider -m "not models" $(PYTEST_ARGS)
+	COGNIS_TEST_NO_SERVICES=1 $(PY) -m pytest -n $(TEST_WORKERS) -q -p no:cacheprovider -m "not models and not slow" $(PYTEST_ARGS)
 
 lint:
 	.venv/bin/ruff check app migrations tests bench clients/python
@@ -48,22 +48,26 @@ lint:
 typecheck:
 	.venv/bin/mypy app
 
-relay:  ## a standalone outbox relay (scale-out); uses .local/cognis.env
-	set -a && . .local/cognis.env && set +a && $(PY) -m app relay
+relay:  ## a standalone outbox relay (scale-out); uses .local/cognis.env (the service's roles only)
+	scripts/role-env.sh service $(PY) -m app relay
 
 reindex:  ## rebuild the OpenSearch index from Postgres
-	set -a && . .local/cognis.env && set +a && $(PY) -m app reindex
+	scripts/role-env.sh service $(PY) -m app reindex
 
 backup:  ## dump Postgres whole, row counts checked (docs/operations.md); BACKUP=file to choose
-	set -a && . .local/cognis.env && set +a && $(PY) -m app backup $(or $(BACKUP),.local/backups/cognis-$(shell date -u +%Y%m%dT%H%MZ).dump)
+	scripts/role-env.sh backup $(PY) -m app backup $(or $(BACKUP),.local/backups/cognis-$(shell date -u +%Y%m%dT%H%MZ).dump)
 
 restore:  ## restore BACKUP=file into a new database INTO=name, checked against its counts
 	@test -n "$(BACKUP)" -a -n "$(INTO)" || { echo "usage: make restore BACKUP=file INTO=new_database" >&2; exit 2; }
-	set -a && . .local/cognis.env && set +a && $(PY) -m app restore $(BACKUP) --into $(INTO)
+	scripts/role-env.sh restore $(PY) -m app restore $(BACKUP) --into $(INTO)
+
+.PHONY: pitr-drill
+pitr-drill:  ## rehearse a restore to a point in time (WAL archive, pg_basebackup) on scratch clusters of its own
+	bash scripts/pitr-drill.sh
 
 .PHONY: retention
 retention:  ## delete what retention allows, once (docs/operations.md); DRY_RUN=1 only counts it
-	set -a && . .local/cognis.env && set +a && $(PY) -m app retention $(if $(DRY_RUN),--dry-run)
+	scripts/role-env.sh service $(PY) -m app retention $(if $(DRY_RUN),--dry-run)
 
 bench-foundation:  ## outbox lag and search latency against the running service (make up)
 	set -a && . .local/cognis.env && set +a && $(PY) -m bench.foundation
@@ -122,6 +126,9 @@ bench-search-latency:  ## small users' search (10, 100, 1,000 memories): HTTP p5
 check-deploy:  ## static checks of Dockerfile, compose.yaml and terraform/ (no Docker engine, no AWS)
 	bash tests/deploy/check.sh
 
+dist:  ## the Python client's wheel, the TypeScript package, the chart and the image (its build context without a Docker engine) into dist/, with SHA256SUMS; nothing uploaded
+	bash scripts/dist.sh
+
 bench-scale-out:  ## reads on the Postgres replica vs the writer under a bulk import; replica lag (make up-cluster)
 	$(PY) -m bench.scale_out_replica $(BENCH_ARGS)
 
@@ -158,7 +165,7 @@ bench-filters:  ## filtered vector search: recall@10 vs an exact filtered scan, 
 bench-import:  ## bulk import: memories/s with precomputed vectors, with and without --defer-index
 	set -a && . .local/cognis.env && set +a && $(PY) -m bench.imports $(BENCH_ARGS)
 
-bench-migrations:  ## upgrade first revision -> head on 1M memories under load: wall time, longest blocking lock
+bench-migrations:  ## upgrade first revision -> head on 1M memories under load (--long-reader-s: and a report): wall time, longest blocking lock, slowest read/write
 	set -a && . .local/cognis.env && set +a && $(PY) -m bench.migrations $(BENCH_ARGS)
 
 bench-tenants:  ## OpenSearch: one index filtered by tenant against an index per tenant (scratch indexes)
@@ -177,6 +184,10 @@ bench-ner:  ## NER on 50 English and 40 Japanese chat sentences (bench/data/ner_
 .PHONY: bench-entities
 bench-entities:  ## the NER model's cost on the write path: embedding texts/s alone and beside a busy entity worker
 	set -a && . .local/cognis.env && set +a && $(PY) -m bench.entities $(BENCH_ARGS)
+
+.PHONY: bench-language-backfill
+bench-language-backfill:  ## python -m app detect-languages (0028's backfill) on 50k versions: rate, time at 1M
+	set -a && . .local/cognis.env && set +a && $(PY) -m bench.language_backfill $(BENCH_ARGS)
 
 .PHONY: bench-language
 bench-language:  ## language detection on short chat turns (bench/data/language_turns.tsv): accuracy per language

@@ -21,6 +21,7 @@ from app.db.categories import category_loader
 from app.db.engine import application_name, create_engine, create_sessionmaker
 from app.db.reads import ReadRouter
 from app.db.retention import RetentionJob
+from app.heartbeat import Heartbeats
 from app.imports.service import MemoryImporter
 from app.ingest.batch_worker import BatchJobWorker
 from app.ingest.entity_worker import EntityWorker
@@ -285,16 +286,21 @@ class Runtime:
         if ingest_worker:
             # Workers embed what they write; a no-op where the process has loaded it already.
             await anyio.to_thread.run_sync(self.embedder.load)
+        # COGNIS_HEARTBEAT_DIR: the relay's and each ingestion loop's file, for a liveness
+        # probe (app/heartbeat.py); the files of an earlier run of this container go first.
+        directory = self.settings.relay.heartbeat_dir
+        heartbeats = Heartbeats(Path(directory) if directory else None)
+        heartbeats.reset()
         loops: list[Coroutine[Any, Any, None]] = []
         if relay:
-            loops.append(self.relay.run_forever(stop))
+            loops.append(self.relay.run_forever(stop, heartbeats.loop("relay")))
             loops.append(self.reaper.run_forever(stop))
             loops.append(self.retention.run_forever(stop))
             loops.append(self.webhooks.run_forever(stop))
         if index_check:
             loops.append(self.index_coverage.run_forever(stop))
         if ingest_worker:
-            loops.append(self.ingest_worker.run_forever(stop))
+            loops.append(self.ingest_worker.run_forever(stop, heartbeats))
             loops.append(self.batch_worker.run_forever(stop))
             if self.settings.retrieval.sentence_vectors:
                 loops.append(self.sentence_worker.run_forever(stop))

@@ -26,11 +26,15 @@ async def work_until_stopped(
     stop: asyncio.Event,
     poll_s: float,
     error_event: str,
+    beat: Callable[[], None] | None = None,
 ) -> None:
     """Run `run_once` (False: nothing was due) until `stop` is set: at once again after work,
     else when woken or after `poll_s`. An error (the database away) is logged as `error_event`
-    and the loop goes on."""
+    and the loop goes on. `beat` (app/heartbeat.py) is called every time round: a `run_once`
+    that never returns stops it."""
     while not stop.is_set():
+        if beat is not None:
+            beat()
         # Cleared before looking for work, so a wake-up that arrives meanwhile is not lost.
         wake.clear()
         try:

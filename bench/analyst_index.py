@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import time
@@ -92,14 +93,25 @@ async def explain(engine: AsyncEngine, sql: str, runs: int) -> tuple[float, int,
     return statistics.median(times[1:]), buffers, ", ".join(sorted(set(_scans(top, []))))
 
 
+def role_admin() -> AsyncEngine | None:
+    """Who makes logins: the owner has no CREATEROLE (issue 53), so the local role admin
+    (COGNIS_TEST_ROLE_ADMIN_URL in .local/cognis.env); None: the owner, as before."""
+    url = os.environ.get("COGNIS_TEST_ROLE_ADMIN_URL")
+    return create_async_engine(url, poolclass=NullPool) if url else None
+
+
 async def analyst(owner: AsyncEngine, base_url: str, tenant_id: uuid.UUID) -> tuple[str, str]:
     """A login role bound to `tenant_id`, made as docs/deployment.md makes one; its URL."""
     role = f"bench_analyst_{uuid.uuid4().hex[:8]}"
     password = uuid.uuid4().hex
-    async with owner.begin() as connection:
+    admin = role_admin() or owner
+    async with admin.begin() as connection:
         await connection.execute(
             text(f"CREATE ROLE {role} LOGIN PASSWORD '{password}' IN ROLE cognis_analyst")
         )
+    if admin is not owner:
+        await admin.dispose()
+    async with owner.begin() as connection:
         await connection.execute(
             text("INSERT INTO analyst_tenants (role_name, tenant_id) VALUES (:r, :t)"),
             {"r": role, "t": tenant_id},
@@ -117,7 +129,14 @@ async def drop_roles(owner: AsyncEngine, roles: list[str]) -> None:
             )
             database = connection.engine.url.database
             await connection.execute(text(f'REVOKE ALL ON DATABASE "{database}" FROM {role}'))
-            await connection.execute(text(f"DROP ROLE IF EXISTS {role}"))
+    admin = role_admin() or owner
+    try:
+        async with admin.begin() as connection:
+            for role in roles:
+                await connection.execute(text(f"DROP ROLE IF EXISTS {role}"))
+    finally:
+        if admin is not owner:
+            await admin.dispose()
 
 
 def shape(versions: int, big_share: float, small_tenants: int) -> list[Users]:

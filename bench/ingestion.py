@@ -26,7 +26,10 @@ take its jobs) with the environment's database URLs (request, worker and migrati
 COGNIS_OPENSEARCH_URL; its users are the default tenant's (the development key). With `make
 up`'s environment it embeds through the machine's model service, like every process there; the
 report says whether `make up`'s API and model service were running beside it, and ends with
-each process's resident memory. Its clients behave as clients should (bench/as_client.py):
+each process's resident memory. Before raw it waits (--quiet-timeout-s) until the model
+service and the machine are idle (a sentence backlog embedding in the background made raw a
+fraction of the model's limit) and prints what it found, or that it measured anyway. Its
+clients behave as clients should (bench/as_client.py):
 busy answers are waited out after Retry-After and a batch refused for size is split; the
 report counts both. LoCoMo turns
 are read from ../shared/data (each tagged with a unique token). Bench users are erased at the
@@ -56,7 +59,7 @@ from bench import as_client
 from bench.database import default_tenant
 from bench.foundation import locomo_turns_and_questions, percentile, summary
 from bench.ports import free_port
-from bench.processes import describe_neighbours, resident_memory
+from bench.processes import describe_neighbours, resident_memory, wait_for_quiet
 from bench.scripted_llm import RecordedRequest, Reply, ScriptedLLM
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -269,6 +272,7 @@ class WorkCounts:
     claims: float
     batches: float
     claimed_messages: float
+    model_texts: float = 0.0  # texts the model embedded (the API process's memory embedder)
 
     def __sub__(self, other: WorkCounts) -> WorkCounts:
         return WorkCounts(
@@ -276,11 +280,13 @@ class WorkCounts:
             self.claims - other.claims,
             self.batches - other.batches,
             self.claimed_messages - other.claimed_messages,
+            self.model_texts - other.model_texts,
         )
 
     def describe(self, messages: int) -> str:
         per = max(messages, 1)
         return (
+            f"{self.model_texts:.0f} model texts ({self.model_texts / per:.2f} a message) in "
             f"{self.model_calls:.0f} model calls ({self.model_calls / per:.2f} a message), "
             f"{self.claims:.0f} claims ({self.claims / per:.2f} a message) and "
             f"{self.batches:.0f} apply transactions ({self.batches / per:.2f} a message, "
@@ -304,6 +310,7 @@ async def _work_counts(url: str) -> WorkCounts:
         values.get("cognis_ingest_claim_users_count", batches),
         batches,
         values.get("cognis_ingest_batch_messages_sum", 0.0),
+        values.get("cognis_embedding_texts_total", 0.0),
     )
 
 
@@ -578,6 +585,12 @@ def main() -> int:
     parser.add_argument("--submits", type=int, default=60, help="submits per phase (submit)")
     parser.add_argument("--modes", default="raw,chat,batch,messages,several,submit")
     parser.add_argument("--timeout-s", type=float, default=300.0)
+    parser.add_argument(
+        "--quiet-timeout-s",
+        type=float,
+        default=300.0,
+        help="wait this long at most for an idle model service and machine before raw",
+    )
     args = parser.parse_args()
     if "COGNIS_DATABASE_URL" not in os.environ:
         print("COGNIS_DATABASE_URL is not set (make bench-ingest reads .local/cognis.env)")
@@ -593,6 +606,8 @@ def main() -> int:
     )
     print(f"== beside: {describe_neighbours()}", flush=True)
     forward = embedding.embedding_forward_batch_size
+    quiet = wait_for_quiet(args.quiet_timeout_s)
+    print(f"== before raw: {quiet.describe()}", flush=True)
     args.raw = raw_throughput(turns, forward)
     print(f"raw model throughput: {args.raw:.1f} texts/s (sorted, passes of {forward})", flush=True)
     if {"messages", "batch", "chat", "submit"} & set(args.modes.split(",")):

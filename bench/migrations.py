@@ -10,16 +10,25 @@ cheap), a tenth as many messages and outbox rows. Then, while --clients connecti
 `alembic upgrade <next>` runs one revision at a time. Another connection samples pg_locks every
 --sample-ms: a lock of the migration's session on a relation that existed before the revision,
 in a mode that blocks writes (SHARE and above) or reads (ACCESS EXCLUSIVE), held or awaited,
-counts from the first sample that saw it to the last. The load's own slowest operation per
-revision is reported too (what a client felt). Target: <= 1 s per revision (issue 20).
+counts from the first sample that saw it to the last (a gap of more than two samples starts a
+new span: a migration that gave up on its lock_timeout and tries again). The load's own slowest
+operation per revision is reported too (what a client felt). Target: <= 1 s per revision
+(issue 20).
 
-Prints a Markdown table (and JSON with --json); asserts nothing.
+--long-reader-s S (issue 54): during each revision a report holds memories and messages (a
+transaction that read both, ACCESS SHARE) from just before `alembic upgrade` starts until S
+seconds past the process's start-up (a run with nothing to do, measured first). A migration
+that needs ACCESS EXCLUSIVE on either waits behind it; with its short lock_timeout it gives up
+and tries again (app/db/migration_locks.py), so the load's slowest read and write say how long
+traffic stalled behind the migration's queued request (target: <= 1 s), and the wall time
+includes the wait for the report.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
 import os
 import subprocess
@@ -58,6 +67,7 @@ class Revision:
     slowest_write_s: float = 0.0
     load_errors: int = 0
     ok: bool = True
+    retries: int = 0  # tries the migration gave up on its lock_timeout
     before_oid: int = 0  # relations the revision creates have higher oids
     samples: dict[tuple[int, int, str], list[float]] = field(default_factory=dict, repr=False)
 
@@ -223,10 +233,9 @@ async def sample_locks(
             now = time.perf_counter()
             if revision is not None:
                 for row in rows:
-                    pid, relation, mode, name = row.tuple()
+                    pid, relation, mode, name = row
                     key = (int(pid), int(relation), f"{mode} {name}")
-                    seen = revision.samples.setdefault(key, [now])
-                    seen[1:] = [now]
+                    revision.samples.setdefault(key, []).append(now)
             await asyncio.sleep(every_s)
 
 
@@ -238,12 +247,35 @@ async def max_oid(engine: AsyncEngine) -> int:
         return int(found.scalar_one())
 
 
+def spans(seen: list[float], sample_s: float) -> list[float]:
+    """Runs of samples with no gap over two intervals (plus slack for a slow sampler), each
+    from its first sample to its last plus one interval."""
+    runs, start = [], seen[0]
+    for before, after in itertools.pairwise(seen):
+        if after - before > 2.5 * sample_s + 0.05:
+            runs.append(before - start + sample_s)
+            start = after
+    runs.append(seen[-1] - start + sample_s)
+    return runs
+
+
 def longest(revision: Revision, sample_s: float) -> None:
     for (_, _, what), seen in revision.samples.items():
         # Seen in k consecutive samples: held for at least (k - 1) intervals, at most k + 1.
-        held = seen[-1] - seen[0] + sample_s
+        held = max(spans(seen, sample_s))
         if held > revision.longest_lock_s:
             revision.longest_lock_s, revision.lock = held, what
+
+
+async def long_reader(engine: AsyncEngine, load: Load, hold_s: float) -> None:
+    """A report: one transaction that reads memories and messages, then holds them."""
+    async with engine.connect() as connection:
+        pid = (await connection.execute(text("SELECT pg_backend_pid()"))).scalar_one()
+        load.pids.add(pid)  # its ACCESS SHARE locks are not the migration's
+        await connection.execute(text("SELECT count(*) FROM memories"))
+        await connection.execute(text("SELECT count(*) FROM messages"))
+        await asyncio.sleep(hold_s)
+        await connection.rollback()
 
 
 async def bench(args: argparse.Namespace) -> list[Revision]:
@@ -253,7 +285,7 @@ async def bench(args: argparse.Namespace) -> list[Revision]:
     url = make_url(base).set(database=name).render_as_string(hide_password=False)
     revisions = chain()
     await scratch_database(base, name, create=True)
-    engine = create_async_engine(url, pool_size=args.clients + 2)
+    engine = create_async_engine(url, pool_size=args.clients + 3)
     results: list[Revision] = []
     try:
         first = await alembic(url, revisions[0])
@@ -266,6 +298,13 @@ async def bench(args: argparse.Namespace) -> list[Revision]:
         started = time.perf_counter()
         await fill(engine, args.memories)
         print(f"filled {args.memories} memories in {time.perf_counter() - started:.0f} s")
+        measured = revisions[1:]
+        if args.from_revision:  # unmeasured, before the load starts
+            started = time.perf_counter()
+            if (done := await alembic(url, args.from_revision)).returncode != 0:
+                raise SystemExit(done.stderr[-3000:])
+            print(f"upgraded to {args.from_revision} in {time.perf_counter() - started:.0f} s")
+            measured = revisions[revisions.index(args.from_revision) + 1 :]
         load = Load(engine, args.clients)
         loading = asyncio.create_task(load.run())
         stop = asyncio.Event()
@@ -275,13 +314,22 @@ async def bench(args: argparse.Namespace) -> list[Revision]:
         )
         await asyncio.sleep(2)  # the load in its stride
         load.take()
-        for revision in revisions[1:]:
+        for revision in measured:
             result = Revision(revision)
             result.before_oid = await max_oid(engine)
             current.append(result)
+            reader = None
+            if args.long_reader_s:
+                # Past the alembic process's start-up: the report outlasts its first statement.
+                hold = startup + args.long_reader_s
+                reader = asyncio.create_task(long_reader(engine, load, hold))
+                await asyncio.sleep(0.2)  # its locks taken
             started = time.perf_counter()
             done = await alembic(url, revision)
             result.wall_s = time.perf_counter() - started
+            result.retries = done.stderr.count("passed waiting for a lock")
+            if reader is not None:
+                await reader
             await asyncio.sleep(args.sample_ms / 1000)
             result.ok = done.returncode == 0
             result.slowest_read_s, result.slowest_write_s, result.load_errors = load.take()
@@ -310,15 +358,15 @@ def table(results: list[Revision], memories: int) -> str:
         f"{memories:,} memories at the first revision.",
         "",
         "| revision | wall time (s) | longest blocking lock (s) | lock | slowest read (s) "
-        "| slowest write (s) | load errors |",
-        "|---|---:|---:|---|---:|---:|---:|",
+        "| slowest write (s) | load errors | lock retries |",
+        "|---|---:|---:|---|---:|---:|---:|---:|",
     ]
     for r in results:
         lock = r.lock or "none seen"
         lines.append(
             f"| `{r.revision}`{'' if r.ok else ' (failed)'} | {r.wall_s:.2f} "
             f"| {r.longest_lock_s:.2f} | {lock} | {r.slowest_read_s:.2f} "
-            f"| {r.slowest_write_s:.2f} | {r.load_errors} |"
+            f"| {r.slowest_write_s:.2f} | {r.load_errors} | {r.retries} |"
         )
     return "\n".join(lines)
 
@@ -328,6 +376,16 @@ def main() -> int:
     parser.add_argument("--memories", type=int, default=1_000_000)
     parser.add_argument("--clients", type=int, default=4, help="load connections")
     parser.add_argument("--sample-ms", type=int, default=50)
+    parser.add_argument(
+        "--long-reader-s",
+        type=float,
+        default=0.0,
+        help="a report holds memories and messages this long during each revision (0: none)",
+    )
+    parser.add_argument(
+        "--from-revision",
+        help="after the fill, upgrade to this revision unmeasured, then measure each after it",
+    )
     parser.add_argument("--json", type=Path, help="also write the results here")
     parser.add_argument("--keep", action="store_true", help="keep the scratch database")
     args = parser.parse_args()

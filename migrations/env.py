@@ -4,7 +4,11 @@ COGNIS_DATABASE_URL) or from the caller's config attributes."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
+import signal
+import sys
+import threading
 from logging.config import fileConfig
 from typing import Any
 
@@ -12,17 +16,15 @@ from alembic import context
 from alembic.operations import Operations
 from alembic.script import Script, ScriptDirectory
 from alembic.util import CommandError
-from sqlalchemy import event
+from sqlalchemy import event, text
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DBAPIError
-from sqlalchemy.ext.asyncio import create_async_engine
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlalchemy.pool import NullPool
 
 from app.db.engine import application_name
-from app.db.migration_safety import (
-    refuse_whole_downgrade,
-    session_timeouts,
-    stopped_by_timeout,
-)
+from app.db.migration_locks import LockRetry, session_timeouts, stopped_by_timeout
+from app.db.migration_safety import refuse_whole_downgrade
 from app.db.models import Base
 from app.tenants import models as tenant_models  # noqa: F401 (their tables join Base.metadata)
 
@@ -93,7 +95,9 @@ def _ancestors(scripts: ScriptDirectory, revision: str) -> set[str]:
 
 
 def _run_sync(connection: Connection) -> None:
-    for statement in session_timeouts():
+    # Postgres 14 and later stop a statement whose client is gone (a killed migration).
+    check = (connection.dialect.server_version_info or (0,)) >= (14,)
+    for statement in session_timeouts(check_connection=check):
         connection.exec_driver_sql(statement)
     connection.commit()  # session settings, outside the migrations' own transactions
     _configure(connection)
@@ -140,28 +144,141 @@ def _interruptions(engine: Engine) -> None:
         _record(f"{count}\tcommit")
 
 
+class _StopOnSignal:
+    """SIGTERM or SIGINT while migrating: the statement running on the server is cancelled
+    (pg_cancel_backend from a second connection), and no further statement starts, so a
+    killed migration leaves no index build running on behind it. A second signal ends the
+    process at once. (kill -9 cannot be caught: client_connection_check_interval lets the
+    server notice the closed connection within a second and stop the statement itself.)"""
+
+    def __init__(self, engine: AsyncEngine) -> None:
+        self.engine = engine
+        self.backend_pid: int | None = None
+        self.signal: int | None = None
+        self.received = asyncio.Event()
+        self._cancelling: set[asyncio.Task[None]] = set()
+        self._before: dict[int, Any] = {}
+        event.listen(engine.sync_engine, "before_cursor_execute", self._refuse_after_signal)
+
+    def install(self) -> bool:
+        """Handlers on this loop; only the main thread may (tests and `python -m app migrate`
+        may run alembic in another)."""
+        if threading.current_thread() is not threading.main_thread():
+            return False
+        loop = asyncio.get_running_loop()
+        self._before = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
+        for sig in self._before:
+            loop.add_signal_handler(sig, self._received, sig)
+        return True
+
+    def remove(self) -> None:
+        """The handlers of the process that ran alembic (`python -m app migrate`, a test)."""
+        loop = asyncio.get_running_loop()
+        for sig, before in self._before.items():
+            loop.remove_signal_handler(sig)
+            signal.signal(sig, before)
+
+    def _received(self, sig: int) -> None:
+        if self.signal is not None:
+            os._exit(128 + sig)
+        self.signal = sig
+        self.received.set()
+        if self.backend_pid is not None:
+            task = asyncio.get_running_loop().create_task(self._cancel(self.backend_pid))
+            self._cancelling.add(task)
+            task.add_done_callback(self._cancelling.discard)
+
+    async def _cancel(self, pid: int) -> None:
+        # An engine of its own: the migration's refuses every statement once signalled.
+        canceller = create_async_engine(self.engine.url, poolclass=NullPool)
+        try:
+            async with canceller.connect() as connection:
+                await connection.execute(text("SELECT pg_cancel_backend(:pid)"), {"pid": pid})
+        finally:
+            await canceller.dispose()
+
+    def _refuse_after_signal(self, *_args: Any) -> None:
+        if self.signal is not None:
+            raise self.stopped()
+
+    def stopped(self) -> SystemExit:
+        name = signal.Signals(self.signal or signal.SIGTERM).name
+        print(
+            f"migration stopped by {name}: its running statement was cancelled on the server "
+            "and nothing half-done stays (a transaction rolled back; an index build left "
+            "INVALID is dropped and built again): rerun the same command to finish",
+            file=sys.stderr,
+            flush=True,
+        )
+        return SystemExit(128 + (self.signal or signal.SIGTERM))
+
+
+async def _migrate_once(engine: AsyncEngine, stop: _StopOnSignal) -> None:
+    async with engine.connect() as connection:
+        raw = await connection.get_raw_connection()
+        stop.backend_pid = raw.driver_connection.get_server_pid()  # type: ignore[union-attr]
+        try:
+            await connection.run_sync(_run_sync)
+            await connection.commit()
+        finally:
+            stop.backend_pid = None
+
+
+async def _version(engine: AsyncEngine) -> str | None:
+    try:
+        async with engine.connect() as connection:
+            found = await connection.execute(text("SELECT version_num FROM alembic_version"))
+            return found.scalar()
+    except DBAPIError:
+        return None
+
+
 async def run_migrations_online() -> None:
+    """Run the migrations; one stopped by lock_timeout is rolled back and run again after a
+    pause, until lock_retry_s have passed (app/db/migration_locks.py): a long reader makes
+    the migration wait, not the service."""
     # pg_stat_activity names the migration's session (what a DBA looks for when it waits).
+    # NullPool: each try on a fresh connection, whatever state a failed one was left in.
     engine = create_async_engine(
         _database_url(),
+        poolclass=NullPool,
         connect_args={"server_settings": {"application_name": application_name("migrate")}},
     )
     _interruptions(engine.sync_engine)
-    async with engine.connect() as connection:
-        await connection.run_sync(_run_sync)
-        await connection.commit()
-    await engine.dispose()
+    retry = LockRetry.configured()
+    stop = _StopOnSignal(engine)
+    installed = stop.install()
+    try:
+        while True:
+            try:
+                await _migrate_once(engine, stop)
+                return
+            except (DBAPIError, SystemExit) as error:
+                if stop.signal is not None:
+                    raise stop.stopped() from None
+                if not isinstance(error, DBAPIError):
+                    raise
+                wait = retry.next_wait(error)
+                if wait is None:
+                    message = stopped_by_timeout(error, retry)
+                    if message is None:
+                        raise
+                    # One line saying to rerun (alembic prints a CommandError as `FAILED:
+                    # ...`), not a traceback.
+                    raise CommandError(message) from None
+                progress = retry.progress(error, wait, await _version(engine))
+                print(progress, file=sys.stderr, flush=True)
+                with contextlib.suppress(TimeoutError):  # a signal ends the pause
+                    await asyncio.wait_for(stop.received.wait(), wait)
+                if stop.signal is not None:
+                    raise stop.stopped() from None
+    finally:
+        if installed:
+            stop.remove()
+        await engine.dispose()
 
 
 if context.is_offline_mode():
     run_migrations_offline()
 else:
-    try:
-        asyncio.run(run_migrations_online())
-    except DBAPIError as error:
-        # A lock or statement timeout: one line saying to rerun (alembic prints a CommandError
-        # as `FAILED: ...`), not a traceback.
-        message = stopped_by_timeout(error)
-        if message is None:
-            raise
-        raise CommandError(message) from None
+    asyncio.run(run_migrations_online())

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# The API process (with the outbox relay inside it): start | stop | status.
-# Reads the connection settings that services.sh wrote to $LOCAL_DIR/cognis.env; any COGNIS_*
-# variable already in the environment wins over the file.
+# The API process (with the outbox relay inside it): start | stop | status | migrate.
+# Reads the connection settings that services.sh wrote to $LOCAL_DIR/cognis.env through
+# scripts/role-env.sh: the migrations run first, as their own process with the owner's URL only,
+# then the API with the request and worker roles' URLs only (any COGNIS_* variable already in
+# the environment wins over the file).
 set -euo pipefail
 # shellcheck source=scripts/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -15,15 +17,15 @@ running() {
     owned_running "$PID_FILE" "$VENV/bin/python -m app serve"
 }
 
-load_env() {
+ROLE_ENV="$ROOT/scripts/role-env.sh"
+
+migrate() {  # alembic upgrade head as the tables' owner, in a process of its own
     [[ -f "$ENV_FILE" ]] || die "$ENV_FILE is missing: run scripts/services.sh start all first"
-    local line key
-    while IFS= read -r line; do
-        [[ "$line" =~ ^[A-Z_]+= ]] || continue
-        key="${line%%=*}"
-        # Values already exported by the caller take precedence over the generated file.
-        [[ -n "${!key:-}" ]] || export "$line"
-    done <"$ENV_FILE"
+    mkdir -p "$(dirname "$LOG_FILE")"
+    private_log "$LOG_FILE"
+    log "migrating the database (alembic upgrade head, as the owner)"
+    (cd "$ROOT" && "$ROLE_ENV" migrate "$VENV/bin/alembic" upgrade head) >>"$LOG_FILE" 2>&1 \
+        || { tail -n 30 "$LOG_FILE" >&2; die "alembic upgrade head failed"; }
 }
 
 start() {
@@ -31,18 +33,14 @@ start() {
         log "api already running (pid $(cat "$PID_FILE")) on 127.0.0.1:$COGNIS_API_PORT"
         return 0
     fi
-    load_env
-    mkdir -p "$(dirname "$PID_FILE")" "$(dirname "$LOG_FILE")"
-    private_log "$LOG_FILE"
-    log "migrating the database (alembic upgrade head)"
-    (cd "$ROOT" && "$VENV/bin/alembic" upgrade head) >>"$LOG_FILE" 2>&1 \
-        || { tail -n 30 "$LOG_FILE" >&2; die "alembic upgrade head failed"; }
+    migrate
+    mkdir -p "$(dirname "$PID_FILE")"
     log "starting the API on 127.0.0.1:$COGNIS_API_PORT (log: $LOG_FILE)"
     cd "$ROOT"
-    # No subshell around the background job: $! must be the server's own pid, and nothing
-    # may keep the caller's stdout open.
+    # No subshell around the background job: $! must be the server's own pid (role-env.sh and
+    # nohup exec it), and nothing may keep the caller's stdout open.
     COGNIS_PORT="$COGNIS_API_PORT" COGNIS_LOG_JSON="${COGNIS_LOG_JSON:-true}" \
-        nohup "$VENV/bin/python" -m app serve >>"$LOG_FILE" 2>&1 </dev/null &
+        "$ROLE_ENV" service nohup "$VENV/bin/python" -m app serve >>"$LOG_FILE" 2>&1 </dev/null &
     echo $! >"$PID_FILE"
     wait_for 300 "$LOG_FILE" "API readiness" -- \
         curl -sf -o /dev/null "http://127.0.0.1:$COGNIS_API_PORT/ready"
@@ -70,5 +68,6 @@ case "${1:-}" in
     start) start ;;
     stop) stop ;;
     status) status ;;
-    *) die "usage: $0 {start|stop|status}" ;;
+    migrate) migrate ;;
+    *) die "usage: $0 {start|stop|status|migrate}" ;;
 esac

@@ -1,14 +1,27 @@
--- The service's database logins (idempotent; psql variables app, worker, app_pw, worker_pw).
--- Run as a superuser (or a CREATEROLE role) by scripts/services.sh and by compose's Postgres.
+-- The role-admin step (idempotent; psql variables owner, app, worker, app_pw, worker_pw): the
+-- roles the service and its readers use, made once by a superuser (or a CREATEROLE role that
+-- only DBAs use) so that neither the service nor the migrations need CREATEROLE. Run by
+-- scripts/services.sh and by compose's Postgres; on a managed Postgres, by its admin user
+-- (docs/operations.md, "Roles").
 --   cognis_rw          DML on the service's tables (granted by migration 0007), under row-level
 --                      security: a member sees the rows of the tenant its transaction sets, only;
 --   cognis_background  also sees every tenant's rows while no tenant is set (claiming work);
+--   cognis_analyst, cognis_auditor
+--                      the readers' groups (migration 0016; docs/analysts.md);
 --   :app               serves requests (COGNIS_DATABASE_URL), in cognis_rw;
 --   :worker            runs the relay and ingestion workers (COGNIS_WORKER_DATABASE_URL).
--- Neither login owns a table: the migrating role (COGNIS_MIGRATION_DATABASE_URL) does.
+-- Neither login owns a table: :owner, the migrating role (COGNIS_MIGRATION_DATABASE_URL), does.
+-- It has no CREATEROLE: on PostgreSQL 15 a CREATEROLE role may grant itself
+-- pg_execute_server_program (COPY ... FROM PROGRAM runs a shell as the server's OS user). It
+-- administers the two service groups instead (migration 0007 grants cognis_rw to
+-- cognis_background, and the owner counts every tenant's rows in cognis_background), and is
+-- no member of the readers' groups, whose RESTRICTIVE policies would bind it too.
 SELECT format('CREATE ROLE %I NOLOGIN', r)
-  FROM unnest(ARRAY['cognis_rw', 'cognis_background', :'app', :'worker']) AS r
+  FROM unnest(ARRAY['cognis_rw', 'cognis_background', 'cognis_analyst', 'cognis_auditor',
+                    :'app', :'worker']) AS r
  WHERE NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = r) \gexec
+ALTER ROLE :"owner" NOCREATEROLE;
+GRANT cognis_rw, cognis_background TO :"owner" WITH ADMIN OPTION;
 GRANT cognis_rw TO cognis_background;
 ALTER ROLE :"app" WITH LOGIN PASSWORD :'app_pw';
 ALTER ROLE :"worker" WITH LOGIN PASSWORD :'worker_pw';

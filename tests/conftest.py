@@ -81,8 +81,7 @@ def pytest_configure(config: pytest.Config) -> None:
         "or by the test; `make test-fast` leaves these out, CI runs them)",
     )
     config.addinivalue_line(
-        "markers",
-        "slow: runs for minutes (a generated-requests check over the whole API, say)",
+        "markers", "slow: takes more than 20 s on its own (a build: `make dist`'s artefacts)"
     )
     if not hasattr(config, "workerinput"):  # where every test's report arrives
         config.pluginmanager.register(Costs(services.LOCAL_DIR / "test-costs.json"), "costs")

@@ -6,7 +6,8 @@ says what happens to it (docs/development.md, "Examples in the docs"):
 
 - `<!-- session -->`: a `bash` or `python` block that tests/test_docs_sessions.py runs, in the
   page's order, against a real API process;
-- `<!-- sql-role: owner -->` or `<!-- sql-role: analyst -->`: a `sql` block that
+- `<!-- sql-role: owner -->`, `<!-- sql-role: analyst -->` or `<!-- sql-role: role-admin -->`
+  (who makes logins: the owner has no CREATEROLE): a `sql` block that
   tests/test_docs_sql.py runs as that role;
 - `<!-- run by tests/<file>.py -->`: a block that test file runs with checks of its own (it gets
   the block from `run_by(__file__)`);
@@ -37,7 +38,7 @@ FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})(?P<info>.*)$")
 COMMENT = re.compile(r"^\s*<!--\s*(?P<text>.*?)\s*-->\s*$")
 KINDS = {
     "session": re.compile(r"^session$"),
-    "sql-role": re.compile(r"^sql-role: (?P<arg>owner|analyst)$"),
+    "sql-role": re.compile(r"^sql-role: (?P<arg>owner|analyst|role-admin)$"),
     "run-by": re.compile(r"^run by (?P<arg>tests/[\w/]+\.py)$"),
     "output": re.compile(r"^output$"),
     "not-run": re.compile(r"^not run: (?P<arg>.+)$"),

@@ -264,15 +264,25 @@ def service_roles(owner_url: str) -> ServiceRoles:
     return ServiceRoles(app, worker, password, login(app), login(worker))
 
 
+def role_admin_url(owner_url: str) -> str:
+    """Who makes the tests' logins: the owner has no CREATEROLE (issue 53), so the test kit's
+    role admin (COGNIS_TEST_ROLE_ADMIN_URL, written by scripts/services.sh into cognis.env);
+    where none is configured, the owner of a cluster provisioned before that change."""
+    configured = os.environ.get("COGNIS_TEST_ROLE_ADMIN_URL")
+    if not configured and (LOCAL_DIR / "cognis.env").exists():
+        configured = _read_env_file(LOCAL_DIR / "cognis.env").get("COGNIS_TEST_ROLE_ADMIN_URL")
+    return configured or owner_url
+
+
 async def create_service_roles(owner_url: str) -> ServiceRoles:
-    """Create (or reset) the login roles; the owner needs CREATEROLE, which services.sh gives it."""
+    """Create (or reset) the login roles, as the role admin (role_admin_url)."""
     from sqlalchemy import text
     from sqlalchemy.ext.asyncio import create_async_engine
 
     from app.db.roles import LOGIN_SETTINGS
 
     roles = service_roles(owner_url)
-    engine = create_async_engine(owner_url, isolation_level="AUTOCOMMIT")
+    engine = create_async_engine(role_admin_url(owner_url), isolation_level="AUTOCOMMIT")
     try:
         async with engine.connect() as connection:
             for role, group in ((roles.app, "cognis_rw"), (roles.worker, "cognis_background")):
@@ -301,8 +311,8 @@ async def login_role(
     """A login role of one test's own, member of `groups` (e.g. cognis_analyst): its name and
     URL. It may connect to the database of `owner_url` as a DBA lets a reader in (0023): an
     analyst once bound to a tenant (analyst_tenants' trigger grants it), any other role at
-    once unless `connect` is False. Dropped afterwards, with the grants made to it in this
-    database."""
+    once unless `connect` is False. Made and dropped by the role admin (role_admin_url), its
+    grants in this database revoked by the owner afterwards."""
     from sqlalchemy import text
     from sqlalchemy.engine import make_url
     from sqlalchemy.ext.asyncio import create_async_engine
@@ -310,11 +320,13 @@ async def login_role(
     url = make_url(owner_url)
     name, password = f"cognis_t_{uuid.uuid4().hex[:10]}", uuid.uuid4().hex
     engine = create_async_engine(owner_url, isolation_level="AUTOCOMMIT")
+    admin = create_async_engine(role_admin_url(owner_url), isolation_level="AUTOCOMMIT")
     try:
-        async with engine.connect() as connection:
+        async with admin.connect() as connection:
             await connection.execute(text(f"CREATE ROLE {name} LOGIN PASSWORD '{password}'"))
             for group in groups:
                 await connection.execute(text(f"GRANT {group} TO {name}"))
+        async with engine.connect() as connection:
             if connect if connect is not None else "cognis_analyst" not in groups:
                 await connection.execute(
                     text(f'GRANT CONNECT ON DATABASE "{url.database}" TO {name}')
@@ -341,6 +353,8 @@ async def login_role(
                 await connection.execute(
                     text(f'REVOKE ALL ON DATABASE "{url.database}" FROM {name}')
                 )
+            async with admin.connect() as connection:
                 await connection.execute(text(f"DROP ROLE {name}"))
     finally:
         await engine.dispose()
+        await admin.dispose()

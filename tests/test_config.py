@@ -156,6 +156,8 @@ EXPECTED_DEFAULTS: dict[str, object] = {
     "index_wait_poll_ms": 50,
     "index_check_interval_s": 30.0,
     "index_requeue_empty": True,
+    "heartbeat_dir": None,
+    "heartbeat_max_age_s": 300.0,
     # RetentionSettings
     "retention_interval_s": 3600.0,
     "retention_batch_size": 1000,

@@ -4,8 +4,9 @@ docs/analysts.md and docs/deployment.md together make and use the analysts' role
 pages' blocks run as the owner in a transaction rolled back after them (an example such as a
 new category must not change the other tests' database).
 
-Each block is preceded by `<!-- sql-role: owner|analyst -->`. The owner's blocks of
-deployment.md make an analyst login role and an auditor; the analyst's blocks of analysts.md run
+Each block is preceded by `<!-- sql-role: owner|analyst|role-admin -->`. The role admin's
+blocks of deployment.md make (and drop) an analyst login role and an auditor, the owner's bind
+and list them; the analyst's blocks of analysts.md run
 as that analyst (bound to tenant `acme`, where alice's data is). Login roles are cluster-wide,
 so their documented names get a suffix of this run's own; nothing else is changed."""
 
@@ -24,6 +25,7 @@ from app.db.sqlscript import split_statements
 from tests.db.test_row_security import VECTOR_768, _new_tenant, _seed
 from tests.doc_blocks import blocks as doc_blocks
 from tests.doc_blocks import of_kind
+from tests.services import role_admin_url
 
 ROOT = Path(__file__).resolve().parents[1]
 ROLE_PAGES = {"docs/analysts.md", "docs/deployment.md"}
@@ -132,12 +134,15 @@ async def test_every_documented_sql_block_runs_as_its_role(
         .render_as_string(hide_password=False)
     )
     analyst = create_async_engine(analyst_url)
+    admin = create_async_engine(role_admin_url(migrated["COGNIS_MIGRATION_DATABASE_URL"]))
     deployment = blocks("deployment.md")
-    setup, teardown = deployment[:-1], deployment[-1]
+    setup, teardown = deployment[:-2], deployment[-2:]
     try:
         for role, block in setup:
-            assert role == "owner", block
-            readers = await _run(owner, block, names)
+            assert role in ("owner", "role-admin"), block
+            found = await _run(owner if role == "owner" else admin, block, names)
+            if role == "owner":
+                readers = found
         # The deployment guide's last query lists the readers it made.
         listed = set(readers[-1])  # other tests' readers may be there too
         assert {(names["acme_bi"], "acme"), (names["audit_jane"], None)} <= listed
@@ -169,9 +174,10 @@ async def test_every_documented_sql_block_runs_as_its_role(
             )
     finally:
         await analyst.dispose()
-        role, block = teardown
-        assert role == "owner"
-        await _run(owner, block, names)
+        assert [role for role, _ in teardown] == ["owner", "role-admin"]
+        await _run(owner, teardown[0][1], names)
+        await _run(admin, teardown[1][1], names)
+        await admin.dispose()
     async with owner.connect() as connection:
         left = await connection.scalar(
             text("SELECT count(*) FROM pg_roles WHERE rolname = ANY(:n)"),

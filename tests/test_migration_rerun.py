@@ -248,9 +248,9 @@ async def test_an_upgrade_killed_after_any_statement_reruns_to_the_same_schema(
 async def test_a_concurrent_build_interrupted_midway_is_rebuilt_by_the_rerun(
     migrated: dict[str, str], stepped: dict[str, str], revision: str
 ) -> None:
-    """A build that fails (here: lock_timeout while it waits for a transaction with an older
-    snapshot, as a statement_timeout or a cancel would) leaves an INVALID index behind, which
-    `CREATE INDEX CONCURRENTLY IF NOT EXISTS` alone would keep for good."""
+    """A build that fails (here: its concurrent_lock_timeout while it waits for a transaction
+    with an older snapshot, as a statement_timeout or a cancel would) leaves an INVALID index
+    behind, which `CREATE INDEX CONCURRENTLY IF NOT EXISTS` alone would keep for good."""
     owner = migrated["COGNIS_MIGRATION_DATABASE_URL"]
     template = stepped[CHAIN[CHAIN.index(revision) - 1]]
     index = FIRST_BUILD[revision]
@@ -261,10 +261,19 @@ async def test_a_concurrent_build_interrupted_midway_is_rebuilt_by_the_rerun(
             async with engine.connect() as old_snapshot:
                 await old_snapshot.execute(text("SELECT 1"))  # takes the snapshot, locks nothing
                 failed = await run_cli_async(
-                    _env(migrated, broken), "alembic", "-x", "lock_timeout=1s", "upgrade", revision
+                    _env(migrated, broken),
+                    "alembic",
+                    "-x",
+                    "concurrent_lock_timeout=1s",  # builds wait 5 min by default
+                    "-x",
+                    "lock_retry_s=0",  # and a failed one is not tried again
+                    "upgrade",
+                    revision,
                 )
                 assert failed.returncode != 0
-                assert "waited longer than lock_timeout" in failed.stderr, failed.stderr[-2000:]
+                assert "waited longer than concurrent_lock_timeout (1s)" in failed.stderr, (
+                    failed.stderr[-2000:]
+                )
                 await old_snapshot.rollback()
             async with engine.connect() as connection:
                 valid = await connection.execute(

@@ -15,6 +15,7 @@ import pytest
 from alembic.config import Config
 from alembic.script import ScriptDirectory
 from sqlalchemy import text
+from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from app.db.migration_safety import refuses_first
@@ -280,7 +281,7 @@ def test_upgrade_sql_needs_no_database(migrated) -> None:
     result = run_cli(env, "alembic", "upgrade", "head", "--sql")
     assert result.returncode == 0, result.stderr[-3000:]
     script = result.stdout
-    assert script.index("SET lock_timeout = '5s'") < script.index("CREATE TABLE memories")
+    assert script.index("SET lock_timeout = '500ms'") < script.index("CREATE TABLE memories")
     assert "SET statement_timeout" in script
     # Indexes on tables that already hold data are built without blocking writes.
     for index in ("messages_user_idempotency_key_idx", "memories_user_external_id_idx"):
@@ -292,8 +293,9 @@ def test_upgrade_sql_needs_no_database(migrated) -> None:
 async def test_a_migration_gives_up_on_a_held_lock(
     scratch: Scratch, scratch_at_head: AsyncEngine
 ) -> None:
-    """lock_timeout: a migration waiting behind a long transaction fails fast instead of queueing
-    every reader and writer behind its ACCESS EXCLUSIVE request."""
+    """lock_timeout: a migration waiting behind a long transaction gives up after each short
+    slice instead of queueing every reader and writer behind its ACCESS EXCLUSIVE request, tries
+    again until lock_retry_s have passed, then fails with one line saying to rerun."""
     env, db = scratch.env, scratch_at_head
     async with db.connect() as holder:
         await holder.execute(text("LOCK TABLE memories IN ACCESS SHARE MODE"))
@@ -303,17 +305,23 @@ async def test_a_migration_gives_up_on_a_held_lock(
             "-x",
             "lock_timeout=1s",
             "-x",
+            "concurrent_lock_timeout=1s",  # its first step on memories drops an index
+            "-x",
+            "lock_retry_s=2",
+            "-x",
             "force=true",
             "downgrade",
             "0005_write_path",
         )
         await holder.rollback()
     assert result.returncode != 0
-    # One line saying to rerun, not a traceback.
+    # One line saying to rerun, not a traceback; a line before each new try.
     assert "Traceback" not in result.stderr, result.stderr[-2000:]
+    assert "lock_timeout (1s) passed waiting for a lock at `" in result.stderr, result.stderr
+    assert "try 2 in" in result.stderr, result.stderr[-2000:]
     (line,) = [ln for ln in result.stdout.splitlines() if ln.startswith("FAILED:")]
-    assert "waited longer than lock_timeout (1s) for a lock another session holds" in line
-    assert "rerun the same command" in line and "-x lock_timeout=" in line
+    assert "lock_timeout (1s) for a lock another session holds in each of" in line
+    assert "rerun the same command" in line and "-x lock_retry_s=" in line
     async with db.connect() as connection:
         version = (
             await connection.execute(text("SELECT version_num FROM alembic_version"))
@@ -333,25 +341,19 @@ async def test_a_migration_gives_up_on_a_held_lock(
     await alembic_async(env, "upgrade", "head")
 
 
-async def test_the_language_backfill_reaches_every_tenant(scratch: Scratch) -> None:
-    """0028 detects the language of the memories already stored, of every tenant (row
-    security hides each tenant's rows until the migration binds it), and leaves a memory
-    without letters NULL."""
+async def _memories_of_two_tenants(scratch: Scratch) -> dict[str, str]:
+    """The scratch database at 0027, with memories of two tenants; tenant -> its id."""
     await upgrade_in_process(scratch.url, "0027_console_sessions")
     vec = "array_fill(0.1::real, ARRAY[{}])::vector"
     other = "6a6a6a6a-0000-4000-8000-000000000028"
-    rows = {
-        "default": "00000000-0000-0000-0000-000000000001",
-        "other": other,
-    }
-    contents = {"default": ["I moved to Leeds in March", "👍"], "other": ["毎週金曜日に卓球をする"]}
+    rows = {"default": "00000000-0000-0000-0000-000000000001", "other": other}
     engine = create_async_engine(scratch.url)
     try:
         async with engine.begin() as connection:
             await connection.execute(
                 text("INSERT INTO tenants (id, name) VALUES (:id, 'other')"), {"id": other}
             )
-        for tenant, texts in contents.items():
+        for tenant, texts in LANGUAGE_CONTENTS.items():
             async with engine.begin() as connection:
                 await connection.execute(
                     text("SELECT set_config('cognis.tenant_id', :t, true)"), {"t": rows[tenant]}
@@ -366,15 +368,68 @@ async def test_the_language_backfill_reaches_every_tenant(scratch: Scratch) -> N
                         ),
                         {"content": content},
                     )
-        await alembic_async(scratch.env, "upgrade", "head")
-        found = {}
-        for tenant in contents:
-            async with engine.begin() as connection:
-                await connection.execute(
-                    text("SELECT set_config('cognis.tenant_id', :t, true)"), {"t": rows[tenant]}
-                )
-                result = await connection.execute(text("SELECT content, language FROM memories"))
-                found.update(dict(result.all()))
     finally:
         await engine.dispose()
-    assert found == {"I moved to Leeds in March": "en", "👍": None, "毎週金曜日に卓球をする": "ja"}
+    return rows
+
+
+LANGUAGE_CONTENTS = {
+    "default": ["I moved to Leeds in March", "👍"],
+    "other": ["毎週金曜日に卓球をする"],
+}
+DETECTED = {"I moved to Leeds in March": "en", "👍": None, "毎週金曜日に卓球をする": "ja"}
+
+
+async def _languages(scratch: Scratch, tenants: dict[str, str]) -> dict[str, str | None]:
+    found: dict[str, str | None] = {}
+    engine = create_async_engine(scratch.url)
+    try:
+        for tenant in tenants.values():
+            async with engine.begin() as connection:
+                await connection.execute(
+                    text("SELECT set_config('cognis.tenant_id', :t, true)"), {"t": tenant}
+                )
+                result = await connection.execute(text("SELECT content, language FROM memories"))
+                found.update(dict(result.tuples().all()))
+    finally:
+        await engine.dispose()
+    return found
+
+
+async def test_the_language_backfill_reaches_every_tenant(scratch: Scratch) -> None:
+    """0028 detects the language of the memories already stored on a small database, of every
+    tenant (row security hides each tenant's rows until the migration binds it), and leaves a
+    memory without letters NULL."""
+    tenants = await _memories_of_two_tenants(scratch)
+    await alembic_async(scratch.env, "upgrade", "head")
+    assert await _languages(scratch, tenants) == DETECTED
+
+
+async def test_a_big_language_backfill_is_left_to_its_command(scratch: Scratch) -> None:
+    """Over inline_backfill_rows versions, 0028 adds the column, says so and leaves the rows to
+    `python -m app detect-languages` (issue 54: a million versions held `alembic upgrade` for
+    most of an hour), which labels every tenant's rows as the background role; a rerun finds
+    nothing left but the memory without letters."""
+    tenants = await _memories_of_two_tenants(scratch)
+    upgraded = await alembic_async(
+        scratch.env, "-x", "inline_backfill_rows=2", "upgrade", "0028_memory_language"
+    )
+    assert "about 3 memory versions, more than 2 to label here" in upgraded.stderr
+    assert "`python -m app detect-languages`" in upgraded.stderr
+    assert set((await _languages(scratch, tenants)).values()) == {None}
+    await upgrade_in_process(scratch.url, "head")
+    database = make_url(scratch.url).database
+    env = {
+        **scratch.env,
+        **{
+            name: make_url(scratch.env[name]).set(database=database).render_as_string(False)
+            for name in ("COGNIS_DATABASE_URL", "COGNIS_WORKER_DATABASE_URL")
+        },
+    }
+    ran = await run_cli_async(env, "app", "detect-languages", "--batch-size", "2")
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    assert "2 versions read, " in ran.stdout, ran.stdout  # batch by batch
+    assert "done: 2 of 3 versions labelled" in ran.stdout, ran.stdout
+    assert await _languages(scratch, tenants) == DETECTED
+    again = await run_cli_async(env, "app", "detect-languages")
+    assert "done: 0 of 1 versions labelled" in again.stdout, again.stdout + again.stderr[-2000:]

@@ -1,6 +1,6 @@
 """Command line: serve, relay, worker, reindex, embed-sentences, extract-entities,
 embed-multilingual, requeue-messages, retention, import, export, backup, restore, admin,
-webhooks, migrate, embed-serve, mcp."""
+webhooks, migrate, embed-serve, mcp, heartbeat-check."""
 
 # Every command and its flags are declared here; what each does lives beside: processes.py (the
 # long-running ones), maintenance.py (the stores), admin.py (tenants and their keys),
@@ -24,6 +24,13 @@ def _positive(value: str) -> int:
     if number < 1:
         raise argparse.ArgumentTypeError("must be at least 1")
     return number
+
+
+def _heartbeat_check(args: argparse.Namespace) -> int:
+    from app.heartbeat import check
+
+    relay = get_settings().relay
+    return check(relay.heartbeat_dir, relay.heartbeat_max_age_s)
 
 
 def mcp_main() -> int:
@@ -70,6 +77,14 @@ def main(argv: list[str] | None = None) -> int:
     multilingual.add_argument("--user", help="only this user's memories (with --tenant)")
     multilingual.add_argument("--batch-size", type=_positive, default=500, help="memories a batch")
     multilingual.set_defaults(func=maintenance.embed_multilingual)
+    languages = commands.add_parser(
+        "detect-languages",
+        help="label memory versions stored without a language (after migration 0028; rerunnable)",
+    )
+    languages.add_argument("--tenant", help="only this tenant's memories (id or name)")
+    languages.add_argument("--user", help="only this user's memories (with --tenant)")
+    languages.add_argument("--batch-size", type=_positive, default=1000, help="versions a batch")
+    languages.set_defaults(func=maintenance.detect_languages)
     requeue = commands.add_parser(
         "requeue-messages",
         help="queue failed ingestion tasks again (their messages are stored; docs/operations.md)",
@@ -163,6 +178,12 @@ def main(argv: list[str] | None = None) -> int:
     llm_serve.add_argument("--port", type=int, help="default: COGNIS_LLM_LOCAL_PORT")
     llm_serve.add_argument("--threads", type=_positive, help="default: COGNIS_LLM_LOCAL_THREADS")
     llm_serve.set_defaults(func=processes.llm_serve)
+    heartbeat = commands.add_parser(
+        "heartbeat-check",
+        help="exit 1 when a relay or ingestion loop of this pod has not gone round within "
+        "COGNIS_HEARTBEAT_MAX_AGE_S (COGNIS_HEARTBEAT_DIR; a liveness probe)",
+    )
+    heartbeat.set_defaults(func=_heartbeat_check)
     args = parser.parse_args(argv)
     if args.command == "mcp":  # a thin API client: no database, no models
         configure_logging()

@@ -1,6 +1,8 @@
 """`python -m app admin ...`: tenants and their API keys, from the command line.
 
-Talks to Postgres directly (COGNIS_DATABASE_URL), so it works before any admin key exists.
+Talks to Postgres directly, so it works before any admin key exists: as the worker role
+(COGNIS_WORKER_DATABASE_URL, else COGNIS_DATABASE_URL, whose role must then be in
+cognis_background), since row-level security shows every tenant's rows only to it (0042).
 Prints JSON; a new key's secret is printed once and stored nowhere."""
 
 from __future__ import annotations
@@ -15,14 +17,15 @@ from typing import Any
 import msgspec
 
 from app.config import get_settings
-from app.db.engine import create_engine, create_sessionmaker
+from app.db.engine import create_engine, create_sessionmaker, worker_url
 from app.errors import CognisError
 from app.tenants.schemas import IssuedKeyOut, KeyOut, TenantOut
 from app.tenants.service import TenantAdmin
 
 
 async def _in_transaction(action: Callable[[TenantAdmin], Awaitable[Any]]) -> Any:
-    engine = create_engine(get_settings().store, application="cognis-admin")
+    store = get_settings().store
+    engine = create_engine(store, worker_url(store), application="cognis-admin")
     try:
         async with create_sessionmaker(engine)() as session, session.begin():
             return await action(TenantAdmin(session))

@@ -7,6 +7,7 @@ import argparse
 import asyncio
 import signal
 import sys
+import time
 import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
@@ -22,10 +23,13 @@ ROOT = Path(__file__).resolve().parents[2]
 
 async def tenant_id_of(runtime: Runtime, ref: str) -> uuid.UUID:
     """A tenant's id from its id or name (a CognisError if there is none)."""
+    from app.db.tenant import tenant_scope
     from app.tenants.service import TenantAdmin
 
-    async with runtime.sessionmaker() as session:
-        return (await TenantAdmin(session).tenant(ref)).id
+    # The worker role with no tenant set: only it sees every tenant's row (0042).
+    with tenant_scope(None):
+        async with runtime.background_sessionmaker() as session:
+            return (await TenantAdmin(session).tenant(ref)).id
 
 
 def reindex(args: argparse.Namespace) -> int:
@@ -132,6 +136,37 @@ def embed_multilingual(args: argparse.Namespace) -> int:
         return 0
 
     return with_runtime(body, "embed-multilingual")
+
+
+def detect_languages(args: argparse.Namespace) -> int:
+    """The language of memory versions stored before migration 0028 labelled them, when that
+    migration left them to this command (app.memories.language_backfill)."""
+    from app.db.tenant import act_as
+    from app.memories.language_backfill import LanguageReport, detect_missing_languages
+
+    started = time.monotonic()
+
+    def progress(report: LanguageReport) -> None:
+        rate = report.read / max(time.monotonic() - started, 1e-9)
+        print(f"{report.read} versions read, {report.labelled} labelled ({rate:.0f}/s)", flush=True)
+
+    async def body(runtime: Runtime) -> int:
+        if args.tenant is not None:  # only its rows: the background role, bound to it
+            act_as(await tenant_id_of(runtime, args.tenant))
+        report = await detect_missing_languages(
+            runtime.background_sessionmaker,
+            user_id=args.user,
+            batch_size=args.batch_size,
+            progress=progress,
+        )
+        print(
+            f"done: {report.labelled} of {report.read} versions labelled (the rest have no "
+            f"letters) in {time.monotonic() - started:.0f} s",
+            flush=True,
+        )
+        return 0
+
+    return with_runtime(body, "detect-languages")
 
 
 def requeue_messages(args: argparse.Namespace) -> int:

@@ -17,7 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.api.schemas.webhooks import WebhookOut
 from app.cli.admin import run_and_print
 from app.config import get_settings
-from app.db.engine import create_engine, create_sessionmaker
+from app.db.engine import create_engine, create_sessionmaker, worker_url
 from app.db.tenant import DEFAULT_TENANT_ID, tenant_scope
 from app.errors import NotFoundError
 from app.tenants.service import TenantAdmin
@@ -26,7 +26,10 @@ from app.webhooks.events import EVENT_TYPES
 
 
 async def _in_tenant(tenant: str | None, action: Callable[[AsyncSession], Awaitable[Any]]) -> Any:
-    engine = create_engine(get_settings().store, application="cognis-admin")
+    # The worker role: the tenant's row is looked up with no tenant set (row-level security
+    # shows every tenant's only to cognis_background, 0042); the action then runs bound to it.
+    store = get_settings().store
+    engine = create_engine(store, worker_url(store), application="cognis-admin")
     sessionmaker = create_sessionmaker(engine)
     try:
         tenant_id = DEFAULT_TENANT_ID

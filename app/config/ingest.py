@@ -147,8 +147,8 @@ class IngestSettings(BaseModel):
         ge=1,
         le=1000,
         description="most messages claimed together (one user's are decided in order and "
-        "applied in one transaction; with an LLM that transaction stays open while each is "
-        "decided: lower it when LLM calls are slow)",
+        "applied in one transaction; with an LLM, each in one of its own, asked with no "
+        "transaction open)",
     )
     ingest_claim_max_users: int = Field(
         default=16,

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
+
+from app.config.validators import empty_is_unset
 
 
 class RelaySettings(BaseModel):
@@ -119,3 +121,21 @@ class RelaySettings(BaseModel):
         "memories (a new cluster, a deleted index), re-queue every memory version for "
         "indexing; false: only report it (`make reindex` rebuilds it)",
     )
+    # Liveness of processes that serve no HTTP (app/heartbeat.py; the chart's probes).
+    heartbeat_dir: str | None = Field(
+        default=None,
+        description="a directory where the outbox relay and each ingestion worker loop touch "
+        "a file of their own every time round (`python -m app heartbeat-check` fails when one "
+        "is older than `COGNIS_HEARTBEAT_MAX_AGE_S`: a hung loop); unset: no heartbeat",
+    )
+    heartbeat_max_age_s: float = Field(
+        default=300.0,
+        gt=0,
+        description="the oldest beat `python -m app heartbeat-check` accepts: longer than one "
+        "batch can take (an LLM call with its retries included)",
+    )
+
+    @field_validator("heartbeat_dir", mode="before")
+    @classmethod
+    def _empty_heartbeat_dir_is_unset(cls, value: object) -> object:
+        return empty_is_unset(value)

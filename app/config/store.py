@@ -28,8 +28,9 @@ class StoreSettings(BaseModel):
     )
     migration_database_url: SecretStr | None = Field(
         default=None,
-        description="Alembic's role: the tables' owner, with CREATEROLE for migration 0007's "
-        "groups; unset: `COGNIS_DATABASE_URL`",
+        description="Alembic's role: the tables' owner, with CREATEDB but no CREATEROLE (the "
+        "role-admin step makes the groups; docs/operations.md, Roles); unset: "
+        "`COGNIS_DATABASE_URL`",
     )
     backup_database_url: SecretStr | None = Field(
         default=None,

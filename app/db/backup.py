@@ -11,9 +11,11 @@ data is then read back (`pg_restore --data-only`) and counted per table: the fil
 
 A restore goes into a new database: `pg_restore --no-owner --single-transaction
 --exit-on-error`, without the extensions' comments (their owner is the superuser who created
-them, which a database owner is not), then the database-level privileges migration
-0023_path_proof sets, then the rows counted again against the dump's counts. OpenSearch is not
-in the dump: `python -m app reindex` rebuilds it from the restored Postgres.
+them, which a database owner is not) and the catalog's privileges the superuser's hardening
+changed (a new database has them from template1), then the database-level privileges migration
+0023_path_proof sets and the backup roles' CONNECT, then the rows counted again against the
+dump's counts. OpenSearch is not in the dump: `python -m app reindex` rebuilds it from the
+restored Postgres.
 """
 
 from __future__ import annotations
@@ -35,6 +37,32 @@ _TABLES = "SELECT tablename FROM pg_tables WHERE schemaname = 'public' ORDER BY 
 _COPY = re.compile(r'^COPY public\.("?)([\w$]+)\1 \(')
 # The groups the dump's grants name; a restore into another cluster needs them first.
 GROUP_ROLES = ("cognis_rw", "cognis_background", "cognis_analyst", "cognis_auditor")
+# The next `make backup` of a restored database connects as the backup role: a dump carries no
+# database privileges, so the restore grants CONNECT to every backup role of the cluster (a
+# login that bypasses row security and reads all data: what docs/operations.md makes).
+_BACKUP_ROLES_CONNECT = """
+DO $$
+DECLARE
+    backup_role record;
+BEGIN
+    FOR backup_role IN
+        SELECT rolname FROM pg_roles
+         WHERE rolbypassrls AND rolcanlogin AND NOT rolsuper
+           AND pg_has_role(oid, 'pg_read_all_data', 'MEMBER')
+    LOOP
+        EXECUTE format('GRANT CONNECT ON DATABASE %I TO %I', current_database(),
+                       backup_role.rolname);
+    END LOOP;
+END $$
+"""
+
+
+def _superusers_entry(listed: str) -> bool:
+    """An entry of `pg_restore --list` only a superuser may restore: an extension's comment
+    (its owner is the superuser who created it), and the privileges of the catalog's own
+    functions and views, which scripts/database-hardening.sql changes (pg_dump dumps those
+    changes; the owner may not repeat them, and a new database has them from template1)."""
+    return "COMMENT - EXTENSION" in listed or " ACL pg_catalog " in listed
 
 
 class BackupError(RuntimeError):
@@ -161,8 +189,9 @@ async def dump(url: str, out: Path, progress: Progress = print) -> dict[str, int
 
 
 async def restore(owner_url: str, dump_file: Path, progress: Progress = print) -> dict[str, int]:
-    """Restore `dump_file` into the empty database of `owner_url` (its owner, with
-    CREATEROLE), then check its rows against the dump's counts."""
+    """Restore `dump_file` into the empty database of `owner_url` (its owner; the group roles
+    exist already where the role-admin step made them, else the owner needs CREATEROLE once),
+    then check its rows against the dump's counts."""
     expected = json.loads(counts_path(dump_file).read_text())
     connection = await _connect(owner_url)
     try:
@@ -180,7 +209,7 @@ async def restore(owner_url: str, dump_file: Path, progress: Progress = print) -
         listing = dump_file.with_name(dump_file.name + ".list")
         try:
             contents = await _run("pg_restore", "--list", str(dump_file))
-            entries = [ln for ln in contents.splitlines() if "COMMENT - EXTENSION" not in ln]
+            entries = [ln for ln in contents.splitlines() if not _superusers_entry(ln)]
             listing.write_text("\n".join(entries) + "\n")
             progress(f"restoring {dump_file} into {make_url(owner_url).database}")
             await _run(
@@ -191,6 +220,7 @@ async def restore(owner_url: str, dump_file: Path, progress: Progress = print) -
         finally:
             listing.unlink(missing_ok=True)
         await connection.execute((SQL_DIR / "database_privileges_v1.sql").read_text())
+        await connection.execute(_BACKUP_ROLES_CONNECT)
         # The owner counts every tenant's rows as background work does: in cognis_background,
         # with no tenant set (the restored tables force row-level security on their owner).
         await connection.execute(

@@ -54,6 +54,13 @@ def application_name(process: str, purpose: str | None = None) -> str:
     return f"cognis-{process}" + (f"-{purpose}" if purpose else "")
 
 
+def worker_url(store: StoreSettings) -> str | None:
+    """The worker role's URL (a member of cognis_background), None when the service's role
+    does its background work too: what sees every tenant's rows with no tenant set, as the
+    workers and the tenant administration need (row-level security)."""
+    return store.worker_database_url.get_secret_value() if store.worker_database_url else None
+
+
 def create_engine(
     store: StoreSettings,
     url: str | None = None,

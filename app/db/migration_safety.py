@@ -1,11 +1,11 @@
-"""Rules every migration follows (imported by migrations/): lock and statement timeouts,
-index builds that do not block writes, downgrades that refuse to drop data unless forced."""
+"""Rules every migration follows (imported by migrations/): index builds that do not block
+writes, downgrades that refuse to drop data unless forced. Lock and statement timeouts, and the
+retries of a migration that waited too long for a lock: app/db/migration_locks.py."""
 
 from __future__ import annotations
 
 import ast
 import inspect
-import os
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -14,69 +14,8 @@ from alembic import context, op
 from alembic.script import Script
 from alembic.util import CommandError
 
-# Defaults: a DDL statement waits at most this long for its lock (then fails, and the migration
-# can simply be rerun), instead of queueing every reader and writer behind it.
-DEFAULT_LOCK_TIMEOUT = "5s"
-# 0 is off; HNSW index builds on big tables can take hours, so the default bound is generous.
-DEFAULT_STATEMENT_TIMEOUT = "4h"
-
-
-def _option(name: str, default: str) -> str:
-    """`alembic -x name=value ...`, else COGNIS_MIGRATION_<NAME>, else the default."""
-    given = context.get_x_argument(as_dictionary=True).get(name)
-    return given or os.environ.get(f"COGNIS_MIGRATION_{name.upper()}", default)
-
-
-def session_timeouts() -> list[str]:
-    """SET statements for the migration session (session-wide: they also hold in autocommit
-    blocks, where CREATE INDEX CONCURRENTLY runs)."""
-    lock = _option("lock_timeout", DEFAULT_LOCK_TIMEOUT)
-    statement = _option("statement_timeout", DEFAULT_STATEMENT_TIMEOUT)
-    return [
-        f"SET lock_timeout = '{_interval(lock)}'",
-        f"SET statement_timeout = '{_interval(statement)}'",
-    ]
-
-
-# SQLSTATEs of a statement stopped by the session's bounds (or cancelled by a DBA).
-LOCK_NOT_AVAILABLE = "55P03"
-QUERY_CANCELED = "57014"
-
-
-def stopped_by_timeout(error: BaseException) -> str | None:
-    """The one line a migration stopped by its lock or statement timeout says, instead of a
-    traceback (None: another error). Each revision's transactional part rolled back whole and
-    each step outside a transaction is safe to repeat, so the answer is always to rerun."""
-    sqlstate = getattr(getattr(error, "orig", None), "sqlstate", None)
-    statement = " ".join(str(getattr(error, "statement", None) or "").split())
-    if len(statement) > 100:
-        statement = statement[:97] + "..."
-    if sqlstate == LOCK_NOT_AVAILABLE:
-        bound = _option("lock_timeout", DEFAULT_LOCK_TIMEOUT)
-        why = (
-            f"a migration step waited longer than lock_timeout ({bound}) for a lock another "
-            "session holds"
-        )
-        longer = f"-x lock_timeout=<longer than {bound}>"
-    elif sqlstate == QUERY_CANCELED:
-        bound = _option("statement_timeout", DEFAULT_STATEMENT_TIMEOUT)
-        why = f"a migration step ran longer than statement_timeout ({bound}), or was cancelled"
-        longer = "-x statement_timeout=0 (no bound)"
-    else:
-        return None
-    return (
-        f"{why}, and stopped at `{statement}`. Nothing is left half-done (its transaction "
-        "rolled back; what committed before it stays): rerun the same command once the other "
-        f"session is done (pg_stat_activity shows who blocks whom), or allow more with {longer}"
-    )
-
-
-def _interval(value: str) -> str:
-    # Goes into SQL text (SET takes no bind parameters): digits and a unit only.
-    if not value.replace(" ", "").isalnum():
-        raise ValueError(f"a timeout is a number with an optional unit (5s, 10min), not {value!r}")
-    return value
-
+from app.db.migration_locks import execute_concurrently
+from app.db.migration_locks import option as _option
 
 # What each released revision's downgrade would lose, counted before it refuses: (what, SQL
 # counting it). The released migrations name only what they drop (their text is frozen), so
@@ -303,16 +242,18 @@ def create_index_concurrently(
     kind = "UNIQUE INDEX" if unique else "INDEX"
     with op.get_context().autocommit_block():
         if index_is_valid(name) is False:
-            op.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {name}")
+            execute_concurrently(f"DROP INDEX CONCURRENTLY IF EXISTS {name}")
     if not _online():
         op.execute(f"-- rerun: if {name} is INVALID (pg_index.indisvalid), drop it first")
     with op.get_context().autocommit_block():
-        op.execute(f"CREATE {kind} CONCURRENTLY IF NOT EXISTS {name} ON {table} {definition}")
+        execute_concurrently(
+            f"CREATE {kind} CONCURRENTLY IF NOT EXISTS {name} ON {table} {definition}"
+        )
 
 
 def drop_index_concurrently(name: str) -> None:
     with op.get_context().autocommit_block():
-        op.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {name}")
+        execute_concurrently(f"DROP INDEX CONCURRENTLY IF EXISTS {name}")
 
 
 def validate_constraint(table: str, name: str) -> None:
@@ -321,4 +262,4 @@ def validate_constraint(table: str, name: str) -> None:
     (or ShareRowExclusive) lock of the ADD was released when that transaction committed. A
     validated constraint validates again in no time, so a rerun repeats it harmlessly."""
     with op.get_context().autocommit_block():
-        op.execute(f"ALTER TABLE {table} VALIDATE CONSTRAINT {name}")
+        execute_concurrently(f"ALTER TABLE {table} VALIDATE CONSTRAINT {name}")

@@ -1,11 +1,14 @@
 """One message through steps 2-4: context, candidates, extraction, then (unless a dry run) the
-write. The worker decides and applies a user's batch of messages in order in one transaction
-(app/ingest/worker.py), so each decision reads the store as the previous one left it."""
+write. Without an LLM the worker decides and applies a user's batch of messages in order in one
+transaction (app/ingest/worker.py), so each decision reads the store as the previous one left
+it. With one, the LLM is asked first, with no transaction open (`ask`), and each message is
+decided and applied in a transaction of its own with that answer (app/ingest/llm_answer.py)."""
 
 from __future__ import annotations
 
+import copy
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 
@@ -22,6 +25,7 @@ from app.ingest.deterministic import extract_deterministic
 from app.ingest.domain import Candidate, Extraction, MessageContext, Operation
 from app.ingest.fact_units import fact_context, judge_units, judged_here, units_to_embed
 from app.ingest.gate import llm_gate
+from app.ingest.llm_answer import LlmAnswer, StaleAnswer, carry_fallback, deferred, shown
 from app.ingest.llm_extractor import extract_with_llm
 from app.ingest.repository import IngestRepository
 from app.ingest.supersedes import (
@@ -44,6 +48,10 @@ from app.metrics import LLM_GATE, LLM_UPDATES_VETOED
 from app.ml.categories import CategoryClassifier
 from app.ml.embedder import Embedder, Embedding
 from app.time_expressions import primary_window
+
+# How often a message's LLM answer is asked again when it went stale before it applied, before
+# the deterministic extractor decides it (app/ingest/llm_answer.py).
+ASK_AGAIN = 2
 
 
 @dataclass(slots=True)
@@ -129,17 +137,81 @@ class IngestPipeline:
         )
         return [context.prefetched[t] if t in context.prefetched else computed[t] for t in texts]
 
-    async def decide_alone(self, context: MessageContext) -> Decided:
-        """`decide` against the committed store, in a session of its own (a dry run)."""
-        async with self._sessionmaker() as session, session.begin():
-            return await self.decide(session, context)
+    @property
+    def asks_llm(self) -> bool:
+        """Whether step 3 may ask an LLM: then `decide` needs `ask`'s answer."""
+        return self._llm is not None
 
-    async def decide(self, session: AsyncSession, context: MessageContext) -> Decided:
+    async def decide_alone(self, context: MessageContext) -> Decided:
+        """`decide` against the committed store, in a session of its own (a dry run); every
+        model call (the message's vectors, the LLM's answer) made first, with no transaction
+        open."""
+        context = await self._with_vectors(context)
+        answer = None
+        for _ in range(ASK_AGAIN + 1):
+            answer = await self.ask(context) if self.asks_llm else None
+            try:
+                async with self._sessionmaker() as session, session.begin():
+                    return await self.decide(session, context, answer)
+            except StaleAnswer:
+                continue
+        assert answer is not None  # stale answers come only with an LLM
+        async with self._sessionmaker() as session, session.begin():
+            return await self.decide(session, context, answer.gave_up(ASK_AGAIN + 1))
+
+    async def _with_vectors(self, context: MessageContext) -> MessageContext:
+        """A dry run's message (never saved, so never embedded) with its vector and those of
+        the texts its decision embeds, in one model call, as the worker's claim has them."""
+        if context.embedding is not None:
+            return context
+        others = self.texts_to_prefetch(context.content, context.role)
+        vectors = await self.embed([context.content, *others], context.user_id)
+        return replace(
+            context, embedding=vectors[0], prefetched=dict(zip(others, vectors[1:], strict=True))
+        )
+
+    async def ask(self, context: MessageContext) -> LlmAnswer:
+        """Step 3b's LLM call, with no transaction open: the candidates read in a short
+        transaction of their own, then the LLM asked about them if the gate says so, and the
+        texts it answered embedded. `decide` uses the answer only while the candidates are
+        still those (app/ingest/llm_answer.py)."""
+        assert self._llm is not None and context.embedding is not None
+        async with self._sessionmaker() as session, session.begin():
+            candidates = await self._candidates(session, context, context.embedding)
+        verdict = llm_gate(candidates, self._ingest.ingest_llm_gate_threshold)
+        if not verdict.call:
+            return LlmAnswer(shown(candidates), verdict, None)
+        extraction = await extract_with_llm(
+            self._llm,
+            context,
+            candidates,
+            await self._classifier.current_names(),
+            self._api.max_content_chars,
+            deferred,
+        )
+        written = [
+            op.content
+            for op in extraction.operations
+            if op.op in ("ADD", "UPDATE") and op.content is not None
+        ]
+        new = [t for t in dict.fromkeys(written) if t != context.content]
+        new = [t for t in new if t not in context.prefetched]
+        vectors = dict(zip(new, await self.embed(new, context.user_id), strict=True)) if new else {}
+        return LlmAnswer(shown(candidates), verdict, extraction, vectors)
+
+    async def decide(
+        self, session: AsyncSession, context: MessageContext, answer: LlmAnswer | None = None
+    ) -> Decided:
         """Step 3 and the embedding half of step 4, reading through `session`: in the worker's
-        batch transaction, so earlier messages' writes are among the candidates."""
+        transaction, so earlier messages' writes are among the candidates. With an LLM, its
+        `answer` (asked before the transaction) is used if the candidates are still the ones
+        it was shown; else StaleAnswer, and the caller asks again."""
+        if context.embedding is None:
+            context = await self._with_vectors(context)
+        assert context.embedding is not None
         embedding = context.embedding
-        if embedding is None:  # a dry run: the message was not saved
-            (embedding,) = await self.embed([context.content], context.user_id)
+        if answer is not None and answer.vectors:
+            context = replace(context, prefetched={**context.prefetched, **answer.vectors})
         with tracing.span("ingest.candidates"):
             candidates = await self._candidates(session, context, embedding)
             tracing.annotate({"cognis.ingest.candidates": len(candidates)})
@@ -151,19 +223,17 @@ class IngestPipeline:
             if self._llm is None:
                 extraction = await deterministic()
             else:
-                verdict = llm_gate(candidates, self._ingest.ingest_llm_gate_threshold)
-                if verdict.call:
-                    extraction = await extract_with_llm(
-                        self._llm,
-                        context,
-                        candidates,
-                        await self._classifier.current_names(),
-                        self._api.max_content_chars,
-                        deterministic,
-                    )
-                    await self._vet_llm_updates(session, context, candidates, embedding, extraction)
-                else:
+                if answer is None:
+                    raise StaleAnswer("the LLM was not asked before the transaction")
+                answer.check(candidates)
+                verdict, answered = answer.verdict, answer.extraction
+                if answered is None:  # the gate skipped the LLM
                     extraction = await deterministic()
+                elif answered.fallback_used:
+                    extraction = carry_fallback(answered, await deterministic())
+                else:  # a copy: the steps below change its operations
+                    extraction = copy.deepcopy(answered)
+                    await self._vet_llm_updates(session, context, candidates, embedding, extraction)
                 extraction.llm_gate, extraction.gate_similarity = verdict.label, verdict.similarity
                 LLM_GATE.labels(verdict=verdict.label).inc()
             tracing.annotate(

@@ -11,6 +11,9 @@ of its own: each decision reads the store as the previous one left it, keeps its
 rows, and a message that fails is rolled back alone (a savepoint) and handled as before: bad
 input fails at once, anything else is retried later, and the messages after it wait for it.
 What fails a user's transaction, or the model on a user's text, fails only that user's batch.
+With an LLM, no transaction waits for it: each message's answer is asked with none open, and
+the message applied in a transaction of its own if its candidates are still those the LLM was
+shown, else asked again (app/ingest/llm_answer.py).
 
 A task that fails because a dependency is unavailable (the model service unreachable, timing
 out or answering 503; Postgres unreachable) spends no attempt: the message is not at fault,
@@ -29,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
@@ -46,8 +50,11 @@ from app.errors import (
     InvalidInputError,
     UserErasedError,
 )
+from app.heartbeat import Beat, Heartbeats
 from app.ingest.context import message_context
-from app.ingest.pipeline import Decided, IngestPipeline
+from app.ingest.domain import MessageContext
+from app.ingest.llm_answer import LlmAnswer, StaleAnswer
+from app.ingest.pipeline import ASK_AGAIN, Decided, IngestPipeline
 from app.ingest.preparation import ClaimPreparation, Prepared
 from app.ingest.repository import Claim, ClaimedTask, IngestRepository
 from app.memories.user_lock import hold_for_write
@@ -194,6 +201,60 @@ class IngestWorker:
         }
         if not messages:  # erased meanwhile: the task rows went with them
             return
+        if not self._pipeline.asks_llm:
+            await self._commit(claim, claim.tasks, [], messages, prepared, began, {})
+            return
+        # With an LLM, one message at a time: its answer asked with no transaction open, then
+        # the message applied in a transaction of its own (app/ingest/llm_answer.py).
+        for position, task in enumerate(claim.tasks):
+            later = claim.tasks[position + 1 :]
+            outcome = await self._commit_answered(claim, task, later, messages, prepared, began)
+            if outcome.unstarted or task.message_id not in messages:
+                return  # a failure to retry: the later messages went back with it
+
+    async def _commit_answered(
+        self,
+        claim: Claim,
+        task: ClaimedTask,
+        later: list[ClaimedTask],
+        messages: dict[uuid.UUID, Message],
+        prepared: Prepared,
+        began: float,
+    ) -> BatchOutcome:
+        """One message with its LLM answer, asked again while it goes stale before it applies,
+        then left to the deterministic extractor."""
+        message = messages.get(task.message_id)
+        if message is None:
+            return BatchOutcome()
+        context = self._context(claim, task, message, prepared)
+        answer: LlmAnswer | Exception | None = None
+        for _ in range(ASK_AGAIN + 1):
+            try:
+                answer = await self._pipeline.ask(context)
+            except Exception as exc:  # the candidates' read: handled as the message's failure
+                answer = exc
+            try:
+                return await self._commit(
+                    claim, [task], later, messages, prepared, began, {task.message_id: answer}
+                )
+            except StaleAnswer:
+                continue
+        assert isinstance(answer, LlmAnswer)
+        gave_up = {task.message_id: answer.gave_up(ASK_AGAIN + 1)}
+        return await self._commit(claim, [task], later, messages, prepared, began, gave_up)
+
+    async def _commit(
+        self,
+        claim: Claim,
+        tasks: list[ClaimedTask],
+        later: list[ClaimedTask],
+        messages: dict[uuid.UUID, Message],
+        prepared: Prepared,
+        began: float,
+        answers: Mapping[uuid.UUID, LlmAnswer | Exception],
+    ) -> BatchOutcome:
+        """`tasks` decided and applied in order in one transaction, the claim's `later` tasks
+        still held (returned to the queue if one of `tasks` fails to be retried)."""
         fresh = {i: e for i, e in prepared.fresh.items() if i in messages}
         async with self._sessionmaker() as session, session.begin():
             # The user's write lock first (an erase takes it before the task rows): an erase
@@ -202,32 +263,52 @@ class IngestWorker:
             repository = IngestRepository(session)
             await repository.lock_user(claim.tenant_id, claim.user_id)
             await repository.store_embeddings(claim.user_id, fresh)
-            outcome = await self._apply_in_order(session, claim, messages, prepared)
+            outcome = await self._apply_in_order(session, claim, tasks, messages, prepared, answers)
             # Checked last, so the rows are not locked (and the heartbeat not blocked) while
             # the batch is decided; a claim lost meanwhile rolls the whole batch back.
             owned = await repository.lock_owned_tasks(claim.token, claim.user_id)
-            if owned != set(claim.message_ids):
+            if owned != {t.message_id for t in [*tasks, *later]}:
                 raise LeaseLost
             applied = [task.message_id for task, _, _ in outcome.applied]
             await repository.finish_tasks(applied, claim.token)
             for failure in outcome.failures:
                 await self._release(repository, claim, failure)
+            if outcome.unstarted:
+                outcome.unstarted += later
             await repository.return_unstarted(_ids_of(outcome.unstarted), claim.token)
             await repository.move_user_to_back(claim.user_id)
             await webhook_events.queue(session, _processed_events(claim, outcome))
+        for message_id in (*applied, *(f.task.message_id for f in outcome.failures)):
+            prepared.fresh.pop(message_id, None)  # stored: not again by the next transaction
         self._report(claim, outcome)
+        return outcome
+
+    def _context(
+        self, claim: Claim, task: ClaimedTask, message: Message, prepared: Prepared
+    ) -> MessageContext:
+        return message_context(
+            claim.user_id,
+            message.id,
+            message,
+            task.scope,
+            prepared.embeddings[message.id],
+            message.metadata_,
+            prepared.prefetched.get(message.id),
+        )
 
     async def _apply_in_order(
         self,
         session: AsyncSession,
         claim: Claim,
+        tasks: list[ClaimedTask],
         messages: dict[uuid.UUID, Message],
         prepared: Prepared,
+        answers: Mapping[uuid.UUID, LlmAnswer | Exception],
     ) -> BatchOutcome:
         """Decide and apply each message in turn, each in a savepoint of the batch transaction:
         a failed message is undone alone. After one that will be retried, the rest wait."""
         outcome = BatchOutcome()
-        for position, task in enumerate(claim.tasks):
+        for position, task in enumerate(tasks):
             message = messages[task.message_id]
             try:
                 # Each message's work in the trace of the request that sent it.
@@ -241,8 +322,11 @@ class IngestWorker:
                     task.traceparent,
                 ):
                     tracing.content("cognis.ingest.content", message.content)
+                    answer = answers.get(task.message_id)
+                    if isinstance(answer, Exception):
+                        raise answer
                     decided, rows = await self._decide_and_apply(
-                        session, claim, task, message, prepared
+                        session, claim, task, message, prepared, answer
                     )
                     tracing.annotate(
                         {
@@ -250,6 +334,8 @@ class IngestWorker:
                             "cognis.ingest.extractor": decided.extraction.extractor,
                         }
                     )
+            except StaleAnswer:
+                raise  # the whole transaction undone: the LLM is asked again
             except Exception as exc:
                 failure = self._failure(task, exc)
                 final = failure.final
@@ -262,7 +348,7 @@ class IngestWorker:
                     error=_describe(exc),
                 )
                 if not final:
-                    outcome.unstarted = claim.tasks[position + 1 :]
+                    outcome.unstarted = tasks[position + 1 :]
                     break
                 continue
             outcome.applied.append((task, decided, rows))
@@ -275,6 +361,7 @@ class IngestWorker:
         task: ClaimedTask,
         message: Message,
         prepared: Prepared,
+        answer: LlmAnswer | None,
     ) -> tuple[Decided, list[IngestDecision]]:
         """One message, in a savepoint. The memories a decision changes are not locked while it
         is made (an LLM call), so an API write may supersede or delete one before it applies:
@@ -282,16 +369,8 @@ class IngestWorker:
         for again in range(DECIDE_AGAIN + 1):
             try:
                 async with session.begin_nested():
-                    context = message_context(
-                        claim.user_id,
-                        message.id,
-                        message,
-                        task.scope,
-                        prepared.embeddings[message.id],
-                        message.metadata_,
-                        prepared.prefetched.get(message.id),
-                    )
-                    decided = await self._pipeline.decide(session, context)
+                    context = self._context(claim, task, message, prepared)
+                    decided = await self._pipeline.decide(session, context, answer)
                     return decided, await self._pipeline.apply(session, task.job_id, decided)
             except ConflictError as exc:
                 if again == DECIDE_AGAIN:
@@ -364,7 +443,7 @@ class IngestWorker:
                     )
             await webhook_events.queue(session, failed)
 
-    async def _loop(self, stop: asyncio.Event) -> None:
+    async def _loop(self, stop: asyncio.Event, beat: Beat | None = None) -> None:
         wake = asyncio.Event()
 
         async def run_once() -> bool:
@@ -377,16 +456,23 @@ class IngestWorker:
         self._idle.append(wake)
         try:
             await work_until_stopped(
-                run_once, wake, stop, self._ingest.ingest_poll_interval_s, "ingest.worker_error"
+                run_once,
+                wake,
+                stop,
+                self._ingest.ingest_poll_interval_s,
+                "ingest.worker_error",
+                beat,
             )
         finally:
             self._idle.remove(wake)
 
-    async def run_forever(self, stop: asyncio.Event) -> None:
-        """`ingest_worker_concurrency` loops, so one slow LLM call does not hold up other users."""
+    async def run_forever(self, stop: asyncio.Event, heartbeats: Heartbeats | None = None) -> None:
+        """`ingest_worker_concurrency` loops, so one slow LLM call does not hold up other users;
+        with `heartbeats`, each beats a file of its own (`ingest-<n>`): one hung loop shows."""
         log.info("ingest.worker_started", queue=self._ingest.ingest_queue)
         loops = max(1, self._ingest.ingest_worker_concurrency)
-        await asyncio.gather(*(self._loop(stop) for _ in range(loops)))
+        beats = heartbeats or Heartbeats(None)
+        await asyncio.gather(*(self._loop(stop, beats.loop(f"ingest-{n}")) for n in range(loops)))
         log.info("ingest.worker_stopped")
 
 

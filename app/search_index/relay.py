@@ -23,6 +23,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from app.config import RelaySettings, StoreSettings
 from app.db.models import OutboxEvent
 from app.db.notifications import listening
+from app.heartbeat import Beat
 from app.search_index import outbox
 from app.search_index.client import UNAVAILABLE, BulkOutcome, MemoryIndex
 from app.search_index.documents import with_tenant
@@ -204,8 +205,9 @@ class OutboxRelay:
             if report.claimed < self._relay.relay_batch_size or report.delivered == 0:
                 return total
 
-    async def run_forever(self, stop: asyncio.Event) -> None:
-        """The relay loop: until `stop` is set."""
+    async def run_forever(self, stop: asyncio.Event, beat: Beat | None = None) -> None:
+        """The relay loop: until `stop` is set; `beat` (app/heartbeat.py) every time round, so
+        a batch that never finishes stops it."""
         log.info("outbox.relay_started")
         try:
             async with listening(
@@ -216,6 +218,8 @@ class OutboxRelay:
                 "outbox",
             ):
                 while not stop.is_set():
+                    if beat is not None:
+                        beat()
                     self._wake.clear()
                     try:
                         report = await self.run_once()

@@ -78,7 +78,7 @@ class KeyCheck:
                 self._count(prefix)
             now = datetime.now(UTC)
             if owner.last_used_at is None or now - owner.last_used_at >= LAST_USED_RESOLUTION:
-                await record_use(session, owner.key_id)
+                await record_use(session, owner)
         return owner.tenant_id
 
     def _count(self, key_id: str) -> None:

@@ -1,14 +1,15 @@
-"""Tenants and their API keys: created, listed, rotated, revoked (the admin CLI and API), and
-the look-up behind every request's key check. Never commits: callers own the transaction."""
+"""Tenants and their API keys: created, listed, rotated, revoked (the admin CLI and API, as the
+worker role with no tenant set: row-level security lets only cognis_background see every
+tenant's rows, 0042), and the look-up behind every request's key check (the request role,
+through functions that answer for one key). Never commits: callers own the transaction."""
 
 from __future__ import annotations
 
-import hmac
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from sqlalchemy import func, select, update
+from sqlalchemy import func, select, text
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -33,6 +34,7 @@ class KeyOwner:
     prefix: str
     tenant_id: uuid.UUID
     last_used_at: datetime | None
+    key: str = field(repr=False)  # the key presented, for record_use
 
 
 def _name(name: str | None, field: str, required: bool) -> str | None:
@@ -123,21 +125,22 @@ class TenantAdmin:
         return old, issued
 
 
+# The request role reads no api_keys row itself (row-level security, 0042): these functions
+# answer for the one key presented, comparing its hash in the database.
+_KEY_OWNER = text(
+    "SELECT key_id, tenant_id, last_used_at FROM cognis_key_owner(:prefix, :key_sha256)"
+)
+_KEY_USED = text("SELECT cognis_key_used(:prefix, :key_sha256)")
+
+
 async def key_owner(session: AsyncSession, prefix: str, key: str) -> KeyOwner | None:
     """The tenant of a live key, or None: unknown, wrong secret, revoked or expired."""
-    row = (
-        await session.execute(
-            select(ApiKey.id, ApiKey.tenant_id, ApiKey.key_hash, ApiKey.last_used_at).where(
-                ApiKey.prefix == prefix,
-                ApiKey.revoked_at.is_(None),
-                (ApiKey.expires_at.is_(None)) | (ApiKey.expires_at > func.now()),
-            )
-        )
-    ).first()
-    if row is None or not hmac.compare_digest(row.key_hash, hash_key(key)):
+    found = await session.execute(_KEY_OWNER, {"prefix": prefix, "key_sha256": hash_key(key)})
+    row = found.first()
+    if row is None:
         return None
-    return KeyOwner(row.id, prefix, row.tenant_id, row.last_used_at)
+    return KeyOwner(row.key_id, prefix, row.tenant_id, row.last_used_at, key)
 
 
-async def record_use(session: AsyncSession, key_id: uuid.UUID) -> None:
-    await session.execute(update(ApiKey).where(ApiKey.id == key_id).values(last_used_at=func.now()))
+async def record_use(session: AsyncSession, owner: KeyOwner) -> None:
+    await session.execute(_KEY_USED, {"prefix": owner.prefix, "key_sha256": hash_key(owner.key)})

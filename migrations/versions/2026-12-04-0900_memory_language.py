@@ -7,10 +7,15 @@ can filter on it.
 
 The column is nullable without a default (a catalog change, no rewrite); its CHECK is added NOT
 VALID and validated in a transaction of its own. Existing rows are given their detected
-language tenant by tenant (row security binds each), in batches by id, each batch committed on
-its own: an interrupted backfill keeps what it wrote, and a rerun takes the rows still NULL.
-`alembic upgrade --sql` cannot detect languages: its script says so, and rerunning the
-upgrade online afterwards fills them in. The index documents gain the field at `make reindex`.
+language here only on a small database (issue 54): at most `inline_backfill_rows` (-x, or
+COGNIS_MIGRATION_INLINE_BACKFILL_ROWS; 10,000) versions, as the planner counts them. Then they are labelled
+tenant by tenant (row security binds each), in batches by id, each batch committed on its own:
+an interrupted backfill keeps what it wrote, and a rerun takes the rows still NULL. On a bigger
+database (detection takes about half a millisecond a version: most of an hour at a million)
+the upgrade leaves them NULL and says to run `python -m app detect-languages`
+(app/memories/language_backfill.py) while the service serves. `alembic upgrade --sql` cannot
+detect languages: its script says to run that command. The index documents gain the field at
+`make reindex`.
 
 The downgrade drops the column without refusing: the next upgrade detects every language
 again. Only a language a client gave against the detector's reading (a kanji-only Japanese
@@ -21,11 +26,13 @@ Revises: 0027_console_sessions
 Create Date: 2026-12-04 09:00:00
 """
 
+import sys
 from collections.abc import Sequence
 
 import sqlalchemy as sa
 from alembic import op
 
+from app.db.migration_locks import option
 from app.db.migration_safety import validate_constraint
 from app.ml.language import detect_language
 
@@ -36,6 +43,8 @@ depends_on: str | Sequence[str] | None = None
 
 CHECK = "memories_language_code_check"
 BATCH = 1000
+INLINE_ROWS = "10000"
+COMMAND = "python -m app detect-languages"
 _PENDING = sa.text(
     "SELECT id, content FROM memories WHERE language IS NULL AND id > :after ORDER BY id LIMIT :n"
 )
@@ -44,6 +53,7 @@ _SET = sa.text(
     "FROM unnest(CAST(:ids AS uuid[]), CAST(:languages AS text[])) AS v(id, language) "
     "WHERE m.id = v.id AND m.language IS NULL"
 )
+_ESTIMATE = sa.text("SELECT reltuples FROM pg_class WHERE oid = 'memories'::regclass")
 _BIND_TENANT = sa.text("SELECT set_config('cognis.tenant_id', :tenant, false)")
 
 
@@ -61,9 +71,30 @@ def upgrade() -> None:
         "analysed for it.'"
     )
     if op.get_context().as_sql:
-        op.execute("-- memories.language: run `alembic upgrade head` online to detect it")
+        op.execute(f"-- memories.language: run `{COMMAND}` afterwards to detect it")
+        return
+    inline = int(option("inline_backfill_rows", INLINE_ROWS))
+    if (rows := _estimated_rows()) > inline:
+        print(
+            f"0028_memory_language: about {rows} memory versions, more than {inline} to label "
+            f"here; their language is left to `{COMMAND}` (rerunnable, while the service "
+            "serves; about half a millisecond a version): run it after this upgrade",
+            file=sys.stderr,
+            flush=True,
+        )
         return
     _backfill()
+
+
+def _estimated_rows() -> int:
+    """The planner's count of memories (pg_class: no scan, no row security to bind tenant by
+    tenant), from a quick ANALYZE if the table was never analysed; outside the transaction, so
+    no lock of the DDL above is held meanwhile."""
+    bind = op.get_bind()
+    with op.get_context().autocommit_block():
+        if bind.execute(_ESTIMATE).scalar_one() < 0:
+            bind.execute(sa.text("ANALYZE memories"))
+        return max(0, int(bind.execute(_ESTIMATE).scalar_one()))
 
 
 def _backfill() -> None:

@@ -162,7 +162,7 @@ def type_checked(module: Path, node_modules: Path) -> None:
 
 
 def readme_typescript_example() -> str:
-    return one_run_by(__file__, "docs/clients.md", 'from "cognis-client"')
+    return one_run_by(__file__, "docs/clients.md", 'from "cognis-memory-client"')
 
 
 def package_readme_example() -> str:

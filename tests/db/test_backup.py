@@ -16,6 +16,7 @@ from sqlalchemy import text
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
+from app.db.backup import counts_path
 from tests.conftest import run_cli_async
 from tests.db.test_row_security import SET_TENANT, VECTOR_768, _new_tenant, _seed
 from tests.services import LOCAL_DIR, _read_env_file
@@ -138,6 +139,14 @@ async def test_a_backup_restores_whole_into_a_new_database(
                 service.render_as_string(hide_password=False), tenant_id, user
             )
             assert len(found) == (1 if tenant_id == tenant_ids[0] else 2)
+        # The next `make backup` of the restored database works: the restore granted the
+        # backup role its CONNECT (a dump carries no database privileges).
+        again_dump = tmp_path / "restored.dump"
+        done = await run_cli_async(
+            migrated, "app", "backup", str(again_dump), "--database-url", _backup_url(restored)
+        )
+        assert done.returncode == 0, done.stderr
+        assert json.loads(counts_path(again_dump).read_text()) == counts
         # A restore never lands on data: the same database again is refused.
         again = await run_cli_async(migrated, "app", "restore", str(dump), "--into", restored)
         assert again.returncode == 1
@@ -166,3 +175,20 @@ async def test_a_role_that_cannot_see_every_row_gets_no_dump(
     assert "cannot read every row" in done.stderr
     assert not dump.with_name("partial.dump.partial").exists()
     assert not dump.exists()
+
+
+def test_a_restore_leaves_the_superusers_entries_out() -> None:
+    """The catalog's privileges that scripts/database-hardening.sql changed are in every dump
+    of a hardened database; as the owner, their REVOKE fails ("permission denied for function
+    lo_creat"), so the restore skips them (the new database has them from template1)."""
+    from app.db.backup import _superusers_entry
+
+    listing = {
+        "3993; 0 0 ACL pg_catalog FUNCTION lo_creat(integer) postgres": True,
+        "4013; 0 0 ACL pg_catalog TABLE pg_stat_all_indexes postgres": True,
+        "4101; 0 0 COMMENT - EXTENSION vector": True,
+        "3991; 0 0 ACL - SCHEMA public pg_database_owner": False,
+        "4120; 0 0 ACL public TABLE memories cognis": False,
+        "4125; 0 0 ACL public FUNCTION cognis_key_owner(text, text) cognis": False,
+    }
+    assert {line: _superusers_entry(line) for line in listing} == listing

@@ -115,17 +115,18 @@ async def test_a_backup_restored_into_a_fresh_cluster_answers_the_same_searches(
 
     dump = await backed_up(migrated, owner, tmp_path)
 
-    # The DBA's part on the new cluster: an owner that may create databases and roles, the
-    # vector extension where new databases get it, and the service's logins.
+    # The DBA's part on the new cluster: an owner that may create databases (not roles), the
+    # vector extension where new databases get it, and the service's roles (the role-admin step).
     superuser_sql(
         fresh_cluster, "postgres",
-        "CREATE ROLE cognis_owner LOGIN CREATEDB CREATEROLE PASSWORD :'pw';",
+        "CREATE ROLE cognis_owner LOGIN CREATEDB PASSWORD :'pw';",
         pw=PASSWORD,
     )  # fmt: skip
     superuser_sql(fresh_cluster, "template1", "CREATE EXTENSION vector;")
     superuser_sql(
         fresh_cluster, "postgres", (ROOT / "scripts" / "service-roles.sql").read_text(),
-        app="cognis_app", worker="cognis_worker", app_pw=PASSWORD, worker_pw=PASSWORD,
+        owner="cognis_owner", app="cognis_app", worker="cognis_worker", app_pw=PASSWORD,
+        worker_pw=PASSWORD,
     )  # fmt: skip
 
     restored = {

@@ -163,3 +163,16 @@ def test_entrypoint_builds_the_reader_url_from_the_reader_endpoint(tmp_path: Pat
     assert url == "postgresql+asyncpg://cognis_app:p%40ss@reader.internal:5432/cognis?ssl=require"
     # No reader endpoint: every read goes to the writer.
     assert _entrypoint_env(parts, tmp_path, "COGNIS_READ_DATABASE_URL") == ""
+
+
+def test_entrypoint_builds_the_worker_url_from_the_second_login(tmp_path: Path) -> None:
+    """The ECS API task's worker login (its admin routes read every tenant's keys, which row
+    security shows the worker role only: migration 0042)."""
+    parts = {"DB_HOST": "writer.internal", "DB_USERNAME": "cognis_app", "DB_PASSWORD": "a"}
+    worker = {**parts, "WORKER_DB_USERNAME": "cognis_worker", "WORKER_DB_PASSWORD": "w@x"}
+    url = _entrypoint_env(worker, tmp_path, "COGNIS_WORKER_DATABASE_URL")
+    assert url == "postgresql+asyncpg://cognis_worker:w%40x@writer.internal:5432/cognis"
+    assert _entrypoint_env(worker, tmp_path) == (
+        "postgresql+asyncpg://cognis_app:a@writer.internal:5432/cognis"
+    )
+    assert _entrypoint_env(parts, tmp_path, "COGNIS_WORKER_DATABASE_URL") == ""

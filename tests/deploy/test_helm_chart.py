@@ -120,6 +120,10 @@ def test_processes_commands_and_probes_as_in_compose_and_terraform() -> None:
     assert commands["embedder"][:4] == ["python", "-m", "app", "embed-serve"]
     assert commands["embedder"][-2:] == ["--backend", "torch"]
     api = pod(find(docs, "Deployment", "-api"))["containers"][0]
+    for name in ("relay", "worker"):
+        container = pod(find(docs, "Deployment", f"-{name}"))["containers"][0]
+        for probe in ("startupProbe", "livenessProbe"):
+            assert container[probe]["exec"]["command"] == ["python", "-m", "app", "heartbeat-check"]
     assert api["livenessProbe"]["httpGet"] == {"path": "/health", "port": "http"}
     assert api["readinessProbe"]["httpGet"] == {"path": "/ready", "port": "http"}
     assert api["ports"][0]["containerPort"] == 8000
@@ -153,8 +157,9 @@ def test_every_secret_reference_names_a_key_the_chart_or_values_define() -> None
             assert ref["name"] == secret["metadata"]["name"]
             assert ref["key"] in keys, ref
             assert ref["key"] in documented, f"{ref['key']} not listed in values.yaml"
-            assert ref.get("optional") or ref["key"] == "database-url"
-    assert set(values["secrets"]) - {"existingSecret"} == {
+            # The chart knows which keys the Secret holds: no reference is a guess.
+            assert not ref.get("optional"), ref
+    assert set(values["secrets"]) - {"existingSecret", "existingSecretKeys"} == {
         "databaseUrl",
         "workerDatabaseUrl",
         "migrationDatabaseUrl",
@@ -174,13 +179,18 @@ def test_every_secret_reference_names_a_key_the_chart_or_values_define() -> None
 def test_an_existing_secret_replaces_the_charts_own() -> None:
     docs = render("existing-secret")
     assert not [d for d in docs if d["kind"] == "Secret"]
-    refs = {
-        e["valueFrom"]["secretKeyRef"]["name"]
+    refs = [
+        e["valueFrom"]["secretKeyRef"]
         for c in containers(docs)
         for e in c["env"]
         if "valueFrom" in e
-    }
-    assert refs == {"cognis-credentials"}
+    ]
+    assert {ref["name"] for ref in refs} == {"cognis-credentials"}
+    # Only the keys the values say it holds (read-database-url, admin-key-hashes are not).
+    listed = yaml.safe_load((CHART / "ci" / "existing-secret-values.yaml").read_text())
+    held = {"database-url", *listed["secrets"]["existingSecretKeys"]}
+    assert {ref["key"] for ref in refs} == held
+    assert "read-database-url" not in {ref["key"] for ref in refs}
     assert not [d for d in docs if d["kind"] == "ServiceAccount"]
     assert pod(find(docs, "Job", "-migrate"))["serviceAccountName"] == "cognis"
 
@@ -228,9 +238,9 @@ def test_tracing_reaches_every_process_only_when_asked() -> None:
 def test_every_pod_runs_non_root_on_a_read_only_root() -> None:
     docs = render()
     for doc in docs:
-        if doc["kind"] not in ("Deployment", "Job"):
+        if doc["kind"] not in ("Deployment", "Job", "Pod"):
             continue
-        spec = pod(doc)
+        spec = doc["spec"] if doc["kind"] == "Pod" else pod(doc)
         assert spec["securityContext"]["runAsNonRoot"] is True
         assert spec["securityContext"]["runAsUser"] == 10001  # the Dockerfile's USER
         for container in spec["containers"]:
@@ -316,6 +326,201 @@ def test_chart_files_are_where_ci_expects_them() -> None:
         "default-values.yaml",
         "existing-secret-values.yaml",
         "hpa-off-values.yaml",
+        "network-policy-values.yaml",
         "replica-reader-values.yaml",
         "tracing-values.yaml",
     }
+
+
+def secret_env(doc: dict[str, Any]) -> dict[str, str]:
+    """A workload's variables that come from the Secret, each with its key."""
+    return {
+        e["name"]: e["valueFrom"]["secretKeyRef"]["key"]
+        for e in pod(doc)["containers"][0]["env"]
+        if "valueFrom" in e
+    }
+
+
+# Which settings each process reads (app/runtime.py, app/cli/): the API the request role, the
+# replica, the worker role (the index coverage check and dry runs read across tenants), the key
+# hashes, the model service and the LLM (dry runs, the category judge); the relay the worker
+# role and OpenSearch; the workers those, the model service and the LLM; migrations the owner.
+OWN_CREDENTIALS = {
+    "api": {
+        "COGNIS_DATABASE_URL": "database-url",
+        "COGNIS_READ_DATABASE_URL": "read-database-url",
+        "COGNIS_WORKER_DATABASE_URL": "worker-database-url",
+        "COGNIS_API_KEY_HASHES": "api-key-hashes",
+        "COGNIS_ADMIN_KEY_HASHES": "admin-key-hashes",
+        "COGNIS_OPENSEARCH_PASSWORD": "opensearch-password",
+        "COGNIS_EMBEDDING_HTTP_API_KEY": "embedding-http-api-key",
+        "COGNIS_LLM_API_KEY": "llm-api-key",
+    },
+    "relay": {
+        "COGNIS_DATABASE_URL": "worker-database-url",
+        "COGNIS_OPENSEARCH_PASSWORD": "opensearch-password",
+    },
+    "worker": {
+        "COGNIS_DATABASE_URL": "worker-database-url",
+        "COGNIS_OPENSEARCH_PASSWORD": "opensearch-password",
+        "COGNIS_EMBEDDING_HTTP_API_KEY": "embedding-http-api-key",
+        "COGNIS_LLM_API_KEY": "llm-api-key",
+    },
+    "embedder": {"COGNIS_EMBEDDING_HTTP_API_KEY": "embedding-http-api-key"},
+    "migrate": {"COGNIS_DATABASE_URL": "migration-database-url"},
+}
+
+
+def test_each_pod_gets_only_its_own_credentials() -> None:
+    """Every secret set: the owner's URL reaches the migration Job alone, the LLM key only the
+    processes that call the LLM, and the relay and workers connect as the worker role only."""
+    docs = render("replica-reader", "secrets.llmApiKey=llm-key")
+    given = {
+        name: secret_env(find(docs, "Deployment" if name != "migrate" else "Job", f"-{name}"))
+        for name in OWN_CREDENTIALS
+    }
+    assert given == OWN_CREDENTIALS
+    api = given["api"]
+    assert "migration-database-url" not in api.values()
+    assert "COGNIS_MIGRATION_DATABASE_URL" not in api
+    assert "llm-api-key" not in given["relay"].values()
+    # The API's LLM settings go with llm.inApi: off, it gets neither the key nor the endpoint.
+    off = render("replica-reader", "secrets.llmApiKey=llm-key", "llm.inApi=false")
+    api_env = {e["name"] for e in pod(find(off, "Deployment", "-api"))["containers"][0]["env"]}
+    assert not {n for n in api_env if n.startswith("COGNIS_LLM_")}
+    assert secret_env(find(off, "Deployment", "-worker"))["COGNIS_LLM_API_KEY"] == "llm-api-key"
+
+
+def test_without_own_roles_the_processes_fall_back_to_the_request_roles_url() -> None:
+    docs = render("default")
+    for kind, name in (("Deployment", "-relay"), ("Deployment", "-worker"), ("Job", "-migrate")):
+        assert secret_env(find(docs, kind, name)) == {"COGNIS_DATABASE_URL": "database-url"}
+
+
+def test_service_monitor_and_network_policies_only_when_switched_on() -> None:
+    for values in [p.name.removesuffix("-values.yaml") for p in CI_VALUES]:
+        kinds = {d["kind"] for d in render(values)}
+        assert "ServiceMonitor" not in kinds, values
+        assert ("NetworkPolicy" in kinds) == (values == "network-policy"), values
+    docs = render("default", "serviceMonitor.enabled=true", "serviceMonitor.labels.release=prom")
+    monitor = find(docs, "ServiceMonitor", "-api")
+    assert monitor["metadata"]["labels"]["release"] == "prom"
+    service = find(docs, "Service", "-api")
+    assert monitor["spec"]["selector"]["matchLabels"] == service["spec"]["selector"]
+    (endpoint,) = monitor["spec"]["endpoints"]
+    assert (endpoint["port"], endpoint["path"]) == ("http", "/metrics")
+    assert service["spec"]["ports"][0]["name"] == "http"
+
+
+def test_network_policies_open_only_the_ports_each_pod_serves() -> None:
+    docs = render("network-policy")
+    policies = {
+        d["metadata"]["name"].removeprefix("cognis-cognis-memory-"): d["spec"]
+        for d in docs
+        if d["kind"] == "NetworkPolicy"
+    }
+    assert set(policies) == {"api", "relay", "worker", "migrate", "embedder"}
+    for name in ("relay", "worker", "migrate"):
+        assert policies[name]["ingress"] == [], name
+    (api_in,) = policies["api"]["ingress"]
+    assert api_in["ports"] == [{"port": "http", "protocol": "TCP"}]
+    assert api_in["from"][0]["namespaceSelector"]  # values' apiFrom
+    # and the `helm test` pod, whose labels the last peer selects
+    (test_pod,) = [d for d in docs if d["kind"] == "Pod"]
+    tester = api_in["from"][-1]["podSelector"]["matchLabels"]
+    assert tester.items() <= test_pod["metadata"]["labels"].items()
+    (embedder_in,) = policies["embedder"]["ingress"]
+    callers = {
+        p["podSelector"]["matchLabels"]["app.kubernetes.io/component"] for p in embedder_in["from"]
+    }
+    assert callers == {"api", "worker"}
+    for name, spec in policies.items():
+        assert "Egress" in spec["policyTypes"], name
+        peers = [peer for rule in spec["egress"] for peer in rule.get("to", [])]
+        assert {"ipBlock": {"cidr": "10.20.0.0/16"}} in peers, name
+    # Each policy selects its own component's pods, as the workloads label them.
+    for doc in docs:
+        if doc["kind"] in ("Deployment", "Job"):
+            component = doc["spec"]["template"]["metadata"]["labels"]["app.kubernetes.io/component"]
+            selector = policies[component]["podSelector"]["matchLabels"]
+            assert selector.items() <= doc["spec"]["template"]["metadata"]["labels"].items()
+
+
+def test_each_component_spreads_over_zones_and_nodes() -> None:
+    docs = render()
+    for doc in docs:
+        if doc["kind"] != "Deployment":
+            continue
+        labels = doc["spec"]["template"]["metadata"]["labels"]
+        constraints = pod(doc)["topologySpreadConstraints"]
+        assert [c["topologyKey"] for c in constraints] == [
+            "topology.kubernetes.io/zone",
+            "kubernetes.io/hostname",
+        ]
+        for constraint in constraints:
+            assert constraint["labelSelector"]["matchLabels"] == labels
+            assert constraint["whenUnsatisfiable"] == "ScheduleAnyway"
+    off = render("default", "topologySpread.enabled=false")
+    assert not [
+        d for d in off if d["kind"] == "Deployment" and "topologySpreadConstraints" in pod(d)
+    ]
+
+
+def test_the_heartbeat_probes_read_what_the_loops_write() -> None:
+    """The relay's and worker's probes run the check against the directory their loops beat,
+    under the pod's writable /tmp; the age the check allows is a value."""
+    docs = render("default", "heartbeat.maxAgeSeconds=120")
+    for name in ("relay", "worker"):
+        container = pod(find(docs, "Deployment", f"-{name}"))["containers"][0]
+        env = {e["name"]: e.get("value") for e in container["env"]}
+        assert env["COGNIS_HEARTBEAT_DIR"].startswith("/tmp/")  # noqa: S108 (the emptyDir)
+        assert env["COGNIS_HEARTBEAT_MAX_AGE_S"] == "120"
+        assert container["livenessProbe"]["periodSeconds"] >= 10
+    api = pod(find(docs, "Deployment", "-api"))["containers"][0]
+    assert "COGNIS_HEARTBEAT_DIR" not in {e["name"] for e in api["env"]}
+
+
+def test_helm_test_gets_ready_through_the_api_service() -> None:
+    docs = render()
+    (test_pod,) = [d for d in docs if d["kind"] == "Pod"]
+    assert test_pod["metadata"]["annotations"]["helm.sh/hook"] == "test"
+    service = find(docs, "Service", "-api")
+    script = test_pod["spec"]["containers"][0]["command"][-1]
+    name, port = service["metadata"]["name"], service["spec"]["ports"][0]["port"]
+    assert f"http://{name}:{port}/ready" in script
+    assert not [d for d in render("default", "tests.enabled=false") if d["kind"] == "Pod"]
+
+
+def test_notes_say_which_credentials_each_pod_gets() -> None:
+    out = subprocess.run(
+        [
+            helm(),
+            "install",
+            "cognis",
+            str(CHART),
+            "--dry-run=client",
+            "-n",
+            "memory",
+            "-f",
+            str(CHART / "ci" / "replica-reader-values.yaml"),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    ).stdout
+    notes = out.split("NOTES:", 1)[1]
+    assert "svc/cognis-cognis-memory-api 8000:8000" in notes
+    assert "helm test cognis" in notes
+    lines = {line.split(":", 1)[0].strip(): line for line in notes.splitlines() if ":" in line}
+    assert "migration-database-url" not in lines["api"]
+    assert lines["migrate"].split(":", 1)[1].split() == ["migration-database-url"]
+    assert "per API pod" in notes
+    warned = subprocess.run(
+        [helm(), "install", "cognis", str(CHART), "--dry-run=client", "-f", str(CI_VALUES[0])],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    ).stdout
+    assert "WARNING: no worker-database-url" in warned

@@ -184,11 +184,6 @@ async def test_the_ingestion_worker_calls_models_with_no_transaction_open(
     assert probe.calls and probe.found == [], probe.found
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the worker decides and applies a user's batch in one transaction, so an LLM's "
-    "answer is awaited inside it (issue 56, item 3: open)",
-)
 async def test_the_ingestion_worker_awaits_the_llm_with_no_transaction_open(
     client, user_id, inprocess_api, sessions, probe, probed_embedder, llm, monkeypatch
 ) -> None:

@@ -33,7 +33,7 @@ search (and `TTLConfig.refresh_on_read`) is accepted and ignored, because refres
 new version of the memory on every read: an item expires `ttl` minutes after its last put, not
 after its last read. Put it again to extend it.
 
-Needs the `langgraph` extra: `pip install 'cognis-client[langgraph]'`.
+Needs the `langgraph` extra: `pip install 'cognis-memory-client[langgraph]'`.
 """
 
 from __future__ import annotations

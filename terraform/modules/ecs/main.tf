@@ -64,6 +64,13 @@ locals {
         { name = "DB_USERNAME", valueFrom = "${aws_secretsmanager_secret.db_login[local.process_login[name]].arn}:username::" },
         { name = "DB_PASSWORD", valueFrom = "${aws_secretsmanager_secret.db_login[local.process_login[name]].arn}:password::" },
       ] : [for secret in local.secrets : secret if startswith(secret.name, "DB_")],
+      # The API's admin routes read every tenant's tenants and api_keys rows, which row-level
+      # security shows the worker role only (migration 0042): its login too, as
+      # COGNIS_WORKER_DATABASE_URL (the image's entrypoint builds it).
+      name == "api" ? [
+        { name = "WORKER_DB_USERNAME", valueFrom = "${aws_secretsmanager_secret.db_login["worker"].arn}:username::" },
+        { name = "WORKER_DB_PASSWORD", valueFrom = "${aws_secretsmanager_secret.db_login["worker"].arn}:password::" },
+      ] : [],
       [for secret in local.secrets : secret if !startswith(secret.name, "DB_")],
       local.embedding_secrets,
     )
