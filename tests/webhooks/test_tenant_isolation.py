@@ -24,7 +24,6 @@ from tests.conftest import InProcessApi, only_running, wait_until
 from tests.tenants.helpers import new_tenant, tenant_client
 from tests.webhooks.helpers import Receiver, SlowReceiver, memories_path, subscribe
 
-
 # Subscribing to loopback receivers needs the operator's permission.
 pytestmark = pytest.mark.usefixtures("allow_private")
 
