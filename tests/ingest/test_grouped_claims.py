@@ -68,12 +68,16 @@ class CountingPipeline:
             self.holding.set()
             await gate.wait()
 
-    async def decide(self, session: Any, context: Any) -> Any:
+    @property
+    def asks_llm(self) -> bool:
+        return self._inner.asks_llm
+
+    async def decide(self, session: Any, context: Any, answer: Any = None) -> Any:
         await self._pass(self.decide_gate)
         if self.hold and self.applied_users and context.user_id != self.applied_users[0]:
             self.holding.set()
             await asyncio.Event().wait()
-        return await self._inner.decide(session, context)
+        return await self._inner.decide(session, context, answer)
 
     async def apply(self, session: Any, job_id: uuid.UUID, decided: Any) -> Any:
         rows_ = await self._inner.apply(session, job_id, decided)
